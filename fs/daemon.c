@@ -1,0 +1,72 @@
+#include "daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int ready_fd = -1; /* child's end of the pipe to the parent */
+
+int rfs_daemon_start(void)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		fprintf(stderr, "rankfs: pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	/* Flush so buffered output is not written twice. */
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "rankfs: fork: %s\n", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		ready_fd = fds[1];
+		return 0;
+	}
+	close(fds[1]);
+	char ok;
+	ssize_t n;
+	do
+		n = read(fds[0], &ok, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1)
+		_exit(0);
+	/* The child died or gave up before mounting: pass its status on. */
+	int status;
+	if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	    WEXITSTATUS(status) != 0)
+		_exit(WEXITSTATUS(status));
+	_exit(1);
+}
+
+void rfs_daemon_ready(void)
+{
+	if (ready_fd < 0)
+		return;
+	setsid();
+	if (chdir("/") != 0) {
+		/* "/" always exists; nothing useful to do otherwise. */
+	}
+	int null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+	char ok = 1;
+	if (write(ready_fd, &ok, 1) != 1) {
+		/* The parent is gone; keep serving. */
+	}
+	close(ready_fd);
+	ready_fd = -1;
+}

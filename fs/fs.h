@@ -1,0 +1,26 @@
+/* State shared by the FUSE handlers: reached through fuse_req_userdata(). */
+#ifndef RFS_FS_H
+#define RFS_FS_H
+
+#include <sys/types.h>
+
+#include "inode.h"
+#include "view.h"
+
+struct rfs_fs {
+	struct rfs_view *view;
+	struct rfs_inode_space space;
+	uid_t uid; /* owner shown on every node */
+	gid_t gid;
+	int direct_io;
+};
+
+struct fuse_args;
+struct fuse_session;
+
+/* Creates the low-level session serving fs (the ops table lives in ops.c).
+ * @return NULL on failure (libfuse prints why). */
+struct fuse_session *rfs_ops_session_new(struct fuse_args *args,
+					 struct rfs_fs *fs);
+
+#endif

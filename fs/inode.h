@@ -1,0 +1,71 @@
+/* The namespace as a pure function: names <-> nodes <-> inode numbers.
+ * No FUSE and no state beyond the numbers given at init, so it is unit
+ * tested on its own. */
+#ifndef RFS_INODE_H
+#define RFS_INODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum rfs_node_type {
+	RFS_NODE_ROOT,
+	RFS_NODE_CONFIG, /* config.json */
+	RFS_NODE_DATASET, /* dataset.json */
+	RFS_NODE_STATS, /* stats.json */
+	RFS_NODE_EPOCHS, /* epoch/ */
+	RFS_NODE_EPOCH, /* epoch/E/ */
+	RFS_NODE_RANKS, /* epoch/E/rank/ */
+	RFS_NODE_RANK, /* epoch/E/rank/R/ */
+	RFS_NODE_KIND, /* epoch/E/rank/R/batch/ (or index/) */
+	RFS_NODE_FILE, /* epoch/E/rank/R/batch/NNNNNN.npy */
+};
+
+struct rfs_node {
+	enum rfs_node_type type;
+	uint64_t epoch, rank, kind, batch; /* as far as type goes */
+};
+
+#define RFS_EPOCH_LIMIT (UINT64_C(1) << 31)
+
+struct rfs_inode_space {
+	uint64_t world_size;
+	uint64_t kinds;
+	uint64_t batches; /* per rank per epoch */
+	uint64_t epochs_listed;
+	uint64_t per_rank; /* inodes under one rank directory, itself included */
+	uint64_t per_epoch;
+	unsigned width; /* digits of a batch file name */
+};
+
+/* @return 0, or -EOVERFLOW when 2^31 epochs of this shape do not fit in 64
+ * bits of inode numbers. */
+int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
+			 uint64_t kinds, uint64_t batches,
+			 uint64_t epochs_listed);
+
+uint64_t rfs_inode_of(const struct rfs_inode_space *s,
+		      const struct rfs_node *n);
+
+/* @return 0 or -ENOENT for numbers no node has. */
+int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
+		   struct rfs_node *out);
+
+int rfs_node_is_dir(const struct rfs_node *n);
+
+/* Looks name up in directory parent. Names are canonical: one spelling per
+ * node (no leading zeros, exact padding, lower-case ".npy").
+ * @return 0, -ENOENT, -ENOTDIR (parent is a file), -ENAMETOOLONG. */
+int rfs_inode_lookup(const struct rfs_inode_space *s,
+		     const struct rfs_node *parent, const char *name,
+		     struct rfs_node *out);
+
+/* Number of entries readdir lists in parent ("." and ".." excluded). */
+uint64_t rfs_inode_count(const struct rfs_inode_space *s,
+			 const struct rfs_node *parent);
+
+/* The i-th entry of parent (i < rfs_inode_count()) and its name. */
+void rfs_inode_entry(const struct rfs_inode_space *s,
+		     const struct rfs_node *parent, uint64_t i,
+		     struct rfs_node *out, char *name, size_t namelen);
+
+#endif

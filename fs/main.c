@@ -1,0 +1,130 @@
+/* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fs.h"
+#include "log.h"
+#include "opts.h"
+
+/* The kernel gives a FUSE mount 128 KiB of readahead whatever init asks;
+ * its backing device's read_ahead_kb can be raised by root. Found through
+ * mountinfo, since stat()ing our own mount before the loop runs would
+ * deadlock. Best effort: logged, never fatal. */
+static void raise_readahead(const char *mountpoint)
+{
+	char real[4096], line[8192], dev[64] = "";
+	if (!realpath(mountpoint, real))
+		return;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char majmin[64], point[4096];
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) == 2 &&
+		    strcmp(point, real) == 0)
+			snprintf(dev, sizeof(dev), "%s", majmin);
+	}
+	fclose(f);
+	if (!dev[0])
+		return;
+	char path[128];
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	FILE *ra = fopen(path, "we");
+	if (!ra || fputs("1024\n", ra) < 0 || fclose(ra) != 0) {
+		if (ra)
+			fclose(ra);
+		rfs_log("readahead stays at the kernel default: cannot write "
+			"%s",
+			path);
+	}
+}
+
+static int run_loop(struct fuse_session *se, struct rfs_cli *cli)
+{
+	if (cli->fuse.singlethread)
+		return fuse_session_loop(se);
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, (unsigned)cli->fuse.clone_fd);
+	fuse_loop_cfg_set_idle_threads(lc, cli->fuse.max_idle_threads);
+	fuse_loop_cfg_set_max_threads(lc, cli->fuse.max_threads);
+	int rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+int main(int argc, char *argv[])
+{
+	struct rfs_cli cli;
+	struct rfs_fs fs = { .uid = getuid(), .gid = getgid() };
+	struct fuse_session *se = NULL;
+	char err[1024];
+	int status = 1;
+
+	int rc = rfs_opts_parse(argc, argv, &cli);
+	if (rc != 0) {
+		status = rc > 0 ? 0 : 1;
+		goto out_opts;
+	}
+	if (!cli.fuse.foreground && rfs_daemon_start() != 0)
+		goto out_opts;
+	if (cli.config.log_file &&
+	    (rc = rfs_log_set_file(cli.config.log_file)) != 0) {
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n",
+			cli.config.log_file, strerror(-rc));
+		goto out_opts;
+	}
+	if (rfs_view_create(&cli.config, cli.source, &fs.view, err,
+			    sizeof(err)) != 0) {
+		fprintf(stderr, "rankfs: %s\n", err);
+		goto out_opts;
+	}
+	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
+	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
+				 RFS_KIND_COUNT,
+				 rfs_view_batches_per_rank(fs.view),
+				 cli.config.epochs) != 0) {
+		fprintf(stderr,
+			"rankfs: world_size x batches per rank is too large "
+			"to number every file (lower world_size or raise "
+			"batch_size)\n");
+		goto out_view;
+	}
+	se = rfs_ops_session_new(&cli.args, &fs);
+	if (!se)
+		goto out_view;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, cli.mountpoint) != 0)
+		goto out_signals;
+	raise_readahead(cli.mountpoint);
+	if (!cli.fuse.foreground) {
+		if (!cli.config.log_file)
+			rfs_log_silence_stderr();
+		rfs_daemon_ready();
+	}
+
+	rc = run_loop(se, &cli);
+	/* libfuse 3.14 returns the number of the signal that ended the loop. */
+	status = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 :
+									    1;
+	if (status != 0)
+		rfs_log("session loop failed: %d", rc);
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_view:
+	rfs_view_destroy(fs.view);
+out_opts:
+	rfs_opts_free(&cli);
+	return status;
+}

@@ -1,0 +1,374 @@
+/*
+ * Low-level FUSE handlers: decode the inode, ask lib/, reply exactly once.
+ *
+ * Everything except stats.json is immutable for the life of the mount, so
+ * entries and attributes carry long timeouts and open() keeps the page
+ * cache. stats.json changes on every read; it reports size 0 like a /proc
+ * file and is opened direct_io with a snapshot taken at open.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs.h"
+
+#define IMMUTABLE_TIMEOUT 86400.0
+
+struct snapshot {
+	char *data;
+	size_t len;
+};
+
+static struct rfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
+{
+	size_t len = 0;
+	switch (n->type) {
+	case RFS_NODE_CONFIG:
+		rfs_view_config_json(fs->view, &len);
+		return len;
+	case RFS_NODE_DATASET:
+		rfs_view_dataset_json(fs->view, &len);
+		return len;
+	case RFS_NODE_FILE:
+		return rfs_view_file_size(fs->view, n->kind);
+	default:
+		return 0;
+	}
+}
+
+static void fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
+		      struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = rfs_inode_of(&fs->space, n);
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_mtime = st->st_ctime = st->st_atime = rfs_view_mtime(fs->view);
+	if (rfs_node_is_dir(n)) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)node_size(fs, n);
+		st->st_blocks = (st->st_size + 511) / 512;
+	}
+	st->st_blksize = 1 << 20;
+}
+
+static double attr_timeout(const struct rfs_node *n)
+{
+	return n->type == RFS_NODE_STATS ? 0.0 : IMMUTABLE_TIMEOUT;
+}
+
+static int decode(fuse_req_t req, fuse_ino_t ino, struct rfs_node *n)
+{
+	int rc = rfs_inode_node(&fs_of(req)->space, ino, n);
+	if (rc != 0)
+		fuse_reply_err(req, -rc);
+	return rc;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* The kernel caps this at its own offer; main.c raises the bdi. */
+	conn->max_readahead = 1 << 20;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct rfs_fs *fs = fs_of(req);
+	struct rfs_node p, n;
+	if (decode(req, parent, &p) != 0)
+		return;
+	int rc = rfs_inode_lookup(&fs->space, &p, name, &n);
+	if (rc != 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct fuse_entry_param e = { .ino = rfs_inode_of(&fs->space, &n),
+				      .attr_timeout = attr_timeout(&n),
+				      .entry_timeout = IMMUTABLE_TIMEOUT };
+	fill_attr(fs, &n, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct rfs_node n;
+	struct stat st;
+	if (decode(req, ino, &n) != 0)
+		return;
+	fill_attr(fs_of(req), &n, &st);
+	fuse_reply_attr(req, &st, attr_timeout(&n));
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct rfs_fs *fs = fs_of(req);
+	struct rfs_node dir, child;
+	if (decode(req, ino, &dir) != 0)
+		return;
+	if (!rfs_node_is_dir(&dir)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	char *buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* Offsets: 0 ".", 1 "..", 2 + i the i-th child. */
+	uint64_t count = rfs_inode_count(&fs->space, &dir);
+	size_t used = 0;
+	for (uint64_t i = (uint64_t)off; i < count + 2; i++) {
+		char name[64];
+		struct stat st = { .st_mode = S_IFDIR };
+		if (i < 2) {
+			strcpy(name, i == 0 ? "." : "..");
+			st.st_ino = i == 0 ? ino : FUSE_ROOT_ID;
+		} else {
+			rfs_inode_entry(&fs->space, &dir, i - 2, &child, name,
+					sizeof(name));
+			st.st_ino = rfs_inode_of(&fs->space, &child);
+			st.st_mode = rfs_node_is_dir(&child) ? S_IFDIR :
+							       S_IFREG;
+		}
+		size_t need = fuse_add_direntry(req, buf + used, size - used,
+						name, &st, (off_t)(i + 1));
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct rfs_fs *fs = fs_of(req);
+	struct rfs_node n;
+	if (decode(req, ino, &n) != 0)
+		return;
+	if (rfs_node_is_dir(&n)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (n.type == RFS_NODE_STATS) {
+		struct snapshot *snap = calloc(1, sizeof(*snap));
+		if (!snap || rfs_view_stats_json(fs->view, &snap->data,
+						 &snap->len) != 0) {
+			free(snap);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		fi->fh = (uintptr_t)snap;
+		fi->direct_io = 1;
+	} else {
+		fi->keep_cache = 1;
+		fi->direct_io = n.type == RFS_NODE_FILE && fs->direct_io;
+		if (n.type == RFS_NODE_FILE && n.kind == RFS_KIND_BATCH)
+			rfs_view_count_open(fs->view, n.rank);
+	}
+	fuse_reply_open(req, fi);
+}
+
+static void reply_slice(fuse_req_t req, const char *data, size_t len,
+			size_t size, off_t off)
+{
+	if ((uint64_t)off >= len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	size_t n = len - (size_t)off < size ? len - (size_t)off : size;
+	fuse_reply_buf(req, data + off, n);
+}
+
+static void read_file(fuse_req_t req, const struct rfs_node *n, size_t size,
+		      off_t off)
+{
+	struct rfs_fs *fs = fs_of(req);
+	struct rfs_cache_key key = { .epoch = n->epoch,
+				     .rank = n->rank,
+				     .batch = n->batch,
+				     .kind = n->kind };
+	struct rfs_cache_entry *e;
+	int rc = rfs_view_get(fs->view, &key, &e);
+	if (rc != 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	size_t len = rfs_cache_entry_size(e);
+	reply_slice(req, rfs_cache_entry_data(e), len, size, off);
+	if ((uint64_t)off < len)
+		rfs_view_count_bytes(fs->view, n->rank,
+				     len - (size_t)off < size ?
+					     len - (size_t)off :
+					     size);
+	rfs_view_put(fs->view, e);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct rfs_fs *fs = fs_of(req);
+	struct rfs_node n;
+	const char *text;
+	size_t len;
+	if (decode(req, ino, &n) != 0)
+		return;
+	switch (n.type) {
+	case RFS_NODE_FILE:
+		read_file(req, &n, size, off);
+		return;
+	case RFS_NODE_CONFIG:
+		text = rfs_view_config_json(fs->view, &len);
+		break;
+	case RFS_NODE_DATASET:
+		text = rfs_view_dataset_json(fs->view, &len);
+		break;
+	case RFS_NODE_STATS:
+		text = ((struct snapshot *)(uintptr_t)fi->fh)->data;
+		len = ((struct snapshot *)(uintptr_t)fi->fh)->len;
+		break;
+	default:
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	reply_slice(req, text, len, size, off);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
+	if (snap) {
+		free(snap->data);
+		free(snap);
+	}
+	fuse_reply_err(req, 0);
+}
+
+/* Write-type requests: the mount is read-only (and mounted "ro", so the
+ * kernel usually answers these before they reach us). */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	(void)ino, (void)attr, (void)to_set, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	(void)ino, (void)name, (void)value, (void)size, (void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino, (void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.readdir = op_readdir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.write = op_write,
+	.create = op_create,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+};
+
+struct fuse_session *rfs_ops_session_new(struct fuse_args *args,
+					 struct rfs_fs *fs)
+{
+	return fuse_session_new(args, &ops, sizeof(ops), fs);
+}

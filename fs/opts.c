@@ -1,0 +1,216 @@
+#include "opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "buf.h"
+
+enum { KEY_HELP, KEY_VERSION };
+
+static const struct fuse_opt templates[] = {
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END
+};
+
+/* libfuse's own -o options that rankfs passes through unchanged. */
+static const char *const fuse_keys[] = {
+	"allow_other", "default_permissions", "fsname", "subtype",
+	"auto_unmount", "max_read", "max_threads", "max_idle_threads",
+	"clone_fd", "debug", "ro", NULL
+};
+
+struct parse_state {
+	struct rfs_cli *cli;
+	int action; /* 1: help or version printed */
+	int failed;
+	int has_fsname;
+};
+
+static int is_fuse_key(const char *key)
+{
+	for (size_t i = 0; fuse_keys[i]; i++)
+		if (strcmp(key, fuse_keys[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: rankfs [options] SOURCE MOUNTPOINT\n");
+}
+
+static void print_help(void)
+{
+	struct rfs_buf b = { 0 };
+	usage(stdout);
+	printf("\nServes an HDF5 dataset (.h5ad X, or -o dataset=/PATH) as "
+	       "per-epoch, per-rank\nbatch files: "
+	       "MOUNTPOINT/epoch/E/rank/R/batch/NNNNNN.npy\n\n"
+	       "rankfs options:\n");
+	rfs_config_render_help(&b);
+	if (!b.failed && b.data)
+		fputs(b.data, stdout);
+	rfs_buf_free(&b);
+	printf("\nFUSE options:\n");
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+	printf("\nSee rankfs(1) and docs/usage.md.\n");
+}
+
+static int take_option(struct parse_state *st, const char *arg)
+{
+	char err[256], key[64];
+	const char *eq = strchr(arg, '=');
+	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+	if (klen >= sizeof(key)) {
+		fprintf(stderr, "rankfs: unknown option '%.64s...'\n", arg);
+		return -1;
+	}
+	memcpy(key, arg, klen);
+	key[klen] = '\0';
+
+	int rc = rfs_config_set(&st->cli->config, key, eq ? eq + 1 : NULL, err,
+				sizeof(err));
+	if (rc == 0)
+		return 0; /* ours: consumed */
+	if (rc != -ENOENT) {
+		fprintf(stderr, "rankfs: %s\n", err);
+		return -1;
+	}
+	if (is_fuse_key(key)) {
+		st->has_fsname |= strcmp(key, "fsname") == 0;
+		return 1; /* libfuse's: keep */
+	}
+	fprintf(stderr,
+		"rankfs: unknown option '%s' (see rankfs --help for the "
+		"accepted options)\n",
+		key);
+	return -1;
+}
+
+static int proc(void *data, const char *arg, int key, struct fuse_args *out)
+{
+	(void)out;
+	struct parse_state *st = data;
+	switch (key) {
+	case KEY_HELP:
+		print_help();
+		st->action = 1;
+		return 0;
+	case KEY_VERSION:
+		printf("rankfs %s (libfuse %s)\n", RANKFS_VERSION,
+		       fuse_pkgversion());
+		st->action = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (!st->cli->source)
+			return (st->cli->source = strdup(arg)) ? 0 : -1;
+		if (!st->cli->mountpoint)
+			return (st->cli->mountpoint = strdup(arg)) ? 0 : -1;
+		fprintf(stderr, "rankfs: too many arguments: '%s'\n", arg);
+		usage(stderr);
+		return -1;
+	case FUSE_OPT_KEY_OPT:
+		if (arg[0] == '-')
+			return 1; /* -f, -d, -s: for fuse_parse_cmdline */
+		return take_option(st, arg);
+	default:
+		return 1;
+	}
+}
+
+/* libfuse splits -o values at commas; a backslash escapes one. */
+static char *escape_option_value(const char *s)
+{
+	char *out = malloc(2 * strlen(s) + 1), *p = out;
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*p++ = '\\';
+		*p++ = *s;
+	}
+	*p = '\0';
+	return out;
+}
+
+static int check_mountpoint(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "rankfs: mountpoint %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "rankfs: mountpoint %s: not a directory\n",
+			path);
+		return -1;
+	}
+	return 0;
+}
+
+/* Options every rankfs mount gets: read-only, named after its source,
+ * unmounted by fusermount3 if the daemon dies. */
+static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
+{
+	char *value = escape_option_value(cli->source);
+	char *opt = NULL;
+	int rc = -1;
+	if (!value)
+		return -1;
+	if (asprintf(&opt, "-oro,subtype=rankfs,auto_unmount%s%s",
+		     has_fsname ? "" : ",fsname=", has_fsname ? "" : value) <
+	    0)
+		opt = NULL;
+	if (opt)
+		rc = fuse_opt_add_arg(&cli->args, opt);
+	free(opt);
+	free(value);
+	return rc;
+}
+
+int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
+{
+	struct parse_state st = { .cli = cli };
+	memset(cli, 0, sizeof(*cli));
+	rfs_config_init(&cli->config);
+	cli->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+
+	if (fuse_opt_parse(&cli->args, &st, templates, proc) != 0)
+		return -1;
+	if (st.action)
+		return 1;
+	if (fuse_parse_cmdline(&cli->args, &cli->fuse) != 0)
+		return -1;
+	if (cli->fuse.show_help || cli->fuse.show_version)
+		return 1; /* not reached: our templates take -h/-V first */
+	if (!cli->source || !cli->mountpoint) {
+		fprintf(stderr, "rankfs: missing %s\n",
+			cli->source ? "MOUNTPOINT" : "SOURCE and MOUNTPOINT");
+		usage(stderr);
+		return -1;
+	}
+	if (check_mountpoint(cli->mountpoint) != 0)
+		return -1;
+	if (add_fixed_options(cli, st.has_fsname) != 0) {
+		fprintf(stderr, "rankfs: out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
+void rfs_opts_free(struct rfs_cli *cli)
+{
+	fuse_opt_free_args(&cli->args);
+	free(cli->fuse.mountpoint);
+	free(cli->source);
+	free(cli->mountpoint);
+	rfs_config_free(&cli->config);
+}

@@ -1,0 +1,28 @@
+/* Growable byte buffer for rendering small text files (JSON). */
+#ifndef RFS_BUF_H
+#define RFS_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+struct rfs_buf {
+	char *data; /* NUL-terminated while len < cap; owned, free() it */
+	size_t len;
+	size_t cap;
+	int failed; /* an allocation failed: data is incomplete */
+};
+
+/* Appends printf-style text. On allocation failure sets failed and keeps
+ * what was there; check rfs_buf_finish() once at the end. */
+void rfs_buf_printf(struct rfs_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Appends s as a JSON string literal, quotes included. */
+void rfs_buf_json_string(struct rfs_buf *b, const char *s);
+
+/* @return 0 and hands b->data to the caller, or -ENOMEM (b is freed). */
+int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len);
+
+void rfs_buf_free(struct rfs_buf *b);
+
+#endif

@@ -1,0 +1,219 @@
+#include "cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define BUCKETS 4096
+
+enum state { FILLING, READY };
+
+struct rfs_cache_entry {
+	struct rfs_cache_key key;
+	enum state state;
+	int error; /* set with state READY when fill failed */
+	unsigned refs;
+	void *data;
+	size_t len;
+	struct rfs_cache_entry *next_in_bucket;
+	struct rfs_cache_entry *lru_prev, *lru_next; /* only when refs == 0 */
+};
+
+struct rfs_cache {
+	size_t capacity;
+	rfs_cache_fill_fn fill;
+	void *ctx;
+	pthread_mutex_t lock;
+	pthread_cond_t filled;
+	/* All below protected by lock. */
+	struct rfs_cache_entry *buckets[BUCKETS];
+	struct rfs_cache_entry lru; /* sentinel: next is most recent */
+	size_t bytes;
+	uint64_t entries, hits, misses;
+};
+
+int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
+		     struct rfs_cache **out)
+{
+	struct rfs_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->capacity = capacity;
+	c->fill = fill;
+	c->ctx = ctx;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->filled, NULL);
+	c->lru.lru_next = c->lru.lru_prev = &c->lru;
+	*out = c;
+	return 0;
+}
+
+static size_t bucket_of(const struct rfs_cache_key *k)
+{
+	return XXH3_64bits(k, sizeof(*k)) % BUCKETS;
+}
+
+static void lru_unlink(struct rfs_cache_entry *e)
+{
+	e->lru_prev->lru_next = e->lru_next;
+	e->lru_next->lru_prev = e->lru_prev;
+	e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_push_front(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	e->lru_next = c->lru.lru_next;
+	e->lru_prev = &c->lru;
+	c->lru.lru_next->lru_prev = e;
+	c->lru.lru_next = e;
+}
+
+static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	struct rfs_cache_entry **p = &c->buckets[bucket_of(&e->key)];
+	while (*p != e)
+		p = &(*p)->next_in_bucket;
+	*p = e->next_in_bucket;
+}
+
+static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	table_remove(c, e);
+	c->bytes -= e->len;
+	c->entries--;
+	free(e->data);
+	free(e);
+}
+
+static void evict(struct rfs_cache *c)
+{
+	while (c->bytes > c->capacity && c->lru.lru_prev != &c->lru) {
+		struct rfs_cache_entry *victim = c->lru.lru_prev;
+		lru_unlink(victim);
+		drop(c, victim);
+	}
+}
+
+void rfs_cache_destroy(struct rfs_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < BUCKETS; i++) {
+		struct rfs_cache_entry *e = c->buckets[i];
+		while (e) {
+			struct rfs_cache_entry *next = e->next_in_bucket;
+			free(e->data);
+			free(e);
+			e = next;
+		}
+	}
+	pthread_cond_destroy(&c->filled);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static struct rfs_cache_entry *find(struct rfs_cache *c,
+				    const struct rfs_cache_key *k)
+{
+	struct rfs_cache_entry *e = c->buckets[bucket_of(k)];
+	while (e && memcmp(&e->key, k, sizeof(*k)) != 0)
+		e = e->next_in_bucket;
+	return e;
+}
+
+/* Called with the lock held and e referenced by the caller. */
+static void release_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	if (--e->refs > 0)
+		return;
+	lru_push_front(c, e);
+	evict(c);
+}
+
+int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
+		  struct rfs_cache_entry **out)
+{
+	pthread_mutex_lock(&c->lock);
+	struct rfs_cache_entry *e = find(c, key);
+	if (e) {
+		c->hits++;
+		if (e->refs++ == 0 && e->state == READY)
+			lru_unlink(e);
+		while (e->state == FILLING)
+			pthread_cond_wait(&c->filled, &c->lock);
+	} else {
+		c->misses++;
+		e = calloc(1, sizeof(*e));
+		if (!e) {
+			pthread_mutex_unlock(&c->lock);
+			return -ENOMEM;
+		}
+		e->key = *key;
+		e->state = FILLING;
+		e->refs = 1;
+		size_t b = bucket_of(key);
+		e->next_in_bucket = c->buckets[b];
+		c->buckets[b] = e;
+		c->entries++;
+		pthread_mutex_unlock(&c->lock);
+
+		void *data = NULL;
+		size_t len = 0;
+		int rc = c->fill(c->ctx, key, &data, &len);
+
+		pthread_mutex_lock(&c->lock);
+		e->state = READY;
+		e->error = rc;
+		e->data = rc == 0 ? data : NULL;
+		e->len = rc == 0 ? len : 0;
+		if (rc != 0) {
+			free(data);
+			/* Unlisted now, so new gets retry; waiters still
+			 * hold references and see the error. */
+			table_remove(c, e);
+			c->entries--;
+		}
+		c->bytes += e->len;
+		pthread_cond_broadcast(&c->filled);
+	}
+	int rc = e->error;
+	if (rc != 0) {
+		if (--e->refs == 0)
+			free(e);
+		e = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*out = e;
+	return rc;
+}
+
+void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&c->lock);
+	release_locked(c, e);
+	pthread_mutex_unlock(&c->lock);
+}
+
+const void *rfs_cache_entry_data(const struct rfs_cache_entry *e)
+{
+	return e->data;
+}
+
+size_t rfs_cache_entry_size(const struct rfs_cache_entry *e)
+{
+	return e->len;
+}
+
+void rfs_cache_counters(struct rfs_cache *c, struct rfs_cache_counters *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = (struct rfs_cache_counters){ .hits = c->hits,
+					    .misses = c->misses,
+					    .bytes = c->bytes,
+					    .entries = c->entries };
+	pthread_mutex_unlock(&c->lock);
+}

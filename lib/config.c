@@ -1,0 +1,244 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+
+enum kind { NUMBER, CHOICE, TEXT, FLAG };
+
+static const char *const strategies[] = { "streaming", "shuffle",
+					  "block_shuffle", NULL };
+static const char *const partitions[] = { "batch", NULL };
+
+/* One row per option; the table drives parsing, JSON, identity and help so
+ * they cannot drift apart. */
+struct option_def {
+	const char *name;
+	enum kind kind;
+	size_t offset;
+	uint64_t min, max; /* NUMBER and FLAG */
+	const char *const *choices; /* CHOICE */
+	int identity; /* changes the bytes served: part of view_id */
+	const char *help;
+};
+
+#define FIELD(f) offsetof(struct rfs_config, f)
+#define EPOCH_LIMIT (UINT64_C(1) << 31)
+
+static const struct option_def options[] = {
+	{ "world_size", NUMBER, FIELD(world_size), 1, 1u << 20, NULL, 1,
+	  "number of ranks (default 1)" },
+	{ "batch_size", NUMBER, FIELD(batch_size), 1, 1u << 24, NULL, 1,
+	  "rows per batch file (default 256)" },
+	{ "seed", NUMBER, FIELD(seed), 0, UINT64_MAX, NULL, 1,
+	  "key of every shuffle (default 0)" },
+	{ "strategy", CHOICE, FIELD(strategy), 0, 0, strategies, 1,
+	  "epoch order (default block_shuffle)" },
+	{ "block_size", NUMBER, FIELD(block_size), 1, UINT64_C(1) << 40, NULL,
+	  1, "rows per block for block_shuffle (default 64)" },
+	{ "fetch_factor", NUMBER, FIELD(fetch_factor), 1, 1u << 16, NULL, 1,
+	  "global batches per fetch window (default 16)" },
+	{ "partition", CHOICE, FIELD(partition), 0, 0, partitions, 1,
+	  "how global batches are split over ranks (default batch)" },
+	{ "drop_last", NUMBER, FIELD(drop_last), 1, 1, NULL, 1,
+	  "serve only full batches (default 1; 0 comes later)" },
+	{ "dataset", TEXT, FIELD(dataset), 0, 0, NULL, 1,
+	  "HDF5 path of the N x D dataset (default /X for .h5ad)" },
+	{ "epochs", NUMBER, FIELD(epochs), 1, EPOCH_LIMIT, NULL, 0,
+	  "epochs listed by ls epoch/ (default 10; any epoch resolves)" },
+	{ "cache_mb", NUMBER, FIELD(cache_mb), 1, UINT64_C(1) << 30, NULL, 0,
+	  "batch cache size in MiB (default 1024)" },
+	{ "direct_io", FLAG, FIELD(direct_io), 0, 1, NULL, 0,
+	  "bypass the page cache (faster, no mmap; default off)" },
+	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
+	  "append logs here when daemonised (default: none)" },
+};
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+static uint64_t *number_at(struct rfs_config *c, const struct option_def *o)
+{
+	return (uint64_t *)((char *)c + o->offset);
+}
+
+static char **text_at(struct rfs_config *c, const struct option_def *o)
+{
+	return (char **)((char *)c + o->offset);
+}
+
+void rfs_config_init(struct rfs_config *c)
+{
+	*c = (struct rfs_config){
+		.world_size = 1,
+		.batch_size = 256,
+		.seed = 0,
+		.strategy = RFS_BLOCK_SHUFFLE,
+		.block_size = 64,
+		.fetch_factor = 16,
+		.partition = RFS_PARTITION_BATCH,
+		.drop_last = 1,
+		.epochs = 10,
+		.cache_mb = 1024,
+	};
+}
+
+void rfs_config_free(struct rfs_config *c)
+{
+	free(c->dataset);
+	free(c->log_file);
+	c->dataset = c->log_file = NULL;
+}
+
+static void list_choices(const struct option_def *o, char *s, size_t n)
+{
+	size_t used = 0;
+	s[0] = '\0';
+	for (size_t i = 0; o->choices[i] && used < n; i++)
+		used += (size_t)snprintf(s + used, n - used, "%s%s",
+					 i ? ", " : "", o->choices[i]);
+}
+
+static int set_one(struct rfs_config *c, const struct option_def *o,
+		   const char *value, char *err, size_t errlen)
+{
+	char choices[128];
+	uint64_t v;
+
+	switch (o->kind) {
+	case FLAG:
+		if (!value) {
+			*number_at(c, o) = 1;
+			return 0;
+		}
+		__attribute__((fallthrough)); /* direct_io=0/1 */
+	case NUMBER:
+		if (!value || rfs_parse_u64(value, strlen(value), o->max, 0,
+					    &v) != 0 ||
+		    v < o->min) {
+			snprintf(err, errlen,
+				 "option %s=%s: expected an integer from "
+				 "%llu to %llu",
+				 o->name, value ? value : "",
+				 (unsigned long long)o->min,
+				 (unsigned long long)o->max);
+			return -EINVAL;
+		}
+		*number_at(c, o) = v;
+		return 0;
+	case CHOICE:
+		for (size_t i = 0; value && o->choices[i]; i++) {
+			if (strcmp(value, o->choices[i]) == 0) {
+				*number_at(c, o) = i;
+				return 0;
+			}
+		}
+		list_choices(o, choices, sizeof(choices));
+		snprintf(err, errlen, "option %s=%s: expected one of %s",
+			 o->name, value ? value : "", choices);
+		return -EINVAL;
+	case TEXT:
+		if (!value || !*value) {
+			snprintf(err, errlen, "option %s needs a value",
+				 o->name);
+			return -EINVAL;
+		}
+		char *copy = strdup(value);
+		if (!copy) {
+			snprintf(err, errlen, "out of memory");
+			return -EINVAL;
+		}
+		free(*text_at(c, o));
+		*text_at(c, o) = copy;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int rfs_config_set(struct rfs_config *c, const char *key, const char *value,
+		   char *err, size_t errlen)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (strcmp(key, options[i].name) == 0)
+			return set_one(c, &options[i], value, err, errlen);
+	return -ENOENT;
+}
+
+const char *rfs_strategy_name(uint64_t strategy)
+{
+	return strategy < 3 ? strategies[strategy] : "?";
+}
+
+static void render_value(const struct rfs_config *c,
+			 const struct option_def *o, struct rfs_buf *b,
+			 int json)
+{
+	struct rfs_config *m = (struct rfs_config *)c;
+	const char *text;
+
+	switch (o->kind) {
+	case NUMBER:
+		rfs_buf_printf(b, "%llu",
+			       (unsigned long long)*number_at(m, o));
+		break;
+	case FLAG:
+		if (json)
+			rfs_buf_printf(b, "%s",
+				       *number_at(m, o) ? "true" : "false");
+		else
+			rfs_buf_printf(b, "%d", *number_at(m, o) ? 1 : 0);
+		break;
+	case CHOICE:
+		text = o->choices[*number_at(m, o)];
+		json ? rfs_buf_json_string(b, text) :
+		       rfs_buf_printf(b, "%s", text);
+		break;
+	case TEXT:
+		text = *text_at(m, o);
+		if (json && text)
+			rfs_buf_json_string(b, text);
+		else
+			rfs_buf_printf(b, "%s", text ? text : "null");
+		break;
+	}
+}
+
+void rfs_config_render_json(const struct rfs_config *c, struct rfs_buf *b)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		rfs_buf_printf(b, "%s\"%s\": ", i ? ",\n  " : "  ",
+			       options[i].name);
+		render_value(c, &options[i], b, 1);
+	}
+}
+
+void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		if (!options[i].identity)
+			continue;
+		rfs_buf_printf(b, "%s=", options[i].name);
+		render_value(c, &options[i], b, 0);
+		rfs_buf_printf(b, "\n");
+	}
+}
+
+void rfs_config_render_help(struct rfs_buf *b)
+{
+	char choices[128];
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		const char *shape = o->kind == FLAG ? "" : "=N";
+		if (o->kind == TEXT)
+			shape = "=TEXT";
+		if (o->kind == CHOICE) {
+			list_choices(o, choices, sizeof(choices));
+			rfs_buf_printf(b, "    -o %s=%s\n        %s\n", o->name,
+				       choices, o->help);
+			continue;
+		}
+		rfs_buf_printf(b, "    -o %s%s\n        %s\n", o->name, shape,
+			       o->help);
+	}
+}

@@ -1,0 +1,53 @@
+/* Mount options: defaults, validation and their canonical text form.
+ * A plain value (STYLE.md convention 3): callers own the struct; strings in it
+ * are heap copies freed by rfs_config_free(). */
+#ifndef RFS_CONFIG_H
+#define RFS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+enum rfs_strategy { RFS_STREAMING, RFS_SHUFFLE, RFS_BLOCK_SHUFFLE };
+enum rfs_partition { RFS_PARTITION_BATCH };
+
+struct rfs_config {
+	uint64_t world_size;
+	uint64_t batch_size;
+	uint64_t seed;
+	uint64_t strategy; /* enum rfs_strategy */
+	uint64_t block_size;
+	uint64_t fetch_factor;
+	uint64_t partition; /* enum rfs_partition */
+	uint64_t drop_last;
+	char *dataset; /* NULL: automatic (/X for .h5ad) */
+	uint64_t epochs;
+	uint64_t cache_mb;
+	uint64_t direct_io;
+	char *log_file; /* NULL: stderr */
+};
+
+void rfs_config_init(struct rfs_config *c);
+void rfs_config_free(struct rfs_config *c);
+
+/* Sets one option from its text value.
+ * @return 0; -ENOENT if key is not a rankfs option (err untouched);
+ *         -EINVAL with a one-line message in err naming the option and the
+ *         accepted values. */
+int rfs_config_set(struct rfs_config *c, const char *key, const char *value,
+		   char *err, size_t errlen);
+
+/* Appends the options as JSON members ("name": value, ...) without braces. */
+void rfs_config_render_json(const struct rfs_config *c, struct rfs_buf *b);
+
+/* Appends "name=value" for every option that changes served bytes, one per
+ * line: the option part of the view_id. */
+void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b);
+
+/* Appends a help paragraph: one line per option with default and values. */
+void rfs_config_render_help(struct rfs_buf *b);
+
+const char *rfs_strategy_name(uint64_t strategy);
+
+#endif

@@ -1,0 +1,101 @@
+/*
+ * Keyed permutation of [0, n) computed one element at a time.
+ *
+ * Shuffling 10^9 rows by materialising a permutation costs 8 GB and a pass
+ * over all of them before the first batch; and every node would have to do
+ * it. Instead S_e[i] is computed on demand from (key, i) alone.
+ *
+ * The construction is a balanced Feistel network over the smallest even
+ * number of bits 2h with 2^(2h) >= n. Each round maps (L, R) to
+ * (R, L ^ F_k(R)) on h-bit halves, where F_k is XXH3 of R keyed by a round
+ * key; any such network is a bijection on [0, 2^(2h)) whatever F is, and six
+ * rounds of a good hash make it indistinguishable from a random permutation
+ * for our purposes. To restrict it to [0, n) we "cycle walk": apply the
+ * network again while the result is >= n. Because the network is a bijection,
+ * the walk stays on the cycle of the start point and must come back below n;
+ * since 2^(2h) < 4n the expected number of steps is under 4.
+ *
+ * The inverse runs the rounds backwards and walks the same way. Round keys
+ * depend only on the key, so init is O(1) too. The output depends on XXH3's
+ * output, which xxHash guarantees stable across versions.
+ */
+#include "permute.h"
+
+#include <xxhash.h>
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t hash_u64(uint64_t v, uint64_t key)
+{
+	unsigned char b[8];
+	put_le64(b, v);
+	return XXH3_64bits_withSeed(b, sizeof(b), key);
+}
+
+uint64_t rfs_permute_key(uint64_t seed, uint64_t epoch, uint64_t purpose,
+			 uint64_t index)
+{
+	unsigned char b[24];
+	put_le64(b, epoch);
+	put_le64(b + 8, purpose);
+	put_le64(b + 16, index);
+	return XXH3_64bits_withSeed(b, sizeof(b), seed);
+}
+
+void rfs_permute_init(struct rfs_permute *p, uint64_t n, uint64_t key)
+{
+	unsigned bits = 0;
+	while (bits < 64 && n > 1 && ((n - 1) >> bits) != 0)
+		bits++;
+	p->n = n;
+	p->half_bits = bits < 2 ? 1 : (bits + 1) / 2;
+	p->half_mask = (UINT64_C(1) << p->half_bits) - 1;
+	for (unsigned r = 0; r < RFS_PERMUTE_ROUNDS; r++)
+		p->round_keys[r] = hash_u64(r, key);
+}
+
+static uint64_t encrypt(const struct rfs_permute *p, uint64_t x)
+{
+	uint64_t l = x >> p->half_bits, r = x & p->half_mask;
+	for (unsigned i = 0; i < RFS_PERMUTE_ROUNDS; i++) {
+		uint64_t t = l ^ (hash_u64(r, p->round_keys[i]) & p->half_mask);
+		l = r;
+		r = t;
+	}
+	return (l << p->half_bits) | r;
+}
+
+static uint64_t decrypt(const struct rfs_permute *p, uint64_t x)
+{
+	uint64_t l = x >> p->half_bits, r = x & p->half_mask;
+	for (unsigned i = RFS_PERMUTE_ROUNDS; i-- > 0;) {
+		uint64_t t = r ^ (hash_u64(l, p->round_keys[i]) & p->half_mask);
+		r = l;
+		l = t;
+	}
+	return (l << p->half_bits) | r;
+}
+
+uint64_t rfs_permute_apply(const struct rfs_permute *p, uint64_t i)
+{
+	if (p->n <= 1)
+		return 0;
+	uint64_t y = encrypt(p, i);
+	while (y >= p->n)
+		y = encrypt(p, y);
+	return y;
+}
+
+uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y)
+{
+	if (p->n <= 1)
+		return 0;
+	uint64_t x = decrypt(p, y);
+	while (x >= p->n)
+		x = decrypt(p, x);
+	return x;
+}

@@ -1,0 +1,59 @@
+/* A mounted view: one source seen through one configuration. Owns the
+ * source, the planner, the cache and the counters, and turns a file key
+ * (epoch, rank, batch, kind) into bytes. The FUSE front end talks only to
+ * this. Thread-safe after create. */
+#ifndef RFS_VIEW_H
+#define RFS_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "config.h"
+
+enum rfs_kind { RFS_KIND_BATCH, RFS_KIND_INDEX, RFS_KIND_COUNT };
+
+/* Directory name of a kind: "batch", "index". */
+const char *rfs_kind_name(uint64_t kind);
+
+struct rfs_view;
+
+/* Opens source_path and checks that c can be served from it. c is copied.
+ * On failure writes one line naming the culprit to err.
+ * @return 0 or a negative errno. */
+int rfs_view_create(const struct rfs_config *c, const char *source_path,
+		    struct rfs_view **out, char *err, size_t errlen);
+
+/* No entries may be held. Accepts NULL and half-built views. */
+void rfs_view_destroy(struct rfs_view *v);
+
+/* Effective options (dataset resolved). Valid for the view's life. */
+const struct rfs_config *rfs_view_config(const struct rfs_view *v);
+uint64_t rfs_view_batches_per_rank(const struct rfs_view *v);
+/* Exact size of every file of kind: computed, nothing is generated. */
+uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind);
+/* Seconds: the source's mtime, used as every file's fixed timestamp. */
+int64_t rfs_view_mtime(const struct rfs_view *v);
+/* config.json and dataset.json, rendered once at create; valid for the
+ * view's life. */
+const char *rfs_view_config_json(const struct rfs_view *v, size_t *len);
+const char *rfs_view_dataset_json(const struct rfs_view *v, size_t *len);
+
+/* A snapshot of stats.json; the caller frees *out. @return 0 or -ENOMEM. */
+int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len);
+
+/* The file's bytes, generated on first use. Pair with rfs_view_put().
+ * @return 0, -EIO (source read failed, logged), -ENOMEM. */
+int rfs_view_get(struct rfs_view *v, const struct rfs_cache_key *key,
+		 struct rfs_cache_entry **out);
+void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
+
+/* Counters for the front end to feed. */
+void rfs_view_count_open(struct rfs_view *v, uint64_t rank);
+void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
+
+/* Writes the planned global row ids of a batch (batch_size of them). */
+int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
+		  uint64_t batch, int64_t *rows);
+
+#endif

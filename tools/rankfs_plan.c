@@ -1,0 +1,147 @@
+/*
+ * rankfs-plan: the sampling plan without FUSE or HDF5 (like
+ * squashfuse_extract), as a second opinion for tests and for debugging.
+ *
+ *   rankfs-plan --rows N [-o OPTIONS] EPOCH RANK BATCH   print row ids
+ *   rankfs-plan --rows N [-o OPTIONS] --time [COUNT]      time planning
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "parse.h"
+#include "plan.h"
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: rankfs-plan --rows N [-o OPTIONS] EPOCH RANK BATCH\n"
+		"       rankfs-plan --rows N [-o OPTIONS] --time [COUNT]\n");
+	return 2;
+}
+
+static int apply_options(struct rfs_config *c, char *list)
+{
+	char err[256];
+	for (char *save = NULL, *opt = strtok_r(list, ",", &save); opt;
+	     opt = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(opt, '=');
+		if (eq)
+			*eq = '\0';
+		int rc = rfs_config_set(c, opt, eq ? eq + 1 : NULL, err,
+					sizeof(err));
+		if (rc == -ENOENT)
+			snprintf(err, sizeof(err), "unknown option '%s'", opt);
+		if (rc != 0) {
+			fprintf(stderr, "rankfs-plan: %s\n", err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int number(const char *s, uint64_t *out)
+{
+	if (rfs_parse_u64(s, strlen(s), UINT64_MAX, 0, out) != 0) {
+		fprintf(stderr, "rankfs-plan: '%s' is not a number\n", s);
+		return -1;
+	}
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Plans COUNT batches, each in a different window so none is cached. */
+static int time_plans(struct rfs_planner *p, const struct rfs_config *c,
+		      uint64_t rows, uint64_t count)
+{
+	const struct rfs_layout *l = rfs_planner_layout(p);
+	int64_t *out = malloc(c->batch_size * sizeof(*out));
+	if (!out)
+		return 1;
+	uint64_t windows = l->length / l->window;
+	double start = now();
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t batch = windows ? (i % windows) * c->fetch_factor : 0;
+		rfs_planner_batch(p, i, 0, batch, out);
+	}
+	double per = (now() - start) / (double)count;
+	printf("rows=%" PRIu64 " strategy=%s window=%" PRIu64
+	       " rows: %.1f us per batch (%" PRIu64 " batches)\n",
+	       rows, rfs_strategy_name(c->strategy),
+	       l->window < rows ? l->window : rows, per * 1e6, count);
+	free(out);
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct rfs_config c;
+	struct rfs_planner *p = NULL;
+	uint64_t rows = 0, args[3], count = 100;
+	int timing = 0, nargs = 0, status = 2;
+
+	rfs_config_init(&c);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+			if (number(argv[++i], &rows) != 0)
+				goto out;
+		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+			if (apply_options(&c, argv[++i]) != 0)
+				goto out;
+		} else if (strcmp(argv[i], "--time") == 0) {
+			timing = 1;
+		} else if (nargs < 3 && number(argv[i], &args[nargs]) == 0) {
+			nargs++;
+		} else {
+			status = usage();
+			goto out;
+		}
+	}
+	if (timing && nargs == 1)
+		count = args[0];
+	if (rows == 0 || (!timing && nargs != 3) || count == 0) {
+		status = usage();
+		goto out;
+	}
+	if (rfs_planner_create(&c, rows, &p) != 0) {
+		fprintf(stderr, "rankfs-plan: %" PRIu64
+				" rows are fewer than one global batch\n",
+			rows);
+		goto out;
+	}
+	if (timing) {
+		status = time_plans(p, &c, rows, count);
+		goto out;
+	}
+	const struct rfs_layout *l = rfs_planner_layout(p);
+	if (args[0] >= (UINT64_C(1) << 31) || args[1] >= c.world_size ||
+	    args[2] >= l->batches_per_rank) {
+		fprintf(stderr, "rankfs-plan: no such batch (%" PRIu64
+				" batches per rank)\n",
+			l->batches_per_rank);
+		goto out;
+	}
+	int64_t *out = malloc(c.batch_size * sizeof(*out));
+	if (!out || rfs_planner_batch(p, args[0], args[1], args[2], out) != 0) {
+		free(out);
+		goto out;
+	}
+	for (uint64_t j = 0; j < c.batch_size; j++)
+		printf("%" PRId64 "\n", out[j]);
+	free(out);
+	status = 0;
+out:
+	rfs_planner_destroy(p);
+	rfs_config_free(&c);
+	return status;
+}
