@@ -160,9 +160,12 @@ static int check_mountpoint(const char *path)
  * unmounted by fusermount3 if the daemon dies. */
 static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
 {
-	char *value = escape_option_value(cli->source);
+	/* Absolute, so mount(8) and df show where the data lives. */
+	char *real = realpath(cli->source, NULL);
+	char *value = escape_option_value(real ? real : cli->source);
 	char *opt = NULL;
 	int rc = -1;
+	free(real);
 	if (!value)
 		return -1;
 	if (asprintf(&opt, "-oro,subtype=rankfs,auto_unmount%s%s",
