@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "parse.h"
-#include "view.h"
+#include "kind.h"
 
 #define EPOCH_BASE 16
 #define NAME_MAX_LEN 255

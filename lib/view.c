@@ -28,12 +28,6 @@ struct rfs_view {
 	size_t config_json_len, dataset_json_len;
 };
 
-const char *rfs_kind_name(uint64_t kind)
-{
-	static const char *const names[RFS_KIND_COUNT] = { "batch", "index" };
-	return kind < RFS_KIND_COUNT ? names[kind] : NULL;
-}
-
 static void batch_shape(const struct rfs_view *v, uint64_t kind,
 			uint64_t shape[2], int *ndims, enum rfs_dtype *dtype)
 {

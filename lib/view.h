@@ -10,11 +10,7 @@
 
 #include "cache.h"
 #include "config.h"
-
-enum rfs_kind { RFS_KIND_BATCH, RFS_KIND_INDEX, RFS_KIND_COUNT };
-
-/* Directory name of a kind: "batch", "index". */
-const char *rfs_kind_name(uint64_t kind);
+#include "kind.h"
 
 struct rfs_view;
 
