@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <hdf5.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ struct rfs_source {
 	hid_t file;
 	hid_t dset;
 	hid_t mem_type; /* little-endian type the rows are read as */
+	struct stat opened; /* the file as it was at open */
+	atomic_int change_logged;
 };
 
 static void quiet_hdf5(void)
@@ -463,6 +466,7 @@ int rfs_source_open(const char *path, const char *dataset,
 	s->info.path = s->path;
 	s->info.dataset = s->dataset;
 	s->info.mtime = st.st_mtime;
+	s->opened = st;
 	*out = s;
 	return 0;
 fail:
@@ -491,6 +495,41 @@ static int cmp_wanted(const void *a, const void *b)
 	return (x->row > y->row) - (x->row < y->row);
 }
 
+/*
+ * HDF5 reads a truncated file's missing bytes as zeros, and a file replaced
+ * or rewritten under the mount would mix old and new rows. Either way a
+ * batch could hold wrong bytes, so once the file's identity, size or mtime
+ * differs from what was opened, every new read fails with EIO (batches
+ * already generated stay served). One stat per fetch is cheap next to it.
+ */
+static int check_unchanged(struct rfs_source *s)
+{
+	struct stat now;
+	const struct stat *was = &s->opened;
+	int gone = stat(s->path, &now) != 0;
+	if (!gone && now.st_dev == was->st_dev && now.st_ino == was->st_ino &&
+	    now.st_size == was->st_size &&
+	    now.st_mtim.tv_sec == was->st_mtim.tv_sec &&
+	    now.st_mtim.tv_nsec == was->st_mtim.tv_nsec)
+		return 0;
+	if (atomic_exchange(&s->change_logged, 1) == 0) {
+		if (gone)
+			rfs_log("source %s: %s; new batches fail with EIO",
+				s->path, strerror(errno));
+		else
+			rfs_log("source %s changed under the mount (inode "
+				"%llu -> %llu, size %lld -> %lld, mtime %lld "
+				"-> %lld); new batches fail with EIO",
+				s->path, (unsigned long long)was->st_ino,
+				(unsigned long long)now.st_ino,
+				(long long)was->st_size,
+				(long long)now.st_size,
+				(long long)was->st_mtim.tv_sec,
+				(long long)now.st_mtim.tv_sec);
+	}
+	return -EIO;
+}
+
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst)
 {
@@ -506,7 +545,12 @@ int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 		w[i] = (struct wanted){ (uint64_t)rows[i], i };
 	qsort(w, n, sizeof(*w), cmp_wanted);
 
-	rc = 0;
+	rc = check_unchanged(s);
+	if (rc != 0 && n > 0)
+		rfs_log("source %s dataset %s: rows %llu..%llu (%zu rows) "
+			"not read: the file changed",
+			s->path, s->dataset, (unsigned long long)w[0].row,
+			(unsigned long long)w[n - 1].row, n);
 	for (size_t i = 0, j; i < n && rc == 0; i = j) {
 		/* A run: sorted rows where each is the same as or next to
 		 * the one before. Its distinct rows fit the staging buffer. */
