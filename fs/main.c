@@ -1,5 +1,6 @@
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +54,11 @@ static int run_loop(struct fuse_session *se, struct rfs_cli *cli)
 	if (!lc)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(lc, (unsigned)cli->fuse.clone_fd);
-	fuse_loop_cfg_set_idle_threads(lc, cli->fuse.max_idle_threads);
-	fuse_loop_cfg_set_max_threads(lc, cli->fuse.max_threads);
+	/* UINT_MAX: not given; keep libfuse's defaults. */
+	if (cli->fuse.max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(lc, cli->fuse.max_idle_threads);
+	if (cli->fuse.max_threads != UINT_MAX)
+		fuse_loop_cfg_set_max_threads(lc, cli->fuse.max_threads);
 	int rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return rc;
