@@ -20,6 +20,7 @@ struct rfs_source_info {
 	enum rfs_dtype dtype;
 	uint64_t fingerprint; /* shape, dtype and sampled rows (view_id) */
 	int64_t mtime; /* seconds, of the file when opened */
+	int direct; /* rows are read with pread, outside HDF5 */
 };
 
 /* Opens path read-only. dataset NULL means automatic: "/X" for AnnData

@@ -99,10 +99,11 @@ static int render_dataset(struct rfs_view *v)
 	rfs_buf_json_string(&b, i->dataset);
 	rfs_buf_printf(&b,
 		       ",\n  \"rows\": %llu,\n  \"columns\": %llu,\n"
-		       "  \"dtype\": \"%s\",\n  \"layout\": \"%s\",\n",
+		       "  \"dtype\": \"%s\",\n  \"layout\": \"%s\",\n"
+		       "  \"read_path\": \"%s\",\n",
 		       (unsigned long long)i->rows,
 		       (unsigned long long)i->cols, rfs_dtype_name(i->dtype),
-		       i->layout);
+		       i->layout, i->direct ? "pread" : "hdf5");
 	if (i->ndims == 2)
 		rfs_buf_printf(&b, "  \"shape\": [%llu, %llu],\n",
 			       (unsigned long long)i->rows,
