@@ -10,6 +10,19 @@
 
 static int ready_fd = -1; /* child's end of the pipe to the parent */
 
+void rfs_daemon_keep_std_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+			continue;
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0 && null != fd) {
+			dup2(null, fd);
+			close(null);
+		}
+	}
+}
+
 int rfs_daemon_start(void)
 {
 	int fds[2];

@@ -9,6 +9,10 @@
 #ifndef RFS_DAEMON_H
 #define RFS_DAEMON_H
 
+/* Opens /dev/null on any of fds 0-2 that is closed, so the FUSE device
+ * or a source file never lands there and gets clobbered later. */
+void rfs_daemon_keep_std_fds(void);
+
 /* Forks. Returns 0 in the child; the parent never returns. -1 on error. */
 int rfs_daemon_start(void);
 

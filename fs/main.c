@@ -72,6 +72,7 @@ int main(int argc, char *argv[])
 	char err[1024];
 	int status = 1;
 
+	rfs_daemon_keep_std_fds();
 	int rc = rfs_opts_parse(argc, argv, &cli);
 	if (rc != 0) {
 		status = rc > 0 ? 0 : 1;

@@ -8,13 +8,14 @@
 
 #include "buf.h"
 
-enum { KEY_HELP, KEY_VERSION };
+enum { KEY_HELP, KEY_VERSION, KEY_LOG_FILE };
 
 static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("--log-file=", KEY_LOG_FILE),
 	FUSE_OPT_END
 };
 
@@ -98,6 +99,7 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 {
 	(void)out;
 	struct parse_state *st = data;
+	char err[256];
 	switch (key) {
 	case KEY_HELP:
 		print_help();
@@ -107,6 +109,14 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 		printf("rankfs %s (libfuse %s)\n", RANKFS_VERSION,
 		       fuse_pkgversion());
 		st->action = 1;
+		return 0;
+	case KEY_LOG_FILE: /* --log-file=PATH, same as -o log_file=PATH */
+		if (rfs_config_set(&st->cli->config, "log_file",
+				   arg + strlen("--log-file="), err,
+				   sizeof(err)) != 0) {
+			fprintf(stderr, "rankfs: --log-file: %s\n", err);
+			return -1;
+		}
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!st->cli->source)
@@ -156,8 +166,9 @@ static int check_mountpoint(const char *path)
 	return 0;
 }
 
-/* Options every rankfs mount gets: read-only, named after its source,
- * unmounted by fusermount3 if the daemon dies. */
+/* Options every rankfs mount gets: read-only, permissions checked by the
+ * kernel from our 0444/0555 modes, named after its source, unmounted by
+ * fusermount3 if the daemon dies. */
 static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
 {
 	/* Absolute, so mount(8) and df show where the data lives. */
@@ -168,7 +179,7 @@ static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
 	free(real);
 	if (!value)
 		return -1;
-	if (asprintf(&opt, "-oro,subtype=rankfs,auto_unmount%s%s",
+	if (asprintf(&opt, "-oro,default_permissions,subtype=rankfs,auto_unmount%s%s",
 		     has_fsname ? "" : ",fsname=", has_fsname ? "" : value) <
 	    0)
 		opt = NULL;
