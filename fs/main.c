@@ -1,6 +1,7 @@
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,16 @@ static void raise_readahead(const char *mountpoint)
 	}
 }
 
+/* Batch buffers are large and short-lived. glibc would raise its mmap
+ * threshold after the first free and then keep freed buffers in per-thread
+ * arenas, so RSS would grow past cache_mb. A fixed threshold sends every
+ * buffer of 64 KiB or more to mmap and back to the kernel on free. */
+static void bound_allocator(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_ARENA_MAX, 4);
+}
+
 static int run_loop(struct fuse_session *se, struct rfs_cli *cli)
 {
 	if (cli->fuse.singlethread)
@@ -73,6 +84,7 @@ int main(int argc, char *argv[])
 	int status = 1;
 
 	rfs_daemon_keep_std_fds();
+	bound_allocator();
 	int rc = rfs_opts_parse(argc, argv, &cli);
 	if (rc != 0) {
 		status = rc > 0 ? 0 : 1;
