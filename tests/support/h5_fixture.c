@@ -1,0 +1,197 @@
+#include "h5_fixture.h"
+
+#include <ftw.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t h5fx_type_size(enum h5fx_type t)
+{
+	static const size_t sizes[] = { 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 4, 8,
+					8 };
+	return sizes[t];
+}
+
+static hid_t f16_type(void)
+{
+	/* h5py's IEEE_F16LE. */
+	hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+	H5Tset_fields(t, 15, 10, 5, 0, 10);
+	H5Tset_size(t, 2);
+	H5Tset_ebias(t, 15);
+	return t;
+}
+
+/* File and memory types of t; both to be closed with H5Tclose. */
+static void types_of(enum h5fx_type t, hid_t *file, hid_t *mem)
+{
+	switch (t) {
+	case H5FX_I8:
+		*file = H5Tcopy(H5T_STD_I8LE);
+		*mem = H5Tcopy(H5T_NATIVE_INT8);
+		break;
+	case H5FX_I16:
+		*file = H5Tcopy(H5T_STD_I16LE);
+		*mem = H5Tcopy(H5T_NATIVE_INT16);
+		break;
+	case H5FX_I32:
+		*file = H5Tcopy(H5T_STD_I32LE);
+		*mem = H5Tcopy(H5T_NATIVE_INT32);
+		break;
+	case H5FX_I64:
+		*file = H5Tcopy(H5T_STD_I64LE);
+		*mem = H5Tcopy(H5T_NATIVE_INT64);
+		break;
+	case H5FX_U8:
+		*file = H5Tcopy(H5T_STD_U8LE);
+		*mem = H5Tcopy(H5T_NATIVE_UINT8);
+		break;
+	case H5FX_U16:
+		*file = H5Tcopy(H5T_STD_U16LE);
+		*mem = H5Tcopy(H5T_NATIVE_UINT16);
+		break;
+	case H5FX_U32:
+		*file = H5Tcopy(H5T_STD_U32LE);
+		*mem = H5Tcopy(H5T_NATIVE_UINT32);
+		break;
+	case H5FX_U64:
+		*file = H5Tcopy(H5T_STD_U64LE);
+		*mem = H5Tcopy(H5T_NATIVE_UINT64);
+		break;
+	case H5FX_F16:
+		*file = f16_type();
+		*mem = f16_type();
+		break;
+	case H5FX_F32:
+		*file = H5Tcopy(H5T_IEEE_F32LE);
+		*mem = H5Tcopy(H5T_NATIVE_FLOAT);
+		break;
+	case H5FX_F64:
+		*file = H5Tcopy(H5T_IEEE_F64LE);
+		*mem = H5Tcopy(H5T_NATIVE_DOUBLE);
+		break;
+	case H5FX_I32BE:
+		*file = H5Tcopy(H5T_STD_I32BE);
+		*mem = H5Tcopy(H5T_NATIVE_INT32);
+		break;
+	case H5FX_F64BE:
+		*file = H5Tcopy(H5T_IEEE_F64BE);
+		*mem = H5Tcopy(H5T_NATIVE_DOUBLE);
+		break;
+	case H5FX_STRING:
+		*file = H5Tcopy(H5T_C_S1);
+		H5Tset_size(*file, 8);
+		*mem = H5Tcopy(*file);
+		break;
+	}
+}
+
+static int write_one(hid_t file, const struct h5fx_dataset *d)
+{
+	hsize_t dims[3], chunk[3];
+	int rc = -1;
+	for (int i = 0; i < d->ndims; i++) {
+		dims[i] = d->dims[i];
+		chunk[i] = d->dims[i] ? d->dims[i] : 1;
+	}
+	chunk[0] = d->dims[0] > 3 ? 3 : (d->dims[0] ? d->dims[0] : 1);
+	hid_t ftype = H5I_INVALID_HID, mtype = H5I_INVALID_HID;
+	types_of(d->type, &ftype, &mtype);
+	hid_t space = H5Screate_simple(d->ndims, dims, NULL);
+	hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+	hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_create_intermediate_group(lcpl, 1);
+	if (d->layout == H5FX_CHUNKED || d->layout == H5FX_DEFLATE)
+		H5Pset_chunk(dcpl, d->ndims, chunk);
+	if (d->layout == H5FX_DEFLATE)
+		H5Pset_deflate(dcpl, 6);
+	if (d->layout == H5FX_COMPACT)
+		H5Pset_layout(dcpl, H5D_COMPACT);
+	hid_t dset = H5Dcreate2(file, d->name, ftype, space, lcpl, dcpl,
+				H5P_DEFAULT);
+	if (dset >= 0 &&
+	    (!d->data ||
+	     H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, d->data) >= 0))
+		rc = 0;
+	if (dset >= 0)
+		H5Dclose(dset);
+	H5Pclose(dcpl);
+	H5Pclose(lcpl);
+	H5Sclose(space);
+	H5Tclose(mtype);
+	H5Tclose(ftype);
+	return rc;
+}
+
+static int set_string_attr(hid_t obj, const char *name, const char *value)
+{
+	hid_t type = H5Tcopy(H5T_C_S1);
+	H5Tset_size(type, strlen(value) + 1);
+	hid_t space = H5Screate(H5S_SCALAR);
+	hid_t attr = H5Acreate2(obj, name, type, space, H5P_DEFAULT,
+				H5P_DEFAULT);
+	int rc = attr >= 0 && H5Awrite(attr, type, value) >= 0 ? 0 : -1;
+	if (attr >= 0)
+		H5Aclose(attr);
+	H5Sclose(space);
+	H5Tclose(type);
+	return rc;
+}
+
+int h5fx_write(const char *path, const struct h5fx_dataset *d, size_t n,
+	       int anndata)
+{
+	hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	if (file < 0)
+		return -1;
+	int rc = 0;
+	if (anndata)
+		rc = set_string_attr(file, "encoding-type", "anndata");
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = write_one(file, &d[i]);
+	if (H5Fclose(file) < 0)
+		rc = -1;
+	return rc;
+}
+
+int h5fx_write_group(const char *path, const char *name, const char *kind)
+{
+	hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	if (file < 0)
+		return -1;
+	int rc = -1;
+	hid_t group = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT,
+				 H5P_DEFAULT);
+	if (group >= 0) {
+		rc = kind ? set_string_attr(group, "encoding-type", kind) : 0;
+		H5Gclose(group);
+	}
+	if (H5Fclose(file) < 0)
+		rc = -1;
+	return rc;
+}
+
+int h5fx_tmpdir(char *dir, size_t len)
+{
+	const char *base = getenv("TMPDIR");
+	if (!base || !*base)
+		base = "/tmp";
+	if ((size_t)snprintf(dir, len, "%s/rankfs-test-XXXXXX", base) >= len)
+		return -1;
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag,
+		      struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+void h5fx_rmtree(const char *dir)
+{
+	nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+}

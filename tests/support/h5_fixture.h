@@ -1,0 +1,59 @@
+/* Test fixture writer: small HDF5 files made at test time, in a private
+ * temporary directory. No HDF5 types in this header, so tests that only
+ * need a file need not include <hdf5.h>. */
+#ifndef RFS_H5_FIXTURE_H
+#define RFS_H5_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum h5fx_type {
+	H5FX_I8,
+	H5FX_I16,
+	H5FX_I32,
+	H5FX_I64,
+	H5FX_U8,
+	H5FX_U16,
+	H5FX_U32,
+	H5FX_U64,
+	H5FX_F16, /* IEEE binary16 as h5py writes it */
+	H5FX_F32,
+	H5FX_F64,
+	H5FX_I32BE, /* big-endian on disk: read through HDF5's conversion */
+	H5FX_F64BE,
+	H5FX_STRING, /* fixed-length strings of 8 bytes */
+};
+
+enum h5fx_layout { H5FX_CONTIGUOUS, H5FX_CHUNKED, H5FX_DEFLATE, H5FX_COMPACT };
+
+struct h5fx_dataset {
+	const char *name; /* e.g. "/X" or "/obsm/pca": groups are created */
+	enum h5fx_type type;
+	int ndims; /* 1 to 3 */
+	uint64_t dims[3];
+	enum h5fx_layout layout;
+	/* Elements in C order, in the host's native layout of the type
+	 * (for the BE types too: HDF5 converts on write). NULL: unwritten. */
+	const void *data;
+};
+
+/* Creates path with n datasets. anndata sets the root attribute
+ * encoding-type="anndata". @return 0 or -1. */
+int h5fx_write(const char *path, const struct h5fx_dataset *d, size_t n,
+	       int anndata);
+
+/* Creates path with group name (attribute encoding-type=kind unless NULL)
+ * and nothing else. @return 0 or -1. */
+int h5fx_write_group(const char *path, const char *name, const char *kind);
+
+/* Size in bytes of one element of t. */
+size_t h5fx_type_size(enum h5fx_type t);
+
+/* mkdtemp under $TMPDIR (or /tmp) into dir (at least 64 bytes).
+ * @return 0 or -1. */
+int h5fx_tmpdir(char *dir, size_t len);
+
+/* Removes dir and everything in it. */
+void h5fx_rmtree(const char *dir);
+
+#endif

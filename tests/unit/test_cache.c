@@ -1,0 +1,415 @@
+/* Unit tests for lib/cache.c: shared generation, LRU, references. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+
+/* Fills key k with `size` bytes of (epoch + batch) and counts calls. */
+struct filler {
+	atomic_int calls;
+	size_t size;
+	int fail_next; /* errno to return once, then succeed */
+	int sleep_ms;
+	struct rfs_cache_key last;
+};
+
+static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
+		size_t *len)
+{
+	struct filler *f = ctx;
+	static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
+	atomic_fetch_add(&f->calls, 1);
+	pthread_mutex_lock(&last_lock);
+	f->last = *key; /* read only by single-threaded tests */
+	pthread_mutex_unlock(&last_lock);
+	if (f->sleep_ms) {
+		struct timespec ts = { 0, (long)f->sleep_ms * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (f->fail_next) {
+		int rc = f->fail_next;
+		f->fail_next = 0;
+		/* A failing fill may have allocated: the cache frees it. */
+		*data = malloc(16);
+		return -rc;
+	}
+	unsigned char *p = malloc(f->size);
+	if (!p)
+		return -ENOMEM;
+	memset(p, (int)((key->epoch + key->batch + key->rank + key->kind) & 0xff),
+	       f->size);
+	*data = p;
+	*len = f->size;
+	return 0;
+}
+
+static struct rfs_cache_key key_of(uint64_t batch)
+{
+	return (struct rfs_cache_key){ .epoch = 1, .rank = 0, .batch = batch,
+				       .kind = 0 };
+}
+
+static struct rfs_cache_counters counters(struct rfs_cache *c)
+{
+	struct rfs_cache_counters k;
+	memset(&k, 0xff, sizeof(k));
+	rfs_cache_counters(c, &k);
+	return k;
+}
+
+/* Gets key, checks its bytes, puts it back. @return fill calls since. */
+static int get_put(struct rfs_cache *c, struct filler *f, uint64_t batch)
+{
+	int before = atomic_load(&f->calls);
+	struct rfs_cache_key k = key_of(batch);
+	struct rfs_cache_entry *e = NULL;
+	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
+	assert_non_null(e);
+	assert_int_equal(rfs_cache_entry_size(e), f->size);
+	const unsigned char *d = rfs_cache_entry_data(e);
+	assert_int_equal(d[0], (1 + batch) & 0xff);
+	assert_int_equal(d[f->size - 1], (1 + batch) & 0xff);
+	rfs_cache_put(c, e);
+	return atomic_load(&f->calls) - before;
+}
+
+static void test_get_put_and_counters(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 100 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	struct rfs_cache_counters k = counters(c);
+	assert_true(k.hits == 0 && k.misses == 0 && k.bytes == 0 &&
+		    k.entries == 0);
+
+	struct rfs_cache_key key = { .epoch = 3, .rank = 2, .batch = 9,
+				     .kind = 1 };
+	struct rfs_cache_entry *e;
+	assert_int_equal(rfs_cache_get(c, &key, &e), 0);
+	assert_int_equal(atomic_load(&f.calls), 1);
+	assert_memory_equal(&f.last, &key, sizeof(key));
+	const unsigned char *d = rfs_cache_entry_data(e);
+	assert_int_equal(d[50], 3 + 2 + 9 + 1);
+	k = counters(c);
+	assert_true(k.misses == 1 && k.hits == 0 && k.bytes == 100 &&
+		    k.entries == 1);
+	rfs_cache_put(c, e);
+	rfs_cache_put(c, NULL); /* accepted */
+
+	/* Same key again: one fill in all. */
+	assert_int_equal(rfs_cache_get(c, &key, &e), 0);
+	assert_int_equal(atomic_load(&f.calls), 1);
+	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[0],
+			 15);
+	k = counters(c);
+	assert_true(k.misses == 1 && k.hits == 1 && k.bytes == 100 &&
+		    k.entries == 1);
+	rfs_cache_put(c, e);
+
+	/* Keys differing in any one field are different entries. */
+	struct rfs_cache_key other[4] = { key, key, key, key };
+	other[0].epoch++;
+	other[1].rank++;
+	other[2].batch++;
+	other[3].kind--;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(rfs_cache_get(c, &other[i], &e), 0);
+		assert_int_equal(atomic_load(&f.calls), 2 + i);
+		rfs_cache_put(c, e);
+	}
+	k = counters(c);
+	assert_true(k.misses == 5 && k.hits == 1 && k.bytes == 500 &&
+		    k.entries == 5);
+	rfs_cache_destroy(c);
+	rfs_cache_destroy(NULL);
+}
+
+static void test_same_key_held_twice(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 64 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	struct rfs_cache_key k = key_of(7);
+	struct rfs_cache_entry *a, *b;
+	assert_int_equal(rfs_cache_get(c, &k, &a), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &b), 0);
+	assert_true(a == b);
+	assert_int_equal(atomic_load(&f.calls), 1);
+	rfs_cache_put(c, a);
+	/* Still referenced once: data valid. */
+	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(b))[63],
+			 8);
+	rfs_cache_put(c, b);
+	rfs_cache_destroy(c);
+}
+
+static void test_lru_eviction(void **state)
+{
+	(void)state;
+	/* Room for three 100-byte entries. */
+	struct filler f = { .size = 100 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	assert_int_equal(get_put(c, &f, 1), 1);
+	assert_int_equal(get_put(c, &f, 2), 1);
+	assert_int_equal(get_put(c, &f, 3), 1);
+	assert_true(counters(c).bytes == 300);
+	/* Touch 1: now 2 is the least recently used. */
+	assert_int_equal(get_put(c, &f, 1), 0);
+	assert_int_equal(get_put(c, &f, 4), 1); /* evicts 2 */
+	struct rfs_cache_counters k = counters(c);
+	assert_true(k.entries == 3 && k.bytes == 300);
+	assert_int_equal(get_put(c, &f, 1), 0);
+	assert_int_equal(get_put(c, &f, 3), 0);
+	assert_int_equal(get_put(c, &f, 4), 0);
+	/* Order now (recent first): 4 3 1. 2 comes back, evicting 1. */
+	assert_int_equal(get_put(c, &f, 2), 1);
+	assert_int_equal(get_put(c, &f, 3), 0);
+	assert_int_equal(get_put(c, &f, 4), 0);
+	assert_int_equal(get_put(c, &f, 2), 0);
+	assert_int_equal(get_put(c, &f, 1), 1); /* was evicted */
+	k = counters(c);
+	assert_true(k.entries == 3 && k.bytes == 300);
+	rfs_cache_destroy(c);
+}
+
+static void test_entry_bigger_than_capacity(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 500 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	struct rfs_cache_key k = key_of(1);
+	struct rfs_cache_entry *e;
+	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
+	/* Held: kept and valid although over capacity. */
+	assert_true(counters(c).bytes == 500);
+	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[499],
+			 2);
+	rfs_cache_put(c, e);
+	/* Released: dropped right away. */
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.bytes == 0 && n.entries == 0);
+	assert_int_equal(get_put(c, &f, 1), 1);
+	rfs_cache_destroy(c);
+}
+
+static void test_held_entries_not_evicted(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 100 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(200, fill, &f, &c), 0);
+	struct rfs_cache_key k1 = key_of(1);
+	struct rfs_cache_entry *held;
+	assert_int_equal(rfs_cache_get(c, &k1, &held), 0);
+	/* Many other keys come and go while 1 is held. */
+	for (uint64_t b = 10; b < 30; b++)
+		assert_int_equal(get_put(c, &f, b), 1);
+	const unsigned char *d = rfs_cache_entry_data(held);
+	assert_int_equal(d[0], 2);
+	assert_int_equal(d[99], 2);
+	int calls = atomic_load(&f.calls);
+	struct rfs_cache_entry *again;
+	assert_int_equal(rfs_cache_get(c, &k1, &again), 0);
+	assert_true(again == held);
+	assert_int_equal(atomic_load(&f.calls), calls);
+	/* Memory stays at capacity plus what is held. */
+	assert_true(counters(c).bytes <= 200 + 100);
+	rfs_cache_put(c, again);
+	rfs_cache_put(c, held);
+	assert_true(counters(c).bytes <= 200);
+	rfs_cache_destroy(c);
+}
+
+static void test_failed_fill_is_retried(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 10, .fail_next = EIO };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
+	struct rfs_cache_key k = key_of(5);
+	struct rfs_cache_entry *e = (struct rfs_cache_entry *)&f;
+	assert_int_equal(rfs_cache_get(c, &k, &e), -EIO);
+	assert_null(e);
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.entries == 0 && n.bytes == 0 && n.misses == 1);
+	/* Not cached: the next get fills again, and succeeds. */
+	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
+	assert_int_equal(atomic_load(&f.calls), 2);
+	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[0],
+			 6);
+	rfs_cache_put(c, e);
+	n = counters(c);
+	assert_true(n.entries == 1 && n.bytes == 10 && n.misses == 2);
+	/* Other errors pass through as they are. */
+	f.fail_next = ENOMEM;
+	struct rfs_cache_key k2 = key_of(6);
+	assert_int_equal(rfs_cache_get(c, &k2, &e), -ENOMEM);
+	assert_null(e);
+	rfs_cache_destroy(c);
+}
+
+struct getter {
+	struct rfs_cache *cache;
+	struct rfs_cache_key key;
+	pthread_barrier_t *start;
+	int rc;
+	unsigned char first;
+	const void *data;
+};
+
+static void *get_thread(void *arg)
+{
+	struct getter *g = arg;
+	struct rfs_cache_entry *e = NULL;
+	pthread_barrier_wait(g->start);
+	g->rc = rfs_cache_get(g->cache, &g->key, &e);
+	if (g->rc == 0) {
+		g->data = rfs_cache_entry_data(e);
+		g->first = *(const unsigned char *)g->data;
+		rfs_cache_put(g->cache, e);
+	}
+	return NULL;
+}
+
+static void run_getters(struct rfs_cache *c, struct getter *g, int n,
+			struct rfs_cache_key key)
+{
+	pthread_t t[8];
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		g[i] = (struct getter){ .cache = c, .key = key,
+					.start = &start };
+		assert_int_equal(pthread_create(&t[i], NULL, get_thread, &g[i]),
+				 0);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&start);
+}
+
+static void test_concurrent_gets_fill_once(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 4096, .sleep_ms = 30 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	struct getter g[8];
+	run_getters(c, g, 8, key_of(41));
+	assert_int_equal(atomic_load(&f.calls), 1);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(g[i].rc, 0);
+		assert_int_equal(g[i].first, 42);
+		assert_true(g[i].data == g[0].data);
+	}
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.misses == 1 && n.hits == 7 && n.entries == 1 &&
+		    n.bytes == 4096);
+	rfs_cache_destroy(c);
+}
+
+static void test_concurrent_gets_share_failure(void **state)
+{
+	(void)state;
+	/* Waiters on a failing fill see its error; nothing is cached. */
+	struct filler f = { .size = 16, .sleep_ms = 30, .fail_next = EIO };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	struct getter g[8];
+	run_getters(c, g, 8, key_of(3));
+	int failed = 0, calls = atomic_load(&f.calls);
+	for (int i = 0; i < 8; i++) {
+		assert_true(g[i].rc == 0 || g[i].rc == -EIO);
+		failed += g[i].rc == -EIO;
+	}
+	/* The one failing fill was seen by at least its caller; any get that
+	 * came after it failed filled again, successfully. */
+	assert_true(failed >= 1);
+	assert_true(calls >= 1 && calls <= 2);
+	assert_int_equal(failed == 8, calls == 1);
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.entries == (uint64_t)(calls - 1));
+	assert_int_equal(get_put(c, &f, 3), calls == 1);
+	rfs_cache_destroy(c);
+}
+
+static void *churn_thread(void *arg)
+{
+	struct getter *g = arg;
+	pthread_barrier_wait(g->start);
+	for (uint64_t i = 0; i < 2000 && g->rc == 0; i++) {
+		struct rfs_cache_key k = key_of((i * 7 + g->key.batch) % 23);
+		struct rfs_cache_entry *e;
+		g->rc = rfs_cache_get(g->cache, &k, &e);
+		if (g->rc != 0)
+			break;
+		const unsigned char *d = rfs_cache_entry_data(e);
+		if (d[0] != (unsigned char)(1 + k.batch) ||
+		    d[rfs_cache_entry_size(e) - 1] != d[0])
+			g->rc = -EBADMSG;
+		rfs_cache_put(g->cache, e);
+	}
+	return NULL;
+}
+
+static void test_concurrent_churn(void **state)
+{
+	(void)state;
+	/* Many threads over more keys than fit: entries must never be freed
+	 * while held (ASan) and bytes must be right. */
+	struct filler f = { .size = 256 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(256 * 8, fill, &f, &c), 0);
+	pthread_t t[8];
+	struct getter g[8];
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, 8);
+	for (int i = 0; i < 8; i++) {
+		g[i] = (struct getter){ .cache = c, .key = key_of((uint64_t)i),
+					.start = &start };
+		assert_int_equal(pthread_create(&t[i], NULL, churn_thread,
+						&g[i]),
+				 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(g[i].rc, 0);
+	}
+	pthread_barrier_destroy(&start);
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.hits + n.misses == 8 * 2000);
+	assert_true(n.bytes <= 256 * 8);
+	assert_true(n.bytes == n.entries * 256);
+	assert_true(n.misses == (uint64_t)atomic_load(&f.calls));
+	rfs_cache_destroy(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_get_put_and_counters),
+		cmocka_unit_test(test_same_key_held_twice),
+		cmocka_unit_test(test_lru_eviction),
+		cmocka_unit_test(test_entry_bigger_than_capacity),
+		cmocka_unit_test(test_held_entries_not_evicted),
+		cmocka_unit_test(test_failed_fill_is_retried),
+		cmocka_unit_test(test_concurrent_gets_fill_once),
+		cmocka_unit_test(test_concurrent_gets_share_failure),
+		cmocka_unit_test(test_concurrent_churn),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,422 @@
+/* Unit tests for lib/config.c: defaults, parsing, rendering. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "config.h"
+
+static char *render(const struct rfs_config *c, int identity)
+{
+	struct rfs_buf b = { 0 };
+	char *out = NULL;
+	size_t len;
+	if (identity)
+		rfs_config_render_identity(c, &b);
+	else
+		rfs_config_render_json(c, &b);
+	assert_int_equal(rfs_buf_finish(&b, &out, &len), 0);
+	assert_int_equal(strlen(out), len);
+	return out;
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	memset(&c, 0xa5, sizeof(c));
+	rfs_config_init(&c);
+	assert_int_equal(c.world_size, 1);
+	assert_int_equal(c.batch_size, 256);
+	assert_int_equal(c.seed, 0);
+	assert_int_equal(c.strategy, RFS_BLOCK_SHUFFLE);
+	assert_int_equal(c.block_size, 64);
+	assert_int_equal(c.fetch_factor, 16);
+	assert_int_equal(c.partition, RFS_PARTITION_BATCH);
+	assert_int_equal(c.drop_last, 1);
+	assert_null(c.dataset);
+	assert_int_equal(c.epochs, 10);
+	assert_int_equal(c.cache_mb, 1024);
+	assert_int_equal(c.direct_io, 0);
+	assert_null(c.log_file);
+	rfs_config_free(&c);
+}
+
+static void set_ok(struct rfs_config *c, const char *key, const char *value)
+{
+	char err[256] = "";
+	int rc = rfs_config_set(c, key, value, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("%s=%s: rc %d, %s", key, value ? value : "(null)", rc,
+			 err);
+}
+
+static void test_every_option_sets(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	rfs_config_init(&c);
+	set_ok(&c, "world_size", "8");
+	set_ok(&c, "batch_size", "32");
+	set_ok(&c, "seed", "18446744073709551615");
+	set_ok(&c, "strategy", "shuffle");
+	set_ok(&c, "block_size", "128");
+	set_ok(&c, "fetch_factor", "4");
+	set_ok(&c, "partition", "batch");
+	set_ok(&c, "drop_last", "1");
+	set_ok(&c, "dataset", "/obsm/X_pca");
+	set_ok(&c, "epochs", "3");
+	set_ok(&c, "cache_mb", "64");
+	set_ok(&c, "direct_io", NULL);
+	set_ok(&c, "log_file", "/tmp/rankfs.log");
+	assert_int_equal(c.world_size, 8);
+	assert_int_equal(c.batch_size, 32);
+	assert_true(c.seed == UINT64_MAX);
+	assert_int_equal(c.strategy, RFS_SHUFFLE);
+	assert_int_equal(c.block_size, 128);
+	assert_int_equal(c.fetch_factor, 4);
+	assert_int_equal(c.partition, RFS_PARTITION_BATCH);
+	assert_int_equal(c.drop_last, 1);
+	assert_string_equal(c.dataset, "/obsm/X_pca");
+	assert_int_equal(c.epochs, 3);
+	assert_int_equal(c.cache_mb, 64);
+	assert_int_equal(c.direct_io, 1);
+	assert_string_equal(c.log_file, "/tmp/rankfs.log");
+
+	set_ok(&c, "strategy", "streaming");
+	assert_int_equal(c.strategy, RFS_STREAMING);
+	set_ok(&c, "strategy", "block_shuffle");
+	assert_int_equal(c.strategy, RFS_BLOCK_SHUFFLE);
+	set_ok(&c, "direct_io", "0");
+	assert_int_equal(c.direct_io, 0);
+	set_ok(&c, "direct_io", "1");
+	assert_int_equal(c.direct_io, 1);
+	/* Setting a text option again replaces (and frees) the old copy. */
+	set_ok(&c, "dataset", "/X");
+	assert_string_equal(c.dataset, "/X");
+	rfs_config_free(&c);
+	assert_null(c.dataset);
+	assert_null(c.log_file);
+}
+
+static void test_text_is_copied(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	char value[] = "/layers/counts";
+	rfs_config_init(&c);
+	set_ok(&c, "dataset", value);
+	value[1] = 'X';
+	assert_string_equal(c.dataset, "/layers/counts");
+	rfs_config_free(&c);
+}
+
+static void test_bounds(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	rfs_config_init(&c);
+	/* Largest accepted values. */
+	set_ok(&c, "world_size", "1048576");
+	set_ok(&c, "batch_size", "16777216");
+	set_ok(&c, "block_size", "1099511627776");
+	set_ok(&c, "fetch_factor", "65536");
+	set_ok(&c, "epochs", "2147483648");
+	set_ok(&c, "cache_mb", "1073741824");
+	assert_int_equal(c.world_size, 1u << 20);
+	assert_int_equal(c.batch_size, 1u << 24);
+	assert_true(c.block_size == UINT64_C(1) << 40);
+	assert_int_equal(c.fetch_factor, 1u << 16);
+	assert_true(c.epochs == UINT64_C(1) << 31);
+	assert_true(c.cache_mb == UINT64_C(1) << 30);
+	/* Leading zeros are fine in option values (not canonical). */
+	set_ok(&c, "batch_size", "0064");
+	assert_int_equal(c.batch_size, 64);
+	rfs_config_free(&c);
+}
+
+struct bad_case {
+	const char *key;
+	const char *value;
+};
+
+static void test_bad_values_rejected(void **state)
+{
+	(void)state;
+	static const struct bad_case bad[] = {
+		{ "world_size", "0" },
+		{ "world_size", "1048577" },
+		{ "world_size", "-1" },
+		{ "world_size", "" },
+		{ "world_size", NULL },
+		{ "world_size", "2 " },
+		{ "batch_size", "0" },
+		{ "batch_size", "16777217" },
+		{ "batch_size", "0x10" },
+		{ "seed", "18446744073709551616" },
+		{ "seed", "-5" },
+		{ "seed", "1e3" },
+		{ "block_size", "0" },
+		{ "block_size", "1099511627777" },
+		{ "fetch_factor", "0" },
+		{ "fetch_factor", "65537" },
+		{ "drop_last", "0" },
+		{ "drop_last", "2" },
+		{ "epochs", "0" },
+		{ "epochs", "2147483649" },
+		{ "cache_mb", "0" },
+		{ "cache_mb", "1073741825" },
+		{ "direct_io", "2" },
+		{ "direct_io", "yes" },
+		{ "strategy", "random" },
+		{ "strategy", "" },
+		{ "strategy", NULL },
+		{ "strategy", "Shuffle" },
+		{ "partition", "sample" },
+		{ "dataset", "" },
+		{ "dataset", NULL },
+		{ "log_file", "" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct rfs_config c, before;
+		char err[256] = "";
+		rfs_config_init(&c);
+		before = c;
+		int rc = rfs_config_set(&c, bad[i].key, bad[i].value, err,
+					sizeof(err));
+		if (rc != -EINVAL)
+			fail_msg("%s=%s: rc %d, want -EINVAL", bad[i].key,
+				 bad[i].value ? bad[i].value : "(null)", rc);
+		if (!strstr(err, bad[i].key))
+			fail_msg("%s=%s: message does not name the option: "
+				 "\"%s\"",
+				 bad[i].key,
+				 bad[i].value ? bad[i].value : "(null)", err);
+		assert_null(strchr(err, '\n'));
+		/* A rejected value leaves the config as it was. */
+		assert_memory_equal(&c, &before, sizeof(c));
+		rfs_config_free(&c);
+	}
+}
+
+static void test_numeric_message_names_range(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	char err[256] = "";
+	rfs_config_init(&c);
+	assert_int_equal(rfs_config_set(&c, "world_size", "0", err,
+					sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "world_size"));
+	assert_non_null(strstr(err, "1"));
+	assert_non_null(strstr(err, "1048576"));
+	rfs_config_free(&c);
+}
+
+static void test_strategy_message_lists_choices(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	char err[256] = "";
+	rfs_config_init(&c);
+	assert_int_equal(rfs_config_set(&c, "strategy", "random", err,
+					sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "strategy"));
+	assert_non_null(strstr(err, "random"));
+	assert_non_null(strstr(err, "streaming"));
+	assert_non_null(strstr(err, "shuffle"));
+	assert_non_null(strstr(err, "block_shuffle"));
+	assert_int_equal(c.strategy, RFS_BLOCK_SHUFFLE);
+
+	memset(err, 0, sizeof(err));
+	assert_int_equal(rfs_config_set(&c, "partition", "x", err,
+					sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "partition"));
+	assert_non_null(strstr(err, "batch"));
+	rfs_config_free(&c);
+}
+
+static void test_small_err_buffer(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	char err[8];
+	memset(err, 'q', sizeof(err));
+	rfs_config_init(&c);
+	assert_int_equal(rfs_config_set(&c, "strategy", "nope", err,
+					sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(err[sizeof(err) - 1], '\0'); /* truncated, ended */
+	rfs_config_free(&c);
+}
+
+static void test_unknown_key(void **state)
+{
+	(void)state;
+	struct rfs_config c, before;
+	char err[64] = "untouched";
+	rfs_config_init(&c);
+	before = c;
+	assert_int_equal(rfs_config_set(&c, "allow_other", NULL, err,
+					sizeof(err)),
+			 -ENOENT);
+	assert_int_equal(rfs_config_set(&c, "World_size", "2", err,
+					sizeof(err)),
+			 -ENOENT);
+	assert_int_equal(rfs_config_set(&c, "world_size ", "2", err,
+					sizeof(err)),
+			 -ENOENT);
+	assert_int_equal(rfs_config_set(&c, "", "2", err, sizeof(err)),
+			 -ENOENT);
+	assert_string_equal(err, "untouched");
+	assert_memory_equal(&c, &before, sizeof(c));
+}
+
+static void test_strategy_name(void **state)
+{
+	(void)state;
+	assert_string_equal(rfs_strategy_name(RFS_STREAMING), "streaming");
+	assert_string_equal(rfs_strategy_name(RFS_SHUFFLE), "shuffle");
+	assert_string_equal(rfs_strategy_name(RFS_BLOCK_SHUFFLE),
+			    "block_shuffle");
+	assert_string_equal(rfs_strategy_name(3), "?");
+	assert_string_equal(rfs_strategy_name(UINT64_MAX), "?");
+}
+
+static void test_render_json_defaults(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	rfs_config_init(&c);
+	char *j = render(&c, 0);
+	static const char *const want[] = {
+		"\"world_size\": 1",	     "\"batch_size\": 256",
+		"\"seed\": 0",		     "\"strategy\": \"block_shuffle\"",
+		"\"block_size\": 64",	     "\"fetch_factor\": 16",
+		"\"partition\": \"batch\"", "\"drop_last\": 1",
+		"\"dataset\": null",	     "\"epochs\": 10",
+		"\"cache_mb\": 1024",	     "\"direct_io\": false",
+		"\"log_file\": null",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(j, want[i]))
+			fail_msg("missing %s in:\n%s", want[i], j);
+	/* Members only: no braces, no trailing comma. */
+	assert_null(strchr(j, '{'));
+	assert_int_not_equal(j[strlen(j) - 1], ',');
+	free(j);
+	rfs_config_free(&c);
+}
+
+static void test_render_json_set_values(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	rfs_config_init(&c);
+	set_ok(&c, "strategy", "streaming");
+	set_ok(&c, "seed", "12345678901234567890");
+	set_ok(&c, "dataset", "/a\"b\\c");
+	set_ok(&c, "direct_io", "1");
+	char *j = render(&c, 0);
+	assert_non_null(strstr(j, "\"strategy\": \"streaming\""));
+	assert_non_null(strstr(j, "\"seed\": 12345678901234567890"));
+	assert_non_null(strstr(j, "\"dataset\": \"/a\\\"b\\\\c\""));
+	assert_non_null(strstr(j, "\"direct_io\": true"));
+	free(j);
+	rfs_config_free(&c);
+}
+
+static void test_render_identity(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	rfs_config_init(&c);
+	set_ok(&c, "dataset", "/X");
+	set_ok(&c, "world_size", "4");
+	char *id = render(&c, 1);
+	static const char *const want[] = {
+		"world_size=4\n", "batch_size=256\n", "seed=0\n",
+		"strategy=block_shuffle\n", "block_size=64\n",
+		"fetch_factor=16\n", "partition=batch\n", "drop_last=1\n",
+		"dataset=/X\n",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(id, want[i]))
+			fail_msg("missing %s in:\n%s", want[i], id);
+	/* Options that do not change the bytes served stay out. */
+	assert_null(strstr(id, "epochs"));
+	assert_null(strstr(id, "cache_mb"));
+	assert_null(strstr(id, "direct_io"));
+	assert_null(strstr(id, "log_file"));
+	/* ... so changing them leaves the identity as it was. */
+	set_ok(&c, "epochs", "99");
+	set_ok(&c, "cache_mb", "1");
+	set_ok(&c, "direct_io", "1");
+	set_ok(&c, "log_file", "/tmp/x");
+	char *id2 = render(&c, 1);
+	assert_string_equal(id, id2);
+	free(id2);
+	/* ... and changing one that does, changes it. */
+	set_ok(&c, "seed", "1");
+	id2 = render(&c, 1);
+	assert_string_not_equal(id, id2);
+	assert_non_null(strstr(id2, "seed=1\n"));
+	free(id2);
+	free(id);
+	rfs_config_free(&c);
+}
+
+static void test_render_help(void **state)
+{
+	(void)state;
+	struct rfs_buf b = { 0 };
+	char *h;
+	size_t len;
+	rfs_config_render_help(&b);
+	assert_int_equal(rfs_buf_finish(&b, &h, &len), 0);
+	static const char *const names[] = {
+		"world_size", "batch_size", "seed",	   "strategy",
+		"block_size", "fetch_factor", "partition", "drop_last",
+		"dataset",    "epochs",	      "cache_mb",  "direct_io",
+		"log_file",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char opt[64];
+		snprintf(opt, sizeof(opt), "-o %s", names[i]);
+		if (!strstr(h, opt))
+			fail_msg("help lacks %s", opt);
+	}
+	assert_non_null(strstr(h, "streaming, shuffle, block_shuffle"));
+	free(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_every_option_sets),
+		cmocka_unit_test(test_text_is_copied),
+		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_bad_values_rejected),
+		cmocka_unit_test(test_numeric_message_names_range),
+		cmocka_unit_test(test_strategy_message_lists_choices),
+		cmocka_unit_test(test_small_err_buffer),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_strategy_name),
+		cmocka_unit_test(test_render_json_defaults),
+		cmocka_unit_test(test_render_json_set_values),
+		cmocka_unit_test(test_render_identity),
+		cmocka_unit_test(test_render_help),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
