@@ -1,0 +1,197 @@
+"""Shared helpers for the integration tests: real rankfs mounts of files
+written by h5py and anndata.
+
+Every mount is made through `mounts` (a fixture): it starts the daemon in
+the foreground, waits for the mount with a deadline, and at teardown
+unmounts with fusermount3 -u and asserts that the daemon exited 0, whatever
+the test did in between.
+"""
+import json
+import os
+import subprocess
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+RANKFS = os.environ.get("RANKFS_BIN", os.path.join(REPO, "build/rankfs"))
+RANKFS_PLAN = os.environ.get("RANKFS_PLAN",
+                             os.path.join(REPO, "build/rankfs-plan"))
+MOUNT_DEADLINE = 20.0
+EXIT_DEADLINE = 20.0
+
+
+def pytest_configure(config):
+    # Fail loudly instead of skipping: a suite that cannot run must not pass.
+    for tool in (RANKFS, RANKFS_PLAN):
+        if not os.access(tool, os.X_OK):
+            raise pytest.UsageError(f"{tool} is missing: build first "
+                                    "(scripts/build)")
+    if not os.path.exists("/dev/fuse"):
+        raise pytest.UsageError("/dev/fuse is missing")
+
+
+def is_mounted(path):
+    real = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == real for line in f)
+
+
+def mount_entry(path):
+    """The /proc/self/mounts fields of the mount at path, or None."""
+    real = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1] == real:
+                return fields
+    return None
+
+
+class Mount:
+    """A running rankfs daemon and its mountpoint."""
+
+    def __init__(self, mnt, proc, log):
+        self.mnt = mnt
+        self.proc = proc
+        self.log = log
+        self.exit_code = None
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *(str(p) for p in parts))
+
+    def json(self, name):
+        with open(self.path(name)) as f:
+            return json.load(f)
+
+    def file(self, kind, epoch, rank, batch):
+        width = max(6, len(str(self.batches() - 1)))
+        return self.path("epoch", epoch, "rank", rank, kind,
+                         f"{batch:0{width}d}.npy")
+
+    def load(self, kind, epoch, rank, batch, **kw):
+        return np.load(self.file(kind, epoch, rank, batch), **kw)
+
+    def batches(self):
+        if not hasattr(self, "_batches"):
+            self._batches = len(os.listdir(self.path("epoch/0/rank/0/batch")))
+        return self._batches
+
+    def epoch_index(self, epoch, rank):
+        """Every index file of rank in epoch, in batch order."""
+        return [self.load("index", epoch, rank, k)
+                for k in range(self.batches())]
+
+    def log_text(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def unmount(self):
+        """Unmounts and waits for the daemon; returns its exit code."""
+        if self.exit_code is not None:
+            return self.exit_code
+        if is_mounted(self.mnt):
+            subprocess.run(["fusermount3", "-u", self.mnt], check=False)
+        try:
+            self.exit_code = self.proc.wait(timeout=EXIT_DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.exit_code = "hung"
+        return self.exit_code
+
+
+def start_daemon(mnt, sources, options, extra=(), log=None):
+    args = [RANKFS, "-f"]
+    if options:
+        args += ["-o", options]
+    args += list(extra) + [str(s) for s in sources] + [mnt]
+    out = open(log, "w")
+    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_mounted(mnt, proc, log):
+    deadline = time.monotonic() + MOUNT_DEADLINE
+    while time.monotonic() < deadline:
+        if is_mounted(mnt):
+            return
+        if proc.poll() is not None:
+            with open(log) as f:
+                raise AssertionError(f"rankfs exited {proc.returncode} "
+                                     f"before mounting: {f.read()}")
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError(f"rankfs did not mount {mnt} within "
+                         f"{MOUNT_DEADLINE} s")
+
+
+@pytest.fixture
+def mounts(tmp_path):
+    """Factory: mounts(sources, options) -> Mount, unmounted at teardown."""
+    made = []
+    counter = [0]
+
+    def make(sources, options="", extra=()):
+        if isinstance(sources, (str, os.PathLike)):
+            sources = [sources]
+        counter[0] += 1
+        mnt = tmp_path / f"mnt{counter[0]}"
+        mnt.mkdir()
+        log = tmp_path / f"rankfs{counter[0]}.log"
+        proc = start_daemon(str(mnt), sources, options, extra, str(log))
+        m = Mount(str(mnt), proc, str(log))
+        made.append(m)
+        wait_mounted(str(mnt), proc, str(log))
+        return m
+
+    yield make
+    codes = [(m.mnt, m.unmount(), m.log_text()) for m in made]
+    for mnt, code, log in codes:
+        assert not is_mounted(mnt), f"{mnt} still mounted"
+        assert code == 0, f"rankfs for {mnt} exited {code}: {log}"
+
+
+def run_rankfs(args, timeout=30):
+    """Runs rankfs to completion (for errors, --help); returns the result."""
+    return subprocess.run([RANKFS] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def plan(rows, options, epoch, rank, batch):
+    """Row ids of a batch according to the FUSE-free rankfs-plan tool."""
+    out = subprocess.run([RANKFS_PLAN, "--rows", str(rows), "-o", options,
+                          str(epoch), str(rank), str(batch)],
+                         capture_output=True, text=True, check=True)
+    return np.array([int(x) for x in out.stdout.split()], dtype=np.int64)
+
+
+# Source files, written by the real libraries.
+
+def write_h5(path, datasets, attrs=None):
+    """datasets: {name: array or (array, create_dataset kwargs)}."""
+    with h5py.File(path, "w") as f:
+        for name, spec in datasets.items():
+            data, kw = spec if isinstance(spec, tuple) else (spec, {})
+            f.create_dataset(name, data=data, **kw)
+        for k, v in (attrs or {}).items():
+            f.attrs[k] = v
+    return path
+
+
+def write_h5ad(path, x, obs=None):
+    import anndata
+    import pandas as pd
+    n = x.shape[0]
+    obs = obs if obs is not None else pd.DataFrame(
+        index=[f"cell{i}" for i in range(n)])
+    var = pd.DataFrame(index=[f"gene{j}" for j in range(x.shape[1])])
+    anndata.AnnData(X=x, obs=obs, var=var).write_h5ad(path)
+    return path
+
+
+def source_rows(path, dataset):
+    with h5py.File(path, "r") as f:
+        return f[dataset][()]

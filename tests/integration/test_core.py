@@ -1,0 +1,365 @@
+"""The core through real mounts: bytes equal the source rows, ranks are
+disjoint and cover the epoch, mounts agree, epochs differ, the namespace
+behaves like an immutable read-only tree."""
+import errno
+import hashlib
+import os
+import stat
+import subprocess
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+from conftest import (plan, source_rows, write_h5, write_h5ad, is_mounted,
+                      mount_entry)
+
+N, D = 1000, 16
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sources")
+    rng = np.random.default_rng(42)
+    dense = rng.random((N, D), dtype=np.float32)
+    return {
+        "h5ad": (write_h5ad(str(d / "dense.h5ad"), dense), "/X", ""),
+        "uint8": (write_h5(str(d / "u8.h5"), {
+            "images": rng.integers(0, 255, (N, 28), dtype=np.uint8)}),
+            "/images", "dataset=/images"),
+        "gzip": (write_h5(str(d / "gz.h5"), {
+            "g/data": (rng.random((N, 9)),
+                       dict(chunks=(64, 9), compression="gzip",
+                            shuffle=True))}),
+            "/g/data", "dataset=/g/data"),
+        "int16_1d": (write_h5(str(d / "i16.h5"), {
+            "v": rng.integers(-30000, 30000, N, dtype=np.int16)}),
+            "/v", "dataset=/v"),
+        "big_endian": (write_h5(str(d / "be.h5"), {
+            "x": rng.integers(-2**31, 2**31 - 1, (N, 3),
+                              dtype=np.int32).astype(">i4")}),
+            "/x", "dataset=/x"),
+        "float16": (write_h5(str(d / "f16.h5"), {
+            "h": rng.random((N, 5)).astype(np.float16)}),
+            "/h", "dataset=/h"),
+    }
+
+
+def opts(*parts):
+    return ",".join(p for p in parts if p)
+
+
+@pytest.mark.parametrize("kind", ["h5ad", "uint8", "gzip", "int16_1d",
+                                  "big_endian", "float16"])
+def test_rows_equal_source(mounts, sources, kind):
+    path, dataset, extra = sources[kind]
+    src = source_rows(path, dataset)
+    m = mounts(path, opts(extra, "world_size=2,batch_size=32,seed=3"))
+    assert m.batches() == N // 64
+    for epoch in (0, 5):
+        for rank in (0, 1):
+            for k in range(m.batches()):
+                index = m.load("index", epoch, rank, k)
+                batch = m.load("batch", epoch, rank, k)
+                assert index.dtype == np.int64 and index.shape == (32,)
+                assert batch.dtype == src.dtype.newbyteorder("<")
+                assert batch.shape == (32,) + src.shape[1:]
+                np.testing.assert_array_equal(batch, src[index])
+    info = m.json("dataset.json")
+    assert info["rows"] == N and info["dataset"] == dataset
+    assert info["dtype"] == src.dtype.newbyteorder("=").name
+
+
+@pytest.mark.parametrize("strategy", ["streaming", "shuffle",
+                                      "block_shuffle"])
+def test_ranks_disjoint_and_cover_the_epoch(mounts, sources, strategy):
+    path, _, _ = sources["h5ad"]
+    o = f"world_size=3,batch_size=16,block_size=8,fetch_factor=4," \
+        f"strategy={strategy},seed=11"
+    m = mounts(path, o)
+    g = 3 * 16
+    nb = N // g
+    assert m.batches() == nb
+    for epoch in (0, 1):
+        per_rank = [np.concatenate(m.epoch_index(epoch, r))
+                    for r in range(3)]
+        assert all(len(r) == nb * 16 for r in per_rank)  # equal counts
+        seen = np.concatenate(per_rank)
+        assert len(np.unique(seen)) == len(seen) == nb * g  # disjoint
+        assert seen.min() >= 0 and seen.max() < N
+        tail = N - nb * g  # the documented drop_last tail
+        assert N - len(seen) == tail
+        if strategy == "streaming":
+            np.testing.assert_array_equal(np.sort(seen), np.arange(nb * g))
+        # A second opinion from the FUSE-free planner.
+        for rank, k in ((0, 0), (2, nb - 1), (1, nb // 2)):
+            np.testing.assert_array_equal(
+                m.load("index", epoch, rank, k),
+                plan(N, o, epoch, rank, k))
+
+
+def test_epochs_differ_and_tail_moves(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=64,strategy=shuffle")
+    served = [set(np.concatenate(m.epoch_index(e, 0) + m.epoch_index(e, 1)))
+              for e in range(3)]
+    first = [m.load("index", e, 0, 0) for e in range(3)]
+    assert not np.array_equal(first[0], first[1])
+    assert not np.array_equal(first[1], first[2])
+    dropped = [set(range(N)) - s for s in served]
+    assert all(len(d) == N - (N // 128) * 128 for d in dropped)
+    assert dropped[0] != dropped[1]
+
+
+def test_streaming_is_the_same_every_epoch(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=50,strategy=streaming")
+    np.testing.assert_array_equal(m.load("index", 0, 1, 3),
+                                  m.load("index", 7, 1, 3))
+    np.testing.assert_array_equal(m.load("index", 0, 1, 3),
+                                  np.arange(3 * 100 + 50, 3 * 100 + 100))
+
+
+def tree_digest(m, epochs=(0, 1)):
+    h = hashlib.sha256()
+    for e in epochs:
+        for r in range(2):
+            for kind in ("batch", "index"):
+                for k in range(m.batches()):
+                    with open(m.file(kind, e, r, k), "rb") as f:
+                        h.update(f.read())
+    return h.hexdigest()
+
+
+def test_two_mounts_serve_identical_bytes(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    o = "world_size=2,batch_size=32,seed=5"
+    a = mounts(path, o)
+    b = mounts(path, o + ",cache_mb=1,epochs=3")  # not byte-changing
+    c = mounts(path, "world_size=2,batch_size=32,seed=6")
+    ida, idb, idc = (x.json("config.json")["view_id"] for x in (a, b, c))
+    assert ida == idb and ida != idc
+    assert len(ida) == 16 and int(ida, 16) >= 0
+    assert tree_digest(a) == tree_digest(b)
+    assert tree_digest(a) != tree_digest(c)
+    # Inode numbers follow from the position alone: equal across mounts.
+    f = "epoch/1/rank/1/batch/000003.npy"
+    assert os.stat(a.path(f)).st_ino == os.stat(b.path(f)).st_ino
+
+
+def test_config_json_resolves_defaults(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    c = mounts(path, "batch_size=10").json("config.json")
+    assert c["world_size"] == 1 and c["batch_size"] == 10
+    assert c["strategy"] == "block_shuffle" and c["block_size"] == 64
+    assert c["fetch_factor"] == 16 and c["partition"] == "batch"
+    assert c["drop_last"] == 1 and c["dataset"] == "/X"
+    assert c["epochs"] == 10 and c["cache_mb"] == 1024
+    assert c["direct_io"] is False
+
+
+def test_listing_modes_sizes_inodes(mounts, sources):
+    path, _, _ = sources["uint8"]
+    m = mounts(path, "dataset=/images,world_size=2,batch_size=100,epochs=4")
+    assert sorted(os.listdir(m.mnt)) == ["config.json", "dataset.json",
+                                         "epoch", "stats.json"]
+    assert os.listdir(m.path("epoch")) == ["0", "1", "2", "3"]
+    assert os.listdir(m.path("epoch/2")) == ["rank"]
+    assert os.listdir(m.path("epoch/2/rank")) == ["0", "1"]
+    assert sorted(os.listdir(m.path("epoch/2/rank/1"))) == ["batch", "index"]
+    names = os.listdir(m.path("epoch/2/rank/1/batch"))
+    assert names == [f"{k:06d}.npy" for k in range(5)]
+    # d_type is filled: scandir answers is_dir() without a stat.
+    kinds = {e.name: e.is_dir(follow_symlinks=False)
+             for e in os.scandir(m.mnt)}
+    assert kinds == {"config.json": False, "dataset.json": False,
+                     "stats.json": False, "epoch": True}
+    mtime = int(os.stat(path).st_mtime)
+    inodes = set()
+    for p in ["", "epoch", "epoch/2", "epoch/2/rank/1",
+              "epoch/2/rank/1/batch", "config.json", "dataset.json",
+              "epoch/2/rank/1/batch/000004.npy",
+              "epoch/2/rank/1/index/000004.npy",
+              "epoch/3/rank/0/batch/000000.npy"]:
+        st = os.stat(m.path(p))
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            assert mode == 0o555, p
+        else:
+            assert mode == 0o444, p
+            with open(m.path(p), "rb") as f:
+                assert len(f.read()) == st.st_size, p
+        assert int(st.st_mtime) == mtime, p
+        assert os.stat(m.path(p)).st_ino == st.st_ino  # stable
+        inodes.add(st.st_ino)
+    assert len(inodes) == 10  # distinct
+
+
+def test_size_known_before_generation(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "batch_size=100")
+    st = os.stat(m.file("batch", 4, 0, 7))
+    assert st.st_size == 128 + 100 * D * 4
+    stats = m.json("stats.json")
+    assert stats["cache"]["misses"] == 0  # nothing generated by stat
+    assert os.stat(m.file("index", 4, 0, 7)).st_size == 128 + 800
+
+
+def test_any_epoch_resolves(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "batch_size=100")
+    last = 2**31 - 1
+    batch = np.load(m.path(f"epoch/{last}/rank/0/batch/000009.npy"))
+    assert batch.shape == (100, D)
+    assert not os.path.exists(m.path(f"epoch/{2**31}"))
+
+
+MALFORMED = [
+    "epoch/00", "epoch/01", "epoch/1e3", "epoch/-1", "epoch/+1",
+    "epoch/ 1", "epoch/0x1", "epoch/2147483648",
+    "epoch/99999999999999999999999", "epoch/0/ranks", "epoch/0/rank/2",
+    "epoch/0/rank/01", "epoch/0/rank/0/labels",
+    "epoch/0/rank/0/batch/42.npy", "epoch/0/rank/0/batch/0000042.npy",
+    "epoch/0/rank/0/batch/000042.NPY", "epoch/0/rank/0/batch/000042.npz",
+    "epoch/0/rank/0/batch/000042", "epoch/0/rank/0/batch/000042.npy.",
+    "epoch/0/rank/0/batch/000005.npy",  # past the last batch (0..4)
+    "epoch/0/rank/0/batch/-00001.npy", "epoch/0/rank/0/index/00000a.npy",
+    "config.JSON", "nothing", "epoch/0/rank/0/batch/\u00e9.npy",
+]
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_names_enoent(mounts, sources, name):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=100")
+    with pytest.raises(FileNotFoundError):
+        os.stat(m.path(name))
+    # Still serving.
+    assert m.load("batch", 0, 1, 4).shape == (100, D)
+
+
+def test_paths_below_files_and_long_names(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "batch_size=100")
+    with pytest.raises(NotADirectoryError):
+        os.stat(m.path("config.json/x"))
+    with pytest.raises(NotADirectoryError):
+        os.stat(m.path("epoch/0/rank/0/batch/000000.npy/x"))
+    with pytest.raises(OSError) as e:
+        os.stat(m.path("epoch/" + "1" * 300))
+    assert e.value.errno == errno.ENAMETOOLONG
+
+
+def test_writes_are_erofs(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "batch_size=100")
+    f = m.file("batch", 0, 0, 0)
+    attempts = [
+        lambda: open(f, "r+b"),
+        lambda: open(f, "wb"),
+        lambda: open(m.path("config.json"), "ab"),
+        lambda: open(m.path("new.npy"), "xb"),
+        lambda: os.mkdir(m.path("epoch/0/new")),
+        lambda: os.unlink(f),
+        lambda: os.rmdir(m.path("epoch/0")),
+        lambda: os.rename(f, m.path("epoch/0/rank/0/batch/x.npy")),
+        lambda: os.chmod(f, 0o644),
+        lambda: os.truncate(f, 0),
+        lambda: os.symlink("/etc/passwd", m.path("link")),
+        lambda: os.link(f, m.path("hard")),
+        lambda: os.utime(f, (0, 0)),
+        lambda: os.setxattr(f, "user.x", b"1"),
+    ]
+    for i, attempt in enumerate(attempts):
+        with pytest.raises(OSError) as e:
+            attempt()
+        assert e.value.errno == errno.EROFS, (i, e.value)
+    assert m.load("batch", 0, 0, 0).shape == (100, D)
+
+
+def test_mmap_load(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=100")
+    a = m.load("batch", 3, 1, 2, mmap_mode="r")
+    b = m.load("batch", 3, 1, 2)
+    assert isinstance(a, np.memmap)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_direct_io(mounts, sources):
+    path, dataset, _ = sources["h5ad"]
+    src = source_rows(path, dataset)
+    m = mounts(path, "world_size=2,batch_size=100,direct_io")
+    assert m.json("config.json")["direct_io"] is True
+    index = m.load("index", 0, 1, 2)
+    np.testing.assert_array_equal(m.load("batch", 0, 1, 2), src[index])
+    # Reads of odd sizes and offsets return exact slices.
+    with open(m.file("batch", 0, 1, 2), "rb") as f:
+        whole = f.read()
+        f.seek(1000)
+        assert f.read(333) == whole[1000:1333]
+        f.seek(len(whole) - 5)
+        assert f.read(100) == whole[-5:]
+
+
+def test_stats_count_per_rank(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=100")
+    size = os.stat(m.file("batch", 0, 1, 0)).st_size
+    with open(m.file("batch", 0, 1, 0), "rb") as f:
+        assert len(f.read()) == size
+    s = m.json("stats.json")
+    assert s["view_id"] == m.json("config.json")["view_id"]
+    assert s["ranks"][1]["batches_served"] == 1
+    assert s["ranks"][1]["bytes_served"] == size
+    assert s["ranks"][0]["batches_served"] == 0
+    assert s["batches_served"] == 1 and s["bytes_served"] == size
+    assert s["cache"]["misses"] == 1
+
+
+def read_whole(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_concurrent_first_reads_share_one_generation(mounts, sources):
+    path, _, _ = sources["gzip"]
+    m = mounts(path, "dataset=/g/data,batch_size=200")
+    f = m.file("batch", 2, 0, 3)
+    with mp.get_context("fork").Pool(8) as pool:
+        digests = pool.map(read_whole, [f] * 16)
+    assert len(set(digests)) == 1
+    assert m.json("stats.json")["cache"]["misses"] == 1
+
+
+def test_fsname_subtype_and_readonly(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "batch_size=100")
+    fields = mount_entry(m.mnt)
+    assert fields[0] == os.path.realpath(path)
+    assert fields[2] == "fuse.rankfs"
+    assert "ro" in fields[3].split(",")
+
+
+def test_source_is_never_written(mounts, sources, tmp_path):
+    path, _, _ = sources["uint8"]
+    copy = tmp_path / "ro.h5"
+    copy.write_bytes(open(path, "rb").read())
+    os.chmod(copy, 0o444)
+    before = (os.stat(copy).st_mtime_ns, read_whole(copy))
+    m = mounts(str(copy), "dataset=/images,batch_size=100")
+    for k in range(m.batches()):
+        m.load("batch", 0, 0, k)
+    # The daemon holds the source read-only.
+    flags = []
+    for fd in os.listdir(f"/proc/{m.proc.pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{m.proc.pid}/fd/{fd}") == str(copy):
+                with open(f"/proc/{m.proc.pid}/fdinfo/{fd}") as f:
+                    flags.append(int(f.read().split("flags:")[1].split()[0],
+                                     8))
+        except OSError:
+            pass
+    assert flags and all(fl & os.O_ACCMODE == os.O_RDONLY for fl in flags)
+    assert m.unmount() == 0
+    assert (os.stat(copy).st_mtime_ns, read_whole(copy)) == before

@@ -1,0 +1,122 @@
+"""Bad input at mount time: one line naming the culprit, a non-zero exit,
+nothing left mounted, in the foreground and in the background."""
+import numpy as np
+import pytest
+
+from conftest import is_mounted, run_rankfs, write_h5, write_h5ad
+
+N = 300
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    rng = np.random.default_rng(1)
+    f = {}
+    f["good"] = write_h5(str(d / "good.h5"), {
+        "x": rng.random((N, 4), dtype=np.float32)})
+    f["h5ad"] = write_h5ad(str(d / "ok.h5ad"),
+                           rng.random((N, 4), dtype=np.float32))
+    f["text"] = str(d / "notes.txt")
+    with open(f["text"], "w") as t:
+        t.write("not hdf5\n")
+    f["empty"] = write_h5(str(d / "empty.h5"), {
+        "x": np.zeros((0, 4), dtype=np.float32)})
+    f["strings"] = write_h5(str(d / "strings.h5"), {
+        "s": np.array([b"abc"] * N)})
+    f["cube"] = write_h5(str(d / "cube.h5"), {
+        "c": np.zeros((N, 2, 2), dtype=np.float32)})
+    f["complex"] = write_h5(str(d / "complex.h5"), {
+        "z": np.zeros((N, 2), dtype=np.complex64)})
+    f["bool"] = write_h5(str(d / "bool.h5"), {
+        "b": np.zeros((N, 2), dtype=bool)})
+    f["few"] = write_h5(str(d / "few.h5"), {
+        "x": np.zeros((10, 4), dtype=np.float32)})
+    return f
+
+
+CASES = [
+    # (id, source key or literal path, options, words the line must hold)
+    ("missing source", "/nonexistent/a.h5ad", "",
+     ["/nonexistent/a.h5ad", "No such file"]),
+    ("not hdf5", "text", "dataset=/x", ["notes.txt", "not an HDF5 file"]),
+    ("dataset not found", "good", "dataset=/nope",
+     ["good.h5", "/nope", "not found", "/x"]),
+    ("generic needs dataset", "good", "", ["good.h5", "dataset="]),
+    ("zero rows", "empty", "dataset=/x", ["empty.h5", "no rows"]),
+    ("string dtype", "strings", "dataset=/s", ["strings.h5", "/s", "dtype"]),
+    ("complex dtype", "complex", "dataset=/z", ["complex.h5", "dtype"]),
+    ("bool dtype", "bool", "dataset=/b", ["bool.h5", "dtype"]),
+    ("three dims", "cube", "dataset=/c", ["cube.h5", "/c", "3 dimensions"]),
+    ("fewer rows than a global batch", "few",
+     "dataset=/x,world_size=2,batch_size=8",
+     ["few.h5", "10 rows", "global batch"]),
+    ("unknown option", "good", "dataset=/x,bogus=1", ["bogus"]),
+    ("bad strategy", "good", "dataset=/x,strategy=random",
+     ["strategy=random", "streaming, shuffle, block_shuffle"]),
+    ("zero world size", "good", "dataset=/x,world_size=0",
+     ["world_size=0", "integer from 1"]),
+    ("hex batch size", "good", "dataset=/x,batch_size=0x10",
+     ["batch_size=0x10"]),
+    ("exponent seed", "good", "dataset=/x,seed=1e3", ["seed=1e3"]),
+    ("negative epochs", "good", "dataset=/x,epochs=-1", ["epochs=-1"]),
+    ("empty dataset value", "good", "dataset=", ["dataset"]),
+    ("drop_last 0 not yet", "good", "dataset=/x,drop_last=2",
+     ["drop_last=2"]),
+    ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
+]
+
+
+def source_of(files, key):
+    return files.get(key, key)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("foreground", [True, False],
+                         ids=["foreground", "background"])
+def test_mount_errors(files, tmp_path, case, foreground):
+    _, src, options, words = case
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    args = (["-f"] if foreground else []) + \
+        (["-o", options] if options else []) + [source_of(files, src), mnt]
+    r = run_rankfs(args)
+    try:
+        assert r.returncode != 0
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert lines[0].startswith("rankfs: ")
+        for w in words:
+            assert w in lines[0], (w, lines[0])
+    finally:
+        if is_mounted(mnt):
+            import subprocess
+            subprocess.run(["fusermount3", "-u", str(mnt)])
+            raise AssertionError("a failed mount was left behind")
+
+
+def test_mountpoint_errors(files, tmp_path):
+    r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path / "none"])
+    assert r.returncode != 0 and "none" in r.stderr and \
+        "No such file" in r.stderr
+    r = run_rankfs(["-o", "dataset=/x", files["good"], files["text"]])
+    assert r.returncode != 0 and "not a directory" in r.stderr
+    r = run_rankfs([files["good"]])
+    assert r.returncode != 0 and "MOUNTPOINT" in r.stderr
+    r = run_rankfs([])
+    assert r.returncode != 0 and "SOURCE" in r.stderr
+    r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path, tmp_path,
+                    tmp_path])
+    assert r.returncode != 0 and "too many arguments" in r.stderr
+
+
+def test_help_lists_every_option_and_version():
+    r = run_rankfs(["--help"])
+    assert r.returncode == 0
+    for opt in ("world_size", "batch_size", "seed", "strategy",
+                "block_size", "fetch_factor", "partition", "drop_last",
+                "dataset", "epochs", "cache_mb", "direct_io", "log_file"):
+        assert f"-o {opt}" in r.stdout, opt
+    assert "usage: rankfs" in r.stdout
+    r = run_rankfs(["--version"])
+    assert r.returncode == 0 and r.stdout.startswith("rankfs ")

@@ -1,0 +1,133 @@
+"""The daemon's life: background start, signals, death, log file."""
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import (RANKFS, is_mounted, start_daemon, wait_mounted,
+                      write_h5)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    d = tmp_path_factory.mktemp("life")
+    return write_h5(str(d / "s.h5"), {
+        "x": np.arange(4000, dtype=np.float32).reshape(1000, 4)})
+
+
+def wait_gone(mnt, deadline=10.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if not is_mounted(mnt):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def daemon_pids(mnt):
+    """rankfs processes serving mnt (found through their command line)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0] == RANKFS.encode() and \
+                str(mnt).encode() in argv:
+            pids.append(int(pid))
+    return pids
+
+
+def test_background_start_returns_once_mounted(source, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "rankfs.log"
+    r = subprocess.run([RANKFS, "-o", f"dataset=/x,batch_size=10,"
+                        f"log_file={log}", source, str(mnt)],
+                       capture_output=True, text=True, timeout=30)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert is_mounted(mnt)  # up before the command returned
+        pids = daemon_pids(mnt)
+        assert len(pids) == 1
+        assert np.load(mnt / "epoch/0/rank/0/batch/000000.npy").shape == \
+            (10, 4)
+        # Daemonised: fds 0-2 are /dev/null, not our pipes.
+        assert os.readlink(f"/proc/{pids[0]}/fd/2") == "/dev/null"
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert wait_gone(mnt)
+    end = time.monotonic() + 10
+    while daemon_pids(mnt) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not daemon_pids(mnt)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_unmounts_and_exits_0(source, tmp_path, sig):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = str(tmp_path / "log")
+    proc = start_daemon(str(mnt), [source], "dataset=/x,batch_size=10",
+                        log=log)
+    try:
+        wait_mounted(str(mnt), proc, log)
+        np.load(mnt / "epoch/0/rank/0/batch/000001.npy")
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == 0
+        assert wait_gone(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)])
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigkill_leaves_no_dead_mount(source, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = str(tmp_path / "log")
+    proc = start_daemon(str(mnt), [source], "dataset=/x,batch_size=10",
+                        log=log)
+    try:
+        wait_mounted(str(mnt), proc, log)
+        proc.kill()
+        proc.wait()
+        # auto_unmount: fusermount3 removes the mount when we die.
+        assert wait_gone(mnt)
+        assert os.listdir(mnt) == []
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)])
+
+
+def test_log_file_keeps_serve_errors(tmp_path):
+    src = tmp_path / "doomed.h5"
+    write_h5(str(src), {"x": np.ones((1000, 64), dtype=np.float32)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "rankfs.log"
+    r = subprocess.run([RANKFS, "-o", f"dataset=/x,batch_size=10",
+                        f"--log-file={log}", str(src), str(mnt)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    try:
+        os.truncate(src, 4096)  # the rows are gone now
+        with pytest.raises(OSError) as e:
+            with open(mnt / "epoch/0/rank/0/batch/000000.npy", "rb") as f:
+                f.read()
+        assert e.value.errno == 5  # EIO
+        text = log.read_text()
+        assert str(src) in text and "/x" in text
+        # Metadata still served.
+        assert (mnt / "config.json").read_text().startswith("{")
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert wait_gone(mnt)
