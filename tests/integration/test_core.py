@@ -363,3 +363,14 @@ def test_source_is_never_written(mounts, sources, tmp_path):
     assert flags and all(fl & os.O_ACCMODE == os.O_RDONLY for fl in flags)
     assert m.unmount() == 0
     assert (os.stat(copy).st_mtime_ns, read_whole(copy)) == before
+
+
+def test_kernel_readahead_is_1mib(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "batch_size=100")
+    real = os.path.realpath(m.mnt)
+    with open("/proc/self/mountinfo") as f:
+        dev = next(line.split()[2] for line in f
+                   if line.split()[4] == real)
+    with open(f"/sys/class/bdi/{dev}/read_ahead_kb") as f:
+        assert int(f.read()) == 1024
