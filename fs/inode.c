@@ -3,8 +3,8 @@
  *
  * Every node of the tree has a number that follows from its position alone,
  * so lookups need no table, forget() needs no bookkeeping, and two mounts
- * with the same options give the same numbers. The five fixed nodes take
- * 1..5 (1 is FUSE's root). Each epoch then owns a contiguous range of
+ * with the same options give the same numbers. The seven fixed nodes take
+ * 1..7 (1 is FUSE's root). Each epoch then owns a contiguous range of
  * per_epoch numbers starting at EPOCH_BASE + E * per_epoch, laid out as
  *
  *     +0                     epoch/E/
@@ -13,9 +13,13 @@
  *        + 1 + K             .../R/<kind K>/
  *        + 1 + kinds + K * batches + k   .../<kind K>/<k>.npy
  *
- * a mixed-radix number (epoch, rank, kind, batch). Because any epoch below
- * 2^31 resolves, init refuses shapes where 2^31 * per_epoch overflows 64
- * bits (about 2^32 batch files per epoch).
+ * a mixed-radix number (epoch, rank, kind, batch). The step view follows
+ * the last epoch: step/rank/R/ at step_base + R * per_step_rank, then its
+ * kind directories (index/, label/: kinds - 1 of them), then kinds x steps
+ * files (kind 0, the batch files, sit in step/rank/R/ itself). Because any
+ * epoch below 2^31 and any step of those epochs resolve, init refuses
+ * shapes whose numbers would overflow 64 bits (about 2^31 batch files per
+ * epoch).
  */
 #include "inode.h"
 
@@ -28,6 +32,7 @@
 
 #define EPOCH_BASE 16
 #define NAME_MAX_LEN 255
+#define STEP_MIN_WIDTH 9
 
 static const struct {
 	const char *name;
@@ -37,27 +42,64 @@ static const struct {
 	{ "dataset.json", RFS_NODE_DATASET },
 	{ "stats.json", RFS_NODE_STATS },
 	{ "epoch", RFS_NODE_EPOCHS },
+	{ "step", RFS_NODE_STEPS },
 };
 #define ROOT_ENTRIES (sizeof(root_entries) / sizeof(root_entries[0]))
+
+static const enum rfs_node_type fixed_nodes[] = {
+	RFS_NODE_ROOT,	RFS_NODE_CONFIG, RFS_NODE_DATASET,   RFS_NODE_STATS,
+	RFS_NODE_EPOCHS, RFS_NODE_STEPS, RFS_NODE_STEP_RANKS
+};
+#define FIXED_NODES (sizeof(fixed_nodes) / sizeof(fixed_nodes[0]))
+
+/* a * b + c, or -EOVERFLOW. */
+static int mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
+{
+	if (b && a > (UINT64_MAX - c) / b)
+		return -EOVERFLOW;
+	*out = a * b + c;
+	return 0;
+}
+
+static uint64_t pow10_u64(unsigned digits)
+{
+	uint64_t p = 1;
+	while (digits--)
+		p *= 10;
+	return p;
+}
 
 int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 			 uint64_t kinds, uint64_t batches,
 			 uint64_t epochs_listed)
 {
-	const uint64_t limit = (UINT64_MAX - EPOCH_BASE) / RFS_EPOCH_LIMIT;
 	*s = (struct rfs_inode_space){ .world_size = world_size,
 				       .kinds = kinds,
 				       .batches = batches,
 				       .epochs_listed = epochs_listed };
-	if (kinds == 0 || batches > limit / kinds)
+	uint64_t end;
+	if (kinds == 0 || world_size == 0 || batches == 0 ||
+	    mul_add(kinds, batches, 1 + kinds, &s->per_rank) ||
+	    mul_add(world_size, s->per_rank, 2, &s->per_epoch) ||
+	    mul_add(RFS_EPOCH_LIMIT, s->per_epoch, EPOCH_BASE, &s->step_base))
 		return -EOVERFLOW;
-	s->per_rank = 1 + kinds + kinds * batches;
-	if (world_size == 0 || s->per_rank > (limit - 2) / world_size)
-		return -EOVERFLOW;
-	s->per_epoch = 2 + world_size * s->per_rank;
 	s->width = rfs_decimal_digits(batches - 1);
 	if (s->width < 6)
 		s->width = 6;
+
+	/* Steps: every step of every resolvable epoch that the name width
+	 * can spell; ls lists those of the listed epochs. */
+	if (mul_add(epochs_listed, batches, 0, &s->steps_listed) ||
+	    mul_add(RFS_EPOCH_LIMIT, batches, 0, &s->steps))
+		return -EOVERFLOW;
+	s->step_width = rfs_decimal_digits(s->steps_listed - 1);
+	if (s->step_width < STEP_MIN_WIDTH)
+		s->step_width = STEP_MIN_WIDTH;
+	if (s->step_width < 20 && s->steps > pow10_u64(s->step_width))
+		s->steps = pow10_u64(s->step_width);
+	if (mul_add(kinds, s->steps, kinds, &s->per_step_rank) ||
+	    mul_add(world_size, s->per_step_rank, s->step_base, &end))
+		return -EOVERFLOW;
 	return 0;
 }
 
@@ -66,17 +108,11 @@ uint64_t rfs_inode_of(const struct rfs_inode_space *s,
 {
 	uint64_t base = EPOCH_BASE + n->epoch * s->per_epoch;
 	uint64_t rank = base + 2 + n->rank * s->per_rank;
+	uint64_t step_rank = s->step_base + n->rank * s->per_step_rank;
+	for (size_t i = 0; i < FIXED_NODES; i++)
+		if (fixed_nodes[i] == n->type)
+			return i + 1;
 	switch (n->type) {
-	case RFS_NODE_ROOT:
-		return 1;
-	case RFS_NODE_CONFIG:
-		return 2;
-	case RFS_NODE_DATASET:
-		return 3;
-	case RFS_NODE_STATS:
-		return 4;
-	case RFS_NODE_EPOCHS:
-		return 5;
 	case RFS_NODE_EPOCH:
 		return base;
 	case RFS_NODE_RANKS:
@@ -87,6 +123,35 @@ uint64_t rfs_inode_of(const struct rfs_inode_space *s,
 		return rank + 1 + n->kind;
 	case RFS_NODE_FILE:
 		return rank + 1 + s->kinds + n->kind * s->batches + n->batch;
+	case RFS_NODE_STEP_RANK:
+		return step_rank;
+	case RFS_NODE_STEP_KIND: /* kinds 1.. have directories */
+		return step_rank + n->kind;
+	case RFS_NODE_STEP_FILE:
+		return step_rank + s->kinds + n->kind * s->steps + n->batch;
+	default:
+		return 0;
+	}
+}
+
+static int step_node(const struct rfs_inode_space *s, uint64_t ino,
+		     struct rfs_node *out)
+{
+	uint64_t rel = ino - s->step_base;
+	out->rank = rel / s->per_step_rank;
+	uint64_t in_rank = rel % s->per_step_rank;
+	if (out->rank >= s->world_size)
+		return -ENOENT;
+	if (in_rank == 0) {
+		out->type = RFS_NODE_STEP_RANK;
+	} else if (in_rank < s->kinds) {
+		out->type = RFS_NODE_STEP_KIND;
+		out->kind = in_rank;
+	} else {
+		uint64_t f = in_rank - s->kinds;
+		out->type = RFS_NODE_STEP_FILE;
+		out->kind = f / s->steps;
+		out->batch = f % s->steps;
 	}
 	return 0;
 }
@@ -95,20 +160,16 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 		   struct rfs_node *out)
 {
 	*out = (struct rfs_node){ 0 };
-	if (ino >= 1 && ino <= 5) {
-		static const enum rfs_node_type fixed[] = {
-			RFS_NODE_ROOT, RFS_NODE_CONFIG, RFS_NODE_DATASET,
-			RFS_NODE_STATS, RFS_NODE_EPOCHS
-		};
-		out->type = fixed[ino - 1];
+	if (ino >= 1 && ino <= FIXED_NODES) {
+		out->type = fixed_nodes[ino - 1];
 		return 0;
 	}
 	if (ino < EPOCH_BASE)
 		return -ENOENT;
+	if (ino >= s->step_base)
+		return step_node(s, ino, out);
 	uint64_t rel = ino - EPOCH_BASE;
 	out->epoch = rel / s->per_epoch;
-	if (out->epoch >= RFS_EPOCH_LIMIT)
-		return -ENOENT;
 	uint64_t local = rel % s->per_epoch;
 	if (local < 2) {
 		out->type = local == 0 ? RFS_NODE_EPOCH : RFS_NODE_RANKS;
@@ -133,7 +194,20 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 int rfs_node_is_dir(const struct rfs_node *n)
 {
 	return n->type != RFS_NODE_CONFIG && n->type != RFS_NODE_DATASET &&
-	       n->type != RFS_NODE_STATS && n->type != RFS_NODE_FILE;
+	       n->type != RFS_NODE_STATS && n->type != RFS_NODE_FILE &&
+	       n->type != RFS_NODE_STEP_FILE;
+}
+
+void rfs_node_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
+		    uint64_t *epoch, uint64_t *batch)
+{
+	if (n->type == RFS_NODE_STEP_FILE) {
+		*epoch = n->batch / s->batches;
+		*batch = n->batch % s->batches;
+	} else {
+		*epoch = n->epoch;
+		*batch = n->batch;
+	}
 }
 
 static int lookup_number(const char *name, uint64_t limit, uint64_t *out)
@@ -143,16 +217,29 @@ static int lookup_number(const char *name, uint64_t limit, uint64_t *out)
 		       -ENOENT;
 }
 
-/* "NNNNNN.npy" with exactly width digits. */
-static int lookup_batch(const struct rfs_inode_space *s, const char *name,
-			uint64_t *out)
+/* "NNNNNN.npy" with exactly width digits, below limit. */
+static int lookup_file(const char *name, unsigned width, uint64_t limit,
+		       uint64_t *out)
 {
 	size_t len = strlen(name);
-	if (len != s->width + 4 || strcmp(name + s->width, ".npy") != 0)
+	if (len != width + 4 || strcmp(name + width, ".npy") != 0)
 		return -ENOENT;
-	if (rfs_parse_u64(name, s->width, s->batches - 1, 0, out) != 0)
+	if (rfs_parse_u64(name, width, limit - 1, 0, out) != 0)
 		return -ENOENT;
 	return 0;
+}
+
+/* A kind directory's name: kinds first..kinds-1. */
+static int lookup_kind(const struct rfs_inode_space *s, const char *name,
+		       uint64_t first, uint64_t *out)
+{
+	for (uint64_t k = first; k < s->kinds; k++) {
+		if (strcmp(name, rfs_kind_name(k)) == 0) {
+			*out = k;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 int rfs_inode_lookup(const struct rfs_inode_space *s,
@@ -183,17 +270,28 @@ int rfs_inode_lookup(const struct rfs_inode_space *s,
 		out->type = RFS_NODE_RANK;
 		return lookup_number(name, s->world_size, &out->rank);
 	case RFS_NODE_RANK:
-		for (uint64_t k = 0; k < s->kinds; k++) {
-			if (strcmp(name, rfs_kind_name(k)) == 0) {
-				out->type = RFS_NODE_KIND;
-				out->kind = k;
-				return 0;
-			}
-		}
-		return -ENOENT;
+		out->type = RFS_NODE_KIND;
+		return lookup_kind(s, name, 0, &out->kind);
 	case RFS_NODE_KIND:
 		out->type = RFS_NODE_FILE;
-		return lookup_batch(s, name, &out->batch);
+		return lookup_file(name, s->width, s->batches, &out->batch);
+	case RFS_NODE_STEPS:
+		out->type = RFS_NODE_STEP_RANKS;
+		return strcmp(name, "rank") == 0 ? 0 : -ENOENT;
+	case RFS_NODE_STEP_RANKS:
+		out->type = RFS_NODE_STEP_RANK;
+		return lookup_number(name, s->world_size, &out->rank);
+	case RFS_NODE_STEP_RANK:
+		if (lookup_kind(s, name, 1, &out->kind) == 0) {
+			out->type = RFS_NODE_STEP_KIND;
+			return 0;
+		}
+		out->type = RFS_NODE_STEP_FILE;
+		out->kind = 0;
+		return lookup_file(name, s->step_width, s->steps, &out->batch);
+	case RFS_NODE_STEP_KIND:
+		out->type = RFS_NODE_STEP_FILE;
+		return lookup_file(name, s->step_width, s->steps, &out->batch);
 	default:
 		return -ENOTDIR;
 	}
@@ -208,13 +306,19 @@ uint64_t rfs_inode_count(const struct rfs_inode_space *s,
 	case RFS_NODE_EPOCHS:
 		return s->epochs_listed;
 	case RFS_NODE_EPOCH:
+	case RFS_NODE_STEPS:
 		return 1;
 	case RFS_NODE_RANKS:
+	case RFS_NODE_STEP_RANKS:
 		return s->world_size;
 	case RFS_NODE_RANK:
 		return s->kinds;
 	case RFS_NODE_KIND:
 		return s->batches;
+	case RFS_NODE_STEP_RANK:
+		return s->kinds - 1 + s->steps_listed;
+	case RFS_NODE_STEP_KIND:
+		return s->steps_listed;
 	default:
 		return 0;
 	}
@@ -236,11 +340,17 @@ void rfs_inode_entry(const struct rfs_inode_space *s,
 		snprintf(name, namelen, "%llu", (unsigned long long)i);
 		break;
 	case RFS_NODE_EPOCH:
-		out->type = RFS_NODE_RANKS;
+	case RFS_NODE_STEPS:
+		out->type = parent->type == RFS_NODE_EPOCH ?
+				    RFS_NODE_RANKS :
+				    RFS_NODE_STEP_RANKS;
 		snprintf(name, namelen, "rank");
 		break;
 	case RFS_NODE_RANKS:
-		out->type = RFS_NODE_RANK;
+	case RFS_NODE_STEP_RANKS:
+		out->type = parent->type == RFS_NODE_RANKS ?
+				    RFS_NODE_RANK :
+				    RFS_NODE_STEP_RANK;
 		out->rank = i;
 		snprintf(name, namelen, "%llu", (unsigned long long)i);
 		break;
@@ -253,6 +363,25 @@ void rfs_inode_entry(const struct rfs_inode_space *s,
 		out->type = RFS_NODE_FILE;
 		out->batch = i;
 		snprintf(name, namelen, "%0*llu.npy", (int)s->width,
+			 (unsigned long long)i);
+		break;
+	case RFS_NODE_STEP_RANK:
+		if (i + 1 < s->kinds) { /* index/, label/ first */
+			out->type = RFS_NODE_STEP_KIND;
+			out->kind = i + 1;
+			snprintf(name, namelen, "%s", rfs_kind_name(i + 1));
+			break;
+		}
+		out->type = RFS_NODE_STEP_FILE;
+		out->kind = 0;
+		out->batch = i - (s->kinds - 1);
+		snprintf(name, namelen, "%0*llu.npy", (int)s->step_width,
+			 (unsigned long long)out->batch);
+		break;
+	case RFS_NODE_STEP_KIND:
+		out->type = RFS_NODE_STEP_FILE;
+		out->batch = i;
+		snprintf(name, namelen, "%0*llu.npy", (int)s->step_width,
 			 (unsigned long long)i);
 		break;
 	default:

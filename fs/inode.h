@@ -16,8 +16,13 @@ enum rfs_node_type {
 	RFS_NODE_EPOCH, /* epoch/E/ */
 	RFS_NODE_RANKS, /* epoch/E/rank/ */
 	RFS_NODE_RANK, /* epoch/E/rank/R/ */
-	RFS_NODE_KIND, /* epoch/E/rank/R/batch/ (or index/) */
+	RFS_NODE_KIND, /* epoch/E/rank/R/batch/ (index/, label/) */
 	RFS_NODE_FILE, /* epoch/E/rank/R/batch/NNNNNN.npy */
+	RFS_NODE_STEPS, /* step/ */
+	RFS_NODE_STEP_RANKS, /* step/rank/ */
+	RFS_NODE_STEP_RANK, /* step/rank/R/: batch files, index/, label/ */
+	RFS_NODE_STEP_KIND, /* step/rank/R/index/ (label/) */
+	RFS_NODE_STEP_FILE, /* step/rank/R/[kind/]NNNNNNNNN.npy; batch = step */
 };
 
 struct rfs_node {
@@ -35,10 +40,15 @@ struct rfs_inode_space {
 	uint64_t per_rank; /* inodes under one rank directory, itself included */
 	uint64_t per_epoch;
 	unsigned width; /* digits of a batch file name */
+	uint64_t steps; /* step numbers that resolve */
+	uint64_t steps_listed; /* epochs_listed x batches */
+	unsigned step_width; /* digits of a step file name */
+	uint64_t step_base; /* inode of step/rank/0/ */
+	uint64_t per_step_rank; /* inodes under step/rank/R/, itself included */
 };
 
-/* @return 0, or -EOVERFLOW when 2^31 epochs of this shape do not fit in 64
- * bits of inode numbers. */
+/* @return 0, or -EOVERFLOW when 2^31 epochs and their steps of this shape
+ * do not fit in 64 bits of inode numbers. */
 int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 			 uint64_t kinds, uint64_t batches,
 			 uint64_t epochs_listed);
@@ -51,6 +61,11 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 		   struct rfs_node *out);
 
 int rfs_node_is_dir(const struct rfs_node *n);
+
+/* The (epoch, batch) a file node serves: itself for epoch files, step k
+ * as batch k mod batches of epoch k div batches. */
+void rfs_node_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
+		    uint64_t *epoch, uint64_t *batch);
 
 /* Looks name up in directory parent. Names are canonical: one spelling per
  * node (no leading zeros, exact padding, lower-case ".npy").

@@ -98,14 +98,14 @@ int main(int argc, char *argv[])
 			cli.config.log_file, strerror(-rc));
 		goto out_opts;
 	}
-	if (rfs_view_create(&cli.config, cli.source, &fs.view, err,
-			    sizeof(err)) != 0) {
+	if (rfs_view_create(&cli.config, cli.sources, cli.nsources, &fs.view,
+			    err, sizeof(err)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", err);
 		goto out_opts;
 	}
 	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
 	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
-				 RFS_KIND_COUNT,
+				 rfs_view_kinds(fs.view),
 				 rfs_view_batches_per_rank(fs.view),
 				 cli.config.epochs) != 0) {
 		fprintf(stderr,

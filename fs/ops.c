@@ -38,7 +38,11 @@ static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 		rfs_view_dataset_json(fs->view, &len);
 		return len;
 	case RFS_NODE_FILE:
-		return rfs_view_file_size(fs->view, n->kind);
+	case RFS_NODE_STEP_FILE: {
+		uint64_t epoch, batch;
+		rfs_node_batch(&fs->space, n, &epoch, &batch);
+		return rfs_view_file_size(fs->view, n->kind, batch);
+	}
 	default:
 		return 0;
 	}
@@ -182,9 +186,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uintptr_t)snap;
 		fi->direct_io = 1;
 	} else {
+		int file = n.type == RFS_NODE_FILE ||
+			   n.type == RFS_NODE_STEP_FILE;
 		fi->keep_cache = 1;
-		fi->direct_io = n.type == RFS_NODE_FILE && fs->direct_io;
-		if (n.type == RFS_NODE_FILE && n.kind == RFS_KIND_BATCH)
+		fi->direct_io = file && fs->direct_io;
+		if (file && n.kind == RFS_KIND_BATCH)
 			rfs_view_count_open(fs->view, n.rank);
 	}
 	fuse_reply_open(req, fi);
@@ -205,11 +211,10 @@ static void read_file(fuse_req_t req, const struct rfs_node *n, size_t size,
 		      off_t off)
 {
 	struct rfs_fs *fs = fs_of(req);
-	struct rfs_cache_key key = { .epoch = n->epoch,
-				     .rank = n->rank,
-				     .batch = n->batch,
-				     .kind = n->kind };
+	struct rfs_cache_key key = { .rank = n->rank, .kind = n->kind };
 	struct rfs_cache_entry *e;
+	/* A step file is the same cache entry as its epoch file. */
+	rfs_node_batch(&fs->space, n, &key.epoch, &key.batch);
 	int rc = rfs_view_get(fs->view, &key, &e);
 	if (rc != 0) {
 		fuse_reply_err(req, -rc);
@@ -236,6 +241,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	switch (n.type) {
 	case RFS_NODE_FILE:
+	case RFS_NODE_STEP_FILE:
 		read_file(req, &n, size, off);
 		return;
 	case RFS_NODE_CONFIG:

@@ -43,15 +43,16 @@ static int is_fuse_key(const char *key)
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: rankfs [options] SOURCE MOUNTPOINT\n");
+	fprintf(out, "usage: rankfs [options] SOURCE... MOUNTPOINT\n");
 }
 
 static void print_help(void)
 {
 	struct rfs_buf b = { 0 };
 	usage(stdout);
-	printf("\nServes an HDF5 dataset (.h5ad X, or -o dataset=/PATH) as "
-	       "per-epoch, per-rank\nbatch files: "
+	printf("\nServes HDF5 data (.h5ad X, or -o dataset=/PATH; one file, "
+	       "several, or a\ndirectory of *.h5ad/*.h5) as per-epoch, "
+	       "per-rank batch files:\n"
 	       "MOUNTPOINT/epoch/E/rank/R/batch/NNNNNN.npy\n\n"
 	       "rankfs options:\n");
 	rfs_config_render_help(&b);
@@ -118,14 +119,17 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 			return -1;
 		}
 		return 0;
-	case FUSE_OPT_KEY_NONOPT:
-		if (!st->cli->source)
-			return (st->cli->source = strdup(arg)) ? 0 : -1;
-		if (!st->cli->mountpoint)
-			return (st->cli->mountpoint = strdup(arg)) ? 0 : -1;
-		fprintf(stderr, "rankfs: too many arguments: '%s'\n", arg);
-		usage(stderr);
-		return -1;
+	case FUSE_OPT_KEY_NONOPT: {
+		/* SOURCE... MOUNTPOINT: the last one is known at the end. */
+		char **args = realloc(st->cli->sources,
+				      (st->cli->nsources + 1) * sizeof(char *));
+		if (!args)
+			return -1;
+		st->cli->sources = args;
+		return (args[st->cli->nsources] = strdup(arg)) ?
+			       (st->cli->nsources++, 0) :
+			       -1;
+	}
 	case FUSE_OPT_KEY_OPT:
 		if (arg[0] == '-')
 			return 1; /* -f, -d, -s: for fuse_parse_cmdline */
@@ -171,9 +175,10 @@ static int check_mountpoint(const char *path)
  * fusermount3 if the daemon dies. */
 static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
 {
-	/* Absolute, so mount(8) and df show where the data lives. */
-	char *real = realpath(cli->source, NULL);
-	char *value = escape_option_value(real ? real : cli->source);
+	/* Absolute, so mount(8) and df show where the data lives: the first
+	 * SOURCE names a mount of several. */
+	char *real = realpath(cli->sources[0], NULL);
+	char *value = escape_option_value(real ? real : cli->sources[0]);
 	char *opt = NULL;
 	int rc = -1;
 	free(real);
@@ -205,12 +210,13 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 		return -1;
 	if (cli->fuse.show_help || cli->fuse.show_version)
 		return 1; /* not reached: our templates take -h/-V first */
-	if (!cli->source || !cli->mountpoint) {
+	if (cli->nsources < 2) {
 		fprintf(stderr, "rankfs: missing %s\n",
-			cli->source ? "MOUNTPOINT" : "SOURCE and MOUNTPOINT");
+			cli->nsources ? "MOUNTPOINT" : "SOURCE and MOUNTPOINT");
 		usage(stderr);
 		return -1;
 	}
+	cli->mountpoint = cli->sources[--cli->nsources];
 	if (check_mountpoint(cli->mountpoint) != 0)
 		return -1;
 	if (add_fixed_options(cli, st.has_fsname) != 0) {
@@ -224,7 +230,9 @@ void rfs_opts_free(struct rfs_cli *cli)
 {
 	fuse_opt_free_args(&cli->args);
 	free(cli->fuse.mountpoint);
-	free(cli->source);
+	for (size_t i = 0; i < cli->nsources; i++)
+		free(cli->sources[i]);
+	free(cli->sources);
 	free(cli->mountpoint);
 	rfs_config_free(&cli->config);
 }

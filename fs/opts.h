@@ -1,4 +1,4 @@
-/* Command line: rankfs [options] SOURCE MOUNTPOINT. */
+/* Command line: rankfs [options] SOURCE... MOUNTPOINT. */
 #ifndef RFS_OPTS_H
 #define RFS_OPTS_H
 
@@ -8,7 +8,8 @@
 
 struct rfs_cli {
 	struct rfs_config config;
-	char *source;
+	char **sources; /* files or directories, in order */
+	size_t nsources;
 	char *mountpoint;
 	struct fuse_args args; /* what is left for fuse_session_new() */
 	struct fuse_cmdline_opts fuse; /* -f, -d, -s, max_threads, ... */

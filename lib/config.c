@@ -1,17 +1,20 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "parse.h"
 
-enum kind { NUMBER, CHOICE, TEXT, FLAG };
+enum kind { NUMBER, CHOICE, TEXT, FLAG, REAL, LIST };
 
-static const char *const strategies[] = { "streaming", "shuffle",
-					  "block_shuffle", NULL };
-static const char *const partitions[] = { "batch", NULL };
+static const char *const strategies[] = { "streaming",	    "shuffle",
+					  "block_shuffle",  "weighted",
+					  "class_balanced", NULL };
+static const char *const partitions[] = { "batch", "round_robin",
+					  "contiguous", "file", NULL };
 
 /* One row per option; the table drives parsing, JSON, identity and help so
  * they cannot drift apart. */
@@ -19,7 +22,7 @@ struct option_def {
 	const char *name;
 	enum kind kind;
 	size_t offset;
-	uint64_t min, max; /* NUMBER and FLAG */
+	uint64_t min, max; /* NUMBER and FLAG; REAL: [min, max] too */
 	const char *const *choices; /* CHOICE */
 	int identity; /* changes the bytes served: part of view_id */
 	const char *help;
@@ -43,8 +46,20 @@ static const struct option_def options[] = {
 	  "global batches per fetch window (default 16)" },
 	{ "partition", CHOICE, FIELD(partition), 0, 0, partitions, 1,
 	  "how global batches are split over ranks (default batch)" },
-	{ "drop_last", NUMBER, FIELD(drop_last), 1, 1, NULL, 1,
-	  "serve only full batches (default 1; 0 comes later)" },
+	{ "drop_last", NUMBER, FIELD(drop_last), 0, 1, NULL, 1,
+	  "1: only full batches (default); 0: every row, the last batch "
+	  "padded by wrapping around" },
+	{ "total_size", NUMBER, FIELD(total_size), 1, UINT64_C(1) << 40, NULL,
+	  1, "draws per epoch for weighted/class_balanced (default: rows)" },
+	{ "weights", TEXT, FIELD(weights), 0, 0, NULL, 1,
+	  "obs column or /dataset of row weights (strategy=weighted)" },
+	{ "label", TEXT, FIELD(label), 0, 0, NULL, 1,
+	  "obs column or /dataset of labels: adds label/ files" },
+	{ "smoothing", REAL, FIELD(smoothing), 0, 1, NULL, 1,
+	  "class_balanced: 0 balanced (default) .. 1 natural frequencies" },
+	{ "filter", LIST, FIELD(filter), 0, 0, NULL, 1,
+	  "COLUMN:V1|V2 keeps rows whose column is one of the values "
+	  "(repeatable: all must hold)" },
 	{ "dataset", TEXT, FIELD(dataset), 0, 0, NULL, 1,
 	  "HDF5 path of the N x D dataset (default /X for .h5ad)" },
 	{ "epochs", NUMBER, FIELD(epochs), 1, EPOCH_LIMIT, NULL, 0,
@@ -68,6 +83,17 @@ static char **text_at(struct rfs_config *c, const struct option_def *o)
 	return (char **)((char *)c + o->offset);
 }
 
+static double *real_at(struct rfs_config *c, const struct option_def *o)
+{
+	return (double *)((char *)c + o->offset);
+}
+
+static struct rfs_strlist *list_at(struct rfs_config *c,
+				   const struct option_def *o)
+{
+	return (struct rfs_strlist *)((char *)c + o->offset);
+}
+
 void rfs_config_init(struct rfs_config *c)
 {
 	*c = (struct rfs_config){
@@ -86,9 +112,83 @@ void rfs_config_init(struct rfs_config *c)
 
 void rfs_config_free(struct rfs_config *c)
 {
-	free(c->dataset);
-	free(c->log_file);
-	c->dataset = c->log_file = NULL;
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		if (o->kind == TEXT) {
+			free(*text_at(c, o));
+			*text_at(c, o) = NULL;
+		} else if (o->kind == LIST) {
+			struct rfs_strlist *l = list_at(c, o);
+			for (size_t k = 0; k < l->count; k++)
+				free(l->items[k]);
+			free(l->items);
+			*l = (struct rfs_strlist){ 0 };
+		}
+	}
+}
+
+int rfs_config_copy(struct rfs_config *dst, const struct rfs_config *src)
+{
+	struct rfs_config *from = (struct rfs_config *)src;
+	*dst = *src;
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		if (o->kind == TEXT)
+			*text_at(dst, o) = NULL;
+		else if (o->kind == LIST)
+			*list_at(dst, o) = (struct rfs_strlist){ 0 };
+	}
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		if (o->kind == TEXT && *text_at(from, o) &&
+		    !(*text_at(dst, o) = strdup(*text_at(from, o))))
+			goto oom;
+		if (o->kind != LIST)
+			continue;
+		const struct rfs_strlist *l = list_at(from, o);
+		struct rfs_strlist *d = list_at(dst, o);
+		if (l->count && !(d->items = calloc(l->count, sizeof(char *))))
+			goto oom;
+		for (; d->count < l->count; d->count++)
+			if (!(d->items[d->count] = strdup(l->items[d->count])))
+				goto oom;
+	}
+	return 0;
+oom:
+	rfs_config_free(dst);
+	return -ENOMEM;
+}
+
+/* A plain decimal fraction such as 0.25, 1 or .5: no sign, exponent, hex,
+ * inf or nan, so every node reads the same value. */
+static int parse_real(const char *s, double *out)
+{
+	int digits = 0, dots = 0;
+	for (const char *p = s; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p == '.' && !dots)
+			dots++;
+		else
+			return -EINVAL;
+	}
+	if (!digits)
+		return -EINVAL;
+	char *end;
+	*out = strtod(s, &end);
+	return *end == '\0' && isfinite(*out) ? 0 : -EINVAL;
+}
+
+/* The shortest decimal text that reads back as v exactly. */
+static void render_real(double v, struct rfs_buf *b)
+{
+	char text[40];
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(text, sizeof(text), "%.*g", digits, v);
+		if (strtod(text, NULL) == v)
+			break;
+	}
+	rfs_buf_printf(b, "%s", text);
 }
 
 static void list_choices(const struct option_def *o, char *s, size_t n)
@@ -100,13 +200,47 @@ static void list_choices(const struct option_def *o, char *s, size_t n)
 					 i ? ", " : "", o->choices[i]);
 }
 
+static int out_of_range(const struct option_def *o, const char *value,
+			const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "option %s=%s: expected %s from %llu to %llu",
+		 o->name, value ? value : "", what, (unsigned long long)o->min,
+		 (unsigned long long)o->max);
+	return -EINVAL;
+}
+
 static int set_one(struct rfs_config *c, const struct option_def *o,
 		   const char *value, char *err, size_t errlen)
 {
 	char choices[128];
 	uint64_t v;
+	double real;
 
 	switch (o->kind) {
+	case REAL:
+		if (!value || parse_real(value, &real) != 0 ||
+		    real < (double)o->min || real > (double)o->max)
+			return out_of_range(o, value, "a decimal number", err,
+					    errlen);
+		*real_at(c, o) = real;
+		return 0;
+	case LIST: {
+		struct rfs_strlist *l = list_at(c, o);
+		char *copy = value && *value ? strdup(value) : NULL;
+		char **items = copy ? realloc(l->items, (l->count + 1) *
+								sizeof(char *)) :
+				      NULL;
+		if (!items) {
+			free(copy);
+			snprintf(err, errlen, "option %s needs a value",
+				 o->name);
+			return -EINVAL;
+		}
+		items[l->count] = copy;
+		l->items = items;
+		l->count++;
+		return 0;
+	}
 	case FLAG:
 		if (!value) {
 			*number_at(c, o) = 1;
@@ -116,15 +250,9 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 	case NUMBER:
 		if (!value || rfs_parse_u64(value, strlen(value), o->max, 0,
 					    &v) != 0 ||
-		    v < o->min) {
-			snprintf(err, errlen,
-				 "option %s=%s: expected an integer from "
-				 "%llu to %llu",
-				 o->name, value ? value : "",
-				 (unsigned long long)o->min,
-				 (unsigned long long)o->max);
-			return -EINVAL;
-		}
+		    v < o->min)
+			return out_of_range(o, value, "an integer", err,
+					    errlen);
 		*number_at(c, o) = v;
 		return 0;
 	case CHOICE:
@@ -167,7 +295,16 @@ int rfs_config_set(struct rfs_config *c, const char *key, const char *value,
 
 const char *rfs_strategy_name(uint64_t strategy)
 {
-	return strategy < 3 ? strategies[strategy] : "?";
+	return strategy < sizeof(strategies) / sizeof(strategies[0]) - 1 ?
+		       strategies[strategy] :
+		       "?";
+}
+
+const char *rfs_partition_name(uint64_t partition)
+{
+	return partition < sizeof(partitions) / sizeof(partitions[0]) - 1 ?
+		       partitions[partition] :
+		       "?";
 }
 
 static void render_value(const struct rfs_config *c,
@@ -201,6 +338,22 @@ static void render_value(const struct rfs_config *c,
 		else
 			rfs_buf_printf(b, "%s", text ? text : "null");
 		break;
+	case REAL:
+		render_real(*real_at(m, o), b);
+		break;
+	case LIST: {
+		const struct rfs_strlist *l = list_at(m, o);
+		rfs_buf_printf(b, "%s", json ? "[" : "");
+		for (size_t i = 0; i < l->count; i++) {
+			rfs_buf_printf(b, "%s", i ? (json ? ", " : ";") : "");
+			if (json)
+				rfs_buf_json_string(b, l->items[i]);
+			else
+				rfs_buf_printf(b, "%s", l->items[i]);
+		}
+		rfs_buf_printf(b, "%s", json ? "]" : "");
+		break;
+	}
 	}
 }
 
@@ -232,6 +385,10 @@ void rfs_config_render_help(struct rfs_buf *b)
 		const char *shape = o->kind == FLAG ? "" : "=N";
 		if (o->kind == TEXT)
 			shape = "=TEXT";
+		if (o->kind == REAL)
+			shape = "=X";
+		if (o->kind == LIST)
+			shape = "=COLUMN:V1|V2";
 		if (o->kind == CHOICE) {
 			list_choices(o, choices, sizeof(choices));
 			rfs_buf_printf(b, "    -o %s=%s\n        %s\n", o->name,

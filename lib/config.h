@@ -9,8 +9,25 @@
 
 #include "buf.h"
 
-enum rfs_strategy { RFS_STREAMING, RFS_SHUFFLE, RFS_BLOCK_SHUFFLE };
-enum rfs_partition { RFS_PARTITION_BATCH };
+enum rfs_strategy {
+	RFS_STREAMING,
+	RFS_SHUFFLE,
+	RFS_BLOCK_SHUFFLE,
+	RFS_WEIGHTED,
+	RFS_CLASS_BALANCED,
+};
+enum rfs_partition {
+	RFS_PARTITION_BATCH,
+	RFS_PARTITION_ROUND_ROBIN,
+	RFS_PARTITION_CONTIGUOUS,
+	RFS_PARTITION_FILE,
+};
+
+/* A repeatable text option (filter=): every value, in the order given. */
+struct rfs_strlist {
+	char **items; /* owned, each a heap copy */
+	size_t count;
+};
 
 struct rfs_config {
 	uint64_t world_size;
@@ -21,6 +38,11 @@ struct rfs_config {
 	uint64_t fetch_factor;
 	uint64_t partition; /* enum rfs_partition */
 	uint64_t drop_last;
+	uint64_t total_size; /* draws per epoch; 0: the rows sampled from */
+	char *weights; /* column or dataset of row weights; NULL: none */
+	char *label; /* column or dataset of labels; NULL: none */
+	double smoothing; /* class_balanced: 0 balanced .. 1 natural */
+	struct rfs_strlist filter; /* COLUMN:V1|V2 each; rows must match all */
 	char *dataset; /* NULL: automatic (/X for .h5ad) */
 	uint64_t epochs;
 	uint64_t cache_mb;
@@ -49,5 +71,10 @@ void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b);
 void rfs_config_render_help(struct rfs_buf *b);
 
 const char *rfs_strategy_name(uint64_t strategy);
+const char *rfs_partition_name(uint64_t partition);
+
+/* Deep copy of src into dst (strings duplicated). @return 0 or -ENOMEM
+ * (dst is then empty but safe to free). */
+int rfs_config_copy(struct rfs_config *dst, const struct rfs_config *src);
 
 #endif

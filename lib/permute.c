@@ -18,6 +18,11 @@
  * The inverse runs the rounds backwards and walks the same way. Round keys
  * depend only on the key, so init is O(1) too. The output depends on XXH3's
  * output, which xxHash guarantees stable across versions.
+ *
+ * A blocked permutation applies the same network to block numbers. When the
+ * last block is short it lands at a random slot like any other block, and
+ * positions after that slot shift by the missing items; the slot is found
+ * with the inverse, so a position still maps to its item in O(1).
  */
 #include "permute.h"
 
@@ -98,4 +103,35 @@ uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y)
 	while (x >= p->n)
 		x = decrypt(p, x);
 	return x;
+}
+
+void rfs_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
+		      uint64_t key)
+{
+	uint64_t blocks = n / block + (n % block != 0);
+	b->block = block;
+	b->last_block_items = n - (blocks ? blocks - 1 : 0) * block;
+	rfs_permute_init(&b->blocks, blocks, key);
+	b->short_slot = b->last_block_items < block ?
+				rfs_permute_invert(&b->blocks, blocks - 1) :
+				blocks;
+}
+
+uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
+{
+	uint64_t bs = b->block, slot, off;
+	uint64_t short_start = b->short_slot * bs;
+
+	if (pos < short_start) {
+		slot = pos / bs;
+		off = pos % bs;
+	} else if (pos < short_start + b->last_block_items) {
+		slot = b->short_slot;
+		off = pos - short_start;
+	} else {
+		uint64_t q = pos + (bs - b->last_block_items);
+		slot = q / bs;
+		off = q % bs;
+	}
+	return rfs_permute_apply(&b->blocks, slot) * bs + off;
 }

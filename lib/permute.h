@@ -11,6 +11,7 @@ enum rfs_purpose {
 	RFS_PURPOSE_ROWS = 1, /* shuffle: the epoch's row order */
 	RFS_PURPOSE_BLOCKS = 2, /* block_shuffle: the epoch's block order */
 	RFS_PURPOSE_WINDOW = 3, /* order of rows inside one fetch window */
+	RFS_PURPOSE_DRAWS = 4, /* weighted: the row of each draw */
 };
 
 struct rfs_permute {
@@ -33,5 +34,22 @@ uint64_t rfs_permute_apply(const struct rfs_permute *p, uint64_t i);
 
 /* @return the i with rfs_permute_apply(p, i) == y (y < n). */
 uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y);
+
+/* A permutation of [0, n) that moves blocks of `block` consecutive items
+ * and keeps the order inside each block. The last block is short when block
+ * does not divide n; it lands in a random slot like the others. With
+ * block == 1 it is the plain permutation of the same key. */
+struct rfs_blocked {
+	uint64_t block;
+	uint64_t last_block_items; /* items of the final, possibly short block */
+	uint64_t short_slot; /* slot of the short block; blocks if none */
+	struct rfs_permute blocks;
+};
+
+void rfs_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
+		      uint64_t key);
+
+/* @return the item at position pos (pos < n): O(1). */
+uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos);
 
 #endif

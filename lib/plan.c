@@ -1,17 +1,21 @@
 /*
  * From epoch sequence to batches: fetch windows.
  *
- * S_e is cut into windows of fetch_factor global batches. A window's rows are
- * read from the source together, so they are sorted (I/O locality), and then
- * a keyed permutation of the window (seed, epoch, window) decides the order
- * in which they are cut into global batches. The result T_e is S_e with each
- * window shuffled internally: for block_shuffle a batch mixes rows of many
- * blocks instead of serving a block's neighbours together. streaming keeps
- * windows in order, so T_e = S_e.
+ * S_e is cut into windows of fetch_factor batches (global batches, or the
+ * rank's own for partition=file). A window's rows are read from the source
+ * together, so they are sorted (I/O locality), and then a keyed
+ * permutation of the window (seed, epoch, window) decides the order in
+ * which they are cut into batches. The result T_e is S_e with each window
+ * shuffled internally: for block_shuffle a batch mixes rows of many blocks
+ * instead of serving a block's neighbours together. For weighted and
+ * class_balanced the permutation moves blocks of block_size sorted draws,
+ * so which rows are drawn never depends on locality; only their grouping
+ * does. streaming keeps windows in order, so T_e = S_e.
  *
- * Planning one batch costs one window: O(W_f log W_f) with W_f =
- * fetch_factor * G rows, independent of N. Windows are cached (a few) since
- * every batch of every rank in a window needs the same sorted list.
+ * Planning one batch costs one window (two when a contiguous slice starts
+ * inside one): O(F log F) with F rows per window, independent of N.
+ * Windows are cached since every batch of every rank in a window needs the
+ * same sorted list.
  */
 #include "plan.h"
 
@@ -21,57 +25,87 @@
 
 #include "sampler.h"
 
-#define WINDOW_SLOTS 4
-
 struct window {
 	uint64_t epoch;
+	uint64_t seq;
 	uint64_t index;
-	uint64_t *rows; /* sorted; NULL: empty slot */
+	uint64_t *rows; /* sorted global ids; NULL: empty slot */
 	uint64_t len;
+	struct rfs_blocked order; /* served order of the sorted rows */
 	uint64_t last_used;
 };
 
 struct rfs_planner {
-	struct rfs_config config;
-	uint64_t rows;
+	struct rfs_config config; /* strings not copied: never used */
+	const struct rfs_rowset *seqs;
+	uint64_t *lengths; /* S_e length per sequence */
 	struct rfs_layout layout;
+	uint64_t order_unit; /* items the window permutation moves together */
 	pthread_mutex_t lock;
 	uint64_t clock; /* protected by lock */
-	struct window slots[WINDOW_SLOTS]; /* protected by lock */
+	size_t nslots;
+	struct window *slots; /* protected by lock */
 };
 
-int rfs_planner_create(const struct rfs_config *c, uint64_t rows,
-		       struct rfs_planner **out)
+int rfs_planner_create(const struct rfs_config *c,
+		       const struct rfs_rowset *seqs, struct rfs_planner **out)
 {
+	uint64_t nseq = rfs_partition_sequences(c);
 	struct rfs_planner *p = calloc(1, sizeof(*p));
+	int rc = -ENOMEM;
 	if (!p)
-		return -ENOMEM;
+		return rc;
 	p->config = *c;
 	p->config.dataset = p->config.log_file = NULL;
-	p->rows = rows;
-	int rc = rfs_partition_layout(c, rows, &p->layout);
-	if (rc != 0) {
-		free(p);
-		return rc;
+	p->config.weights = p->config.label = NULL;
+	p->config.filter = (struct rfs_strlist){ 0 };
+	p->seqs = seqs;
+	/* Enough slots for every sequence's current and next window. */
+	p->nslots = nseq < 127 ? 2 + 2 * nseq : 256;
+	p->lengths = calloc(nseq, sizeof(*p->lengths));
+	p->slots = calloc(p->nslots, sizeof(*p->slots));
+	if (!p->lengths || !p->slots)
+		goto fail;
+	for (uint64_t s = 0; s < nseq; s++) {
+		struct rfs_sampler sm;
+		rfs_sampler_init(&sm, c, &seqs[s], 0, s);
+		p->lengths[s] = rfs_sampler_length(&sm);
 	}
+	rc = rfs_partition_layout(c, p->lengths, &p->layout);
+	if (rc != 0)
+		goto fail;
+	p->order_unit = rfs_strategy_draws(c->strategy) ? c->block_size : 1;
 	pthread_mutex_init(&p->lock, NULL);
 	*out = p;
 	return 0;
+fail:
+	free(p->lengths);
+	free(p->slots);
+	free(p);
+	return rc;
 }
 
 void rfs_planner_destroy(struct rfs_planner *p)
 {
 	if (!p)
 		return;
-	for (int i = 0; i < WINDOW_SLOTS; i++)
+	for (size_t i = 0; i < p->nslots; i++)
 		free(p->slots[i].rows);
 	pthread_mutex_destroy(&p->lock);
+	free(p->slots);
+	free(p->lengths);
 	free(p);
 }
 
 const struct rfs_layout *rfs_planner_layout(const struct rfs_planner *p)
 {
 	return &p->layout;
+}
+
+uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
+				     uint64_t seq)
+{
+	return p->lengths[seq];
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -81,12 +115,13 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 static int build_window(const struct rfs_planner *p, uint64_t epoch,
-			uint64_t index, struct window *w)
+			uint64_t seq, uint64_t index, struct window *w)
 {
+	const struct rfs_config *c = &p->config;
 	struct rfs_sampler s;
-	rfs_sampler_init(&s, &p->config, p->rows, epoch);
+	rfs_sampler_init(&s, c, &p->seqs[seq], epoch, seq);
 	uint64_t start = index * p->layout.window;
-	uint64_t len = rfs_sampler_length(&s) - start;
+	uint64_t len = p->lengths[seq] - start;
 	if (len > p->layout.window)
 		len = p->layout.window;
 	uint64_t *rows = malloc(len * sizeof(*rows));
@@ -95,17 +130,26 @@ static int build_window(const struct rfs_planner *p, uint64_t epoch,
 	for (uint64_t i = 0; i < len; i++)
 		rows[i] = rfs_sampler_row(&s, start + i);
 	qsort(rows, len, sizeof(*rows), cmp_u64);
-	*w = (struct window){ .epoch = epoch, .index = index, .rows = rows,
+	*w = (struct window){ .epoch = epoch,
+			      .seq = seq,
+			      .index = index,
+			      .rows = rows,
 			      .len = len };
+	/* With one sequence the key index is the window number, as before
+	 * partition=file existed; plans stay the same. */
+	rfs_blocked_init(&w->order, len, p->order_unit,
+			 rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
+					 index * p->layout.sequences + seq));
 	return 0;
 }
 
 static struct window *find_window(struct rfs_planner *p, uint64_t epoch,
-				  uint64_t index)
+				  uint64_t seq, uint64_t index)
 {
-	for (int i = 0; i < WINDOW_SLOTS; i++) {
+	for (size_t i = 0; i < p->nslots; i++) {
 		struct window *w = &p->slots[i];
-		if (w->rows && w->epoch == epoch && w->index == index)
+		if (w->rows && w->epoch == epoch && w->seq == seq &&
+		    w->index == index)
 			return w;
 	}
 	return NULL;
@@ -114,13 +158,13 @@ static struct window *find_window(struct rfs_planner *p, uint64_t epoch,
 /* Keeps w (taking its rows) unless another thread cached it meanwhile. */
 static struct window *insert_window(struct rfs_planner *p, struct window *w)
 {
-	struct window *have = find_window(p, w->epoch, w->index);
+	struct window *have = find_window(p, w->epoch, w->seq, w->index);
 	if (have) {
 		free(w->rows);
 		return have;
 	}
 	struct window *victim = &p->slots[0];
-	for (int i = 1; i < WINDOW_SLOTS; i++)
+	for (size_t i = 1; i < p->nslots; i++)
 		if (p->slots[i].last_used < victim->last_used)
 			victim = &p->slots[i];
 	free(victim->rows);
@@ -128,42 +172,54 @@ static struct window *insert_window(struct rfs_planner *p, struct window *w)
 	return victim;
 }
 
+/* Called and returns with the lock held; the window stays valid until the
+ * lock is next released. Builds outside the lock. */
+static int get_window(struct rfs_planner *p, uint64_t epoch, uint64_t seq,
+		      uint64_t index, struct window **out)
+{
+	struct window *w = find_window(p, epoch, seq, index);
+	if (!w) {
+		struct window fresh;
+		pthread_mutex_unlock(&p->lock);
+		int rc = build_window(p, epoch, seq, index, &fresh);
+		pthread_mutex_lock(&p->lock);
+		if (rc != 0)
+			return rc;
+		w = insert_window(p, &fresh);
+	}
+	w->last_used = ++p->clock;
+	*out = w;
+	return 0;
+}
+
 int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
 		      uint64_t batch, int64_t *out)
 {
 	const struct rfs_config *c = &p->config;
-	uint64_t first = rfs_partition_position(c, rank, batch, 0);
+	const struct rfs_layout *l = &p->layout;
+	uint64_t n = rfs_partition_batch_rows(l, batch);
+	struct window *w = NULL;
+	int rc = 0;
 
-	if (c->strategy == RFS_STREAMING) {
-		for (uint64_t j = 0; j < c->batch_size; j++)
-			out[j] = (int64_t)(first + j);
-		return 0;
-	}
-
-	/* A batch never straddles windows: a window is whole global batches. */
-	uint64_t index = first / p->layout.window;
-	pthread_mutex_lock(&p->lock);
-	struct window *w = find_window(p, epoch, index);
-	if (!w) {
-		pthread_mutex_unlock(&p->lock);
-		struct window fresh;
-		int rc = build_window(p, epoch, index, &fresh);
-		if (rc != 0)
-			return rc;
+	if (c->strategy != RFS_STREAMING)
 		pthread_mutex_lock(&p->lock);
-		w = insert_window(p, &fresh);
+	for (uint64_t j = 0; j < n && rc == 0; j++) {
+		uint64_t seq, pos;
+		rfs_partition_locate(c, l, rank, batch, j, &seq, &pos);
+		pos %= p->lengths[seq]; /* drop_last=0 wraps around */
+		if (c->strategy == RFS_STREAMING) {
+			out[j] = (int64_t)rfs_rowset_row(&p->seqs[seq], pos);
+			continue;
+		}
+		uint64_t index = pos / l->window;
+		if (!w || w->epoch != epoch || w->seq != seq ||
+		    w->index != index)
+			rc = get_window(p, epoch, seq, index, &w);
+		if (rc == 0)
+			out[j] = (int64_t)w->rows[rfs_blocked_apply(
+				&w->order, pos - index * l->window)];
 	}
-	w->last_used = ++p->clock;
-
-	struct rfs_permute order;
-	rfs_permute_init(&order, w->len,
-			 rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
-					 index));
-	uint64_t base = index * p->layout.window;
-	for (uint64_t j = 0; j < c->batch_size; j++) {
-		uint64_t local = first + j - base;
-		out[j] = (int64_t)w->rows[rfs_permute_apply(&order, local)];
-	}
-	pthread_mutex_unlock(&p->lock);
-	return 0;
+	if (c->strategy != RFS_STREAMING)
+		pthread_mutex_unlock(&p->lock);
+	return rc;
 }

@@ -9,13 +9,15 @@
 
 #include "config.h"
 #include "partition.h"
+#include "rowset.h"
 
 struct rfs_planner;
 
-/* c is copied (its strings are not used). @return 0, -EINVAL (fewer rows
- * than one global batch), -ENOMEM. */
-int rfs_planner_create(const struct rfs_config *c, uint64_t rows,
-		       struct rfs_planner **out);
+/* seqs: one rowset per sequence (rfs_partition_sequences(c) of them),
+ * borrowed: they must outlive the planner. c is copied (its strings are
+ * not used). @return 0, -EINVAL (a rank would get no batch), -ENOMEM. */
+int rfs_planner_create(const struct rfs_config *c,
+		       const struct rfs_rowset *seqs, struct rfs_planner **out);
 
 /* Accepts NULL. */
 void rfs_planner_destroy(struct rfs_planner *p);
@@ -23,8 +25,13 @@ void rfs_planner_destroy(struct rfs_planner *p);
 /* Valid until rfs_planner_destroy(). */
 const struct rfs_layout *rfs_planner_layout(const struct rfs_planner *p);
 
-/* Writes batch_size row ids to out. epoch < 2^31, rank < world_size,
- * batch < batches_per_rank. @return 0 or -ENOMEM. */
+/* Length of sequence seq's S_e (the same in every epoch). */
+uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
+				     uint64_t seq);
+
+/* Writes the row ids of a batch (rfs_partition_batch_rows() of them) to
+ * out. epoch < 2^31, rank < world_size, batch < batches_per_rank.
+ * @return 0 or -ENOMEM. */
 int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
 		      uint64_t batch, int64_t *out);
 

@@ -21,6 +21,8 @@ struct rfs_source_info {
 	uint64_t fingerprint; /* shape, dtype and sampled rows (view_id) */
 	int64_t mtime; /* seconds, of the file when opened */
 	int direct; /* rows are read with pread, outside HDF5 */
+	int has_var; /* an AnnData var table names the columns */
+	uint64_t var_fingerprint; /* XXH3 of the var names, if has_var */
 };
 
 /* Opens path read-only. dataset NULL means automatic: "/X" for AnnData
@@ -41,6 +43,17 @@ size_t rfs_source_row_bytes(const struct rfs_source *s);
  * file, dataset and rows. @return 0, -EIO, -ENOMEM. */
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst);
+
+struct rfs_column;
+
+/* Reads a per-row column whole: "/PATH" names a 1-D dataset of length
+ * rows; any other name is an obs column of an AnnData file (categorical
+ * in the 0.8 or 0.7 encoding, numeric, bool or string). On failure writes
+ * one line naming the file and the column to err.
+ * @return 0, -EINVAL (missing, wrong length), -ENOTSUP (type or filter),
+ * -ENOMEM. out is zeroed on failure; free it with rfs_column_free(). */
+int rfs_source_read_column(struct rfs_source *s, const char *name,
+			   struct rfs_column *out, char *err, size_t errlen);
 
 /* Accepts NULL. */
 void rfs_source_destroy(struct rfs_source *s);

@@ -7,9 +7,10 @@
 #include <xxhash.h>
 
 #include "buf.h"
+#include "dataset.h"
 #include "npy.h"
 #include "plan.h"
-#include "source.h"
+#include "selection.h"
 #include "stats.h"
 
 /* Refuse plans whose working set would not fit a sane daemon. */
@@ -18,39 +19,46 @@
 
 struct rfs_view {
 	struct rfs_config config;
-	struct rfs_source *source;
+	struct rfs_dataset *dataset;
+	struct rfs_selection selection;
 	struct rfs_planner *planner;
 	struct rfs_cache *cache;
 	struct rfs_stats *stats;
 	uint64_t view_id;
-	uint64_t file_size[RFS_KIND_COUNT];
+	uint64_t kinds;
+	uint64_t file_size[RFS_KIND_COUNT][2]; /* [kind][0 full, 1 last] */
 	char *config_json, *dataset_json;
 	size_t config_json_len, dataset_json_len;
 };
 
-static void batch_shape(const struct rfs_view *v, uint64_t kind,
-			uint64_t shape[2], int *ndims, enum rfs_dtype *dtype)
+static void file_shape(const struct rfs_view *v, uint64_t kind, uint64_t rows,
+		       uint64_t shape[2], int *ndims, enum rfs_dtype *dtype)
 {
-	const struct rfs_source_info *info = rfs_source_info(v->source);
-	shape[0] = v->config.batch_size;
+	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
+	shape[0] = rows;
 	shape[1] = info->cols;
 	*ndims = kind == RFS_KIND_BATCH ? info->ndims : 1;
 	*dtype = kind == RFS_KIND_BATCH ? info->dtype : RFS_INT64;
+}
+
+uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch)
+{
+	return rfs_partition_batch_rows(rfs_planner_layout(v->planner), batch);
 }
 
 static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 		size_t *len)
 {
 	struct rfs_view *v = ctx;
-	uint64_t shape[2];
+	uint64_t shape[2], n = rfs_view_batch_rows(v, key->batch);
 	int ndims;
 	enum rfs_dtype dtype;
 	int rc = -ENOMEM;
 
-	batch_shape(v, key->kind, shape, &ndims, &dtype);
-	size_t size = v->file_size[key->kind];
+	file_shape(v, key->kind, n, shape, &ndims, &dtype);
+	size_t size = rfs_view_file_size(v, key->kind, key->batch);
 	unsigned char *buf = malloc(size);
-	int64_t *rows = malloc(v->config.batch_size * sizeof(*rows));
+	int64_t *rows = malloc(n * sizeof(*rows));
 	if (!buf || !rows)
 		goto fail;
 	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
@@ -58,13 +66,19 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 			       rows);
 	if (rc != 0)
 		goto fail;
+	/* int64 files are little-endian: the host order on every platform
+	 * we build for; a big-endian port would swap here. */
 	if (key->kind == RFS_KIND_INDEX) {
-		/* int64 little-endian: the host order on every platform we
-		 * build for; a big-endian port would swap here. */
-		memcpy(buf + header, rows, v->config.batch_size * 8);
+		memcpy(buf + header, rows, n * 8);
+	} else if (key->kind == RFS_KIND_LABEL) {
+		int64_t *labels = (int64_t *)(void *)(buf + header);
+		for (uint64_t i = 0; i < n; i++) {
+			int64_t code = rfs_selection_label(&v->selection,
+							   (uint64_t)rows[i]);
+			memcpy(&labels[i], &code, 8);
+		}
 	} else {
-		rc = rfs_source_read_rows(v->source, rows,
-					  v->config.batch_size, buf + header);
+		rc = rfs_dataset_read_rows(v->dataset, rows, n, buf + header);
 		if (rc != 0)
 			goto fail;
 	}
@@ -88,31 +102,69 @@ static int render_config(struct rfs_view *v)
 	return rfs_buf_finish(&b, &v->config_json, &v->config_json_len);
 }
 
+static void render_label(const struct rfs_view *v, struct rfs_buf *b)
+{
+	const struct rfs_column *l = &v->selection.label;
+	if (!v->selection.has_label) {
+		rfs_buf_printf(b, "  \"label\": null,\n");
+		return;
+	}
+	rfs_buf_printf(b, "  \"label\": {\"column\": ");
+	rfs_buf_json_string(b, v->config.label);
+	rfs_buf_printf(b, ", \"kind\": \"%s\", \"categories\": ",
+		       rfs_column_kind_name(l));
+	if (l->kind != RFS_COLUMN_CODES) {
+		rfs_buf_printf(b, "null},\n");
+		return;
+	}
+	rfs_buf_printf(b, "[");
+	for (uint64_t i = 0; i < l->ncategories; i++) {
+		rfs_buf_printf(b, "%s", i ? ", " : "");
+		rfs_buf_json_string(b, l->categories[i]);
+	}
+	rfs_buf_printf(b, "]},\n");
+}
+
 static int render_dataset(struct rfs_view *v)
 {
-	const struct rfs_source_info *i = rfs_source_info(v->source);
+	const struct rfs_source_info *i = rfs_dataset_info(v->dataset);
 	struct rfs_buf b = { 0 };
-	rfs_buf_printf(&b, "{\n  \"sources\": [{\"path\": ");
-	rfs_buf_json_string(&b, i->path);
-	rfs_buf_printf(&b, ", \"rows\": %llu}],\n  \"dataset\": ",
-		       (unsigned long long)i->rows);
+	rfs_buf_printf(&b, "{\n  \"sources\": [");
+	for (size_t f = 0; f < rfs_dataset_files(v->dataset); f++) {
+		const struct rfs_source_info *fi =
+			rfs_dataset_file(v->dataset, f);
+		rfs_buf_printf(&b, "%s\n    {\"path\": ", f ? "," : "");
+		rfs_buf_json_string(&b, fi->path);
+		rfs_buf_printf(&b,
+			       ", \"rows\": %llu, \"first_row\": %llu, "
+			       "\"layout\": \"%s\", \"read_path\": \"%s\"}",
+			       (unsigned long long)fi->rows,
+			       (unsigned long long)rfs_dataset_file_start(
+				       v->dataset, f),
+			       fi->layout, fi->direct ? "pread" : "hdf5");
+	}
+	rfs_buf_printf(&b, "\n  ],\n  \"dataset\": ");
 	rfs_buf_json_string(&b, i->dataset);
+	uint64_t rows = rfs_dataset_rows(v->dataset);
 	rfs_buf_printf(&b,
 		       ",\n  \"rows\": %llu,\n  \"columns\": %llu,\n"
 		       "  \"dtype\": \"%s\",\n  \"layout\": \"%s\",\n"
 		       "  \"read_path\": \"%s\",\n",
-		       (unsigned long long)i->rows,
-		       (unsigned long long)i->cols, rfs_dtype_name(i->dtype),
-		       i->layout, i->direct ? "pread" : "hdf5");
+		       (unsigned long long)rows, (unsigned long long)i->cols,
+		       rfs_dtype_name(i->dtype), i->layout,
+		       i->direct ? "pread" : "hdf5");
 	if (i->ndims == 2)
 		rfs_buf_printf(&b, "  \"shape\": [%llu, %llu],\n",
-			       (unsigned long long)i->rows,
+			       (unsigned long long)rows,
 			       (unsigned long long)i->cols);
 	else
 		rfs_buf_printf(&b, "  \"shape\": [%llu],\n",
-			       (unsigned long long)i->rows);
+			       (unsigned long long)rows);
+	rfs_buf_printf(&b, "  \"filtered_rows\": %llu,\n",
+		       (unsigned long long)v->selection.kept_rows);
+	render_label(v, &b);
 	rfs_buf_printf(&b, "  \"fingerprint\": \"%016llx\"\n}\n",
-		       (unsigned long long)i->fingerprint);
+		       (unsigned long long)rfs_dataset_fingerprint(v->dataset));
 	return rfs_buf_finish(&b, &v->dataset_json, &v->dataset_json_len);
 }
 
@@ -122,8 +174,7 @@ static int compute_view_id(struct rfs_view *v)
 {
 	struct rfs_buf b = { 0 };
 	rfs_buf_printf(&b, "fingerprint=%016llx\n",
-		       (unsigned long long)rfs_source_info(v->source)
-			       ->fingerprint);
+		       (unsigned long long)rfs_dataset_fingerprint(v->dataset));
 	rfs_config_render_identity(&v->config, &b);
 	char *text;
 	size_t len;
@@ -137,22 +188,8 @@ static int compute_view_id(struct rfs_view *v)
 
 static int check_sizes(struct rfs_view *v, char *err, size_t errlen)
 {
-	const struct rfs_source_info *i = rfs_source_info(v->source);
 	const struct rfs_config *c = &v->config;
-	uint64_t g = c->world_size * c->batch_size;
-	if (i->rows < g) {
-		snprintf(err, errlen,
-			 "%s: %llu rows are fewer than one global batch "
-			 "(world_size %llu x batch_size %llu = %llu)",
-			 i->path, (unsigned long long)i->rows,
-			 (unsigned long long)c->world_size,
-			 (unsigned long long)c->batch_size,
-			 (unsigned long long)g);
-		return -EINVAL;
-	}
-	uint64_t window = c->fetch_factor * g;
-	if (window > i->rows)
-		window = i->rows;
+	uint64_t window = c->fetch_factor * c->world_size * c->batch_size;
 	if (window > WINDOW_BYTES_MAX / 8) {
 		snprintf(err, errlen,
 			 "fetch_factor x world_size x batch_size = %llu rows "
@@ -161,51 +198,95 @@ static int check_sizes(struct rfs_view *v, char *err, size_t errlen)
 			 (unsigned long long)(WINDOW_BYTES_MAX / 8));
 		return -EINVAL;
 	}
-	if (c->batch_size > BATCH_BYTES_MAX / rfs_source_row_bytes(v->source)) {
+	if (c->batch_size > BATCH_BYTES_MAX / rfs_dataset_row_bytes(v->dataset)) {
 		snprintf(err, errlen,
 			 "batch_size=%llu: a batch of %zu-byte rows would "
 			 "exceed 1 GiB",
 			 (unsigned long long)c->batch_size,
-			 rfs_source_row_bytes(v->source));
+			 rfs_dataset_row_bytes(v->dataset));
 		return -EINVAL;
 	}
 	return 0;
 }
 
-int rfs_view_create(const struct rfs_config *c, const char *source_path,
-		    struct rfs_view **out, char *err, size_t errlen)
+/* Why the planner found no batch for some rank, in the user's terms. */
+static void explain_too_few(const struct rfs_view *v, char *const *sources,
+			    size_t nsources, char *err, size_t errlen)
+{
+	const struct rfs_config *c = &v->config;
+	const char *what = nsources == 1 ? sources[0] : "the sources";
+	const char *filtered = v->selection.kept ? " (after filters)" : "";
+	if (c->partition == RFS_PARTITION_FILE) {
+		snprintf(err, errlen,
+			 "%s: with partition=file some rank's files hold "
+			 "fewer rows%s than batch_size %llu",
+			 what, filtered, (unsigned long long)c->batch_size);
+		return;
+	}
+	uint64_t len = c->total_size ? c->total_size :
+				       v->selection.kept_rows;
+	snprintf(err, errlen,
+		 "%s: %llu rows%s are fewer than one global batch "
+		 "(world_size %llu x batch_size %llu = %llu)",
+		 what, (unsigned long long)len, filtered,
+		 (unsigned long long)c->world_size,
+		 (unsigned long long)c->batch_size,
+		 (unsigned long long)(c->world_size * c->batch_size));
+}
+
+static int size_files(struct rfs_view *v)
+{
+	const struct rfs_layout *l = rfs_planner_layout(v->planner);
+	for (uint64_t k = 0; k < RFS_KIND_COUNT; k++) {
+		for (int last = 0; last < 2; last++) {
+			uint64_t shape[2];
+			int ndims;
+			enum rfs_dtype dtype;
+			file_shape(v, k, last ? l->last_batch : l->batch_size,
+				   shape, &ndims, &dtype);
+			v->file_size[k][last] =
+				rfs_npy_file_size(dtype, ndims, shape);
+		}
+	}
+	v->kinds = v->selection.has_label ? 3 : 2;
+	return 0;
+}
+
+int rfs_view_create(const struct rfs_config *c, char *const *sources,
+		    size_t nsources, struct rfs_view **out, char *err,
+		    size_t errlen)
 {
 	struct rfs_view *v = calloc(1, sizeof(*v));
 	int rc = -ENOMEM;
-	if (!v) {
-		snprintf(err, errlen, "out of memory");
-		return rc;
-	}
-	v->config = *c;
-	v->config.dataset = v->config.log_file = NULL;
-	if (c->log_file && !(v->config.log_file = strdup(c->log_file)))
+	if (!v || rfs_config_copy(&v->config, c) != 0)
 		goto oom;
-
-	rc = rfs_source_open(source_path, c->dataset, &v->source, err, errlen);
+	rc = rfs_dataset_open(sources, nsources, c->dataset, &v->dataset, err,
+			      errlen);
 	if (rc != 0)
 		goto fail;
-	v->config.dataset = strdup(rfs_source_info(v->source)->dataset);
+	free(v->config.dataset);
+	v->config.dataset = strdup(rfs_dataset_info(v->dataset)->dataset);
 	if (!v->config.dataset)
 		goto oom;
 	rc = check_sizes(v, err, errlen);
+	if (rc == 0)
+		rc = rfs_selection_build(&v->config, v->dataset, &v->selection,
+					 err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = rfs_planner_create(&v->config, rfs_source_info(v->source)->rows,
-				&v->planner);
+	rc = rfs_planner_create(&v->config, v->selection.seqs, &v->planner);
+	if (rc == -EINVAL) {
+		explain_too_few(v, sources, nsources, err, errlen);
+		goto fail;
+	}
 	if (rc != 0)
 		goto oom;
-	for (uint64_t k = 0; k < RFS_KIND_COUNT; k++) {
-		uint64_t shape[2];
-		int ndims;
-		enum rfs_dtype dtype;
-		batch_shape(v, k, shape, &ndims, &dtype);
-		v->file_size[k] = rfs_npy_file_size(dtype, ndims, shape);
-	}
+	/* config.json shows the resolved length of S_e. */
+	v->config.total_size = 0;
+	for (uint64_t s = 0; s < v->selection.sequences; s++)
+		v->config.total_size +=
+			rfs_planner_sequence_length(v->planner, s);
+	size_files(v);
 	rc = rfs_cache_create(v->config.cache_mb << 20, fill, v, &v->cache);
 	if (rc == 0)
 		rc = rfs_stats_create(v->config.world_size, &v->stats);
@@ -234,7 +315,8 @@ void rfs_view_destroy(struct rfs_view *v)
 	rfs_cache_destroy(v->cache);
 	rfs_stats_destroy(v->stats);
 	rfs_planner_destroy(v->planner);
-	rfs_source_destroy(v->source);
+	rfs_selection_free(&v->selection);
+	rfs_dataset_destroy(v->dataset);
 	rfs_config_free(&v->config);
 	free(v->config_json);
 	free(v->dataset_json);
@@ -251,14 +333,20 @@ uint64_t rfs_view_batches_per_rank(const struct rfs_view *v)
 	return rfs_planner_layout(v->planner)->batches_per_rank;
 }
 
-uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind)
+uint64_t rfs_view_kinds(const struct rfs_view *v)
 {
-	return v->file_size[kind];
+	return v->kinds;
+}
+
+uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind,
+			    uint64_t batch)
+{
+	return v->file_size[kind][batch + 1 >= rfs_view_batches_per_rank(v)];
 }
 
 int64_t rfs_view_mtime(const struct rfs_view *v)
 {
-	return rfs_source_info(v->source)->mtime;
+	return rfs_dataset_mtime(v->dataset);
 }
 
 const char *rfs_view_config_json(const struct rfs_view *v, size_t *len)

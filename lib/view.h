@@ -1,7 +1,8 @@
-/* A mounted view: one source seen through one configuration. Owns the
- * source, the planner, the cache and the counters, and turns a file key
- * (epoch, rank, batch, kind) into bytes. The FUSE front end talks only to
- * this. Thread-safe after create. */
+/* A mounted view: the source files seen through one configuration. Owns
+ * the dataset, the selection (filters, labels, weights), the planner, the
+ * cache and the counters, and turns a file key (epoch, rank, batch, kind)
+ * into bytes. The FUSE front end talks only to this. Thread-safe after
+ * create. */
 #ifndef RFS_VIEW_H
 #define RFS_VIEW_H
 
@@ -14,21 +15,28 @@
 
 struct rfs_view;
 
-/* Opens source_path and checks that c can be served from it. c is copied.
- * On failure writes one line naming the culprit to err.
- * @return 0 or a negative errno. */
-int rfs_view_create(const struct rfs_config *c, const char *source_path,
-		    struct rfs_view **out, char *err, size_t errlen);
+/* Opens the sources (files or directories, rfs_dataset_open()) and checks
+ * that c can be served from them. c is copied. On failure writes one line
+ * naming the culprit to err. @return 0 or a negative errno. */
+int rfs_view_create(const struct rfs_config *c, char *const *sources,
+		    size_t nsources, struct rfs_view **out, char *err,
+		    size_t errlen);
 
 /* No entries may be held. Accepts NULL and half-built views. */
 void rfs_view_destroy(struct rfs_view *v);
 
-/* Effective options (dataset resolved). Valid for the view's life. */
+/* Effective options (dataset and total_size resolved). Valid for the
+ * view's life. */
 const struct rfs_config *rfs_view_config(const struct rfs_view *v);
 uint64_t rfs_view_batches_per_rank(const struct rfs_view *v);
-/* Exact size of every file of kind: computed, nothing is generated. */
-uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind);
-/* Seconds: the source's mtime, used as every file's fixed timestamp. */
+/* File kinds served: batch and index, plus label when label= is set. */
+uint64_t rfs_view_kinds(const struct rfs_view *v);
+/* Rows in batch (batch_size, or fewer for the last with drop_last=0). */
+uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch);
+/* Exact size of a file: computed, nothing is generated. */
+uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind,
+			    uint64_t batch);
+/* Seconds: the sources' newest mtime, every file's fixed timestamp. */
 int64_t rfs_view_mtime(const struct rfs_view *v);
 /* config.json and dataset.json, rendered once at create; valid for the
  * view's life. */
@@ -48,7 +56,7 @@ void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
 void rfs_view_count_open(struct rfs_view *v, uint64_t rank);
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
 
-/* Writes the planned global row ids of a batch (batch_size of them). */
+/* Writes the planned global row ids of a batch (rfs_view_batch_rows()). */
 int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 		  uint64_t batch, int64_t *rows);
 

@@ -15,6 +15,8 @@
 #include "config.h"
 #include "parse.h"
 #include "plan.h"
+#include "rowset.h"
+#include "sampler.h"
 
 static int usage(void)
 {
@@ -68,7 +70,7 @@ static int time_plans(struct rfs_planner *p, const struct rfs_config *c,
 	int64_t *out = malloc(c->batch_size * sizeof(*out));
 	if (!out)
 		return 1;
-	uint64_t windows = l->length / l->window;
+	uint64_t windows = rfs_planner_sequence_length(p, 0) / l->window;
 	double start = now();
 	for (uint64_t i = 0; i < count; i++) {
 		uint64_t batch = windows ? (i % windows) * c->fetch_factor : 0;
@@ -113,7 +115,15 @@ int main(int argc, char *argv[])
 		status = usage();
 		goto out;
 	}
-	if (rfs_planner_create(&c, rows, &p) != 0) {
+	/* Without the data there are no files, filters or weights. */
+	if (c.partition == RFS_PARTITION_FILE ||
+	    rfs_strategy_draws(c.strategy) || c.filter.count) {
+		fprintf(stderr, "rankfs-plan: partition=file, filters and "
+				"weighted strategies need the data: mount it\n");
+		goto out;
+	}
+	struct rfs_rowset all = { .length = rows };
+	if (rfs_planner_create(&c, &all, &p) != 0) {
 		fprintf(stderr, "rankfs-plan: %" PRIu64
 				" rows are fewer than one global batch\n",
 			rows);
@@ -131,12 +141,13 @@ int main(int argc, char *argv[])
 			l->batches_per_rank);
 		goto out;
 	}
-	int64_t *out = malloc(c.batch_size * sizeof(*out));
+	uint64_t n = rfs_partition_batch_rows(l, args[2]);
+	int64_t *out = malloc(n * sizeof(*out));
 	if (!out || rfs_planner_batch(p, args[0], args[1], args[2], out) != 0) {
 		free(out);
 		goto out;
 	}
-	for (uint64_t j = 0; j < c.batch_size; j++)
+	for (uint64_t j = 0; j < n; j++)
 		printf("%" PRId64 "\n", out[j]);
 	free(out);
 	status = 0;

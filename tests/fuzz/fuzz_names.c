@@ -37,7 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t world = 1 + data[0] % 8;
 	uint64_t batches = 1 + ((uint64_t)data[1] << 16 | data[2] << 8) %
 				       3000000;
-	if (rfs_inode_space_init(&s, world, 2, batches, 1 + data[3] % 12) != 0)
+	uint64_t kinds = 2 + (data[0] >> 7); /* with or without label/ */
+	if (rfs_inode_space_init(&s, world, kinds, batches,
+				 1 + data[3] % 12) != 0)
 		return 0;
 	char *path = malloc(size - 4 + 1);
 	if (!path)

@@ -162,7 +162,7 @@ def test_listing_modes_sizes_inodes(mounts, sources):
     path, _, _ = sources["uint8"]
     m = mounts(path, "dataset=/images,world_size=2,batch_size=100,epochs=4")
     assert sorted(os.listdir(m.mnt)) == ["config.json", "dataset.json",
-                                         "epoch", "stats.json"]
+                                         "epoch", "stats.json", "step"]
     assert os.listdir(m.path("epoch")) == ["0", "1", "2", "3"]
     assert os.listdir(m.path("epoch/2")) == ["rank"]
     assert os.listdir(m.path("epoch/2/rank")) == ["0", "1"]
@@ -173,7 +173,7 @@ def test_listing_modes_sizes_inodes(mounts, sources):
     kinds = {e.name: e.is_dir(follow_symlinks=False)
              for e in os.scandir(m.mnt)}
     assert kinds == {"config.json": False, "dataset.json": False,
-                     "stats.json": False, "epoch": True}
+                     "stats.json": False, "epoch": True, "step": True}
     mtime = int(os.stat(path).st_mtime)
     inodes = set()
     for p in ["", "epoch", "epoch/2", "epoch/2/rank/1",

@@ -61,8 +61,7 @@ CASES = [
     ("exponent seed", "good", "dataset=/x,seed=1e3", ["seed=1e3"]),
     ("negative epochs", "good", "dataset=/x,epochs=-1", ["epochs=-1"]),
     ("empty dataset value", "good", "dataset=", ["dataset"]),
-    ("drop_last 0 not yet", "good", "dataset=/x,drop_last=2",
-     ["drop_last=2"]),
+    ("drop_last 2", "good", "dataset=/x,drop_last=2", ["drop_last=2"]),
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
 ]
 
@@ -105,9 +104,11 @@ def test_mountpoint_errors(files, tmp_path):
     assert r.returncode != 0 and "MOUNTPOINT" in r.stderr
     r = run_rankfs([])
     assert r.returncode != 0 and "SOURCE" in r.stderr
-    r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path, tmp_path,
-                    tmp_path])
-    assert r.returncode != 0 and "too many arguments" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run_rankfs(["-o", "dataset=/x", files["good"], empty, tmp_path])
+    assert r.returncode != 0 and "no *.h5ad or *.h5 files" in r.stderr \
+        and str(empty) in r.stderr
 
 
 def test_help_lists_every_option_and_version():

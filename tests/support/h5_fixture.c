@@ -195,3 +195,110 @@ void h5fx_rmtree(const char *dir)
 {
 	nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
 }
+
+static hid_t open_rw(const char *path)
+{
+	return H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+}
+
+/* Writes a 1-D dataset of n elements of type (memory type = file type
+ * except for strings, given as char pointers). */
+static int write_1d(hid_t loc, const char *name, hid_t type, const void *data,
+		    size_t n)
+{
+	hsize_t dims[1] = { n };
+	hid_t space = H5Screate_simple(1, dims, NULL);
+	hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+	H5Pset_create_intermediate_group(lcpl, 1);
+	hid_t dset = H5Dcreate2(loc, name, type, space, lcpl, H5P_DEFAULT,
+				H5P_DEFAULT);
+	int rc = dset >= 0 && H5Dwrite(dset, type, H5S_ALL, H5S_ALL,
+				       H5P_DEFAULT, data) >= 0 ?
+			 0 :
+			 -1;
+	if (dset >= 0)
+		H5Dclose(dset);
+	H5Pclose(lcpl);
+	H5Sclose(space);
+	return rc;
+}
+
+static hid_t vlen_string(void)
+{
+	hid_t t = H5Tcopy(H5T_C_S1);
+	H5Tset_size(t, H5T_VARIABLE);
+	H5Tset_cset(t, H5T_CSET_UTF8);
+	return t;
+}
+
+int h5fx_add_strings(const char *path, const char *dataset,
+		     const char *const *strings, size_t n)
+{
+	hid_t file = open_rw(path);
+	if (file < 0)
+		return -1;
+	hid_t t = vlen_string();
+	int rc = write_1d(file, dataset, t, strings, n);
+	H5Tclose(t);
+	return H5Fclose(file) < 0 ? -1 : rc;
+}
+
+int h5fx_add_categorical(const char *path, const char *name,
+			 const int8_t *codes, size_t n,
+			 const char *const *categories, size_t ncategories)
+{
+	char group_path[256];
+	snprintf(group_path, sizeof(group_path), "/obs/%s", name);
+	hid_t file = open_rw(path);
+	if (file < 0)
+		return -1;
+	hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+	H5Pset_create_intermediate_group(lcpl, 1);
+	hid_t group = H5Gcreate2(file, group_path, lcpl, H5P_DEFAULT,
+				 H5P_DEFAULT);
+	H5Pclose(lcpl);
+	int rc = group >= 0 ? set_string_attr(group, "encoding-type",
+					      "categorical") :
+			      -1;
+	hid_t t = vlen_string();
+	if (rc == 0)
+		rc = write_1d(group, "codes", H5T_NATIVE_INT8, codes, n);
+	if (rc == 0)
+		rc = write_1d(group, "categories", t, categories, ncategories);
+	H5Tclose(t);
+	if (group >= 0)
+		H5Gclose(group);
+	return H5Fclose(file) < 0 ? -1 : rc;
+}
+
+int h5fx_add_bools(const char *path, const char *dataset, const int8_t *v,
+		   size_t n)
+{
+	hid_t file = open_rw(path);
+	if (file < 0)
+		return -1;
+	hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+	int8_t no = 0, yes = 1;
+	H5Tenum_insert(t, "FALSE", &no);
+	H5Tenum_insert(t, "TRUE", &yes);
+	int rc = write_1d(file, dataset, t, v, n);
+	H5Tclose(t);
+	return H5Fclose(file) < 0 ? -1 : rc;
+}
+
+int h5fx_add_var(const char *path, const char *const *names, size_t n)
+{
+	hid_t file = open_rw(path);
+	if (file < 0)
+		return -1;
+	hid_t group = H5Gcreate2(file, "/var", H5P_DEFAULT, H5P_DEFAULT,
+				 H5P_DEFAULT);
+	int rc = group >= 0 ? set_string_attr(group, "_index", "_index") : -1;
+	hid_t t = vlen_string();
+	if (rc == 0)
+		rc = write_1d(group, "_index", t, names, n);
+	H5Tclose(t);
+	if (group >= 0)
+		H5Gclose(group);
+	return H5Fclose(file) < 0 ? -1 : rc;
+}

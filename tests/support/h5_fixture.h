@@ -46,6 +46,25 @@ int h5fx_write(const char *path, const struct h5fx_dataset *d, size_t n,
  * and nothing else. @return 0 or -1. */
 int h5fx_write_group(const char *path, const char *name, const char *kind);
 
+/* Adds to an existing file (the functions below each open it read-write):
+ * an anndata >= 0.8 categorical obs column /obs/NAME (int8 codes, -1
+ * missing, variable-length string categories). @return 0 or -1. */
+int h5fx_add_categorical(const char *path, const char *name,
+			 const int8_t *codes, size_t n,
+			 const char *const *categories, size_t ncategories);
+
+/* A 1-D variable-length string dataset at dataset (groups created). */
+int h5fx_add_strings(const char *path, const char *dataset,
+		     const char *const *strings, size_t n);
+
+/* A 1-D h5py-style bool dataset (enum FALSE=0, TRUE=1 over int8). */
+int h5fx_add_bools(const char *path, const char *dataset, const int8_t *v,
+		   size_t n);
+
+/* AnnData var names: /var with attribute _index="_index" and
+ * /var/_index as strings. */
+int h5fx_add_var(const char *path, const char *const *names, size_t n);
+
 /* Size in bytes of one element of t. */
 size_t h5fx_type_size(enum h5fx_type t);
 

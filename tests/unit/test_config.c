@@ -76,6 +76,22 @@ static void test_every_option_sets(void **state)
 	set_ok(&c, "cache_mb", "64");
 	set_ok(&c, "direct_io", NULL);
 	set_ok(&c, "log_file", "/tmp/rankfs.log");
+	set_ok(&c, "drop_last", "0");
+	set_ok(&c, "total_size", "5000");
+	set_ok(&c, "weights", "w");
+	set_ok(&c, "label", "cell_type");
+	set_ok(&c, "smoothing", "0.25");
+	set_ok(&c, "filter", "split:train");
+	set_ok(&c, "filter", "batch:a|b");
+	assert_int_equal(c.drop_last, 0);
+	assert_true(c.total_size == 5000);
+	assert_string_equal(c.weights, "w");
+	assert_string_equal(c.label, "cell_type");
+	assert_true(c.smoothing == 0.25);
+	assert_int_equal(c.filter.count, 2);
+	assert_string_equal(c.filter.items[0], "split:train");
+	assert_string_equal(c.filter.items[1], "batch:a|b");
+	set_ok(&c, "drop_last", "1");
 	assert_int_equal(c.world_size, 8);
 	assert_int_equal(c.batch_size, 32);
 	assert_true(c.seed == UINT64_MAX);
@@ -104,6 +120,50 @@ static void test_every_option_sets(void **state)
 	rfs_config_free(&c);
 	assert_null(c.dataset);
 	assert_null(c.log_file);
+	assert_null(c.label);
+	assert_null(c.filter.items);
+	assert_int_equal(c.filter.count, 0);
+}
+
+static void test_copy_is_deep(void **state)
+{
+	(void)state;
+	struct rfs_config c, d;
+	rfs_config_init(&c);
+	set_ok(&c, "dataset", "/X");
+	set_ok(&c, "filter", "a:1");
+	set_ok(&c, "filter", "b:2|3");
+	set_ok(&c, "smoothing", ".5");
+	assert_int_equal(rfs_config_copy(&d, &c), 0);
+	assert_ptr_not_equal(d.dataset, c.dataset);
+	assert_ptr_not_equal(d.filter.items, c.filter.items);
+	rfs_config_free(&c);
+	assert_string_equal(d.dataset, "/X");
+	assert_int_equal(d.filter.count, 2);
+	assert_string_equal(d.filter.items[1], "b:2|3");
+	assert_true(d.smoothing == 0.5);
+	rfs_config_free(&d);
+}
+
+static void test_new_options_render(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	rfs_config_init(&c);
+	set_ok(&c, "smoothing", "0.1");
+	set_ok(&c, "filter", "split:train");
+	set_ok(&c, "filter", "ct:\"B\"");
+	char *j = render(&c, 0);
+	assert_non_null(strstr(j, "\"smoothing\": 0.1,"));
+	assert_non_null(strstr(j, "\"filter\": [\"split:train\", "
+				  "\"ct:\\\"B\\\"\"]"));
+	assert_non_null(strstr(j, "\"weights\": null"));
+	free(j);
+	char *id = render(&c, 1);
+	assert_non_null(strstr(id, "smoothing=0.1\n"));
+	assert_non_null(strstr(id, "filter=split:train;ct:\"B\"\n"));
+	free(id);
+	rfs_config_free(&c);
 }
 
 static void test_text_is_copied(void **state)
@@ -167,8 +227,25 @@ static void test_bad_values_rejected(void **state)
 		{ "block_size", "1099511627777" },
 		{ "fetch_factor", "0" },
 		{ "fetch_factor", "65537" },
-		{ "drop_last", "0" },
 		{ "drop_last", "2" },
+		{ "total_size", "0" },
+		{ "total_size", "1099511627777" },
+		{ "smoothing", "1.5" },
+		{ "smoothing", "-0.1" },
+		{ "smoothing", "nan" },
+		{ "smoothing", "inf" },
+		{ "smoothing", "1e-3" },
+		{ "smoothing", "0x1" },
+		{ "smoothing", "." },
+		{ "smoothing", "" },
+		{ "smoothing", NULL },
+		{ "smoothing", "0.5.5" },
+		{ "filter", "" },
+		{ "filter", NULL },
+		{ "weights", "" },
+		{ "label", NULL },
+		{ "partition", "files" },
+		{ "strategy", "weights" },
 		{ "epochs", "0" },
 		{ "epochs", "2147483649" },
 		{ "cache_mb", "0" },
@@ -289,7 +366,12 @@ static void test_strategy_name(void **state)
 	assert_string_equal(rfs_strategy_name(RFS_SHUFFLE), "shuffle");
 	assert_string_equal(rfs_strategy_name(RFS_BLOCK_SHUFFLE),
 			    "block_shuffle");
-	assert_string_equal(rfs_strategy_name(3), "?");
+	assert_string_equal(rfs_strategy_name(RFS_WEIGHTED), "weighted");
+	assert_string_equal(rfs_strategy_name(RFS_CLASS_BALANCED),
+			    "class_balanced");
+	assert_string_equal(rfs_strategy_name(5), "?");
+	assert_string_equal(rfs_partition_name(RFS_PARTITION_FILE), "file");
+	assert_string_equal(rfs_partition_name(4), "?");
 	assert_string_equal(rfs_strategy_name(UINT64_MAX), "?");
 }
 
@@ -403,6 +485,8 @@ static void test_render_help(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_copy_is_deep),
+		cmocka_unit_test(test_new_options_render),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_option_sets),
 		cmocka_unit_test(test_text_is_copied),

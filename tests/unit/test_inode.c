@@ -103,13 +103,22 @@ static void test_invalid_numbers(void **state)
 	struct rfs_node n;
 	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 10, 3), 0);
 	assert_int_equal(rfs_inode_node(&s, 0, &n), -ENOENT);
-	for (uint64_t ino = 6; ino < 16; ino++)
+	for (uint64_t ino = 8; ino < 16; ino++)
 		assert_int_equal(rfs_inode_node(&s, ino, &n), -ENOENT);
-	/* The first number past epoch 2^31 - 1. */
+	/* The number after epoch 2^31 - 1 is the step view's first. */
 	struct rfs_node last = node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 1, 1,
 				    9);
 	uint64_t ino = rfs_inode_of(&s, &last);
 	assert_int_equal(rfs_inode_node(&s, ino, &n), 0);
+	assert_true(ino + 1 == s.step_base);
+	assert_int_equal(rfs_inode_node(&s, ino + 1, &n), 0);
+	assert_node_equal(&n, &(struct rfs_node){ .type = RFS_NODE_STEP_RANK });
+	/* And the number after the last step file is nobody's. */
+	struct rfs_node step = node(RFS_NODE_STEP_FILE, 0, 1, 1,
+				    s.steps - 1);
+	ino = rfs_inode_of(&s, &step);
+	assert_int_equal(rfs_inode_node(&s, ino, &n), 0);
+	assert_node_equal(&n, &step);
 	assert_int_equal(rfs_inode_node(&s, ino + 1, &n), -ENOENT);
 	assert_int_equal(rfs_inode_node(&s, UINT64_MAX, &n), -ENOENT);
 }
@@ -353,11 +362,11 @@ static void test_count_and_entries(void **state)
 	char name[64];
 	assert_int_equal(rfs_inode_space_init(&s, 3, 2, 12, 5), 0);
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
-	assert_true(rfs_inode_count(&s, &root) == 4);
+	assert_true(rfs_inode_count(&s, &root) == 5);
 	static const char *const root_names[] = { "config.json",
 						  "dataset.json", "stats.json",
-						  "epoch" };
-	for (uint64_t i = 0; i < 4; i++) {
+						  "epoch", "step" };
+	for (uint64_t i = 0; i < 5; i++) {
 		rfs_inode_entry(&s, &root, i, &n, name, sizeof(name));
 		assert_string_equal(name, root_names[i]);
 	}
@@ -439,15 +448,78 @@ static void test_distinct_numbers(void **state)
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
 	w.inos[w.count++] = rfs_inode_of(&s, &root);
 	walk(&s, &root, &w);
-	/* root, 4 root entries, then per epoch: epoch, rank/, 3 x (rank,
-	 * 2 kinds, 2 x 7 files). */
-	assert_int_equal(w.count, 1 + 4 + 3 * (2 + 3 * (1 + 2 + 14)));
+	/* root, 5 root entries, per epoch: epoch, rank/, 3 x (rank, 2
+	 * kinds, 2 x 7 files); step/rank/, 3 x (rank, index/, 2 x 21
+	 * step files). */
+	size_t epoch_nodes = 3 * (2 + 3 * (1 + 2 + 14));
+	assert_int_equal(w.count, 1 + 5 + epoch_nodes + 1 + 3 * (2 + 42));
 	qsort(w.inos, w.count, sizeof(*w.inos), cmp_u64);
 	for (size_t i = 1; i < w.count; i++)
 		assert_true(w.inos[i] != w.inos[i - 1]);
-	/* Each epoch's numbers are contiguous: the tree is dense. */
-	assert_true(w.inos[w.count - 1] - w.inos[5] + 1 == w.count - 5);
+	/* The listed epochs' numbers are contiguous from 16. */
+	assert_true(w.inos[7] == 16);
+	assert_true(w.inos[7 + epoch_nodes - 1] == 16 + epoch_nodes - 1);
+	assert_true(w.inos[7 + epoch_nodes] == s.step_base);
 	free(w.inos);
+}
+
+static void test_steps(void **state)
+{
+	(void)state;
+	struct rfs_inode_space s;
+	struct rfs_node n;
+	char name[64];
+	/* 3 kinds (batch, index, label), 40 batches, 10 epochs listed. */
+	assert_int_equal(rfs_inode_space_init(&s, 2, 3, 40, 10), 0);
+	assert_int_equal(s.step_width, 9);
+	assert_true(s.steps_listed == 400);
+	assert_true(s.steps == UINT64_C(1000000000)); /* 9 digits' worth */
+	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
+	struct rfs_node steps, ranks, rank, label, file;
+	assert_int_equal(rfs_inode_lookup(&s, &root, "step", &steps), 0);
+	assert_int_equal(rfs_inode_lookup(&s, &steps, "rank", &ranks), 0);
+	assert_int_equal(rfs_inode_lookup(&s, &ranks, "1", &rank), 0);
+	assert_int_equal(rfs_inode_lookup(&s, &ranks, "2", &n), -ENOENT);
+	assert_true(rfs_inode_count(&s, &rank) == 2 + 400);
+	rfs_inode_entry(&s, &rank, 0, &n, name, sizeof(name));
+	assert_string_equal(name, "index");
+	rfs_inode_entry(&s, &rank, 1, &n, name, sizeof(name));
+	assert_string_equal(name, "label");
+	rfs_inode_entry(&s, &rank, 2, &n, name, sizeof(name));
+	assert_string_equal(name, "000000000.npy");
+	/* A batch file right in step/rank/R/: step 123 is batch 3 of
+	 * epoch 3. */
+	assert_int_equal(rfs_inode_lookup(&s, &rank, "000000123.npy", &file),
+			 0);
+	assert_node_equal(&file, &(struct rfs_node){
+					 .type = RFS_NODE_STEP_FILE,
+					 .rank = 1,
+					 .kind = 0,
+					 .batch = 123 });
+	uint64_t epoch, batch;
+	rfs_node_batch(&s, &file, &epoch, &batch);
+	assert_true(epoch == 3 && batch == 3);
+	check_round_trip(&s, file);
+	assert_int_equal(rfs_inode_lookup(&s, &rank, "label", &label), 0);
+	assert_int_equal(rfs_inode_lookup(&s, &label, "999999999.npy", &file),
+			 0);
+	assert_true(file.kind == RFS_KIND_LABEL);
+	rfs_node_batch(&s, &file, &epoch, &batch);
+	assert_true(epoch == 999999999 / 40 && batch == 999999999 % 40);
+	check_round_trip(&s, file);
+	/* Beyond what 9 digits spell, or not exactly 9 digits. */
+	static const char *const bad[] = { "1000000000.npy", "00000123.npy",
+					   "0000000123.npy", "000000123.NPY",
+					   "batch", "000000123.npz" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(rfs_inode_lookup(&s, &rank, bad[i], &n),
+				 -ENOENT);
+	assert_int_equal(rfs_inode_lookup(&s, &file, "x", &n), -ENOTDIR);
+
+	/* More listed steps than 9 digits: the names grow. */
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 1000000, 2000), 0);
+	assert_int_equal(s.step_width, 10);
+	assert_true(s.steps == UINT64_C(10000000000));
 }
 
 int main(void)
@@ -463,6 +535,7 @@ int main(void)
 		cmocka_unit_test(test_width),
 		cmocka_unit_test(test_count_and_entries),
 		cmocka_unit_test(test_distinct_numbers),
+		cmocka_unit_test(test_steps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,17 @@
 #include "plan.h"
 #include "sampler.h"
 
+/* Every row of an n-row source, as a rowset that outlives its users (the
+ * planner and sampler borrow it): a ring big enough for any test here. */
+static const struct rfs_rowset *all(uint64_t n)
+{
+	static struct rfs_rowset ring[16];
+	static unsigned next;
+	struct rfs_rowset *r = &ring[next++ % 16];
+	*r = (struct rfs_rowset){ .length = n };
+	return r;
+}
+
 static void make_config(struct rfs_config *c, const char *strategy,
 			const char *world, const char *batch,
 			const char *fetch)
@@ -65,11 +76,11 @@ static void test_create_and_layout(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p = NULL;
 	make_config(&c, "shuffle", "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, 63, &p), -EINVAL);
+	assert_int_equal(rfs_planner_create(&c, all(63), &p), -EINVAL);
 	assert_null(p);
-	assert_int_equal(rfs_planner_create(&c, 1000, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(1000), &p), 0);
 	const struct rfs_layout *l = rfs_planner_layout(p);
-	assert_true(l->length == 1000);
+	assert_true(rfs_planner_sequence_length(p, 0) == 1000);
 	assert_true(l->global_batch == 64);
 	assert_true(l->window == 512);
 	assert_true(l->batches_per_rank == 15);
@@ -87,7 +98,7 @@ static void test_config_is_copied(void **state)
 	assert_int_equal(rfs_config_set(&c, "dataset", "/X", err,
 					sizeof(err)),
 			 0);
-	assert_int_equal(rfs_planner_create(&c, 100, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(100), &p), 0);
 	int64_t a[8], b[8];
 	assert_int_equal(rfs_planner_batch(p, 0, 0, 3, a), 0);
 	/* Changing or freeing the caller's config does not matter. */
@@ -96,7 +107,7 @@ static void test_config_is_copied(void **state)
 	rfs_config_free(&c);
 	struct rfs_planner *q;
 	make_config(&c, "shuffle", "1", "8", "2");
-	assert_int_equal(rfs_planner_create(&c, 100, &q), 0);
+	assert_int_equal(rfs_planner_create(&c, all(100), &q), 0);
 	assert_int_equal(rfs_planner_batch(q, 0, 0, 3, b), 0);
 	assert_memory_equal(a, b, sizeof(a));
 	rfs_planner_destroy(p);
@@ -110,7 +121,7 @@ static void check_epoch_rows(const char *strategy, const char *world,
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, strategy, world, batch, fetch);
-	assert_int_equal(rfs_planner_create(&c, n, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(n), &p), 0);
 	const struct rfs_layout *l = rfs_planner_layout(p);
 	uint64_t g = c.world_size * c.batch_size;
 	uint64_t total = l->batches_per_rank * g;
@@ -160,7 +171,7 @@ static void test_streaming_positions(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "streaming", "3", "5", "2");
-	assert_int_equal(rfs_planner_create(&c, 1000, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(1000), &p), 0);
 	int64_t rows[5];
 	for (uint64_t epoch = 0; epoch < 2; epoch++)
 		for (uint64_t k = 0; k < rfs_planner_layout(p)->batches_per_rank;
@@ -199,9 +210,9 @@ static void test_windows_hold_their_rows(void **state)
 		struct rfs_sampler sm;
 		make_config(&c, strategies[s], "2", "32", "4");
 		const uint64_t n = 1000, w = 256;
-		assert_int_equal(rfs_planner_create(&c, n, &p), 0);
+		assert_int_equal(rfs_planner_create(&c, all(n), &p), 0);
 		int64_t *rows = plan_epoch(p, &c, 5);
-		rfs_sampler_init(&sm, &c, n, 5);
+		rfs_sampler_init(&sm, &c, all(n), 5, 0);
 		int64_t expect[256], got[256];
 		for (uint64_t win = 0; win < 3; win++) {
 			int in_order = 0;
@@ -227,7 +238,7 @@ static void test_block_shuffle_batches_mix_blocks(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "block_shuffle", "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, 100000, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
 	int64_t rows[32];
 	assert_int_equal(rfs_planner_batch(p, 0, 1, 20, rows), 0);
 	int64_t blocks[32];
@@ -249,8 +260,8 @@ static void test_deterministic_across_planners(void **state)
 		struct rfs_config c;
 		struct rfs_planner *a, *b;
 		make_config(&c, strategies[s], "2", "32", "8");
-		assert_int_equal(rfs_planner_create(&c, 3000, &a), 0);
-		assert_int_equal(rfs_planner_create(&c, 3000, &b), 0);
+		assert_int_equal(rfs_planner_create(&c, all(3000), &a), 0);
+		assert_int_equal(rfs_planner_create(&c, all(3000), &b), 0);
 		for (uint64_t epoch = 0; epoch < 2; epoch++) {
 			int64_t *x = plan_epoch(a, &c, epoch);
 			/* b asks in reverse order, so its window cache is in
@@ -287,8 +298,8 @@ static void test_epochs_and_seeds_differ(void **state)
 		assert_int_equal(rfs_config_set(&c2, "seed", "18", err,
 						sizeof(err)),
 				 0);
-		assert_int_equal(rfs_planner_create(&c, 2048, &p), 0);
-		assert_int_equal(rfs_planner_create(&c2, 2048, &q), 0);
+		assert_int_equal(rfs_planner_create(&c, all(2048), &p), 0);
+		assert_int_equal(rfs_planner_create(&c2, all(2048), &q), 0);
 		int64_t *e0 = plan_epoch(p, &c, 0);
 		int64_t *e1 = plan_epoch(p, &c, 1);
 		int64_t *s18 = plan_epoch(q, &c2, 0);
@@ -323,7 +334,7 @@ static void test_elastic_same_global_batches(void **state)
 			struct rfs_planner *p;
 			make_config(&c, strategies[s], splits[k][0],
 				    splits[k][1], "4");
-			assert_int_equal(rfs_planner_create(&c, 5000, &p), 0);
+			assert_int_equal(rfs_planner_create(&c, all(5000), &p), 0);
 			/* plan_epoch concatenates ranks within each k. */
 			int64_t *rows = plan_epoch(p, &c, 3);
 			if (!ref) {
@@ -374,7 +385,7 @@ static void test_threads_agree(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "2", "32", "2");
-	assert_int_equal(rfs_planner_create(&c, 4000, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(4000), &p), 0);
 	int64_t *expect[4];
 	for (uint64_t e = 0; e < 4; e++)
 		expect[e] = plan_epoch(p, &c, e);
@@ -415,7 +426,7 @@ static double plan_cost_us(const char *strategy, uint64_t n)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, strategy, "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, n, &p), 0);
+	assert_int_equal(rfs_planner_create(&c, all(n), &p), 0);
 	const struct rfs_layout *l = rfs_planner_layout(p);
 	assert_true(l->window == 512);
 	const uint64_t windows = (l->batches_per_rank * 64 + 511) / 512;
@@ -459,9 +470,115 @@ static void test_cost_independent_of_n(void **state)
 	}
 }
 
+static void set(struct rfs_config *c, const char *key, const char *value)
+{
+	char err[128];
+	assert_int_equal(rfs_config_set(c, key, value, err, sizeof(err)), 0);
+}
+
+/* Every partition, drop_last 0 and 1: disjoint ranks with equal counts;
+ * drop_last=0 serves every row. Counted from the planner's ids. */
+static void test_partitions_and_drop_last(void **state)
+{
+	(void)state;
+	static const char *const parts[] = { "batch", "round_robin",
+					     "contiguous" };
+	const uint64_t n = 1003;
+	for (size_t p = 0; p < 3; p++) {
+		for (int drop = 0; drop < 2; drop++) {
+			struct rfs_config c;
+			struct rfs_planner *pl;
+			make_config(&c, "block_shuffle", "3", "16", "2");
+			set(&c, "partition", parts[p]);
+			set(&c, "drop_last", drop ? "1" : "0");
+			assert_int_equal(rfs_planner_create(&c, all(n), &pl),
+					 0);
+			const struct rfs_layout *l = rfs_planner_layout(pl);
+			unsigned *seen = calloc(n, sizeof(*seen));
+			int64_t rows[16];
+			uint64_t total = 0;
+			for (uint64_t r = 0; r < 3; r++) {
+				uint64_t mine = 0;
+				for (uint64_t k = 0; k < l->batches_per_rank;
+				     k++) {
+					uint64_t b = rfs_partition_batch_rows(l,
+									      k);
+					assert_int_equal(
+						rfs_planner_batch(pl, 4, r, k,
+								  rows),
+						0);
+					for (uint64_t j = 0; j < b; j++)
+						seen[rows[j]]++;
+					mine += b;
+				}
+				assert_true(mine == l->per_rank);
+				total += mine;
+			}
+			uint64_t distinct = 0, repeats = 0;
+			for (uint64_t i = 0; i < n; i++) {
+				distinct += seen[i] > 0;
+				repeats += seen[i] > 1 ? seen[i] - 1 : 0;
+			}
+			if (drop) {
+				assert_true(repeats == 0);
+				assert_true(total == n / 48 * 48);
+			} else {
+				assert_true(distinct == n);
+				assert_true(total == 3 * ((n + 2) / 3));
+				assert_true(repeats == total - n);
+			}
+			free(seen);
+			rfs_planner_destroy(pl);
+		}
+	}
+}
+
+static double one(void *ctx, uint64_t row)
+{
+	(void)ctx, (void)row;
+	return 1.0;
+}
+
+/* weighted: window draws sorted, moved in blocks of block_size. */
+static void test_weighted_windows_move_sorted_blocks(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	struct rfs_planner *p;
+	struct rfs_rowset rows = { .length = 100000 };
+	uint64_t bad;
+	assert_int_equal(rfs_rowset_set_weights(&rows, one, NULL, &bad), 0);
+	make_config(&c, "weighted", "2", "64", "4");
+	set(&c, "block_size", "16");
+	assert_int_equal(rfs_planner_create(&c, &rows, &p), 0);
+	int64_t batch[64];
+	uint64_t ascending_blocks = 0, ascending_batches = 0;
+	for (uint64_t k = 0; k < 96; k++) {
+		assert_int_equal(rfs_planner_batch(p, 0, k % 2, k, batch), 0);
+		int sorted = 1;
+		for (int b = 0; b < 4; b++) {
+			int up = 1;
+			for (int j = 1; j < 16; j++)
+				up &= batch[b * 16 + j] >= batch[b * 16 + j - 1];
+			ascending_blocks += up;
+		}
+		for (int j = 1; j < 64; j++)
+			sorted &= batch[j] >= batch[j - 1];
+		ascending_batches += sorted;
+	}
+	/* Each block of 16 is a run of sorted draws; the blocks are in
+	 * random order, so a batch's 4 blocks ascend 1 time in 24. */
+	assert_true(ascending_blocks == 4 * 96);
+	assert_true(ascending_batches < 16);
+	rfs_planner_destroy(p);
+	rfs_rowset_free(&rows);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_partitions_and_drop_last),
+		cmocka_unit_test(test_weighted_windows_move_sorted_blocks),
 		cmocka_unit_test(test_create_and_layout),
 		cmocka_unit_test(test_config_is_copied),
 		cmocka_unit_test(test_rows_disjoint_and_complete),

@@ -5,11 +5,23 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "sampler.h"
+
+/* Every row of an n-row source, as a rowset that outlives its users (the
+ * planner and sampler borrow it): a ring big enough for any test here. */
+static const struct rfs_rowset *all(uint64_t n)
+{
+	static struct rfs_rowset ring[16];
+	static unsigned next;
+	struct rfs_rowset *r = &ring[next++ % 16];
+	*r = (struct rfs_rowset){ .length = n };
+	return r;
+}
 
 static void make_config(struct rfs_config *c, const char *strategy,
 			const char *block_size, const char *seed)
@@ -34,7 +46,7 @@ static uint64_t *sequence(const struct rfs_config *c, uint64_t n,
 			  uint64_t epoch)
 {
 	struct rfs_sampler s;
-	rfs_sampler_init(&s, c, n, epoch);
+	rfs_sampler_init(&s, c, all(n), epoch, 0);
 	assert_true(rfs_sampler_length(&s) == n);
 	uint64_t *seq = malloc(n * sizeof(*seq));
 	unsigned char *seen = calloc(n, 1);
@@ -101,7 +113,7 @@ static void test_streaming_is_identity(void **state)
 	}
 	/* Huge N costs nothing. */
 	struct rfs_sampler s;
-	rfs_sampler_init(&s, &c, UINT64_C(1) << 40, 9);
+	rfs_sampler_init(&s, &c, all(UINT64_C(1) << 40), 9, 0);
 	assert_true(rfs_sampler_row(&s, (UINT64_C(1) << 40) - 1) ==
 		    (UINT64_C(1) << 40) - 1);
 }
@@ -190,13 +202,13 @@ static void test_short_block_slot_varies(void **state)
 	uint64_t distinct_slots = 0, prev = UINT64_MAX;
 	for (uint64_t epoch = 0; epoch < 20; epoch++) {
 		struct rfs_sampler s;
-		rfs_sampler_init(&s, &c, 1000, epoch);
-		assert_true(s.last_block_rows == 1000 % 64);
-		assert_true(s.short_slot < 16);
+		rfs_sampler_init(&s, &c, all(1000), epoch, 0);
+		assert_true(s.order.last_block_items == 1000 % 64);
+		assert_true(s.order.short_slot < 16);
 		/* The short slot holds the last block's first row. */
-		assert_true(rfs_sampler_row(&s, s.short_slot * 64) == 960);
-		distinct_slots += s.short_slot != prev;
-		prev = s.short_slot;
+		assert_true(rfs_sampler_row(&s, s.order.short_slot * 64) == 960);
+		distinct_slots += s.order.short_slot != prev;
+		prev = s.order.short_slot;
 	}
 	assert_true(distinct_slots > 5);
 }
@@ -238,7 +250,7 @@ static void test_huge_n_is_cheap(void **state)
 		make_config(&c, strategies[s], "64", NULL);
 		struct rfs_sampler sm;
 		const uint64_t n = UINT64_C(1000000000) + 7;
-		rfs_sampler_init(&sm, &c, n, 4);
+		rfs_sampler_init(&sm, &c, all(n), 4, 0);
 		assert_true(rfs_sampler_length(&sm) == n);
 		for (uint64_t i = 0; i < 1000; i++) {
 			uint64_t pos = i * (n / 1000) + i;
@@ -248,9 +260,60 @@ static void test_huge_n_is_cheap(void **state)
 	}
 }
 
+static double linear_weight(void *ctx, uint64_t row)
+{
+	(void)ctx;
+	return row % 4 == 3 ? 0.0 : (double)(row % 4 + 1); /* 1, 2, 3, 0 */
+}
+
+static void test_weighted_draws(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	char err[128];
+	make_config(&c, "weighted", "64", "5");
+	struct rfs_rowset rows = { .length = 4000 };
+	uint64_t bad;
+	assert_int_equal(rfs_rowset_set_weights(&rows, linear_weight, NULL,
+						&bad),
+			 0);
+	struct rfs_sampler s;
+	rfs_sampler_init(&s, &c, &rows, 0, 0);
+	assert_true(rfs_sampler_length(&s) == 4000); /* default: the rows */
+	uint64_t hist[4] = { 0 };
+	for (uint64_t pos = 0; pos < 4000; pos++)
+		hist[rfs_sampler_row(&s, pos) % 4]++;
+	/* Shares 1:2:3:0 of 4000 draws: within 5 sigma. */
+	for (int k = 0; k < 3; k++) {
+		double p = (k + 1) / 6.0, mean = 4000 * p;
+		double sd = sqrt(4000 * p * (1 - p));
+		assert_true(fabs((double)hist[k] - mean) < 5 * sd);
+	}
+	assert_true(hist[3] == 0);
+	/* A draw depends only on (seed, epoch, position). */
+	struct rfs_sampler again, other;
+	rfs_sampler_init(&again, &c, &rows, 0, 0);
+	rfs_sampler_init(&other, &c, &rows, 1, 0);
+	uint64_t same = 0;
+	for (uint64_t pos = 0; pos < 1000; pos++) {
+		assert_true(rfs_sampler_row(&again, 999 - pos) ==
+			    rfs_sampler_row(&s, 999 - pos));
+		same += rfs_sampler_row(&other, pos) ==
+			rfs_sampler_row(&s, pos);
+	}
+	assert_true(same < 500); /* another epoch draws anew */
+	assert_int_equal(rfs_config_set(&c, "total_size", "123", err,
+					sizeof(err)),
+			 0);
+	rfs_sampler_init(&s, &c, &rows, 0, 0);
+	assert_true(rfs_sampler_length(&s) == 123);
+	rfs_rowset_free(&rows);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_weighted_draws),
 		cmocka_unit_test(test_every_strategy_is_a_permutation),
 		cmocka_unit_test(test_other_block_sizes),
 		cmocka_unit_test(test_streaming_is_identity),

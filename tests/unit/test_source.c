@@ -18,6 +18,7 @@
 
 #include "h5_fixture.h"
 #include "log.h"
+#include "column.h"
 #include "source.h"
 
 /* rfs_log goes to a file so tests can check what failures log. */
@@ -408,6 +409,62 @@ static void expect_open_error(const char *path, const char *dataset,
 				 *want_text, err);
 }
 
+static void test_columns(void **state)
+{
+	struct fixture *f = *state;
+	const char *path = write_f32(f, "obs.h5ad", "/X", H5FX_CONTIGUOUS, 4,
+				     1);
+	const int8_t flags[] = { 1, 0, 0, 1 }, codes[] = { 1, -1, 0, 1 };
+	const char *words[] = { "val", "train", "val", "test" };
+	const char *cats[] = { "train", "val" };
+	const char *genes[] = { "a", "b", "c", "d", "e", "f" };
+	assert_int_equal(h5fx_add_bools(path, "/obs/flag", flags, 4), 0);
+	assert_int_equal(h5fx_add_strings(path, "/obs/split", words, 4), 0);
+	assert_int_equal(h5fx_add_categorical(path, "ct", codes, 4, cats, 2),
+			 0);
+	assert_int_equal(h5fx_add_var(path, genes, COLS), 0);
+	struct rfs_source *s = open_ok(path, NULL);
+	assert_true(rfs_source_info(s)->has_var);
+	struct rfs_column c;
+	char err[512];
+
+	assert_int_equal(rfs_source_read_column(s, "flag", &c, err,
+						sizeof(err)),
+			 0);
+	assert_true(c.boolean && c.ncategories == 2);
+	assert_string_equal(c.categories[1], "True");
+	const int64_t want_flags[] = { 1, 0, 0, 1 };
+	assert_memory_equal(c.codes, want_flags, sizeof(want_flags));
+	rfs_column_free(&c);
+
+	assert_int_equal(rfs_source_read_column(s, "split", &c, err,
+						sizeof(err)),
+			 0);
+	assert_true(c.ncategories == 3); /* test, train, val */
+	const int64_t want_split[] = { 2, 1, 2, 0 };
+	assert_memory_equal(c.codes, want_split, sizeof(want_split));
+	rfs_column_free(&c);
+
+	assert_int_equal(rfs_source_read_column(s, "ct", &c, err, sizeof(err)),
+			 0);
+	const int64_t want_ct[] = { 1, -1, 0, 1 };
+	assert_memory_equal(c.codes, want_ct, sizeof(want_ct));
+	assert_string_equal(c.categories[0], "train");
+	rfs_column_free(&c);
+
+	/* The data itself is 2-D: not a column. A missing one lists obs. */
+	assert_int_equal(rfs_source_read_column(s, "/X", &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "dataset /X has -1 rows"));
+	assert_int_equal(rfs_source_read_column(s, "nope", &c, err,
+						sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "obs.h5ad: obs column 'nope' not found"));
+	assert_non_null(strstr(err, "ct, flag, split"));
+	assert_null(c.codes);
+	rfs_source_destroy(s);
+}
+
 static void test_missing_file(void **state)
 {
 	struct fixture *f = *state;
@@ -585,6 +642,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_anndata_automatic, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_columns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_file, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_not_hdf5, setup,

@@ -101,7 +101,7 @@ static struct rfs_view *create_ok(const struct rfs_config *c,
 {
 	struct rfs_view *v = NULL;
 	char err[512] = "";
-	int rc = rfs_view_create(c, path, &v, err, sizeof(err));
+	int rc = rfs_view_create(c, (char *[]){ (char *)path }, 1, &v, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("view on %s: %d %s", path, rc, err);
 	assert_non_null(v);
@@ -135,8 +135,8 @@ static void test_sizes_and_layout(void **state)
 	uint64_t bsize = rfs_npy_header(RFS_FLOAT32, 2, bshape, header) +
 			 16 * COLS * 4;
 	uint64_t isize = rfs_npy_header(RFS_INT64, 1, ishape, header) + 16 * 8;
-	assert_true(rfs_view_file_size(v, RFS_KIND_BATCH) == bsize);
-	assert_true(rfs_view_file_size(v, RFS_KIND_INDEX) == isize);
+	assert_true(rfs_view_file_size(v, RFS_KIND_BATCH, 0) == bsize);
+	assert_true(rfs_view_file_size(v, RFS_KIND_INDEX, 0) == isize);
 	assert_true(bsize == 128 + 320 && isize == 128 + 128);
 
 	struct stat st;
@@ -234,9 +234,9 @@ static void check_batches(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 	assert_int_equal(rfs_view_get(v, &ik, &ie), 0);
 	assert_int_equal(rfs_view_get(v, &bk, &be), 0);
 	assert_true(rfs_cache_entry_size(ie) ==
-		    rfs_view_file_size(v, RFS_KIND_INDEX));
+		    rfs_view_file_size(v, RFS_KIND_INDEX, 0));
 	assert_true(rfs_cache_entry_size(be) ==
-		    rfs_view_file_size(v, RFS_KIND_BATCH));
+		    rfs_view_file_size(v, RFS_KIND_BATCH, 0));
 
 	const unsigned char *ip = rfs_cache_entry_data(ie);
 	const unsigned char *bp = rfs_cache_entry_data(be);
@@ -432,7 +432,7 @@ static void test_errors(void **state)
 	assert_int_equal(write_source(small, 31, 2), 0);
 	make_config(&c, "shuffle", "1");
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_view_create(&c, small, &v, err, sizeof(err)),
+	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)small }, 1, &v, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(v);
 	assert_non_null(strstr(err, "small.h5ad"));
@@ -450,7 +450,7 @@ static void test_errors(void **state)
 	char missing[PATH_MAX + 32];
 	snprintf(missing, sizeof(missing), "%s/missing.h5ad", f->dir);
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_view_create(&c, missing, &v, err, sizeof(err)),
+	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)missing }, 1, &v, err, sizeof(err)),
 			 -ENOENT);
 	assert_null(v);
 	assert_non_null(strstr(err, "missing.h5ad"));
@@ -460,7 +460,7 @@ static void test_errors(void **state)
 					sizeof(wrong)),
 			 0);
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_view_create(&c, f->path, &v, err, sizeof(err)),
+	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)f->path }, 1, &v, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(v);
 	assert_non_null(strstr(err, "/Y"));

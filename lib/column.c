@@ -1,0 +1,341 @@
+#include "column.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rfs_column_free(struct rfs_column *c)
+{
+	for (uint64_t i = 0; i < c->ncategories; i++)
+		free(c->categories[i]);
+	free(c->categories);
+	free(c->codes);
+	free(c->reals);
+	*c = (struct rfs_column){ 0 };
+}
+
+const char *rfs_column_kind_name(const struct rfs_column *c)
+{
+	if (c->kind == RFS_COLUMN_INT)
+		return "integer";
+	if (c->kind == RFS_COLUMN_REAL)
+		return "float";
+	return c->boolean ? "bool" : "categorical";
+}
+
+static int sorted(char *const *names, uint64_t n)
+{
+	for (uint64_t i = 1; i < n; i++)
+		if (strcmp(names[i - 1], names[i]) >= 0)
+			return 0;
+	return 1;
+}
+
+static int cmp_index(const void *a, const void *b, void *names)
+{
+	char *const *n = names;
+	return strcmp(n[*(const uint64_t *)a], n[*(const uint64_t *)b]);
+}
+
+/* @return the position of name in names (through the sorted index), or
+ * -1. */
+static int64_t find_name(char *const *names, const uint64_t *index,
+			 uint64_t n, const char *name)
+{
+	uint64_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(names[index[mid]], name);
+		if (c == 0)
+			return (int64_t)index[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static uint64_t *name_index(char *const *names, uint64_t n)
+{
+	uint64_t *index = malloc((n ? n : 1) * sizeof(*index));
+	if (!index)
+		return NULL;
+	for (uint64_t i = 0; i < n; i++)
+		index[i] = i;
+	qsort_r(index, n, sizeof(*index), cmp_index, (void *)names);
+	return index;
+}
+
+static void remap(int64_t *codes, uint64_t n, const int64_t *map)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (codes[i] >= 0)
+			codes[i] = map[codes[i]];
+}
+
+/* Unites the categories of dst and src into dst, remapping both sides'
+ * codes. Takes src's strings. */
+static int unite(struct rfs_column *dst, struct rfs_column *src)
+{
+	uint64_t n1 = dst->ncategories, n2 = src->ncategories;
+	int merge_sorted = sorted(dst->categories, n1) &&
+			   sorted(src->categories, n2);
+	char **all = malloc((n1 + n2 ? n1 + n2 : 1) * sizeof(*all));
+	int64_t *map1 = malloc((n1 ? n1 : 1) * sizeof(*map1));
+	int64_t *map2 = malloc((n2 ? n2 : 1) * sizeof(*map2));
+	uint64_t *index = name_index(dst->categories, n1);
+	uint64_t n = 0;
+	int rc = -ENOMEM;
+	if (!all || !map1 || !map2 || !index)
+		goto out;
+	if (merge_sorted) {
+		uint64_t i = 0, j = 0;
+		while (i < n1 || j < n2) {
+			int c = i == n1 ? 1 :
+				j == n2 ? -1 :
+					  strcmp(dst->categories[i],
+						 src->categories[j]);
+			if (c <= 0) {
+				map1[i] = (int64_t)n;
+				all[n] = dst->categories[i++];
+			}
+			if (c >= 0) {
+				map2[j] = (int64_t)n;
+				if (c == 0)
+					free(src->categories[j++]);
+				else
+					all[n] = src->categories[j++];
+			}
+			n++;
+		}
+	} else {
+		for (uint64_t i = 0; i < n1; i++) {
+			map1[i] = (int64_t)i;
+			all[n++] = dst->categories[i];
+		}
+		for (uint64_t j = 0; j < n2; j++) {
+			int64_t at = find_name(dst->categories, index, n1,
+					       src->categories[j]);
+			if (at >= 0) {
+				map2[j] = at;
+				free(src->categories[j]);
+			} else {
+				map2[j] = (int64_t)n;
+				all[n++] = src->categories[j];
+			}
+		}
+	}
+	remap(dst->codes, dst->rows, map1);
+	remap(src->codes, src->rows, map2);
+	free(dst->categories);
+	free(src->categories);
+	src->categories = NULL;
+	src->ncategories = 0;
+	dst->categories = all;
+	dst->ncategories = n;
+	all = NULL;
+	rc = 0;
+out:
+	free(all);
+	free(map1);
+	free(map2);
+	free(index);
+	return rc;
+}
+
+static int to_real(struct rfs_column *c)
+{
+	if (c->kind == RFS_COLUMN_REAL)
+		return 0;
+	double *reals = malloc((c->rows ? c->rows : 1) * sizeof(*reals));
+	if (!reals)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < c->rows; i++)
+		reals[i] = (double)c->codes[i];
+	free(c->codes);
+	c->codes = NULL;
+	c->reals = reals;
+	c->kind = RFS_COLUMN_REAL;
+	return 0;
+}
+
+int rfs_column_append(struct rfs_column *dst, struct rfs_column *src)
+{
+	int rc;
+	if (!dst->codes && !dst->reals) {
+		*dst = *src;
+		*src = (struct rfs_column){ 0 };
+		return 0;
+	}
+	if ((dst->kind == RFS_COLUMN_CODES) != (src->kind == RFS_COLUMN_CODES))
+		return -EINVAL;
+	if (dst->kind != src->kind &&
+	    ((rc = to_real(dst)) != 0 || (rc = to_real(src)) != 0))
+		return rc;
+	if (dst->kind == RFS_COLUMN_CODES && (rc = unite(dst, src)) != 0)
+		return rc;
+
+	uint64_t n = dst->rows + src->rows;
+	if (dst->kind == RFS_COLUMN_REAL) {
+		double *r = realloc(dst->reals, n * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		memcpy(r + dst->rows, src->reals, src->rows * sizeof(*r));
+		dst->reals = r;
+	} else {
+		int64_t *k = realloc(dst->codes, n * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		memcpy(k + dst->rows, src->codes, src->rows * sizeof(*k));
+		dst->codes = k;
+	}
+	dst->boolean = dst->boolean && src->boolean;
+	dst->rows = n;
+	rfs_column_free(src);
+	return 0;
+}
+
+static const char *bool_name(const char *v)
+{
+	if (!strcmp(v, "True") || !strcmp(v, "true") || !strcmp(v, "1"))
+		return "True";
+	if (!strcmp(v, "False") || !strcmp(v, "false") || !strcmp(v, "0"))
+		return "False";
+	return v;
+}
+
+static void list_categories(const struct rfs_column *c, char *out, size_t n)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (uint64_t i = 0; i < c->ncategories && used + 1 < n; i++)
+		used += (size_t)snprintf(out + used, n - used, "%s%s",
+					 i ? ", " : "", c->categories[i]);
+	if (used >= n && n > 4)
+		strcpy(out + n - 4, "...");
+}
+
+static int parse_number(const struct rfs_column *c, const char *v,
+			int64_t *i, double *d)
+{
+	char *end;
+	if (!*v)
+		return -EINVAL;
+	if (c->kind == RFS_COLUMN_INT) {
+		errno = 0;
+		*i = strtoll(v, &end, 10);
+		return *end || errno ? -EINVAL : 0;
+	}
+	*d = strtod(v, &end);
+	return *end ? -EINVAL : 0;
+}
+
+int rfs_column_keep(const struct rfs_column *c, const char *values,
+		    uint8_t *keep, char *err, size_t errlen)
+{
+	char *list = strdup(values), *save = NULL;
+	uint8_t *wanted = NULL;
+	int64_t *ints = NULL;
+	double *reals = NULL;
+	size_t count = 0;
+	int rc = -ENOMEM;
+	if (!list)
+		goto out;
+	size_t cap = 1;
+	for (const char *p = values; *p; p++)
+		cap += *p == '|';
+	wanted = calloc(c->ncategories ? c->ncategories : 1, 1);
+	ints = calloc(cap, sizeof(*ints));
+	reals = calloc(cap, sizeof(*reals));
+	if (!wanted || !ints || !reals)
+		goto out;
+	rc = 0;
+	for (char *v = strtok_r(list, "|", &save); v && rc == 0;
+	     v = strtok_r(NULL, "|", &save)) {
+		if (c->kind != RFS_COLUMN_CODES) {
+			rc = parse_number(c, v, &ints[count], &reals[count]);
+			if (rc != 0)
+				snprintf(err, errlen,
+					 "'%s' is not a number (column is "
+					 "%s)",
+					 v, rfs_column_kind_name(c));
+			count++;
+			continue;
+		}
+		const char *name = c->boolean ? bool_name(v) : v;
+		uint64_t k = 0;
+		while (k < c->ncategories && strcmp(c->categories[k], name))
+			k++;
+		if (k == c->ncategories) {
+			char known[200];
+			list_categories(c, known, sizeof(known));
+			snprintf(err, errlen, "no value '%s' (values: %s)", v,
+				 known);
+			rc = -EINVAL;
+		} else {
+			wanted[k] = 1;
+		}
+	}
+	for (uint64_t r = 0; r < c->rows && rc == 0; r++) {
+		int hit = 0;
+		if (c->kind == RFS_COLUMN_CODES) {
+			hit = c->codes[r] >= 0 && wanted[c->codes[r]];
+		} else {
+			for (size_t k = 0; k < count && !hit; k++)
+				hit = c->kind == RFS_COLUMN_INT ?
+					      c->codes[r] == ints[k] :
+					      c->reals[r] == reals[k];
+		}
+		keep[r] &= (uint8_t)hit;
+	}
+out:
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	free(list);
+	free(wanted);
+	free(ints);
+	free(reals);
+	return rc;
+}
+
+double rfs_column_real(const struct rfs_column *c, uint64_t row)
+{
+	return c->kind == RFS_COLUMN_REAL ? c->reals[row] :
+					    (double)c->codes[row];
+}
+
+int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
+{
+	uint64_t *index = name_index(strings, n);
+	int64_t *codes = malloc((n ? n : 1) * sizeof(*codes));
+	char **cats = malloc((n ? n : 1) * sizeof(*cats));
+	uint64_t k = 0;
+	if (!index || !codes || !cats) {
+		free(index);
+		free(codes);
+		free(cats);
+		for (uint64_t i = 0; i < n; i++)
+			free(strings[i]);
+		free(strings);
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		char *s = strings[index[i]];
+		if (k && strcmp(cats[k - 1], s) == 0) {
+			free(s);
+		} else {
+			cats[k++] = s;
+		}
+		codes[index[i]] = (int64_t)k - 1;
+	}
+	free(index);
+	free(strings);
+	*c = (struct rfs_column){ .kind = RFS_COLUMN_CODES,
+				  .rows = n,
+				  .codes = codes,
+				  .categories = cats,
+				  .ncategories = k };
+	return 0;
+}

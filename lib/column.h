@@ -1,0 +1,58 @@
+/* A per-row column (an obs column or a 1-D dataset) held in memory, as
+ * labels, weights or filters read it. HDF5-free: source.c fills it.
+ *
+ * Categorical-like columns (categorical, bool, enum, strings) are codes
+ * into a list of category names, -1 for missing. Integer columns keep
+ * their values, floating columns their doubles. */
+#ifndef RFS_COLUMN_H
+#define RFS_COLUMN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum rfs_column_kind {
+	RFS_COLUMN_CODES, /* codes[i] indexes categories; -1 missing */
+	RFS_COLUMN_INT, /* codes[i] is the value */
+	RFS_COLUMN_REAL, /* reals[i] */
+};
+
+struct rfs_column {
+	enum rfs_column_kind kind;
+	uint64_t rows;
+	int64_t *codes; /* CODES and INT; owned */
+	double *reals; /* REAL; owned */
+	char **categories; /* CODES; owned, each owned */
+	uint64_t ncategories;
+	int boolean; /* CODES from a bool: categories "False", "True" */
+};
+
+/* Frees what c owns and zeroes it. Accepts a zeroed column. */
+void rfs_column_free(struct rfs_column *c);
+
+/* "categorical", "integer", "float" or "bool". */
+const char *rfs_column_kind_name(const struct rfs_column *c);
+
+/* Moves src's rows to the end of dst (src is freed). Categories are
+ * united: sorted if every part's categories are sorted (as pandas makes
+ * them), in order of first appearance otherwise; codes are remapped.
+ * An empty dst takes src as it is. Integer and float parts make a float
+ * column. @return 0, -EINVAL (categorical and numeric parts), -ENOMEM. */
+int rfs_column_append(struct rfs_column *dst, struct rfs_column *src);
+
+/* Keeps in keep[] (one byte per row, 1 = kept) only the rows whose value
+ * is one of values, a '|'-separated list: category names for categorical
+ * columns (true/false/1/0 for bools), numbers for numeric ones.
+ * @return 0, or -EINVAL with a message in err naming the value that no
+ * category has or that is not a number. */
+int rfs_column_keep(const struct rfs_column *c, const char *values,
+		    uint8_t *keep, char *err, size_t errlen);
+
+/* Makes c a categorical column of n strings (taken, with the array): the
+ * categories are the distinct strings, sorted, as pandas makes them.
+ * @return 0 or -ENOMEM (the strings are freed). */
+int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n);
+
+/* The row's value as a weight (numeric columns). */
+double rfs_column_real(const struct rfs_column *c, uint64_t row);
+
+#endif

@@ -1,0 +1,315 @@
+#include "dataset.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "rowsort.h"
+
+struct rfs_dataset {
+	size_t nfiles;
+	struct rfs_source **files;
+	uint64_t *starts; /* nfiles + 1: first global row of each file */
+	uint64_t fingerprint;
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct path_list {
+	char **items;
+	size_t count, cap;
+};
+
+static int push(struct path_list *l, char *path)
+{
+	if (!path)
+		return -ENOMEM;
+	if (l->count == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 8;
+		char **items = realloc(l->items, cap * sizeof(*items));
+		if (!items) {
+			free(path);
+			return -ENOMEM;
+		}
+		l->items = items;
+		l->cap = cap;
+	}
+	l->items[l->count++] = path;
+	return 0;
+}
+
+/* Adds dir's *.h5ad and *.h5 regular files, in name (byte) order. */
+static int expand_dir(const char *dir, struct path_list *l, char *err,
+		      size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct path_list found = { 0 };
+	struct dirent *e;
+	int rc = 0;
+	if (!d) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	while (rc == 0 && (e = readdir(d))) {
+		char *path;
+		struct stat st;
+		if (e->d_name[0] == '.' || (!ends_with(e->d_name, ".h5ad") &&
+					    !ends_with(e->d_name, ".h5")))
+			continue;
+		if (asprintf(&path, "%s/%s", dir, e->d_name) < 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+			free(path);
+			continue;
+		}
+		rc = push(&found, path);
+	}
+	closedir(d);
+	if (rc == 0 && found.count == 0) {
+		snprintf(err, errlen, "%s: no *.h5ad or *.h5 files in the "
+				      "directory", dir);
+		rc = -EINVAL;
+	}
+	if (found.count)
+		qsort(found.items, found.count, sizeof(char *), cmp_str);
+	for (size_t i = 0; i < found.count; i++) {
+		if (rc == 0)
+			rc = push(l, found.items[i]);
+		else
+			free(found.items[i]);
+	}
+	free(found.items);
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
+static int expand(char *const *paths, size_t n, struct path_list *l,
+		  char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		int rc;
+		if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
+			rc = expand_dir(paths[i], l, err, errlen);
+		else if ((rc = push(l, strdup(paths[i]))) != 0)
+			snprintf(err, errlen, "out of memory");
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Every file must serve rows of the same shape and type as the first. */
+static int check_agree(const struct rfs_source_info *a,
+		       const struct rfs_source_info *b, char *err,
+		       size_t errlen)
+{
+	if (a->ndims != b->ndims || a->cols != b->cols || a->dtype != b->dtype) {
+		snprintf(err, errlen,
+			 "%s: %s has %llu columns of %s, but %s has %llu "
+			 "columns of %s (files must agree)",
+			 b->path, b->dataset, (unsigned long long)b->cols,
+			 rfs_dtype_name(b->dtype), a->path,
+			 (unsigned long long)a->cols, rfs_dtype_name(a->dtype));
+		return -EINVAL;
+	}
+	if (a->has_var && b->has_var &&
+	    a->var_fingerprint != b->var_fingerprint) {
+		snprintf(err, errlen,
+			 "%s: var names differ from %s's (xxh3 %016llx vs "
+			 "%016llx): the columns are not the same genes",
+			 b->path, a->path,
+			 (unsigned long long)b->var_fingerprint,
+			 (unsigned long long)a->var_fingerprint);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
+		     struct rfs_dataset **out, char *err, size_t errlen)
+{
+	struct path_list list = { 0 };
+	struct rfs_dataset *d = calloc(1, sizeof(*d));
+	int rc = -ENOMEM;
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	rc = expand(paths, npaths, &list, err, errlen);
+	if (rc != 0)
+		goto fail;
+	d->files = calloc(list.count, sizeof(*d->files));
+	d->starts = calloc(list.count + 1, sizeof(*d->starts));
+	if (!d->files || !d->starts) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	XXH64_hash_t fp = 0;
+	for (size_t i = 0; i < list.count; i++) {
+		rc = rfs_source_open(list.items[i], dataset, &d->files[i], err,
+				     errlen);
+		if (rc != 0)
+			goto fail;
+		d->nfiles++;
+		const struct rfs_source_info *info =
+			rfs_source_info(d->files[i]);
+		if (i > 0 && (rc = check_agree(rfs_source_info(d->files[0]),
+					       info, err, errlen)) != 0)
+			goto fail;
+		d->starts[i + 1] = d->starts[i] + info->rows;
+		uint64_t part[2] = { fp, info->fingerprint };
+		fp = i == 0 ? info->fingerprint :
+			      XXH3_64bits(part, sizeof(part));
+	}
+	d->fingerprint = fp;
+	*out = d;
+	rc = 0;
+	goto out;
+fail:
+	rfs_dataset_destroy(d);
+out:
+	for (size_t i = 0; i < list.count; i++)
+		free(list.items[i]);
+	free(list.items);
+	return rc;
+}
+
+void rfs_dataset_destroy(struct rfs_dataset *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nfiles; i++)
+		rfs_source_destroy(d->files[i]);
+	free(d->files);
+	free(d->starts);
+	free(d);
+}
+
+size_t rfs_dataset_files(const struct rfs_dataset *d)
+{
+	return d->nfiles;
+}
+
+const struct rfs_source_info *rfs_dataset_file(const struct rfs_dataset *d,
+					       size_t i)
+{
+	return rfs_source_info(d->files[i]);
+}
+
+uint64_t rfs_dataset_file_start(const struct rfs_dataset *d, size_t i)
+{
+	return d->starts[i];
+}
+
+uint64_t rfs_dataset_rows(const struct rfs_dataset *d)
+{
+	return d->starts[d->nfiles];
+}
+
+const struct rfs_source_info *rfs_dataset_info(const struct rfs_dataset *d)
+{
+	return rfs_source_info(d->files[0]);
+}
+
+size_t rfs_dataset_row_bytes(const struct rfs_dataset *d)
+{
+	return rfs_source_row_bytes(d->files[0]);
+}
+
+uint64_t rfs_dataset_fingerprint(const struct rfs_dataset *d)
+{
+	return d->fingerprint;
+}
+
+int64_t rfs_dataset_mtime(const struct rfs_dataset *d)
+{
+	int64_t newest = 0;
+	for (size_t i = 0; i < d->nfiles; i++)
+		if (rfs_source_info(d->files[i])->mtime > newest)
+			newest = rfs_source_info(d->files[i])->mtime;
+	return newest;
+}
+
+int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
+			  size_t n, void *dst)
+{
+	if (d->nfiles == 1)
+		return rfs_source_read_rows(d->files[0], rows, n, dst);
+
+	/* Sorted, each file's rows are one stretch: read it as one fetch
+	 * from that file into a staging buffer, then put rows in place. */
+	size_t rb = rfs_dataset_row_bytes(d);
+	struct rfs_wanted *w = rfs_rowsort(rows, n);
+	int64_t *local = malloc(n * sizeof(*local));
+	unsigned char *staging = malloc(n * rb);
+	unsigned char *out = dst;
+	int rc = -ENOMEM;
+	if (!w || !local || !staging)
+		goto out;
+	rc = 0;
+	size_t i = 0;
+	for (size_t f = 0; f < d->nfiles && i < n && rc == 0; f++) {
+		size_t j = i;
+		while (j < n && w[j].row < d->starts[f + 1]) {
+			local[j - i] = (int64_t)(w[j].row - d->starts[f]);
+			j++;
+		}
+		if (j == i)
+			continue;
+		rc = rfs_source_read_rows(d->files[f], local, j - i, staging);
+		for (size_t k = i; k < j && rc == 0; k++)
+			memcpy(out + w[k].slot * rb, staging + (k - i) * rb,
+			       rb);
+		i = j;
+	}
+out:
+	free(w);
+	free(local);
+	free(staging);
+	return rc;
+}
+
+int rfs_dataset_read_column(struct rfs_dataset *d, const char *name,
+			    struct rfs_column *out, char *err, size_t errlen)
+{
+	*out = (struct rfs_column){ 0 };
+	for (size_t i = 0; i < d->nfiles; i++) {
+		struct rfs_column part;
+		int rc = rfs_source_read_column(d->files[i], name, &part, err,
+						errlen);
+		if (rc == 0 && (rc = rfs_column_append(out, &part)) != 0) {
+			if (rc == -EINVAL)
+				snprintf(err, errlen,
+					 "%s: column '%s' is %s here but not "
+					 "in the files before it",
+					 rfs_dataset_file(d, i)->path, name,
+					 rfs_column_kind_name(&part));
+			else
+				snprintf(err, errlen, "out of memory");
+			rfs_column_free(&part);
+		}
+		if (rc != 0) {
+			rfs_column_free(out);
+			return rc;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,52 @@
+/* The source files of a mount as one row space: rows of every file, in the
+ * order given, form the global rows [0, N). Files must agree on columns and
+ * dtype (and for AnnData files on var names). Thread-safe after open. */
+#ifndef RFS_DATASET_H
+#define RFS_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "column.h"
+#include "dtype.h"
+#include "source.h"
+
+struct rfs_dataset;
+
+/* paths: the SOURCE arguments, each a file or a directory (its *.h5ad and
+ * *.h5 files in name order). dataset as for rfs_source_open(). On failure
+ * writes one line naming the culprit to err.
+ * @return 0 or a negative errno. */
+int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
+		     struct rfs_dataset **out, char *err, size_t errlen);
+
+/* Accepts NULL. */
+void rfs_dataset_destroy(struct rfs_dataset *d);
+
+size_t rfs_dataset_files(const struct rfs_dataset *d);
+/* File i's description; valid until destroy. */
+const struct rfs_source_info *rfs_dataset_file(const struct rfs_dataset *d,
+					       size_t i);
+/* The global id of file i's first row. */
+uint64_t rfs_dataset_file_start(const struct rfs_dataset *d, size_t i);
+
+uint64_t rfs_dataset_rows(const struct rfs_dataset *d);
+/* Shape and type of a row: the first file's (all agree). */
+const struct rfs_source_info *rfs_dataset_info(const struct rfs_dataset *d);
+size_t rfs_dataset_row_bytes(const struct rfs_dataset *d);
+/* XXH3 over every file's fingerprint, in order. */
+uint64_t rfs_dataset_fingerprint(const struct rfs_dataset *d);
+/* Seconds: the newest mtime of the files. */
+int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
+
+/* Reads global rows[0..n) (any order, repeats allowed) into dst, row i at
+ * dst + i * row_bytes. Thread-safe. @return 0, -EIO (logged), -ENOMEM. */
+int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
+			  size_t n, void *dst);
+
+/* A column over all files (rfs_source_read_column() per file, joined by
+ * rfs_column_append()). @return 0 or a negative errno with err set. */
+int rfs_dataset_read_column(struct rfs_dataset *d, const char *name,
+			    struct rfs_column *out, char *err, size_t errlen);
+
+#endif

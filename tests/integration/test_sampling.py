@@ -1,0 +1,472 @@
+"""The sampling suite through real mounts: labels, weighted and
+class-balanced draws, filters, every partition, drop_last=0, the elastic
+property, multi-file sources and the step view, on files written by
+anndata and h5py."""
+import os
+import shutil
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from conftest import run_rankfs, source_rows, write_h5, write_h5ad
+
+N, D = 6000, 8
+CLASSES = ["B cell", "T cell", "monocyte", "NK", "platelet"]
+SHARES = [0.50, 0.25, 0.15, 0.07, 0.03]
+
+
+def make_obs(n, rng):
+    counts = [int(round(s * n)) for s in SHARES]
+    counts[0] += n - sum(counts)
+    ct = np.repeat(np.arange(5), counts)
+    rng.shuffle(ct)
+    heavy = np.zeros(n, dtype=bool)
+    heavy[rng.choice(n, n // 10, replace=False)] = True
+    weight = np.where(heavy, 9.0, 1.0)
+    weight[rng.choice(np.flatnonzero(~heavy), 50, replace=False)] = 0.0
+    missing = ct.astype(object)
+    missing = pd.Categorical([CLASSES[c] for c in ct], categories=CLASSES)
+    donor = pd.Categorical(rng.choice(["d1", "d2", None], n),
+                           categories=["d1", "d2"])
+    return pd.DataFrame({
+        "cell_type": pd.Categorical([CLASSES[c] for c in ct],
+                                    categories=CLASSES),
+        "split": rng.choice(["train", "val", "test"], n, p=[.7, .2, .1]),
+        "weight": weight,
+        "heavy": heavy,
+        "age": rng.integers(20, 80, n).astype(np.int32),
+        "donor": donor,
+        "label_with_missing": missing,
+    }, index=[f"cell{i}" for i in range(n)])
+
+
+@pytest.fixture(scope="module")
+def atlas(tmp_path_factory):
+    d = tmp_path_factory.mktemp("atlas")
+    rng = np.random.default_rng(7)
+    x = rng.random((N, D), dtype=np.float32)
+    obs = make_obs(N, rng)
+    path = write_h5ad(str(d / "atlas.h5ad"), x, obs)
+    return {"path": path, "x": x, "obs": obs, "dir": d}
+
+
+def codes(series):
+    return np.asarray(series.cat.codes, dtype=np.int64)
+
+
+def all_index(m, epoch, world):
+    return [np.concatenate(m.epoch_index(epoch, r)) for r in range(world)]
+
+
+def test_label_codes_equal_obs_codes(mounts, atlas):
+    m = mounts(atlas["path"], "world_size=2,batch_size=100,label=cell_type")
+    info = m.json("dataset.json")
+    assert info["label"]["categories"] == CLASSES
+    assert info["label"]["kind"] == "categorical"
+    want = codes(atlas["obs"]["cell_type"])
+    assert sorted(os.listdir(m.path("epoch/0/rank/1"))) == \
+        ["batch", "index", "label"]
+    for rank in (0, 1):
+        for k in (0, 7, m.batches() - 1):
+            index = m.load("index", 1, rank, k)
+            label = m.load("label", 1, rank, k)
+            assert label.dtype == np.int64
+            np.testing.assert_array_equal(label, want[index])
+            np.testing.assert_array_equal(m.load("batch", 1, rank, k),
+                                          atlas["x"][index])
+
+
+@pytest.mark.parametrize("column,expect", [
+    ("heavy", lambda obs: obs["heavy"].to_numpy().astype(np.int64)),
+    ("age", lambda obs: obs["age"].to_numpy().astype(np.int64)),
+    ("donor", lambda obs: codes(obs["donor"])),  # -1 where missing
+    ("split", lambda obs: np.searchsorted(["test", "train", "val"],
+                                          obs["split"].to_numpy())),
+])
+def test_other_label_kinds(mounts, atlas, column, expect):
+    m = mounts(atlas["path"], f"batch_size=500,label={column}")
+    want = expect(atlas["obs"])
+    index = m.load("index", 0, 0, 3)
+    np.testing.assert_array_equal(m.load("label", 0, 0, 3), want[index])
+    cats = m.json("dataset.json")["label"]["categories"]
+    if column == "split":
+        assert cats == ["test", "train", "val"]
+    if column == "heavy":
+        assert cats == ["False", "True"]
+    if column == "age":
+        assert cats is None
+
+
+def test_generic_hdf5_label_dataset(mounts, tmp_path):
+    labels = np.arange(1000) % 7
+    path = write_h5(str(tmp_path / "g.h5"), {
+        "x": np.arange(2000, dtype=np.float64).reshape(1000, 2),
+        "meta/labels": labels.astype(np.int16)})
+    m = mounts(path, "dataset=/x,batch_size=64,label=/meta/labels")
+    index = m.load("index", 2, 0, 5)
+    np.testing.assert_array_equal(m.load("label", 2, 0, 5), labels[index])
+
+
+def class_histogram(m, epochs, world=2):
+    labels = []
+    for e in range(epochs):
+        for r in range(world):
+            for k in range(m.batches()):
+                labels.append(m.load("label", e, r, k))
+    return np.bincount(np.concatenate(labels), minlength=5)
+
+
+def test_class_balanced_smoothing_0_is_uniform(mounts, atlas):
+    m = mounts(atlas["path"], "world_size=2,batch_size=200,"
+               "strategy=class_balanced,label=cell_type,smoothing=0,seed=3")
+    hist = class_histogram(m, epochs=2)
+    chi = stats.chisquare(hist)  # uniform expected
+    print("class_balanced smoothing=0:", hist, "p =", chi.pvalue)
+    assert chi.pvalue > 0.001
+    # The natural frequencies are far from what was served.
+    natural = np.array(SHARES) * hist.sum()
+    assert stats.chisquare(hist, natural).pvalue < 1e-10
+
+
+def test_class_balanced_smoothing_1_is_natural(mounts, atlas):
+    m = mounts(atlas["path"], "world_size=2,batch_size=200,"
+               "strategy=class_balanced,label=cell_type,smoothing=1,seed=3")
+    hist = class_histogram(m, epochs=2)
+    natural = np.bincount(codes(atlas["obs"]["cell_type"]), minlength=5)
+    expected = natural / natural.sum() * hist.sum()
+    chi = stats.chisquare(hist, expected)
+    print("class_balanced smoothing=1:", hist, "p =", chi.pvalue)
+    assert chi.pvalue > 0.001
+
+
+def test_class_balanced_never_draws_missing_labels(mounts, atlas):
+    m = mounts(atlas["path"], "batch_size=250,strategy=class_balanced,"
+               "label=donor")
+    labels = np.concatenate([m.load("label", 0, 0, k)
+                             for k in range(m.batches())])
+    assert labels.min() >= 0
+    assert len(labels) == N // 250 * 250
+
+
+def test_weighted_follows_weights(mounts, atlas):
+    m = mounts(atlas["path"], "world_size=2,batch_size=200,"
+               "strategy=weighted,weights=weight,seed=9")
+    heavy = atlas["obs"]["heavy"].to_numpy()
+    weight = atlas["obs"]["weight"].to_numpy()
+    drawn = np.concatenate([np.concatenate(all_index(m, e, 2))
+                            for e in range(3)])
+    assert len(drawn) == 3 * N // 400 * 400
+    assert weight[drawn].min() > 0  # zero-weight rows never drawn
+    p = weight[heavy].sum() / weight.sum()
+    k = heavy[drawn].sum()
+    n = len(drawn)
+    z = (k - n * p) / np.sqrt(n * p * (1 - p))
+    print(f"weighted: heavy share {k / n:.4f}, expected {p:.4f}, z = {z:.2f}")
+    assert abs(z) < 4
+    # Rows repeat (with replacement) and every window is read sorted, but
+    # batches still mix heavy and light rows.
+    assert len(np.unique(drawn)) < len(drawn)
+
+
+def test_weighted_total_size_and_blocks(mounts, atlas):
+    m = mounts(atlas["path"], "batch_size=100,strategy=weighted,"
+               "weights=weight,total_size=1000,block_size=10")
+    assert m.batches() == 10
+    assert m.json("config.json")["total_size"] == 1000
+    batch = m.load("index", 0, 0, 4)
+    # block_size groups sorted draws: runs of 10 ascending ids.
+    runs = batch.reshape(10, 10)
+    assert all(np.all(np.diff(r) >= 0) for r in runs)
+
+
+def test_filter_serves_only_matching_rows(mounts, atlas):
+    obs = atlas["obs"]
+    m = mounts(atlas["path"], "world_size=2,batch_size=50,drop_last=0,"
+               "filter=split:train|val,filter=cell_type:T cell|NK")
+    keep = obs["split"].isin(["train", "val"]).to_numpy() & \
+        obs["cell_type"].isin(["T cell", "NK"]).to_numpy()
+    seen = np.concatenate(all_index(m, 0, 2))
+    assert keep[seen].all()
+    assert set(seen) == set(np.flatnonzero(keep))  # every kept row
+    assert m.json("dataset.json")["filtered_rows"] == keep.sum()
+    # Row ids stay global: the batch rows are the source rows.
+    index = m.load("index", 0, 1, 2)
+    np.testing.assert_array_equal(m.load("batch", 0, 1, 2),
+                                  atlas["x"][index])
+
+
+@pytest.mark.parametrize("flt,col,values", [
+    ("heavy:true", "heavy", [True]),
+    ("age:20|21|22", "age", [20, 21, 22]),
+])
+def test_filter_bool_and_integer(mounts, atlas, flt, col, values):
+    m = mounts(atlas["path"], f"batch_size=10,filter={flt}")
+    seen = np.concatenate(m.epoch_index(0, 0))
+    assert atlas["obs"][col].to_numpy()[seen].tolist() and \
+        set(atlas["obs"][col].to_numpy()[seen]) <= set(values)
+
+
+@pytest.mark.parametrize("partition", ["batch", "round_robin",
+                                       "contiguous"])
+@pytest.mark.parametrize("strategy", ["shuffle", "block_shuffle"])
+def test_partitions_disjoint_equal(mounts, atlas, partition, strategy):
+    m = mounts(atlas["path"], f"world_size=3,batch_size=64,"
+               f"partition={partition},strategy={strategy}")
+    per_rank = all_index(m, 0, 3)
+    nb = N // (3 * 64)
+    assert [len(os.listdir(m.path(f"epoch/0/rank/{r}/batch")))
+            for r in range(3)] == [nb] * 3
+    seen = np.concatenate(per_rank)
+    assert len(seen) == len(np.unique(seen)) == nb * 3 * 64
+
+
+def test_round_robin_matches_distributed_sampler_split(mounts, atlas):
+    """round_robin gives rank R every W-th row of the epoch order, like
+    torch's DistributedSampler: the ranks' i-th rows interleave into the
+    batch partition's global batches."""
+    o = "world_size=2,batch_size=50,strategy=shuffle,seed=4"
+    rr = mounts(atlas["path"], o + ",partition=round_robin")
+    gb = mounts(atlas["path"], o)
+    for k in range(3):
+        r0, r1 = rr.load("index", 0, 0, k), rr.load("index", 0, 1, k)
+        glob = np.concatenate([gb.load("index", 0, 0, k),
+                               gb.load("index", 0, 1, k)])
+        np.testing.assert_array_equal(np.stack([r0, r1], 1).ravel(), glob)
+
+
+@pytest.mark.parametrize("partition", ["batch", "round_robin",
+                                       "contiguous"])
+def test_drop_last_0_serves_every_row(mounts, atlas, partition):
+    w, b = 4, 64
+    m = mounts(atlas["path"], f"world_size={w},batch_size={b},drop_last=0,"
+               f"partition={partition}")
+    per_rank = -(-N // w)
+    nb = -(-N // (w * b))
+    last = per_rank - (nb - 1) * b
+    for r in range(w):
+        names = sorted(os.listdir(m.path(f"epoch/0/rank/{r}/batch")))
+        assert len(names) == nb
+        assert m.load("batch", 0, r, nb - 1).shape == (last, D)
+        assert os.stat(m.file("index", 0, r, nb - 1)).st_size == \
+            128 + 8 * last
+    seen = np.concatenate(all_index(m, 0, w))
+    assert len(seen) == w * per_rank
+    assert set(seen) == set(range(N))
+    assert len(seen) - N < w  # padding repeats fewer than W rows
+
+
+@pytest.mark.parametrize("strategy", ["streaming", "shuffle",
+                                      "block_shuffle"])
+def test_elastic_same_global_steps(mounts, atlas, strategy):
+    glob = {}
+    for w in (1, 2, 4):
+        m = mounts(atlas["path"], f"world_size={w},batch_size={64 // w},"
+                   f"strategy={strategy},seed=5,fetch_factor=4")
+        glob[w] = [np.concatenate([m.load("index", e, r, k)
+                                   for r in range(w)])
+                   for e in (0, 1) for k in (0, 1, 17, m.batches() - 1)]
+        m.unmount()
+    for a, b in zip(glob[1], glob[2]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(glob[1], glob[4]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def split_atlas(atlas):
+    """atlas.h5ad written again as three files by anndata."""
+    import anndata
+    d = atlas["dir"] / "parts"
+    d.mkdir()
+    ad = anndata.read_h5ad(atlas["path"])
+    cuts = [0, 1500, 4100, N]
+    paths = []
+    for i in range(3):
+        p = str(d / f"part{i}.h5ad")
+        ad[cuts[i]:cuts[i + 1]].copy().write_h5ad(p)
+        paths.append(p)
+    return paths
+
+
+def digest_tree(m, kinds=("batch", "index", "label"), world=2):
+    out = []
+    for e in (0, 3):
+        for r in range(world):
+            for kind in kinds:
+                for k in range(m.batches()):
+                    with open(m.file(kind, e, r, k), "rb") as f:
+                        out.append(f.read())
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["block_shuffle", "class_balanced"])
+def test_multi_file_equals_single_file(mounts, atlas, split_atlas, strategy):
+    o = f"world_size=2,batch_size=100,label=cell_type,strategy={strategy}," \
+        f"filter=split:train|val"
+    single = mounts(atlas["path"], o)
+    files = mounts(split_atlas, o)
+    folder = mounts(os.path.dirname(split_atlas[0]), o)
+    assert digest_tree(single) == digest_tree(files) == digest_tree(folder)
+    info = files.json("dataset.json")
+    assert [s["rows"] for s in info["sources"]] == [1500, 2600, 1900]
+    assert [s["first_row"] for s in info["sources"]] == [0, 1500, 4100]
+    assert info["label"]["categories"] == CLASSES
+
+
+def test_partition_file_gives_whole_files(mounts, split_atlas):
+    m = mounts(split_atlas, "world_size=2,batch_size=100,partition=file")
+    # Rank 0 has files 0 and 2, rank 1 file 1 (rows 1500..4099).
+    r0 = np.concatenate(m.epoch_index(0, 0))
+    r1 = np.concatenate(m.epoch_index(0, 1))
+    assert ((r0 < 1500) | (r0 >= 4100)).all()
+    assert ((r1 >= 1500) & (r1 < 4100)).all()
+    assert len(r0) == len(r1) == 2600 // 100 * 100
+    assert len(np.unique(r0)) == len(r0)
+    r = run_rankfs(["-o", "world_size=4,partition=file", *split_atlas,
+                    "/tmp"])
+    assert r.returncode != 0 and "partition=file" in r.stderr and \
+        "3 source files" in r.stderr
+
+
+def test_mismatched_files_refused(atlas, tmp_path):
+    rng = np.random.default_rng(0)
+    other_genes = write_h5ad(str(tmp_path / "other.h5ad"),
+                             rng.random((100, D), dtype=np.float32))
+    import anndata
+    ad = anndata.AnnData(X=rng.random((100, D + 1), dtype=np.float32))
+    wider = str(tmp_path / "wider.h5ad")
+    ad.write_h5ad(wider)
+    # write_h5ad names genes gene0..: rename them to differ.
+    with h5py.File(other_genes, "r+") as f:
+        names = f["var/_index"][()]
+        names[0] = b"not-a-gene"
+        del f["var/_index"]
+        f["var/_index"] = names
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_rankfs([atlas["path"], other_genes, mnt])
+    assert r.returncode != 0 and "other.h5ad" in r.stderr and \
+        "var names differ" in r.stderr
+    r = run_rankfs([atlas["path"], wider, mnt])
+    assert r.returncode != 0 and "wider.h5ad" in r.stderr and \
+        "9 columns" in r.stderr
+
+
+def test_step_view(mounts, atlas):
+    m = mounts(atlas["path"], "world_size=2,batch_size=100,label=cell_type,"
+               "epochs=3")
+    nb = m.batches()
+    names = os.listdir(m.path("step/rank/1"))
+    assert "index" in names and "label" in names
+    files = sorted(n for n in names if n.endswith(".npy"))
+    assert len(files) == 3 * nb and files[0] == "000000000.npy"
+    for k in (0, nb - 1, nb, 2 * nb + 5, 10**8 + 7):
+        e, b = divmod(k, nb)
+        step = m.path(f"step/rank/1/{k:09d}.npy")
+        with open(step, "rb") as f, open(m.file("batch", e, 1, b),
+                                         "rb") as g:
+            assert f.read() == g.read()
+        np.testing.assert_array_equal(
+            np.load(m.path(f"step/rank/1/index/{k:09d}.npy")),
+            m.load("index", e, 1, b))
+        np.testing.assert_array_equal(
+            np.load(m.path(f"step/rank/1/label/{k:09d}.npy")),
+            m.load("label", e, 1, b))
+
+
+ARCHIVE = "/usr/lib/python3/dist-packages/anndata/tests/data/archives"
+
+
+@pytest.mark.parametrize("version", ["v0.7.0", "v0.7.8"])
+def test_anndata_07_archive_names_missing_lzf(tmp_path, version):
+    """anndata's own 0.7 archives compress with lzf, an h5py-only filter:
+    the mount fails naming it."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    path = f"{ARCHIVE}/{version}/adata.h5ad"
+    r = run_rankfs(["-o", "dataset=/layers/array,batch_size=10", path, mnt])
+    assert r.returncode != 0 and "'lzf'" in r.stderr and path in r.stderr
+
+
+def test_anndata_07_categorical_references(mounts, tmp_path):
+    """The 0.7 encoding, as the archives lay it out: codes whose
+    "categories" attribute references obs/__categories/NAME."""
+    path = f"{ARCHIVE}/v0.7.8/adata.h5ad"
+    out = str(tmp_path / "v07.h5ad")
+    with h5py.File(path, "r") as f, h5py.File(out, "w") as g:
+        g["X"] = f["layers/array"][()]  # dense, uncompressed
+        cats = g.create_dataset(
+            "obs/__categories/obs_cat",
+            data=f[f["obs/obs_cat"].attrs["categories"]][()],
+            dtype=h5py.string_dtype())
+        codes_ = g.create_dataset("obs/obs_cat", data=f["obs/obs_cat"][()])
+        codes_.attrs["categories"] = cats.ref
+        obs_codes = f["obs/obs_cat"][()].astype(np.int64)
+        names = [c.decode() for c in cats[()]]
+    m = mounts(out, "batch_size=10,label=obs_cat")
+    assert m.json("dataset.json")["label"]["categories"] == names
+    index = m.load("index", 0, 0, 1)
+    np.testing.assert_array_equal(m.load("label", 0, 0, 1), obs_codes[index])
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                  source_rows(out, "/X")[index])
+
+
+def test_missing_filter_is_named(tmp_path):
+    path = write_h5(str(tmp_path / "lzf.h5"), {
+        "x": (np.ones((100, 4), dtype=np.float32),
+              dict(compression="lzf", chunks=(10, 4)))})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_rankfs(["-o", "dataset=/x,batch_size=10", path, mnt])
+    assert r.returncode != 0 and "lzf" in r.stderr and "lzf.h5" in r.stderr
+
+
+BAD = [
+    ("strategy=weighted", "weights=COLUMN"),
+    ("strategy=class_balanced", "label=COLUMN"),
+    ("strategy=weighted,weights=nope", "obs column 'nope' not found"),
+    ("strategy=weighted,weights=cell_type", "cannot be weights"),
+    ("label=weight", "float column cannot be a label"),
+    ("weights=weight", "needs strategy=weighted"),
+    ("total_size=10", "total_size needs strategy=weighted"),
+    ("filter=split:training", "no value 'training'"),
+    ("filter=split", "expected COLUMN:VALUE1|VALUE2"),
+    ("filter=age:old", "'old' is not a number"),
+    ("filter=cell_type:NK,filter=split:nothing", "filter=split:nothing"),
+    ("smoothing=2", "smoothing=2"),
+    ("partition=file,world_size=2", "1 source files for world_size 2"),
+    ("strategy=weighted,weights=weight,partition=file",
+     "partition=file works with"),
+]
+
+
+@pytest.mark.parametrize("opts,words", BAD, ids=[b[0] for b in BAD])
+def test_sampling_option_errors(atlas, tmp_path, opts, words):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_rankfs(["-o", opts, atlas["path"], mnt])
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("weights,words", [
+    (-1.0, "weight -1"), (np.nan, "weight nan"), (0.0, "every weight is 0")])
+def test_bad_weights_refused(tmp_path, weights, words):
+    w = np.ones(200)
+    w[17] = weights
+    if weights == 0.0:
+        w[:] = 0.0
+    path = write_h5(str(tmp_path / "w.h5"), {
+        "x": np.zeros((200, 2), dtype=np.float32), "w": w})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_rankfs(["-o", "dataset=/x,batch_size=10,strategy=weighted,"
+                    "weights=/w", path, mnt])
+    assert r.returncode != 0 and words in r.stderr and "weights=/w" in \
+        r.stderr, r.stderr
+    if weights != 0.0:
+        assert "row 17" in r.stderr

@@ -1,0 +1,212 @@
+/* Unit tests for lib/column.c: uniting categories, filters, strings. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "column.h"
+
+/* A categorical column of heap copies. */
+static struct rfs_column cat(const char *const *names, uint64_t ncat,
+			     const int64_t *codes, uint64_t rows)
+{
+	struct rfs_column c = { .kind = RFS_COLUMN_CODES,
+				.rows = rows,
+				.ncategories = ncat };
+	c.categories = calloc(ncat ? ncat : 1, sizeof(char *));
+	c.codes = malloc(rows * sizeof(int64_t));
+	assert_non_null(c.categories);
+	assert_non_null(c.codes);
+	for (uint64_t i = 0; i < ncat; i++)
+		c.categories[i] = strdup(names[i]);
+	memcpy(c.codes, codes, rows * sizeof(int64_t));
+	return c;
+}
+
+static struct rfs_column ints(const int64_t *v, uint64_t rows)
+{
+	struct rfs_column c = { .kind = RFS_COLUMN_INT, .rows = rows };
+	c.codes = malloc(rows * sizeof(int64_t));
+	memcpy(c.codes, v, rows * sizeof(int64_t));
+	return c;
+}
+
+static struct rfs_column reals(const double *v, uint64_t rows)
+{
+	struct rfs_column c = { .kind = RFS_COLUMN_REAL, .rows = rows };
+	c.reals = malloc(rows * sizeof(double));
+	memcpy(c.reals, v, rows * sizeof(double));
+	return c;
+}
+
+/* The name of row r's category, or "-" when missing. */
+static const char *name_of(const struct rfs_column *c, uint64_t r)
+{
+	return c->codes[r] < 0 ? "-" : c->categories[c->codes[r]];
+}
+
+static void test_append_sorted_parts_stay_sorted(void **state)
+{
+	(void)state;
+	/* anndata drops unused categories per file: the sorted union gives
+	 * back the whole file's categories and codes. */
+	const char *a[] = { "B", "T" }, *b[] = { "NK", "T", "mono" };
+	int64_t ca[] = { 1, 0, -1, 1 }, cb[] = { 2, 0, 1 };
+	struct rfs_column d = { 0 }, x = cat(a, 2, ca, 4), y = cat(b, 3, cb, 3);
+	assert_int_equal(rfs_column_append(&d, &x), 0);
+	assert_int_equal(rfs_column_append(&d, &y), 0);
+	assert_true(d.rows == 7 && d.ncategories == 4);
+	const char *want_cats[] = { "B", "NK", "T", "mono" };
+	for (int i = 0; i < 4; i++)
+		assert_string_equal(d.categories[i], want_cats[i]);
+	const char *want[] = { "T", "B", "-", "T", "mono", "NK", "T" };
+	for (uint64_t r = 0; r < 7; r++)
+		assert_string_equal(name_of(&d, r), want[r]);
+	rfs_column_free(&d);
+	assert_null(d.codes);
+}
+
+static void test_append_unsorted_keeps_first_appearance(void **state)
+{
+	(void)state;
+	const char *a[] = { "zeta", "alpha" }, *b[] = { "beta", "alpha" };
+	int64_t ca[] = { 0, 1 }, cb[] = { 0, 1, 0 };
+	struct rfs_column d = cat(a, 2, ca, 2), y = cat(b, 2, cb, 3);
+	assert_int_equal(rfs_column_append(&d, &y), 0);
+	assert_true(d.ncategories == 3);
+	assert_string_equal(d.categories[0], "zeta");
+	assert_string_equal(d.categories[1], "alpha");
+	assert_string_equal(d.categories[2], "beta");
+	const int64_t want[] = { 0, 1, 2, 1, 2 };
+	assert_memory_equal(d.codes, want, sizeof(want));
+	rfs_column_free(&d);
+}
+
+static void test_append_numeric(void **state)
+{
+	(void)state;
+	int64_t i1[] = { 1, 2 }, i2[] = { 3 };
+	double r1[] = { 0.5 };
+	struct rfs_column d = ints(i1, 2), y = ints(i2, 1), z = reals(r1, 1);
+	assert_int_equal(rfs_column_append(&d, &y), 0);
+	assert_int_equal(d.kind, RFS_COLUMN_INT);
+	assert_true(d.rows == 3 && d.codes[2] == 3);
+	/* Integers then floats: a float column. */
+	assert_int_equal(rfs_column_append(&d, &z), 0);
+	assert_int_equal(d.kind, RFS_COLUMN_REAL);
+	assert_true(d.reals[0] == 1.0 && d.reals[3] == 0.5);
+	/* Categorical after numeric is refused; both survive. */
+	const char *names[] = { "a" };
+	int64_t c[] = { 0 };
+	struct rfs_column k = cat(names, 1, c, 1);
+	assert_int_equal(rfs_column_append(&d, &k), -EINVAL);
+	assert_true(d.rows == 4);
+	rfs_column_free(&k);
+	rfs_column_free(&d);
+}
+
+static void test_keep_categories(void **state)
+{
+	(void)state;
+	const char *names[] = { "train", "val", "test" };
+	int64_t codes[] = { 0, 1, 2, -1, 0, 2 };
+	struct rfs_column c = cat(names, 3, codes, 6);
+	uint8_t keep[6];
+	char err[256];
+	memset(keep, 1, sizeof(keep));
+	assert_int_equal(rfs_column_keep(&c, "train|test", keep, err,
+					 sizeof(err)),
+			 0);
+	const uint8_t want[] = { 1, 0, 1, 0, 1, 1 };
+	assert_memory_equal(keep, want, 6);
+	/* Keeps only narrow: a second filter ANDs. */
+	assert_int_equal(rfs_column_keep(&c, "test", keep, err, sizeof(err)),
+			 0);
+	const uint8_t want2[] = { 0, 0, 1, 0, 0, 1 };
+	assert_memory_equal(keep, want2, 6);
+	/* An unknown value names itself and the values there are. */
+	assert_int_equal(rfs_column_keep(&c, "train|training", keep, err,
+					 sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "'training'"));
+	assert_non_null(strstr(err, "train, val, test"));
+	rfs_column_free(&c);
+}
+
+static void test_keep_bool_int_real(void **state)
+{
+	(void)state;
+	const char *names[] = { "False", "True" };
+	int64_t codes[] = { 1, 0, 1 };
+	struct rfs_column b = cat(names, 2, codes, 3);
+	b.boolean = 1;
+	uint8_t keep[3];
+	char err[256];
+	static const char *const spellings[] = { "true", "True", "1" };
+	for (int i = 0; i < 3; i++) {
+		memset(keep, 1, 3);
+		assert_int_equal(rfs_column_keep(&b, spellings[i], keep, err,
+						 sizeof(err)),
+				 0);
+		assert_true(keep[0] && !keep[1] && keep[2]);
+	}
+	rfs_column_free(&b);
+
+	int64_t v[] = { -5, 7, 12 };
+	struct rfs_column i = ints(v, 3);
+	memset(keep, 1, 3);
+	assert_int_equal(rfs_column_keep(&i, "-5|12", keep, err, sizeof(err)),
+			 0);
+	assert_true(keep[0] && !keep[1] && keep[2]);
+	assert_int_equal(rfs_column_keep(&i, "7.5", keep, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "'7.5' is not a number"));
+	rfs_column_free(&i);
+
+	double r[] = { 0.5, 1.0, 0.25 };
+	struct rfs_column f = reals(r, 3);
+	memset(keep, 1, 3);
+	assert_int_equal(rfs_column_keep(&f, "0.25|1", keep, err, sizeof(err)),
+			 0);
+	assert_true(!keep[0] && keep[1] && keep[2]);
+	assert_true(rfs_column_real(&f, 2) == 0.25);
+	rfs_column_free(&f);
+}
+
+static void test_from_strings_sorted_categories(void **state)
+{
+	(void)state;
+	const char *in[] = { "val", "train", "val", "test", "train" };
+	char **strings = malloc(5 * sizeof(char *));
+	for (int i = 0; i < 5; i++)
+		strings[i] = strdup(in[i]);
+	struct rfs_column c;
+	assert_int_equal(rfs_column_from_strings(&c, strings, 5), 0);
+	assert_int_equal(c.kind, RFS_COLUMN_CODES);
+	assert_true(c.ncategories == 3);
+	assert_string_equal(c.categories[0], "test");
+	assert_string_equal(c.categories[1], "train");
+	assert_string_equal(c.categories[2], "val");
+	const int64_t want[] = { 2, 1, 2, 0, 1 };
+	assert_memory_equal(c.codes, want, sizeof(want));
+	assert_string_equal(rfs_column_kind_name(&c), "categorical");
+	rfs_column_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_append_sorted_parts_stay_sorted),
+		cmocka_unit_test(test_append_unsorted_keeps_first_appearance),
+		cmocka_unit_test(test_append_numeric),
+		cmocka_unit_test(test_keep_categories),
+		cmocka_unit_test(test_keep_bool_int_real),
+		cmocka_unit_test(test_from_strings_sorted_categories),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,223 @@
+/* Unit tests for lib/dataset.c: several files as one row space. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "h5_fixture.h"
+
+#define COLS 3
+
+struct fixture {
+	char dir[PATH_MAX];
+	char path[3][PATH_MAX + 32]; /* rows 5, 3, 4: global 0-4, 5-7, 8-11 */
+};
+
+static const uint64_t file_rows[3] = { 5, 3, 4 };
+static const uint64_t file_first[3] = { 0, 5, 8 };
+
+static float value(uint64_t row, uint64_t col)
+{
+	return (float)row * 10.0f + (float)col;
+}
+
+/* A file of rows global ids [first, first + rows) with a categorical
+ * obs column "kind" whose categories differ per file, and var names. */
+static int write_part(const char *path, uint64_t first, uint64_t rows,
+		      uint64_t cols, const char *gene0)
+{
+	float m[16 * 4];
+	int8_t codes[16];
+	for (uint64_t r = 0; r < rows; r++) {
+		codes[r] = (int8_t)((first + r) % 2);
+		for (uint64_t c = 0; c < cols; c++)
+			m[r * cols + c] = value(first + r, c);
+	}
+	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
+				  .dims = { rows, cols }, .data = m };
+	/* File k names its two kinds "even"/"odd" plus its own extra one,
+	 * sorted, as anndata does per file. */
+	const char *cats[] = { "even", "odd" };
+	const char *genes[] = { gene0, "g1", "g2", "g3" };
+	if (h5fx_write(path, &d, 1, 1) != 0 ||
+	    h5fx_add_categorical(path, "kind", codes, rows, cats, 2) != 0 ||
+	    h5fx_add_var(path, genes, cols) != 0)
+		return -1;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	if (!f || h5fx_tmpdir(f->dir, sizeof(f->dir)) != 0)
+		goto fail;
+	/* Named so that name order is not creation order. */
+	static const char *const names[3] = { "a.h5ad", "b.h5ad", "c.h5" };
+	static const int order[3] = { 2, 0, 1 };
+	for (int k = 0; k < 3; k++) {
+		int i = order[k];
+		char path[sizeof(f->path[i])];
+		snprintf(path, sizeof(path), "%s/%s", f->dir, names[i]);
+		memcpy(f->path[i], path, sizeof(path));
+		if (write_part(f->path[i], file_first[i], file_rows[i], COLS,
+			       "g0") != 0)
+			goto fail;
+	}
+	*state = f;
+	return 0;
+fail:
+	if (f)
+		h5fx_rmtree(f->dir);
+	free(f);
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	h5fx_rmtree(f->dir);
+	free(f);
+	return 0;
+}
+
+static void check_rows(struct rfs_dataset *d)
+{
+	const int64_t rows[] = { 11, 0, 5, 4, 5, 8, 7, 2 };
+	float out[8 * COLS];
+	assert_int_equal(rfs_dataset_read_rows(d, rows, 8, out), 0);
+	for (int i = 0; i < 8; i++)
+		for (int c = 0; c < COLS; c++)
+			assert_true(out[i * COLS + c] ==
+				    value((uint64_t)rows[i], (uint64_t)c));
+}
+
+static void test_files_in_order(void **state)
+{
+	struct fixture *f = *state;
+	char err[512] = "";
+	struct rfs_dataset *d;
+	char *paths[] = { f->path[0], f->path[1], f->path[2] };
+	int rc = rfs_dataset_open(paths, 3, NULL, &d, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("open: %s", err);
+	assert_int_equal(rfs_dataset_files(d), 3);
+	assert_true(rfs_dataset_rows(d) == 12);
+	for (size_t i = 0; i < 3; i++) {
+		assert_true(rfs_dataset_file_start(d, i) == file_first[i]);
+		assert_true(rfs_dataset_file(d, i)->rows == file_rows[i]);
+	}
+	assert_true(rfs_dataset_row_bytes(d) == COLS * 4);
+	check_rows(d);
+	rfs_dataset_destroy(d);
+}
+
+static void test_directory_in_name_order(void **state)
+{
+	struct fixture *f = *state;
+	char err[512] = "", junk[PATH_MAX + 32];
+	/* Files that are not *.h5ad / *.h5, or hidden, are not sources. */
+	snprintf(junk, sizeof(junk), "%s/notes.txt", f->dir);
+	FILE *t = fopen(junk, "w");
+	assert_non_null(t);
+	fclose(t);
+	struct rfs_dataset *d;
+	char *paths[] = { f->dir };
+	assert_int_equal(rfs_dataset_open(paths, 1, "/X", &d, err,
+					  sizeof(err)),
+			 0);
+	assert_int_equal(rfs_dataset_files(d), 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_string_equal(rfs_dataset_file(d, i)->path, f->path[i]);
+	check_rows(d);
+	/* The same files given one by one: the same fingerprint. */
+	struct rfs_dataset *e;
+	char *each[] = { f->path[0], f->path[1], f->path[2] };
+	assert_int_equal(rfs_dataset_open(each, 3, "/X", &e, err, sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_fingerprint(d) == rfs_dataset_fingerprint(e));
+	rfs_dataset_destroy(e);
+	rfs_dataset_destroy(d);
+	remove(junk);
+}
+
+static void test_column_across_files(void **state)
+{
+	struct fixture *f = *state;
+	char err[512] = "";
+	struct rfs_dataset *d;
+	char *paths[] = { f->path[0], f->path[1], f->path[2] };
+	assert_int_equal(rfs_dataset_open(paths, 3, NULL, &d, err, sizeof(err)),
+			 0);
+	struct rfs_column c;
+	assert_int_equal(rfs_dataset_read_column(d, "kind", &c, err,
+						 sizeof(err)),
+			 0);
+	assert_true(c.rows == 12 && c.ncategories == 2);
+	for (uint64_t r = 0; r < 12; r++)
+		assert_true(c.codes[r] == (int64_t)(r % 2));
+	rfs_column_free(&c);
+	assert_int_equal(rfs_dataset_read_column(d, "nope", &c, err,
+						 sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "obs column 'nope' not found"));
+	assert_non_null(strstr(err, "kind")); /* lists what there is */
+	rfs_dataset_destroy(d);
+}
+
+static void test_mismatches_name_the_file(void **state)
+{
+	struct fixture *f = *state;
+	char err[512] = "", other[PATH_MAX + 32];
+	struct rfs_dataset *d = NULL;
+	snprintf(other, sizeof(other), "%s/wide.h5ad", f->dir);
+	assert_int_equal(write_part(other, 0, 2, COLS + 1, "g0"), 0);
+	char *paths[] = { f->path[0], other };
+	assert_int_equal(rfs_dataset_open(paths, 2, NULL, &d, err,
+					  sizeof(err)),
+			 -EINVAL);
+	assert_null(d);
+	assert_non_null(strstr(err, "wide.h5ad"));
+	assert_non_null(strstr(err, "4 columns"));
+	/* Same width, other genes. */
+	assert_int_equal(write_part(other, 0, 2, COLS, "CD19"), 0);
+	assert_int_equal(rfs_dataset_open(paths, 2, NULL, &d, err,
+					  sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "wide.h5ad: var names differ"));
+	remove(other);
+	/* An empty directory, and a missing file. */
+	char empty[PATH_MAX + 32];
+	snprintf(empty, sizeof(empty), "%s/empty", f->dir);
+	assert_int_equal(mkdir(empty, 0700), 0);
+	char *none[] = { empty };
+	assert_int_equal(rfs_dataset_open(none, 1, NULL, &d, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "no *.h5ad or *.h5 files"));
+	rmdir(empty);
+	char *missing[] = { f->path[0], "/nonexistent/x.h5ad" };
+	assert_int_equal(rfs_dataset_open(missing, 2, NULL, &d, err,
+					  sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "/nonexistent/x.h5ad"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_files_in_order),
+		cmocka_unit_test(test_directory_in_name_order),
+		cmocka_unit_test(test_column_across_files),
+		cmocka_unit_test(test_mismatches_name_the_file),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
