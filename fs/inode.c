@@ -11,12 +11,14 @@
  *     +1                     epoch/E/rank/
  *     +2 + R * per_rank      epoch/E/rank/R/
  *        + 1 + K             .../R/<kind K>/
- *        + 1 + kinds + K * batches + k   .../<kind K>/<k>.npy
+ *        + 1 + kinds + S * batches + k   file k of slot S
  *
- * a mixed-radix number (epoch, rank, kind, batch). The step view follows
- * the last epoch: step/rank/R/ at step_base + R * per_step_rank, then its
- * kind directories (index/, label/: kinds - 1 of them), then kinds x steps
- * files (kind 0, the batch files, sit in step/rank/R/ itself). Because any
+ * a mixed-radix number (epoch, rank, slot, batch). Slots are the kinds of
+ * files: one per directory kind, plus one for the .npz files that CSR
+ * sources add to batch/. The step view follows the last epoch:
+ * step/rank/R/ at step_base + R * per_step_rank, then its kind directories
+ * (index/, label/: kinds - 1 of them), then slots x steps files (the batch
+ * and npz files sit in step/rank/R/ itself). Because any
  * epoch below 2^31 and any step of those epochs resolve, init refuses
  * shapes whose numbers would overflow 64 bits (about 2^31 batch files per
  * epoch).
@@ -69,17 +71,31 @@ static uint64_t pow10_u64(unsigned digits)
 	return p;
 }
 
+/* Slot of a file kind, and back: npz takes the slot after the directory
+ * kinds. */
+static uint64_t slot_of(const struct rfs_inode_space *s, uint64_t kind)
+{
+	return kind == RFS_KIND_NPZ ? s->kinds : kind;
+}
+
+static uint64_t kind_of(const struct rfs_inode_space *s, uint64_t slot)
+{
+	return slot == s->kinds ? RFS_KIND_NPZ : slot;
+}
+
 int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
-			 uint64_t kinds, uint64_t batches,
+			 uint64_t kinds, int npz, uint64_t batches,
 			 uint64_t epochs_listed)
 {
 	*s = (struct rfs_inode_space){ .world_size = world_size,
 				       .kinds = kinds,
+				       .slots = kinds + (npz != 0),
 				       .batches = batches,
 				       .epochs_listed = epochs_listed };
 	uint64_t end;
-	if (kinds == 0 || world_size == 0 || batches == 0 ||
-	    mul_add(kinds, batches, 1 + kinds, &s->per_rank) ||
+	if (kinds == 0 || kinds > RFS_KIND_NPZ || world_size == 0 ||
+	    batches == 0 ||
+	    mul_add(s->slots, batches, 1 + kinds, &s->per_rank) ||
 	    mul_add(world_size, s->per_rank, 2, &s->per_epoch) ||
 	    mul_add(RFS_EPOCH_LIMIT, s->per_epoch, EPOCH_BASE, &s->step_base))
 		return -EOVERFLOW;
@@ -97,7 +113,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 		s->step_width = STEP_MIN_WIDTH;
 	if (s->step_width < 20 && s->steps > pow10_u64(s->step_width))
 		s->steps = pow10_u64(s->step_width);
-	if (mul_add(kinds, s->steps, kinds, &s->per_step_rank) ||
+	if (mul_add(s->slots, s->steps, kinds, &s->per_step_rank) ||
 	    mul_add(world_size, s->per_step_rank, s->step_base, &end))
 		return -EOVERFLOW;
 	return 0;
@@ -122,13 +138,15 @@ uint64_t rfs_inode_of(const struct rfs_inode_space *s,
 	case RFS_NODE_KIND:
 		return rank + 1 + n->kind;
 	case RFS_NODE_FILE:
-		return rank + 1 + s->kinds + n->kind * s->batches + n->batch;
+		return rank + 1 + s->kinds + slot_of(s, n->kind) * s->batches +
+		       n->batch;
 	case RFS_NODE_STEP_RANK:
 		return step_rank;
 	case RFS_NODE_STEP_KIND: /* kinds 1.. have directories */
 		return step_rank + n->kind;
 	case RFS_NODE_STEP_FILE:
-		return step_rank + s->kinds + n->kind * s->steps + n->batch;
+		return step_rank + s->kinds + slot_of(s, n->kind) * s->steps +
+		       n->batch;
 	default:
 		return 0;
 	}
@@ -150,7 +168,7 @@ static int step_node(const struct rfs_inode_space *s, uint64_t ino,
 	} else {
 		uint64_t f = in_rank - s->kinds;
 		out->type = RFS_NODE_STEP_FILE;
-		out->kind = f / s->steps;
+		out->kind = kind_of(s, f / s->steps);
 		out->batch = f % s->steps;
 	}
 	return 0;
@@ -185,7 +203,7 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 	} else {
 		uint64_t f = in_rank - 1 - s->kinds;
 		out->type = RFS_NODE_FILE;
-		out->kind = f / s->batches;
+		out->kind = kind_of(s, f / s->batches);
 		out->batch = f % s->batches;
 	}
 	return 0;
@@ -217,16 +235,35 @@ static int lookup_number(const char *name, uint64_t limit, uint64_t *out)
 		       -ENOENT;
 }
 
-/* "NNNNNN.npy" with exactly width digits, below limit. */
-static int lookup_file(const char *name, unsigned width, uint64_t limit,
-		       uint64_t *out)
+/* "NNNNNN.npy" with exactly width digits, below limit, as file kind
+ * `kind`; "NNNNNN.npz" too where npz files are (kind becomes NPZ). */
+static int lookup_file(const struct rfs_inode_space *s, const char *name,
+		       unsigned width, uint64_t limit, int npz_here,
+		       struct rfs_node *out)
 {
 	size_t len = strlen(name);
-	if (len != width + 4 || strcmp(name + width, ".npy") != 0)
+	if (len != width + 4)
 		return -ENOENT;
-	if (rfs_parse_u64(name, width, limit - 1, 0, out) != 0)
+	if (npz_here && s->slots > s->kinds && strcmp(name + width, ".npz") == 0)
+		out->kind = RFS_KIND_NPZ;
+	else if (strcmp(name + width, ".npy") != 0)
+		return -ENOENT;
+	if (rfs_parse_u64(name, width, limit - 1, 0, &out->batch) != 0)
 		return -ENOENT;
 	return 0;
+}
+
+/* Files listed in a directory of n positions (batches or steps): the
+ * .npy of each, then where npz files are, the .npz of each. */
+static void file_entry(uint64_t i, uint64_t n, unsigned width,
+		       struct rfs_node *out, char *name, size_t namelen)
+{
+	int npz = i >= n;
+	out->batch = npz ? i - n : i;
+	if (npz)
+		out->kind = RFS_KIND_NPZ;
+	snprintf(name, namelen, "%0*llu.%s", (int)width,
+		 (unsigned long long)out->batch, npz ? "npz" : "npy");
 }
 
 /* A kind directory's name: kinds first..kinds-1. */
@@ -274,7 +311,8 @@ int rfs_inode_lookup(const struct rfs_inode_space *s,
 		return lookup_kind(s, name, 0, &out->kind);
 	case RFS_NODE_KIND:
 		out->type = RFS_NODE_FILE;
-		return lookup_file(name, s->width, s->batches, &out->batch);
+		return lookup_file(s, name, s->width, s->batches,
+				   parent->kind == RFS_KIND_BATCH, out);
 	case RFS_NODE_STEPS:
 		out->type = RFS_NODE_STEP_RANKS;
 		return strcmp(name, "rank") == 0 ? 0 : -ENOENT;
@@ -287,11 +325,11 @@ int rfs_inode_lookup(const struct rfs_inode_space *s,
 			return 0;
 		}
 		out->type = RFS_NODE_STEP_FILE;
-		out->kind = 0;
-		return lookup_file(name, s->step_width, s->steps, &out->batch);
+		out->kind = RFS_KIND_BATCH;
+		return lookup_file(s, name, s->step_width, s->steps, 1, out);
 	case RFS_NODE_STEP_KIND:
 		out->type = RFS_NODE_STEP_FILE;
-		return lookup_file(name, s->step_width, s->steps, &out->batch);
+		return lookup_file(s, name, s->step_width, s->steps, 0, out);
 	default:
 		return -ENOTDIR;
 	}
@@ -313,10 +351,12 @@ uint64_t rfs_inode_count(const struct rfs_inode_space *s,
 		return s->world_size;
 	case RFS_NODE_RANK:
 		return s->kinds;
-	case RFS_NODE_KIND:
-		return s->batches;
+	case RFS_NODE_KIND: /* batch/ of a CSR source has .npz files too */
+		return s->batches * (parent->kind == RFS_KIND_BATCH ?
+					     s->slots - s->kinds + 1 :
+					     1);
 	case RFS_NODE_STEP_RANK:
-		return s->kinds - 1 + s->steps_listed;
+		return s->kinds - 1 + s->steps_listed * (s->slots - s->kinds + 1);
 	case RFS_NODE_STEP_KIND:
 		return s->steps_listed;
 	default:
@@ -361,9 +401,7 @@ void rfs_inode_entry(const struct rfs_inode_space *s,
 		break;
 	case RFS_NODE_KIND:
 		out->type = RFS_NODE_FILE;
-		out->batch = i;
-		snprintf(name, namelen, "%0*llu.npy", (int)s->width,
-			 (unsigned long long)i);
+		file_entry(i, s->batches, s->width, out, name, namelen);
 		break;
 	case RFS_NODE_STEP_RANK:
 		if (i + 1 < s->kinds) { /* index/, label/ first */
@@ -373,16 +411,14 @@ void rfs_inode_entry(const struct rfs_inode_space *s,
 			break;
 		}
 		out->type = RFS_NODE_STEP_FILE;
-		out->kind = 0;
-		out->batch = i - (s->kinds - 1);
-		snprintf(name, namelen, "%0*llu.npy", (int)s->step_width,
-			 (unsigned long long)out->batch);
+		out->kind = RFS_KIND_BATCH;
+		file_entry(i - (s->kinds - 1), s->steps_listed,
+			   s->step_width, out, name, namelen);
 		break;
 	case RFS_NODE_STEP_KIND:
 		out->type = RFS_NODE_STEP_FILE;
-		out->batch = i;
-		snprintf(name, namelen, "%0*llu.npy", (int)s->step_width,
-			 (unsigned long long)i);
+		file_entry(i, s->steps_listed, s->step_width, out, name,
+			   namelen);
 		break;
 	default:
 		break;

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+
 enum rfs_node_type {
 	RFS_NODE_ROOT,
 	RFS_NODE_CONFIG, /* config.json */
@@ -30,11 +32,12 @@ struct rfs_node {
 	uint64_t epoch, rank, kind, batch; /* as far as type goes */
 };
 
-#define RFS_EPOCH_LIMIT (UINT64_C(1) << 31)
+#define RFS_EPOCH_LIMIT RFS_EPOCHS
 
 struct rfs_inode_space {
 	uint64_t world_size;
-	uint64_t kinds;
+	uint64_t kinds; /* directories per rank: batch, index[, label] */
+	uint64_t slots; /* file kinds: kinds, plus npz files in batch/ */
 	uint64_t batches; /* per rank per epoch */
 	uint64_t epochs_listed;
 	uint64_t per_rank; /* inodes under one rank directory, itself included */
@@ -47,10 +50,11 @@ struct rfs_inode_space {
 	uint64_t per_step_rank; /* inodes under step/rank/R/, itself included */
 };
 
-/* @return 0, or -EOVERFLOW when 2^31 epochs and their steps of this shape
+/* kinds: directory kinds (2 or 3); npz: batch/ also holds .npz files.
+ * @return 0, or -EOVERFLOW when 2^31 epochs and their steps of this shape
  * do not fit in 64 bits of inode numbers. */
 int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
-			 uint64_t kinds, uint64_t batches,
+			 uint64_t kinds, int npz, uint64_t batches,
 			 uint64_t epochs_listed);
 
 uint64_t rfs_inode_of(const struct rfs_inode_space *s,

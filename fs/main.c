@@ -106,6 +106,7 @@ int main(int argc, char *argv[])
 	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
 	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
 				 rfs_view_kinds(fs.view),
+				 rfs_view_has_npz(fs.view),
 				 rfs_view_batches_per_rank(fs.view),
 				 cli.config.epochs) != 0) {
 		fprintf(stderr,

@@ -27,6 +27,15 @@ static struct rfs_fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* The cache key of a file node: a step file is its epoch file. */
+static struct rfs_cache_key file_key(struct rfs_fs *fs,
+				     const struct rfs_node *n)
+{
+	struct rfs_cache_key key = { .rank = n->rank, .kind = n->kind };
+	rfs_node_batch(&fs->space, n, &key.epoch, &key.batch);
+	return key;
+}
+
 static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 {
 	size_t len = 0;
@@ -39,9 +48,8 @@ static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 		return len;
 	case RFS_NODE_FILE:
 	case RFS_NODE_STEP_FILE: {
-		uint64_t epoch, batch;
-		rfs_node_batch(&fs->space, n, &epoch, &batch);
-		return rfs_view_file_size(fs->view, n->kind, batch);
+		struct rfs_cache_key key = file_key(fs, n);
+		return rfs_view_file_size(fs->view, &key);
 	}
 	default:
 		return 0;
@@ -190,8 +198,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			   n.type == RFS_NODE_STEP_FILE;
 		fi->keep_cache = 1;
 		fi->direct_io = file && fs->direct_io;
-		if (file && n.kind == RFS_KIND_BATCH)
-			rfs_view_count_open(fs->view, n.rank);
+		if (file) {
+			struct rfs_cache_key key = file_key(fs, &n);
+			rfs_view_opened(fs->view, &key);
+		}
 	}
 	fuse_reply_open(req, fi);
 }
@@ -211,10 +221,8 @@ static void read_file(fuse_req_t req, const struct rfs_node *n, size_t size,
 		      off_t off)
 {
 	struct rfs_fs *fs = fs_of(req);
-	struct rfs_cache_key key = { .rank = n->rank, .kind = n->kind };
+	struct rfs_cache_key key = file_key(fs, n);
 	struct rfs_cache_entry *e;
-	/* A step file is the same cache entry as its epoch file. */
-	rfs_node_batch(&fs->space, n, &key.epoch, &key.batch);
 	int rc = rfs_view_get(fs->view, &key, &e);
 	if (rc != 0) {
 		fuse_reply_err(req, -rc);

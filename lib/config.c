@@ -15,6 +15,12 @@ static const char *const strategies[] = { "streaming",	    "shuffle",
 					  "class_balanced", NULL };
 static const char *const partitions[] = { "batch", "round_robin",
 					  "contiguous", "file", NULL };
+/* "source", then enum rfs_dtype's names in order. */
+static const char *const dtypes[] = { "source", "int8",	  "int16",
+				      "int32",	"int64",  "uint8",
+				      "uint16", "uint32", "uint64",
+				      "float16", "float32", "float64",
+				      NULL };
 
 /* One row per option; the table drives parsing, JSON, identity and help so
  * they cannot drift apart. */
@@ -29,7 +35,6 @@ struct option_def {
 };
 
 #define FIELD(f) offsetof(struct rfs_config, f)
-#define EPOCH_LIMIT (UINT64_C(1) << 31)
 
 static const struct option_def options[] = {
 	{ "world_size", NUMBER, FIELD(world_size), 1, 1u << 20, NULL, 1,
@@ -61,11 +66,24 @@ static const struct option_def options[] = {
 	  "COLUMN:V1|V2 keeps rows whose column is one of the values "
 	  "(repeatable: all must hold)" },
 	{ "dataset", TEXT, FIELD(dataset), 0, 0, NULL, 1,
-	  "HDF5 path of the N x D dataset (default /X for .h5ad)" },
-	{ "epochs", NUMBER, FIELD(epochs), 1, EPOCH_LIMIT, NULL, 0,
+	  "HDF5 path of the N x D dataset or CSR group (default /X for "
+	  ".h5ad)" },
+	{ "layer", TEXT, FIELD(layer), 0, 0, NULL, 1,
+	  "serve .h5ad layers/NAME instead of X" },
+	{ "raw", FLAG, FIELD(raw), 0, 1, NULL, 1,
+	  "serve .h5ad raw/X instead of X" },
+	{ "dtype", CHOICE, FIELD(dtype), 0, 0, dtypes, 1,
+	  "element type of batch files (default source: no cast)" },
+	{ "epochs", NUMBER, FIELD(epochs), 1, RFS_EPOCHS, NULL, 0,
 	  "epochs listed by ls epoch/ (default 10; any epoch resolves)" },
 	{ "cache_mb", NUMBER, FIELD(cache_mb), 1, UINT64_C(1) << 30, NULL, 0,
-	  "batch cache size in MiB (default 1024)" },
+	  "memory for generated batches and decoded chunks in MiB (default "
+	  "1024)" },
+	{ "prefetch", NUMBER, FIELD(prefetch), 0, 1u << 16, NULL, 0,
+	  "batches generated ahead of each rank's reader (default 2 x "
+	  "fetch_factor; 0: off)" },
+	{ "threads", NUMBER, FIELD(threads), 1, 1024, NULL, 0,
+	  "threads generating prefetched batches (default: one per core)" },
 	{ "direct_io", FLAG, FIELD(direct_io), 0, 1, NULL, 0,
 	  "bypass the page cache (faster, no mmap; default off)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
@@ -107,6 +125,8 @@ void rfs_config_init(struct rfs_config *c)
 		.drop_last = 1,
 		.epochs = 10,
 		.cache_mb = 1024,
+		.prefetch = RFS_UNSET,
+		.threads = RFS_UNSET,
 	};
 }
 
@@ -316,8 +336,11 @@ static void render_value(const struct rfs_config *c,
 
 	switch (o->kind) {
 	case NUMBER:
-		rfs_buf_printf(b, "%llu",
-			       (unsigned long long)*number_at(m, o));
+		if (*number_at(m, o) == RFS_UNSET)
+			rfs_buf_printf(b, "%s", json ? "null" : "default");
+		else
+			rfs_buf_printf(b, "%llu",
+				       (unsigned long long)*number_at(m, o));
 		break;
 	case FLAG:
 		if (json)

@@ -44,11 +44,22 @@ struct rfs_config {
 	double smoothing; /* class_balanced: 0 balanced .. 1 natural */
 	struct rfs_strlist filter; /* COLUMN:V1|V2 each; rows must match all */
 	char *dataset; /* NULL: automatic (/X for .h5ad) */
+	char *layer; /* .h5ad layers/NAME instead of X; NULL: none */
+	uint64_t raw; /* 1: .h5ad raw/X instead of X */
+	uint64_t dtype; /* 0: the source's; else enum rfs_dtype + 1 */
 	uint64_t epochs;
 	uint64_t cache_mb;
+	uint64_t prefetch; /* batches ahead per rank; RFS_UNSET: default */
+	uint64_t threads; /* prefetch threads; RFS_UNSET: one per core */
 	uint64_t direct_io;
 	char *log_file; /* NULL: stderr */
 };
+
+/* Epochs that resolve: [0, 2^31). */
+#define RFS_EPOCHS (UINT64_C(1) << 31)
+
+/* prefetch and threads before the view resolves them. */
+#define RFS_UNSET UINT64_MAX
 
 void rfs_config_init(struct rfs_config *c);
 void rfs_config_free(struct rfs_config *c);

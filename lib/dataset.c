@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "chunks.h"
 #include "rowsort.h"
 
 struct rfs_dataset {
+	struct rfs_chunk_cache *chunks; /* decoded chunks of every file */
 	size_t nfiles;
 	struct rfs_source **files;
 	uint64_t *starts; /* nfiles + 1: first global row of each file */
@@ -120,6 +122,13 @@ static int check_agree(const struct rfs_source_info *a,
 		       const struct rfs_source_info *b, char *err,
 		       size_t errlen)
 {
+	if (a->sparse != b->sparse) {
+		snprintf(err, errlen, "%s: %s is %s, but %s's is %s (files "
+				      "must agree)",
+			 b->path, b->dataset, b->sparse ? "CSR" : "dense",
+			 a->path, a->sparse ? "CSR" : "dense");
+		return -EINVAL;
+	}
 	if (a->ndims != b->ndims || a->cols != b->cols || a->dtype != b->dtype) {
 		snprintf(err, errlen,
 			 "%s: %s has %llu columns of %s, but %s has %llu "
@@ -143,12 +152,14 @@ static int check_agree(const struct rfs_source_info *a,
 }
 
 int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
-		     struct rfs_dataset **out, char *err, size_t errlen)
+		     size_t chunk_cache_bytes, struct rfs_dataset **out,
+		     char *err, size_t errlen)
 {
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
 	int rc = -ENOMEM;
-	if (!d) {
+	if (!d || rfs_chunk_cache_create(chunk_cache_bytes, &d->chunks) != 0) {
+		free(d);
 		snprintf(err, errlen, "out of memory");
 		return rc;
 	}
@@ -164,8 +175,8 @@ int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 	}
 	XXH64_hash_t fp = 0;
 	for (size_t i = 0; i < list.count; i++) {
-		rc = rfs_source_open(list.items[i], dataset, &d->files[i], err,
-				     errlen);
+		rc = rfs_source_open(list.items[i], dataset, d->chunks,
+				     &d->files[i], err, errlen);
 		if (rc != 0)
 			goto fail;
 		d->nfiles++;
@@ -196,8 +207,10 @@ void rfs_dataset_destroy(struct rfs_dataset *d)
 {
 	if (!d)
 		return;
+	/* Sources first: the chunk cache's datasets borrow their fds. */
 	for (size_t i = 0; i < d->nfiles; i++)
 		rfs_source_destroy(d->files[i]);
+	rfs_chunk_cache_destroy(d->chunks);
 	free(d->files);
 	free(d->starts);
 	free(d);
@@ -284,6 +297,81 @@ out:
 	free(w);
 	free(local);
 	free(staging);
+	return rc;
+}
+
+/* The file holding global row (binary search over the starts). */
+static size_t file_of(const struct rfs_dataset *d, uint64_t row)
+{
+	size_t lo = 0, hi = d->nfiles;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->starts[mid] <= row)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)
+{
+	size_t f = file_of(d, row);
+	return rfs_source_row_nnz(d->files[f], row - d->starts[f]);
+}
+
+int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
+			 size_t n, struct rfs_csr *out)
+{
+	if (d->nfiles == 1)
+		return rfs_source_read_csr(d->files[0], rows, n, out);
+
+	/* Each file's rows in one fetch, then every row to its slot. */
+	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
+	int64_t *local = malloc((n ? n : 1) * sizeof(*local));
+	size_t *slots = malloc((n ? n : 1) * sizeof(*slots));
+	int rc = -ENOMEM;
+	*out = (struct rfs_csr){ .rows = n };
+	out->start = calloc(n + 1, sizeof(*out->start));
+	if (!local || !slots || !out->start)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		out->start[i + 1] = out->start[i] +
+				    rfs_dataset_row_nnz(d, (uint64_t)rows[i]);
+	out->values = malloc(out->start[n] * elem + 1);
+	out->cols = malloc(out->start[n] * sizeof(int64_t) + 1);
+	if (!out->values || !out->cols)
+		goto out;
+	rc = 0;
+	for (size_t f = 0; f < d->nfiles && rc == 0; f++) {
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (file_of(d, (uint64_t)rows[i]) != f)
+				continue;
+			local[m] = rows[i] - (int64_t)d->starts[f];
+			slots[m++] = i;
+		}
+		if (m == 0)
+			continue;
+		struct rfs_csr part;
+		rc = rfs_source_read_csr(d->files[f], local, m, &part);
+		for (size_t k = 0; k < m && rc == 0; k++) {
+			uint64_t len = part.start[k + 1] - part.start[k];
+			uint64_t to = out->start[slots[k]];
+			memcpy((char *)out->values + to * elem,
+			       (char *)part.values + part.start[k] * elem,
+			       len * elem);
+			memcpy(out->cols + to, part.cols + part.start[k],
+			       len * sizeof(int64_t));
+		}
+		if (rc == 0)
+			rfs_csr_free(&part);
+	}
+out:
+	if (rc != 0)
+		rfs_csr_free(out);
+	free(local);
+	free(slots);
 	return rc;
 }
 

@@ -14,11 +14,13 @@
 struct rfs_dataset;
 
 /* paths: the SOURCE arguments, each a file or a directory (its *.h5ad and
- * *.h5 files in name order). dataset as for rfs_source_open(). On failure
- * writes one line naming the culprit to err.
+ * *.h5 files in name order). dataset as for rfs_source_open().
+ * chunk_cache_bytes bounds the decoded chunks kept for chunked files. On
+ * failure writes one line naming the culprit to err.
  * @return 0 or a negative errno. */
 int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
-		     struct rfs_dataset **out, char *err, size_t errlen);
+		     size_t chunk_cache_bytes, struct rfs_dataset **out,
+		     char *err, size_t errlen);
 
 /* Accepts NULL. */
 void rfs_dataset_destroy(struct rfs_dataset *d);
@@ -43,6 +45,14 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
  * dst + i * row_bytes. Thread-safe. @return 0, -EIO (logged), -ENOMEM. */
 int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
 			  size_t n, void *dst);
+
+/* CSR sources: the stored values of a global row (indptr is in memory). */
+uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
+
+/* CSR sources: the entries of global rows[0..n), in that order
+ * (rfs_source_read_csr() over the files). @return 0, -EIO, -ENOMEM. */
+int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
+			 size_t n, struct rfs_csr *out);
 
 /* A column over all files (rfs_source_read_column() per file, joined by
  * rfs_column_append()). @return 0 or a negative errno with err set. */

@@ -4,7 +4,6 @@
 
 const char *rfs_kind_name(uint64_t kind)
 {
-	static const char *const names[RFS_KIND_COUNT] = { "batch", "index",
-							   "label" };
-	return kind < RFS_KIND_COUNT ? names[kind] : NULL;
+	static const char *const names[] = { "batch", "index", "label" };
+	return kind < RFS_KIND_NPZ ? names[kind] : NULL;
 }

@@ -5,10 +5,17 @@
 #include <stdint.h>
 
 /* In directory order; label/ exists only when label= is set, and it comes
- * last so the kinds of a mount are always the first k of this list. */
-enum rfs_kind { RFS_KIND_BATCH, RFS_KIND_INDEX, RFS_KIND_LABEL, RFS_KIND_COUNT };
+ * last so the directories of a mount are always the first 2 or 3 kinds.
+ * NPZ files (CSR sources) have no directory: they sit in batch/. */
+enum rfs_kind {
+	RFS_KIND_BATCH,
+	RFS_KIND_INDEX,
+	RFS_KIND_LABEL,
+	RFS_KIND_NPZ,
+	RFS_KIND_COUNT
+};
 
-/* "batch", "index", "label"; NULL for kind >= RFS_KIND_COUNT. */
+/* "batch", "index", "label"; NULL for NPZ and beyond (no directory). */
 const char *rfs_kind_name(uint64_t kind);
 
 #endif

@@ -15,26 +15,31 @@
 #define PREFIX_LEN 10 /* magic (6) + version (2) + header length (2) */
 #define GROWTH_AXIS_MAX_DIGITS 21
 
-size_t rfs_npy_header(enum rfs_dtype t, int ndims, const uint64_t *shape,
-		      char *out)
+size_t rfs_npy_header_descr(const char *descr, int ndims,
+			    const uint64_t *shape, char *out)
 {
-	char dict[160], first[24];
-	int first_len = snprintf(first, sizeof(first), "%llu",
-				 (unsigned long long)shape[0]);
-	int len;
-	if (ndims == 1)
-		len = snprintf(dict, sizeof(dict),
-			       "{'descr': '%s', 'fortran_order': False, "
-			       "'shape': (%s,), }",
-			       rfs_dtype_descr(t), first);
-	else
-		len = snprintf(dict, sizeof(dict),
-			       "{'descr': '%s', 'fortran_order': False, "
-			       "'shape': (%s, %llu), }",
-			       rfs_dtype_descr(t), first,
-			       (unsigned long long)shape[1]);
-
-	size_t body = (size_t)len + (size_t)(GROWTH_AXIS_MAX_DIGITS - first_len);
+	char dict[160], dims[64];
+	int first_len = 0;
+	if (ndims == 0) {
+		snprintf(dims, sizeof(dims), "()");
+	} else {
+		char first[24];
+		first_len = snprintf(first, sizeof(first), "%llu",
+				     (unsigned long long)shape[0]);
+		if (ndims == 1)
+			snprintf(dims, sizeof(dims), "(%s,)", first);
+		else
+			snprintf(dims, sizeof(dims), "(%s, %llu)", first,
+				 (unsigned long long)shape[1]);
+	}
+	int len = snprintf(dict, sizeof(dict),
+			   "{'descr': '%s', 'fortran_order': False, "
+			   "'shape': %s, }",
+			   descr, dims);
+	/* numpy leaves no room to grow a 0-d array. */
+	size_t growth = ndims ? (size_t)(GROWTH_AXIS_MAX_DIGITS - first_len) :
+				0;
+	size_t body = (size_t)len + growth;
 	size_t pad = ALIGN - (PREFIX_LEN + body + 1) % ALIGN;
 	size_t total = PREFIX_LEN + body + pad + 1;
 	size_t header_len = total - PREFIX_LEN;
@@ -46,6 +51,12 @@ size_t rfs_npy_header(enum rfs_dtype t, int ndims, const uint64_t *shape,
 	memset(out + PREFIX_LEN + len, ' ', total - PREFIX_LEN - (size_t)len - 1);
 	out[total - 1] = '\n';
 	return total;
+}
+
+size_t rfs_npy_header(enum rfs_dtype t, int ndims, const uint64_t *shape,
+		      char *out)
+{
+	return rfs_npy_header_descr(rfs_dtype_descr(t), ndims, shape, out);
 }
 
 uint64_t rfs_npy_file_size(enum rfs_dtype t, int ndims, const uint64_t *shape)

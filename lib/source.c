@@ -1,15 +1,26 @@
 /*
  * HDF5 access. HDF5 1.10's threadsafe build (Debian's) serialises every call
- * behind one global lock, so this reader keeps calls few: a fetch is sorted,
- * adjacent rows are merged into runs, and each run is one read into a
- * staging buffer (never a large union selection: building those is
- * quadratic in 1.10). Rows are then copied to their places in the batch.
+ * behind one global lock, so HDF5 describes the file at mount time and the
+ * bytes are read around it wherever the layout allows:
  *
- * A contiguous, unfiltered dataset stored in the byte order we serve is just
- * N x row_bytes bytes at H5Dget_offset(): its runs are read with pread on
- * our own descriptor, outside HDF5's lock, so fetches run in parallel. A
- * short pread (the file was truncated) is an error, never zeros. Anything
- * else (chunked, compressed, big-endian, compact) goes through H5Dread.
+ * - a contiguous, unfiltered dataset stored in the byte order we serve is
+ *   just rows x row_bytes bytes at H5Dget_offset(): runs of rows are read
+ *   with pread on our own descriptor;
+ * - a chunked dataset whose filters are deflate and shuffle (what h5py and
+ *   anndata write) has its chunk addresses taken from HDF5's index once;
+ *   chunks are then read with pread and decoded in the calling thread
+ *   (chunks.c), through an LRU of decoded chunks;
+ * - anything else (other filters, big-endian, compact, unallocated chunks)
+ *   goes through H5Dread, one hyperslab per run of adjacent rows (never a
+ *   large union selection: building those is quadratic in 1.10).
+ *
+ * A fetch is sorted and adjacent rows are merged into runs; rows are then
+ * copied to their places in the batch. A short read (the file was
+ * truncated) is an error, never zeros.
+ *
+ * A CSR matrix (anndata's csr_matrix group) is three 1-D datasets: its
+ * indptr is read whole at open (8 bytes per row) and a fetch reads, per run
+ * of adjacent rows, one range of data and of indices.
  */
 #include "source.h"
 
@@ -25,20 +36,44 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "chunks.h"
 #include "column.h"
+#include "convert.h"
 #include "log.h"
 #include "rowsort.h"
+
+/* More chunks than this are read through HDF5 (the index costs 40 bytes
+ * per chunk at mount). */
+#define CHUNKS_MAX (UINT64_C(1) << 24)
+
+enum read_path { READ_HDF5, READ_PREAD, READ_CHUNKS };
+
+/* One HDF5 dataset read as rows: the dense rows, or a CSR's data or
+ * indices (1-D: cols 1). */
+struct array {
+	hid_t dset;
+	hid_t mem_type; /* little-endian type the rows are read as */
+	char *name; /* HDF5 path, for log lines */
+	int ndims;
+	uint64_t rows, cols;
+	enum rfs_dtype dtype;
+	size_t elem, row_bytes;
+	const char *layout; /* "contiguous", "chunked", "compact" */
+	enum read_path path;
+	uint64_t offset; /* READ_PREAD: file offset of row 0 */
+	uint64_t chunks_id; /* READ_CHUNKS: in the mount's chunk cache */
+};
 
 struct rfs_source {
 	struct rfs_source_info info;
 	char *path;
 	char *dataset;
-	size_t row_bytes;
 	hid_t file;
-	hid_t dset;
-	hid_t mem_type; /* little-endian type the rows are read as */
-	int fd; /* for direct reads; -1: use H5Dread */
-	uint64_t data_offset; /* file offset of row 0 when fd >= 0 */
+	int fd; /* read-only: pread and chunk reads */
+	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
+	struct array x; /* dense rows, or a CSR's data */
+	struct array indices; /* CSR only */
+	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* the file as it was at open */
 	int anndata; /* obs columns can be named without a path */
 	atomic_int change_logged;
@@ -70,6 +105,8 @@ static int read_string_attr(hid_t obj, const char *name, char *out, size_t n)
 		char *value = NULL;
 		hid_t mem = H5Tcopy(H5T_C_S1);
 		H5Tset_size(mem, H5T_VARIABLE);
+		/* HDF5 converts no strings between ASCII and UTF-8. */
+		H5Tset_cset(mem, H5Tget_cset(type));
 		if (H5Aread(attr, mem, &value) >= 0 && value) {
 			snprintf(out, n, "%s", value);
 			H5free_memory(value);
@@ -218,14 +255,17 @@ static const char *type_class_name(hid_t type)
 	}
 }
 
-/* Every filter in the pipeline must be available, or reads fail later. */
-static int check_filters(struct rfs_source *s, char *err, size_t errlen)
+/* Every filter in the pipeline must be available, or reads fail later;
+ * the pipeline is recorded for direct chunk reads. */
+static int read_filters(struct rfs_source *s, struct array *a,
+			struct rfs_pipeline *pipe, char *err, size_t errlen)
 {
-	hid_t dcpl = H5Dget_create_plist(s->dset);
+	hid_t dcpl = H5Dget_create_plist(a->dset);
 	if (dcpl < 0)
 		return 0;
 	int rc = 0;
 	int n = H5Pget_nfilters(dcpl);
+	pipe->count = 0;
 	for (int i = 0; i < n && rc == 0; i++) {
 		unsigned flags, config;
 		size_t nvalues = 0;
@@ -237,87 +277,149 @@ static int check_filters(struct rfs_source *s, char *err, size_t errlen)
 			snprintf(err, errlen,
 				 "%s: dataset %s needs HDF5 filter '%s' (id "
 				 "%d), which is not available",
-				 s->path, s->dataset, name[0] ? name : "?",
+				 s->path, a->name, name[0] ? name : "?",
 				 (int)id);
 			rc = -ENOTSUP;
 		}
+		if (pipe->count < RFS_FILTERS_MAX)
+			pipe->ids[pipe->count] = (int)id;
+		pipe->count++;
 	}
 	switch (H5Pget_layout(dcpl)) {
 	case H5D_CHUNKED:
-		s->info.layout = "chunked";
+		a->layout = "chunked";
 		break;
 	case H5D_COMPACT:
-		s->info.layout = "compact";
+		a->layout = "compact";
 		break;
 	default:
-		s->info.layout = "contiguous";
+		a->layout = "contiguous";
 	}
 	H5Pclose(dcpl);
 	return rc;
 }
 
-static int describe_group(struct rfs_source *s, char *err, size_t errlen)
+/* Asks HDF5's index where every chunk is. @return 0 when each chunk is
+ * allocated and direct reads can serve the array (c->locs then set). */
+static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
 {
-	char kind[64] = "";
-	hid_t group = H5Gopen2(s->file, s->dataset, H5P_DEFAULT);
-	if (group >= 0) {
-		read_string_attr(group, "encoding-type", kind, sizeof(kind));
-		H5Gclose(group);
+	hsize_t dims[2] = { 1, 1 };
+	unsigned opts = 0;
+	if (H5Pget_chunk(dcpl, a->ndims, dims) != a->ndims ||
+	    H5Pget_chunk_opts(dcpl, &opts) < 0 ||
+	    (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS))
+		return -1;
+	c->chunk_rows = dims[0];
+	c->chunk_cols = a->ndims == 2 ? dims[1] : 1;
+	uint64_t grid_rows = (a->rows + c->chunk_rows - 1) / c->chunk_rows;
+	c->grid_cols = (a->cols + c->chunk_cols - 1) / c->chunk_cols;
+	if (grid_rows > CHUNKS_MAX / c->grid_cols)
+		return -1;
+	c->locs = calloc(grid_rows * c->grid_cols, sizeof(*c->locs));
+	if (!c->locs)
+		return -1;
+	for (uint64_t r = 0; r < grid_rows; r++) {
+		for (uint64_t k = 0; k < c->grid_cols; k++) {
+			hsize_t at[2] = { r * c->chunk_rows,
+					  k * c->chunk_cols };
+			struct rfs_chunk_loc *loc =
+				&c->locs[r * c->grid_cols + k];
+			haddr_t addr;
+			hsize_t size;
+			if (H5Dget_chunk_info_by_coord(a->dset, at, &loc->mask,
+						       &addr, &size) < 0 ||
+			    addr == HADDR_UNDEF) {
+				free(c->locs);
+				c->locs = NULL;
+				return -1; /* unallocated: fill values */
+			}
+			loc->addr = addr;
+			loc->size = size;
+		}
 	}
-	if (strcmp(kind, "csr_matrix") == 0 || strcmp(kind, "csc_matrix") == 0)
-		snprintf(err, errlen,
-			 "%s: %s is a sparse %s: CSR sources are not "
-			 "supported yet",
-			 s->path, s->dataset, kind);
-	else
-		snprintf(err, errlen, "%s: %s is a group, not a dataset",
-			 s->path, s->dataset);
-	return -ENOTSUP;
+	return 0;
 }
 
-static int describe_dataset(struct rfs_source *s, char *err, size_t errlen)
+/* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
+static void choose_read_path(struct rfs_source *s, struct array *a,
+			     const struct rfs_pipeline *pipe)
 {
-	int rc = 0;
-	hid_t space = H5Dget_space(s->dset);
-	hid_t type = H5Dget_type(s->dset);
+	hid_t dcpl = H5Dget_create_plist(a->dset);
+	hid_t type = H5Dget_type(a->dset);
+	int as_served = type >= 0 && H5Tequal(type, a->mem_type) > 0;
+	H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_COMPACT;
+	a->path = READ_HDF5;
+	if (as_served && layout == H5D_CONTIGUOUS && pipe->count == 0) {
+		haddr_t offset = H5Dget_offset(a->dset);
+		if (offset != HADDR_UNDEF) { /* else never written */
+			a->offset = offset;
+			a->path = READ_PREAD;
+		}
+	} else if (as_served && layout == H5D_CHUNKED && s->chunks &&
+		   pipe->count <= RFS_FILTERS_MAX &&
+		   rfs_pipeline_supported(pipe)) {
+		struct rfs_chunked c = { .fd = s->fd,
+					 .path = s->path,
+					 .name = a->name,
+					 .rows = a->rows,
+					 .cols = a->cols,
+					 .elem = a->elem,
+					 .pipeline = *pipe };
+		if (locate_chunks(a, dcpl, &c) == 0 &&
+		    rfs_chunk_cache_register(s->chunks, &c, &a->chunks_id) == 0)
+			a->path = READ_CHUNKS;
+	}
+	if (type >= 0)
+		H5Tclose(type);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+}
+
+/* Opens dataset name as an array of 1 or 2 dimensions of a served dtype.
+ * want_ndims 1 asks for a 1-D dataset (a CSR part). */
+static int open_array(struct rfs_source *s, const char *name, int want_ndims,
+		      struct array *a, char *err, size_t errlen)
+{
+	struct rfs_pipeline pipe = { 0 };
+	int rc = -EINVAL;
+	a->name = strdup(name);
+	a->dset = H5Dopen2(s->file, name, H5P_DEFAULT);
+	if (!a->name || a->dset < 0) {
+		snprintf(err, errlen, "%s: cannot open dataset %s", s->path,
+			 name);
+		return a->name ? -EINVAL : -ENOMEM;
+	}
+	hid_t space = H5Dget_space(a->dset);
+	hid_t type = H5Dget_type(a->dset);
 	int ndims = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
 	hsize_t dims[2] = { 0, 1 };
 
-	if (ndims < 1 || ndims > 2) {
+	if (ndims < 1 || ndims > 2 || (want_ndims == 1 && ndims != 1)) {
 		snprintf(err, errlen,
 			 "%s: dataset %s has %d dimensions; rankfs serves "
 			 "N or N x D datasets",
-			 s->path, s->dataset, ndims);
+			 s->path, name, ndims);
 		rc = -ENOTSUP;
 		goto close;
 	}
 	H5Sget_simple_extent_dims(space, dims, NULL);
-	if (type < 0 || map_type(type, &s->info.dtype, &s->mem_type) != 0) {
+	if (type < 0 || map_type(type, &a->dtype, &a->mem_type) != 0) {
 		snprintf(err, errlen,
 			 "%s: dataset %s has unsupported dtype (%s); rankfs "
 			 "serves int8..int64, uint8..uint64, float16/32/64",
-			 s->path, s->dataset,
+			 s->path, name,
 			 type >= 0 ? type_class_name(type) : "unreadable");
 		rc = -ENOTSUP;
 		goto close;
 	}
-	if (dims[0] == 0) {
-		snprintf(err, errlen, "%s: dataset %s has no rows", s->path,
-			 s->dataset);
-		rc = -EINVAL;
-		goto close;
-	}
-	s->info.ndims = ndims;
-	s->info.rows = dims[0];
-	s->info.cols = ndims == 2 ? dims[1] : 1;
-	s->row_bytes = s->info.cols * rfs_dtype_size(s->info.dtype);
-	if (s->row_bytes == 0) {
-		snprintf(err, errlen, "%s: dataset %s has rows of 0 columns",
-			 s->path, s->dataset);
-		rc = -EINVAL;
-		goto close;
-	}
-	rc = check_filters(s, err, errlen);
+	a->ndims = ndims;
+	a->rows = dims[0];
+	a->cols = ndims == 2 ? dims[1] : 1;
+	a->elem = rfs_dtype_size(a->dtype);
+	a->row_bytes = a->cols * a->elem;
+	rc = read_filters(s, a, &pipe, err, errlen);
+	if (rc == 0)
+		choose_read_path(s, a, &pipe);
 close:
 	if (type >= 0)
 		H5Tclose(type);
@@ -326,59 +428,20 @@ close:
 	return rc;
 }
 
-static int open_dataset(struct rfs_source *s, char *err, size_t errlen)
+static void close_array(struct array *a)
 {
-	H5O_info_t info;
-	/* H5Oget_info_by_name fails cleanly on any missing path component. */
-	if (H5Oget_info_by_name(s->file, s->dataset, &info, H5P_DEFAULT) < 0) {
-		char found[512];
-		describe_datasets(s->file, found, sizeof(found));
-		snprintf(err, errlen,
-			 "%s: dataset %s not found (datasets: %s)", s->path,
-			 s->dataset, found);
-		return -EINVAL;
-	}
-	if (info.type == H5O_TYPE_GROUP)
-		return describe_group(s, err, errlen);
-	if (info.type != H5O_TYPE_DATASET) {
-		snprintf(err, errlen, "%s: %s is not a dataset", s->path,
-			 s->dataset);
-		return -EINVAL;
-	}
-	s->dset = H5Dopen2(s->file, s->dataset, H5P_DEFAULT);
-	if (s->dset < 0) {
-		snprintf(err, errlen, "%s: cannot open dataset %s", s->path,
-			 s->dataset);
-		return -EINVAL;
-	}
-	return describe_dataset(s, err, errlen);
+	if (a->mem_type >= 0)
+		H5Tclose(a->mem_type);
+	if (a->dset >= 0)
+		H5Dclose(a->dset);
+	free(a->name);
 }
 
-/* Enables pread when the dataset's bytes are exactly what we serve. */
-static void setup_direct_reads(struct rfs_source *s)
+static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,
+		     uint64_t count, void *dst)
 {
-	hid_t dcpl = H5Dget_create_plist(s->dset);
-	hid_t type = H5Dget_type(s->dset);
-	int plain = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS &&
-		    H5Pget_nfilters(dcpl) == 0 && type >= 0 &&
-		    H5Tequal(type, s->mem_type) > 0;
-	haddr_t offset = plain ? H5Dget_offset(s->dset) : HADDR_UNDEF;
-	if (type >= 0)
-		H5Tclose(type);
-	if (dcpl >= 0)
-		H5Pclose(dcpl);
-	if (offset == HADDR_UNDEF)
-		return; /* not plain, or never written (all fill value) */
-	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
-	s->data_offset = offset;
-	s->info.direct = s->fd >= 0;
-}
-
-static int pread_run(struct rfs_source *s, uint64_t first, uint64_t count,
-		     void *dst)
-{
-	size_t want = count * s->row_bytes, got = 0;
-	off_t at = (off_t)(s->data_offset + first * s->row_bytes);
+	size_t want = count * a->row_bytes, got = 0;
+	off_t at = (off_t)(a->offset + first * a->row_bytes);
 	while (got < want) {
 		ssize_t n = pread(s->fd, (char *)dst + got, want - got,
 				  at + (off_t)got);
@@ -387,7 +450,7 @@ static int pread_run(struct rfs_source *s, uint64_t first, uint64_t count,
 		if (n <= 0) {
 			rfs_log("source %s dataset %s: read of rows [%llu, "
 				"%llu) failed: %s",
-				s->path, s->dataset, (unsigned long long)first,
+				s->path, a->name, (unsigned long long)first,
 				(unsigned long long)(first + count),
 				n < 0 ? strerror(errno) :
 					"file ends before the data");
@@ -398,22 +461,25 @@ static int pread_run(struct rfs_source *s, uint64_t first, uint64_t count,
 	return 0;
 }
 
-static int read_run(struct rfs_source *s, uint64_t first, uint64_t count,
-		    void *dst)
+/* Rows [first, first + count) of a into dst, by the array's read path. */
+static int read_run(struct rfs_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst)
 {
-	if (s->fd >= 0)
-		return pread_run(s, first, count, dst);
+	if (a->path == READ_PREAD)
+		return pread_run(s, a, first, count, dst);
+	if (a->path == READ_CHUNKS)
+		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
+					dst);
 
 	hsize_t start[2] = { first, 0 };
-	hsize_t extent[2] = { count, s->info.cols };
-	int nd = s->info.ndims;
+	hsize_t extent[2] = { count, a->cols };
 	int rc = -EIO;
-	hid_t file_space = H5Dget_space(s->dset);
-	hid_t mem_space = H5Screate_simple(nd, extent, NULL);
+	hid_t file_space = H5Dget_space(a->dset);
+	hid_t mem_space = H5Screate_simple(a->ndims, extent, NULL);
 	if (file_space >= 0 && mem_space >= 0 &&
 	    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL,
 				extent, NULL) >= 0 &&
-	    H5Dread(s->dset, s->mem_type, mem_space, file_space, H5P_DEFAULT,
+	    H5Dread(a->dset, a->mem_type, mem_space, file_space, H5P_DEFAULT,
 		    dst) >= 0)
 		rc = 0;
 	if (mem_space >= 0)
@@ -423,9 +489,167 @@ static int read_run(struct rfs_source *s, uint64_t first, uint64_t count,
 	if (rc != 0)
 		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
 			"failed",
-			s->path, s->dataset, (unsigned long long)first,
+			s->path, a->name, (unsigned long long)first,
 			(unsigned long long)(first + count));
 	return rc;
+}
+
+static const char *path_name(enum read_path p)
+{
+	return p == READ_PREAD ? "pread" : p == READ_CHUNKS ? "chunks" : "hdf5";
+}
+
+/* Reads a 2-element "shape" attribute (anndata's sparse groups). */
+static int read_shape(hid_t group, uint64_t shape[2])
+{
+	if (H5Aexists(group, "shape") <= 0)
+		return -1;
+	hid_t attr = H5Aopen(group, "shape", H5P_DEFAULT);
+	hid_t space = attr >= 0 ? H5Aget_space(attr) : -1;
+	int64_t v[2];
+	int rc = -1;
+	if (space >= 0 && H5Sget_simple_extent_npoints(space) == 2 &&
+	    H5Aread(attr, H5T_NATIVE_INT64, v) >= 0 && v[0] >= 0 && v[1] > 0) {
+		shape[0] = (uint64_t)v[0];
+		shape[1] = (uint64_t)v[1];
+		rc = 0;
+	}
+	if (space >= 0)
+		H5Sclose(space);
+	if (attr >= 0)
+		H5Aclose(attr);
+	return rc;
+}
+
+/* anndata's csr_matrix: data, indices, indptr and a shape attribute. */
+static int open_csr(struct rfs_source *s, hid_t group, char *err,
+		    size_t errlen)
+{
+	char name[600];
+	uint64_t shape[2];
+	int rc;
+	if (read_shape(group, shape) != 0) {
+		snprintf(err, errlen, "%s: %s is csr_matrix without a valid "
+				      "shape attribute",
+			 s->path, s->dataset);
+		return -EINVAL;
+	}
+	snprintf(name, sizeof(name), "%s/data", s->dataset);
+	rc = open_array(s, name, 1, &s->x, err, errlen);
+	snprintf(name, sizeof(name), "%s/indices", s->dataset);
+	if (rc == 0)
+		rc = open_array(s, name, 1, &s->indices, err, errlen);
+	if (rc == 0 && (s->indices.dtype >= RFS_FLOAT16 ||
+			s->indices.rows != s->x.rows)) {
+		snprintf(err, errlen,
+			 "%s: %s/indices must be integers, one per value",
+			 s->path, s->dataset);
+		rc = -EINVAL;
+	}
+	if (rc != 0)
+		return rc;
+	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
+	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
+	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
+	rc = -EINVAL;
+	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
+	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1) {
+		s->indptr = malloc((shape[0] + 1) * sizeof(*s->indptr));
+		rc = s->indptr ? 0 : -ENOMEM;
+		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL,
+				       H5S_ALL, H5P_DEFAULT, s->indptr) < 0)
+			rc = -EIO;
+	}
+	for (uint64_t r = 0; r < shape[0] && rc == 0; r++)
+		if (s->indptr[r] < 0 || s->indptr[r] > s->indptr[r + 1])
+			rc = -EINVAL;
+	if (rc == 0 && (uint64_t)s->indptr[shape[0]] > s->x.rows)
+		rc = -EINVAL;
+	if (space >= 0)
+		H5Sclose(space);
+	if (dset >= 0)
+		H5Dclose(dset);
+	if (rc != 0) {
+		snprintf(err, errlen,
+			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
+			 "offsets into data)",
+			 s->path, name, (unsigned long long)shape[0]);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	s->info.sparse = 1;
+	s->info.rows = shape[0];
+	s->info.cols = shape[1];
+	s->info.ndims = 2;
+	s->info.nnz = (uint64_t)s->indptr[shape[0]];
+	s->info.index_dtype = s->indices.dtype;
+	return 0;
+}
+
+static int open_group(struct rfs_source *s, char *err, size_t errlen)
+{
+	char kind[64] = "";
+	int rc = -ENOTSUP;
+	hid_t group = H5Gopen2(s->file, s->dataset, H5P_DEFAULT);
+	if (group >= 0)
+		read_string_attr(group, "encoding-type", kind, sizeof(kind));
+	if (strcmp(kind, "csr_matrix") == 0)
+		rc = open_csr(s, group, err, errlen);
+	else if (strcmp(kind, "csc_matrix") == 0)
+		snprintf(err, errlen,
+			 "%s: %s is a csc_matrix: its rows are scattered over "
+			 "every column; rewrite it as CSR (adata.X = "
+			 "adata.X.tocsr())",
+			 s->path, s->dataset);
+	else
+		snprintf(err, errlen, "%s: %s is a group, not a dataset",
+			 s->path, s->dataset);
+	if (group >= 0)
+		H5Gclose(group);
+	return rc;
+}
+
+static int open_rows(struct rfs_source *s, char *err, size_t errlen)
+{
+	H5O_info_t info;
+	int rc;
+	/* H5Oget_info_by_name fails cleanly on any missing path component. */
+	if (H5Oget_info_by_name(s->file, s->dataset, &info, H5P_DEFAULT) < 0) {
+		char found[512];
+		describe_datasets(s->file, found, sizeof(found));
+		snprintf(err, errlen,
+			 "%s: dataset %s not found (datasets: %s)", s->path,
+			 s->dataset, found);
+		return -EINVAL;
+	}
+	if (info.type == H5O_TYPE_GROUP)
+		rc = open_group(s, err, errlen);
+	else if (info.type != H5O_TYPE_DATASET) {
+		snprintf(err, errlen, "%s: %s is not a dataset", s->path,
+			 s->dataset);
+		return -EINVAL;
+	} else {
+		rc = open_array(s, s->dataset, 2, &s->x, err, errlen);
+		s->info.rows = s->x.rows;
+		s->info.cols = s->x.cols;
+		s->info.ndims = s->x.ndims;
+	}
+	if (rc != 0)
+		return rc;
+	s->info.dtype = s->x.dtype;
+	s->info.layout = s->x.layout;
+	s->info.read_path = path_name(s->x.path);
+	s->info.direct = s->x.path != READ_HDF5;
+	if (s->info.rows == 0) {
+		snprintf(err, errlen, "%s: dataset %s has no rows", s->path,
+			 s->dataset);
+		return -EINVAL;
+	}
+	if (s->info.cols == 0) {
+		snprintf(err, errlen, "%s: dataset %s has rows of 0 columns",
+			 s->path, s->dataset);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* The fingerprint covers shape, dtype and the first and last rows: enough
@@ -433,26 +657,39 @@ static int read_run(struct rfs_source *s, uint64_t first, uint64_t count,
 static int fingerprint(struct rfs_source *s, char *err, size_t errlen)
 {
 	XXH3_state_t *st = XXH3_createState();
-	unsigned char *row = malloc(s->row_bytes);
+	size_t row_bytes = s->info.cols * rfs_dtype_size(s->info.dtype);
+	unsigned char *row = malloc(row_bytes);
 	int rc = -ENOMEM;
 	if (!st || !row)
 		goto out;
-	uint64_t head[4] = { s->info.rows, s->info.cols,
-			     (uint64_t)s->info.ndims, s->info.dtype };
+	uint64_t head[5] = { s->info.rows, s->info.cols,
+			     (uint64_t)s->info.ndims, s->info.dtype,
+			     s->info.nnz };
 	XXH3_64bits_reset(st);
 	XXH3_64bits_update(st, head, sizeof(head));
 	XXH3_64bits_update(st, s->dataset, strlen(s->dataset));
-	uint64_t ends[2] = { 0, s->info.rows - 1 };
+	const int64_t ends[2] = { 0, (int64_t)s->info.rows - 1 };
 	for (int i = 0; i < 2; i++) {
-		rc = read_run(s, ends[i], 1, row);
+		if (s->info.sparse) {
+			struct rfs_csr csr;
+			rc = rfs_source_read_csr(s, &ends[i], 1, &csr);
+			if (rc == 0) {
+				XXH3_64bits_update(st, csr.values,
+						   csr.start[1] * s->x.elem);
+				XXH3_64bits_update(st, csr.cols,
+						   csr.start[1] * 8);
+				rfs_csr_free(&csr);
+			}
+		} else {
+			rc = read_run(s, &s->x, (uint64_t)ends[i], 1, row);
+			XXH3_64bits_update(st, row, row_bytes);
+		}
 		if (rc != 0) {
 			snprintf(err, errlen,
-				 "%s: dataset %s: cannot read row %llu",
-				 s->path, s->dataset,
-				 (unsigned long long)ends[i]);
+				 "%s: dataset %s: cannot read row %lld",
+				 s->path, s->dataset, (long long)ends[i]);
 			goto out;
 		}
-		XXH3_64bits_update(st, row, s->row_bytes);
 	}
 	s->info.fingerprint = XXH3_64bits_digest(st);
 out:
@@ -508,7 +745,8 @@ static void fingerprint_var(struct rfs_source *s)
 }
 
 int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_source **out, char *err, size_t errlen)
+		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		    char *err, size_t errlen)
 {
 	struct rfs_source *s = calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
@@ -518,8 +756,11 @@ int rfs_source_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: out of memory", path);
 		return rc;
 	}
-	s->file = s->dset = s->mem_type = H5I_INVALID_HID;
+	s->file = H5I_INVALID_HID;
+	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
+	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
 	s->fd = -1;
+	s->chunks = chunks;
 	quiet_hdf5();
 
 	s->path = realpath(path, NULL);
@@ -533,13 +774,14 @@ int rfs_source_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: not a regular file", path);
 		goto fail;
 	}
-	FILE *probe = fopen(s->path, "rbe");
-	if (!probe) {
+	s->opened = st;
+	s->info.mtime = st.st_mtime;
+	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+	if (s->fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
-	fclose(probe);
 	if (H5Fis_hdf5(s->path) <= 0) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s: not an HDF5 file", path);
@@ -551,7 +793,8 @@ int rfs_source_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: cannot open as HDF5", path);
 		goto fail;
 	}
-	if (!dataset && !is_anndata(s->file, s->path)) {
+	s->anndata = is_anndata(s->file, s->path);
+	if (!dataset && !s->anndata) {
 		char found[512];
 		describe_datasets(s->file, found, sizeof(found));
 		rc = -EINVAL;
@@ -561,22 +804,18 @@ int rfs_source_open(const char *path, const char *dataset,
 			 path, found);
 		goto fail;
 	}
-	s->anndata = is_anndata(s->file, s->path);
 	s->dataset = strdup(dataset ? dataset : "/X");
 	if (!s->dataset)
 		goto fail;
-	rc = open_dataset(s, err, errlen);
+	s->info.path = s->path;
+	s->info.dataset = s->dataset;
+	rc = open_rows(s, err, errlen);
 	if (rc != 0)
 		goto fail;
-	setup_direct_reads(s);
 	rc = fingerprint(s, err, errlen);
 	if (rc != 0)
 		goto fail;
 	fingerprint_var(s);
-	s->info.path = s->path;
-	s->info.dataset = s->dataset;
-	s->info.mtime = st.st_mtime;
-	s->opened = st;
 	*out = s;
 	return 0;
 fail:
@@ -591,7 +830,7 @@ const struct rfs_source_info *rfs_source_info(const struct rfs_source *s)
 
 size_t rfs_source_row_bytes(const struct rfs_source *s)
 {
-	return s->row_bytes;
+	return s->info.cols * rfs_dtype_size(s->info.dtype);
 }
 
 /*
@@ -629,39 +868,148 @@ static int check_unchanged(struct rfs_source *s)
 	return -EIO;
 }
 
-int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
-			 void *dst)
+/* Runs: sorted rows where each is the same as or next to the one
+ * before. @return the end of the run starting at w[i]. */
+static size_t run_end(const struct rfs_wanted *w, size_t i, size_t n)
 {
-	int rc = -ENOMEM;
-	struct rfs_wanted *w = rfs_rowsort(rows, n);
-	unsigned char *staging = malloc(n * s->row_bytes);
-	unsigned char *out = dst;
+	size_t j = i + 1;
+	while (j < n && w[j].row - w[j - 1].row <= 1)
+		j++;
+	return j;
+}
 
-	quiet_hdf5();
-	if (!w || !staging)
-		goto out;
-
-	rc = check_unchanged(s);
+static int unchanged_or_log(struct rfs_source *s, const struct rfs_wanted *w,
+			    size_t n)
+{
+	int rc = check_unchanged(s);
 	if (rc != 0 && n > 0)
 		rfs_log("source %s dataset %s: rows %llu..%llu (%zu rows) "
 			"not read: the file changed",
 			s->path, s->dataset, (unsigned long long)w[0].row,
 			(unsigned long long)w[n - 1].row, n);
+	return rc;
+}
+
+int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
+			 void *dst)
+{
+	size_t row_bytes = s->x.row_bytes;
+	int rc = -ENOMEM;
+	struct rfs_wanted *w = rfs_rowsort(rows, n);
+	unsigned char *staging = malloc(n * row_bytes);
+	unsigned char *out = dst;
+
+	quiet_hdf5();
+	if (!w || !staging)
+		goto out;
+	rc = unchanged_or_log(s, w, n);
 	for (size_t i = 0, j; i < n && rc == 0; i = j) {
-		/* A run: sorted rows where each is the same as or next to
-		 * the one before. Its distinct rows fit the staging buffer. */
-		for (j = i + 1; j < n && w[j].row - w[j - 1].row <= 1; j++)
-			;
+		/* Its distinct rows fit the staging buffer. */
+		j = run_end(w, i, n);
 		uint64_t first = w[i].row, count = w[j - 1].row - first + 1;
-		rc = read_run(s, first, count, staging);
+		rc = read_run(s, &s->x, first, count, staging);
 		for (size_t k = i; k < j && rc == 0; k++)
-			memcpy(out + w[k].slot * s->row_bytes,
-			       staging + (w[k].row - first) * s->row_bytes,
-			       s->row_bytes);
+			memcpy(out + w[k].slot * row_bytes,
+			       staging + (w[k].row - first) * row_bytes,
+			       row_bytes);
 	}
 out:
 	free(staging);
 	free(w);
+	return rc;
+}
+
+uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
+{
+	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);
+}
+
+void rfs_csr_free(struct rfs_csr *c)
+{
+	free(c->start);
+	free(c->values);
+	free(c->cols);
+	*c = (struct rfs_csr){ 0 };
+}
+
+/* The values and column ids of rows [first, last] (one run) into out at
+ * their slots; column ids are checked against the width. */
+static int read_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
+			size_t i, size_t j, struct rfs_csr *out,
+			unsigned char *values, unsigned char *raw_cols,
+			int64_t *cols)
+{
+	uint64_t a = (uint64_t)s->indptr[w[i].row];
+	uint64_t b = (uint64_t)s->indptr[w[j - 1].row + 1];
+	size_t elem = s->x.elem;
+	int rc = 0;
+	if (b > a) {
+		rc = read_run(s, &s->x, a, b - a, values);
+		if (rc == 0)
+			rc = read_run(s, &s->indices, a, b - a, raw_cols);
+	}
+	if (rc != 0)
+		return rc;
+	rfs_convert(RFS_INT64, cols, s->indices.dtype, raw_cols, b - a);
+	for (uint64_t k = 0; k < b - a; k++) {
+		if (cols[k] < 0 || (uint64_t)cols[k] >= s->info.cols) {
+			rfs_log("source %s dataset %s: column index %lld of "
+				"value %llu is outside 0..%llu",
+				s->path, s->dataset, (long long)cols[k],
+				(unsigned long long)(a + k),
+				(unsigned long long)(s->info.cols - 1));
+			return -EIO;
+		}
+	}
+	for (size_t k = i; k < j; k++) {
+		uint64_t from = (uint64_t)s->indptr[w[k].row] - a;
+		uint64_t len = rfs_source_row_nnz(s, w[k].row);
+		uint64_t to = out->start[w[k].slot];
+		memcpy((unsigned char *)out->values + to * elem,
+		       values + from * elem, len * elem);
+		memcpy(out->cols + to, cols + from, len * sizeof(int64_t));
+	}
+	return 0;
+}
+
+int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
+			struct rfs_csr *out)
+{
+	int rc = -ENOMEM;
+	size_t elem = s->x.elem;
+	struct rfs_wanted *w = rfs_rowsort(rows, n);
+	unsigned char *values = NULL, *raw_cols = NULL;
+	int64_t *cols = NULL;
+
+	quiet_hdf5();
+	*out = (struct rfs_csr){ .rows = n };
+	out->start = calloc(n + 1, sizeof(*out->start));
+	if (!w || !out->start)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		out->start[i + 1] =
+			out->start[i] + rfs_source_row_nnz(s, (uint64_t)rows[i]);
+	uint64_t total = out->start[n];
+	/* A run's distinct values are at most the batch's. */
+	out->values = malloc(total * elem + 1);
+	out->cols = malloc(total * sizeof(int64_t) + 1);
+	values = malloc(total * elem + 1);
+	raw_cols = malloc(total * s->indices.elem + 1);
+	cols = malloc(total * sizeof(int64_t) + 1);
+	if (!out->values || !out->cols || !values || !raw_cols || !cols)
+		goto out;
+	rc = unchanged_or_log(s, w, n);
+	for (size_t i = 0, j; i < n && rc == 0; i = j) {
+		j = run_end(w, i, n);
+		rc = read_csr_run(s, w, i, j, out, values, raw_cols, cols);
+	}
+out:
+	if (rc != 0)
+		rfs_csr_free(out);
+	free(w);
+	free(values);
+	free(raw_cols);
+	free(cols);
 	return rc;
 }
 
@@ -1125,14 +1473,13 @@ void rfs_source_destroy(struct rfs_source *s)
 {
 	if (!s)
 		return;
-	if (s->fd >= 0)
-		close(s->fd);
-	if (s->mem_type >= 0)
-		H5Tclose(s->mem_type);
-	if (s->dset >= 0)
-		H5Dclose(s->dset);
+	close_array(&s->x);
+	close_array(&s->indices);
+	free(s->indptr);
 	if (s->file >= 0)
 		H5Fclose(s->file);
+	if (s->fd >= 0)
+		close(s->fd);
 	free(s->dataset);
 	free(s->path);
 	free(s);

@@ -9,40 +9,69 @@
 #include "dtype.h"
 
 struct rfs_source;
+struct rfs_chunk_cache;
 
 struct rfs_source_info {
 	const char *path; /* absolute */
 	const char *dataset; /* HDF5 path of the rows, e.g. "/X" */
 	const char *layout; /* "contiguous", "chunked" or "compact" */
+	const char *read_path; /* "pread", "chunks" or "hdf5" */
 	int ndims; /* 1 (N) or 2 (N x D) */
 	uint64_t rows;
 	uint64_t cols; /* 1 when ndims == 1 */
-	enum rfs_dtype dtype;
+	enum rfs_dtype dtype; /* of the values, for CSR */
 	uint64_t fingerprint; /* shape, dtype and sampled rows (view_id) */
 	int64_t mtime; /* seconds, of the file when opened */
-	int direct; /* rows are read with pread, outside HDF5 */
+	int direct; /* rows are read outside HDF5 (pread or chunks) */
+	int sparse; /* a CSR matrix (anndata's csr_matrix) */
+	uint64_t nnz; /* CSR: stored values */
+	enum rfs_dtype index_dtype; /* CSR: of the stored column ids */
 	int has_var; /* an AnnData var table names the columns */
 	uint64_t var_fingerprint; /* XXH3 of the var names, if has_var */
 };
 
 /* Opens path read-only. dataset NULL means automatic: "/X" for AnnData
- * files, an error otherwise. On failure writes one line naming the file and
- * what is wrong to err (no "rankfs:" prefix).
+ * files, an error otherwise; it may name a dense dataset or a csr_matrix
+ * group. chunks (may be NULL) is where chunked datasets register for
+ * direct chunk reads; it must outlive the source. On failure writes one
+ * line naming the file and what is wrong to err (no "rankfs:" prefix).
  * @return 0, -ENOENT, -EACCES, -EINVAL (not usable), -ENOTSUP, -ENOMEM. */
 int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_source **out, char *err, size_t errlen);
+		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		    char *err, size_t errlen);
 
 /* Valid until rfs_source_destroy(). */
 const struct rfs_source_info *rfs_source_info(const struct rfs_source *s);
 
-/* Bytes of one row. */
+/* Bytes of one dense row. */
 size_t rfs_source_row_bytes(const struct rfs_source *s);
 
 /* Reads rows[0..n) (any order, repeats allowed) into dst, row i at
- * dst + i * row_bytes, little-endian. Thread-safe. Failures are logged with
- * file, dataset and rows. @return 0, -EIO, -ENOMEM. */
+ * dst + i * row_bytes, little-endian. Dense sources only. Thread-safe.
+ * Failures are logged with file, dataset and rows.
+ * @return 0, -EIO, -ENOMEM. */
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst);
+
+/* Stored entries of CSR rows, in the order asked: row i's values are
+ * values[start[i] .. start[i+1]) (the source dtype, little-endian), their
+ * column ids cols[...]. Owned by the caller: rfs_csr_free(). */
+struct rfs_csr {
+	uint64_t rows;
+	uint64_t *start; /* rows + 1 */
+	void *values;
+	int64_t *cols;
+};
+
+/* Reads the entries of rows[0..n) of a CSR source. Column ids outside the
+ * width are a read failure. Thread-safe. @return 0, -EIO, -ENOMEM. */
+int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
+			struct rfs_csr *out);
+
+/* Stored values of a CSR row: from indptr, which is in memory. */
+uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);
+
+void rfs_csr_free(struct rfs_csr *c);
 
 struct rfs_column;
 

@@ -1,21 +1,33 @@
 #include "view.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "buf.h"
+#include "convert.h"
 #include "dataset.h"
 #include "npy.h"
+#include "npz.h"
 #include "plan.h"
+#include "prefetch.h"
 #include "selection.h"
 #include "stats.h"
 
 /* Refuse plans whose working set would not fit a sane daemon. */
 #define WINDOW_BYTES_MAX (UINT64_C(1) << 30)
 #define BATCH_BYTES_MAX (UINT64_C(1) << 30)
+
+/* Where each rank's sequential reader is, for prefetch: the furthest
+ * (epoch x batches + batch) queued per rank and kind. */
+struct reader {
+	uint64_t queued_to; /* protected by rfs_view.readers_lock */
+	int started;
+};
 
 struct rfs_view {
 	struct rfs_config config;
@@ -24,6 +36,12 @@ struct rfs_view {
 	struct rfs_planner *planner;
 	struct rfs_cache *cache;
 	struct rfs_stats *stats;
+	struct rfs_prefetch *prefetch; /* NULL: prefetch=0 */
+	uint64_t prefetch_depth; /* batches ahead, bounded by the cache */
+	pthread_mutex_t readers_lock;
+	struct reader *readers; /* world_size x RFS_KIND_COUNT */
+	enum rfs_dtype out_dtype; /* of batch files */
+	int sparse; /* CSR source: dense .npy built from CSR, and .npz */
 	uint64_t view_id;
 	uint64_t kinds;
 	uint64_t file_size[RFS_KIND_COUNT][2]; /* [kind][0 full, 1 last] */
@@ -31,6 +49,7 @@ struct rfs_view {
 	size_t config_json_len, dataset_json_len;
 };
 
+/* Shape and dtype of a .npy file of kind (not npz). */
 static void file_shape(const struct rfs_view *v, uint64_t kind, uint64_t rows,
 		       uint64_t shape[2], int *ndims, enum rfs_dtype *dtype)
 {
@@ -38,7 +57,90 @@ static void file_shape(const struct rfs_view *v, uint64_t kind, uint64_t rows,
 	shape[0] = rows;
 	shape[1] = info->cols;
 	*ndims = kind == RFS_KIND_BATCH ? info->ndims : 1;
-	*dtype = kind == RFS_KIND_BATCH ? info->dtype : RFS_INT64;
+	*dtype = kind == RFS_KIND_BATCH ? v->out_dtype : RFS_INT64;
+}
+
+static struct rfs_npz_csr npz_shape(const struct rfs_view *v, uint64_t rows,
+				    uint64_t nnz)
+{
+	uint64_t cols = rfs_dataset_info(v->dataset)->cols;
+	return (struct rfs_npz_csr){ .rows = rows,
+				     .cols = cols,
+				     .nnz = nnz,
+				     .value_dtype = v->out_dtype,
+				     .index_dtype = rfs_npz_index_dtype(
+					     cols, nnz) };
+}
+
+/* Dense rows of a batch, in the served dtype, at dst. */
+static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
+		      unsigned char *dst)
+{
+	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
+	size_t out_elem = rfs_dtype_size(v->out_dtype);
+	uint64_t cells = n * info->cols;
+	if (!v->sparse && info->dtype == v->out_dtype)
+		return rfs_dataset_read_rows(v->dataset, rows, n, dst);
+	if (!v->sparse) {
+		void *raw = malloc(cells * rfs_dtype_size(info->dtype) + 1);
+		int rc = raw ? rfs_dataset_read_rows(v->dataset, rows, n, raw) :
+			       -ENOMEM;
+		if (rc == 0)
+			rfs_convert(v->out_dtype, dst, info->dtype, raw, cells);
+		free(raw);
+		return rc;
+	}
+	/* CSR: zeros, then every stored value at its column. */
+	struct rfs_csr csr;
+	int rc = rfs_dataset_read_csr(v->dataset, rows, n, &csr);
+	if (rc != 0)
+		return rc;
+	void *values = malloc(csr.start[n] * out_elem + 1);
+	if (!values) {
+		rfs_csr_free(&csr);
+		return -ENOMEM;
+	}
+	rfs_convert(v->out_dtype, values, info->dtype, csr.values,
+		    csr.start[n]);
+	memset(dst, 0, cells * out_elem);
+	for (uint64_t i = 0; i < n; i++)
+		for (uint64_t k = csr.start[i]; k < csr.start[i + 1]; k++)
+			memcpy(dst + (i * info->cols + (uint64_t)csr.cols[k]) *
+					     out_elem,
+			       (unsigned char *)values + k * out_elem,
+			       out_elem);
+	free(values);
+	rfs_csr_free(&csr);
+	return 0;
+}
+
+/* The .npz of a batch: its CSR rows in the served dtype. */
+static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
+		    void **data, size_t *len)
+{
+	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
+	struct rfs_csr csr;
+	int rc = rfs_dataset_read_csr(v->dataset, rows, n, &csr);
+	if (rc != 0)
+		return rc;
+	struct rfs_npz_csr m = npz_shape(v, n, csr.start[n]);
+	size_t size = rfs_npz_size(&m);
+	unsigned char *buf = malloc(size);
+	void *values = malloc(csr.start[n] * rfs_dtype_size(v->out_dtype) + 1);
+	if (buf && values) {
+		rfs_convert(v->out_dtype, values, info->dtype, csr.values,
+			    csr.start[n]);
+		rfs_npz_write(&m, values, csr.cols, csr.start, buf);
+		*data = buf;
+		*len = size;
+		buf = NULL;
+	} else {
+		rc = -ENOMEM;
+	}
+	free(buf);
+	free(values);
+	rfs_csr_free(&csr);
+	return rc;
 }
 
 uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch)
@@ -55,17 +157,26 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 	enum rfs_dtype dtype;
 	int rc = -ENOMEM;
 
-	file_shape(v, key->kind, n, shape, &ndims, &dtype);
-	size_t size = rfs_view_file_size(v, key->kind, key->batch);
-	unsigned char *buf = malloc(size);
 	int64_t *rows = malloc(n * sizeof(*rows));
-	if (!buf || !rows)
+	unsigned char *buf = NULL;
+	if (!rows)
 		goto fail;
-	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
 	rc = rfs_planner_batch(v->planner, key->epoch, key->rank, key->batch,
 			       rows);
 	if (rc != 0)
 		goto fail;
+	if (key->kind == RFS_KIND_NPZ) {
+		rc = npz_file(v, rows, n, data, len);
+		free(rows);
+		return rc;
+	}
+	file_shape(v, key->kind, n, shape, &ndims, &dtype);
+	size_t size = v->file_size[key->kind]
+				  [key->batch + 1 >= rfs_view_batches_per_rank(v)];
+	rc = -ENOMEM;
+	if (!(buf = malloc(size)))
+		goto fail;
+	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
 	/* int64 files are little-endian: the host order on every platform
 	 * we build for; a big-endian port would swap here. */
 	if (key->kind == RFS_KIND_INDEX) {
@@ -78,7 +189,7 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 			memcpy(&labels[i], &code, 8);
 		}
 	} else {
-		rc = rfs_dataset_read_rows(v->dataset, rows, n, buf + header);
+		rc = dense_rows(v, rows, n, buf + header);
 		if (rc != 0)
 			goto fail;
 	}
@@ -141,18 +252,22 @@ static int render_dataset(struct rfs_view *v)
 			       (unsigned long long)fi->rows,
 			       (unsigned long long)rfs_dataset_file_start(
 				       v->dataset, f),
-			       fi->layout, fi->direct ? "pread" : "hdf5");
+			       fi->layout, fi->read_path);
 	}
 	rfs_buf_printf(&b, "\n  ],\n  \"dataset\": ");
 	rfs_buf_json_string(&b, i->dataset);
 	uint64_t rows = rfs_dataset_rows(v->dataset);
 	rfs_buf_printf(&b,
 		       ",\n  \"rows\": %llu,\n  \"columns\": %llu,\n"
-		       "  \"dtype\": \"%s\",\n  \"layout\": \"%s\",\n"
+		       "  \"dtype\": \"%s\",\n  \"served_dtype\": \"%s\",\n"
+		       "  \"format\": \"%s\",\n  \"layout\": \"%s\",\n"
 		       "  \"read_path\": \"%s\",\n",
 		       (unsigned long long)rows, (unsigned long long)i->cols,
-		       rfs_dtype_name(i->dtype), i->layout,
-		       i->direct ? "pread" : "hdf5");
+		       rfs_dtype_name(i->dtype), rfs_dtype_name(v->out_dtype),
+		       v->sparse ? "csr" : "dense", i->layout, i->read_path);
+	if (v->sparse)
+		rfs_buf_printf(&b, "  \"nnz\": %llu,\n",
+			       (unsigned long long)i->nnz);
 	if (i->ndims == 2)
 		rfs_buf_printf(&b, "  \"shape\": [%llu, %llu],\n",
 			       (unsigned long long)rows,
@@ -237,7 +352,7 @@ static void explain_too_few(const struct rfs_view *v, char *const *sources,
 static int size_files(struct rfs_view *v)
 {
 	const struct rfs_layout *l = rfs_planner_layout(v->planner);
-	for (uint64_t k = 0; k < RFS_KIND_COUNT; k++) {
+	for (uint64_t k = 0; k < RFS_KIND_NPZ; k++) {
 		for (int last = 0; last < 2; last++) {
 			uint64_t shape[2];
 			int ndims;
@@ -252,6 +367,66 @@ static int size_files(struct rfs_view *v)
 	return 0;
 }
 
+/* dataset=, layer= and raw each name the matrix to serve: at most one. */
+static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
+{
+	int named = !!c->dataset + !!c->layer + !!c->raw;
+	char *path = NULL;
+	if (named > 1) {
+		snprintf(err, errlen,
+			 "options dataset, layer and raw each name the matrix "
+			 "to serve: give one of them");
+		return -EINVAL;
+	}
+	if (c->layer && asprintf(&path, "/layers/%s", c->layer) < 0)
+		return -ENOMEM;
+	if (c->raw && !(path = strdup("/raw/X")))
+		return -ENOMEM;
+	if (path) {
+		free(c->dataset);
+		c->dataset = path;
+	}
+	return 0;
+}
+
+static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
+{
+	struct rfs_view *v = ctx;
+	struct rfs_cache_entry *e;
+	/* A failure is the reader's to see, when it asks itself. */
+	if (rfs_cache_get(v->cache, key, &e) == 0)
+		rfs_cache_put(v->cache, e);
+}
+
+/* Prefetch depth within the batch cache: the batches queued for every
+ * rank together take at most half of it, so they are not evicted before
+ * they are read. */
+static int start_prefetch(struct rfs_view *v, size_t cache_bytes)
+{
+	struct rfs_config *c = &v->config;
+	if (c->threads == RFS_UNSET) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		c->threads = cores > 0 ? (uint64_t)cores : 1;
+	}
+	if (c->prefetch == RFS_UNSET)
+		c->prefetch = 2 * c->fetch_factor;
+	uint64_t batch_bytes = v->file_size[RFS_KIND_BATCH][0];
+	uint64_t fits = cache_bytes / 2 / (c->world_size * batch_bytes);
+	v->prefetch_depth = c->prefetch < fits ? c->prefetch : fits;
+	if (c->prefetch && !v->prefetch_depth)
+		v->prefetch_depth = 1;
+	v->readers = calloc(c->world_size * RFS_KIND_COUNT,
+			    sizeof(*v->readers));
+	if (!v->readers)
+		return -ENOMEM;
+	pthread_mutex_init(&v->readers_lock, NULL);
+	if (!v->prefetch_depth)
+		return 0;
+	return rfs_prefetch_create((unsigned)c->threads,
+				   2 * c->world_size * v->prefetch_depth + 16,
+				   prefetch_one, v, &v->prefetch);
+}
+
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen)
@@ -260,10 +435,20 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	int rc = -ENOMEM;
 	if (!v || rfs_config_copy(&v->config, c) != 0)
 		goto oom;
-	rc = rfs_dataset_open(sources, nsources, c->dataset, &v->dataset, err,
-			      errlen);
+	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc != 0)
 		goto fail;
+	/* Decoded chunks take a quarter of cache_mb, batches the rest. */
+	size_t cache_bytes = v->config.cache_mb << 20;
+	size_t chunk_bytes = cache_bytes / 4;
+	rc = rfs_dataset_open(sources, nsources, v->config.dataset, chunk_bytes,
+			      &v->dataset, err, errlen);
+	if (rc != 0)
+		goto fail;
+	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
+	v->sparse = info->sparse;
+	v->out_dtype = v->config.dtype ? (enum rfs_dtype)(v->config.dtype - 1) :
+					 info->dtype;
 	free(v->config.dataset);
 	v->config.dataset = strdup(rfs_dataset_info(v->dataset)->dataset);
 	if (!v->config.dataset)
@@ -287,9 +472,11 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		v->config.total_size +=
 			rfs_planner_sequence_length(v->planner, s);
 	size_files(v);
-	rc = rfs_cache_create(v->config.cache_mb << 20, fill, v, &v->cache);
+	rc = rfs_cache_create(cache_bytes - chunk_bytes, fill, v, &v->cache);
 	if (rc == 0)
 		rc = rfs_stats_create(v->config.world_size, &v->stats);
+	if (rc == 0)
+		rc = start_prefetch(v, cache_bytes - chunk_bytes);
 	if (rc == 0)
 		rc = compute_view_id(v);
 	if (rc == 0)
@@ -312,6 +499,11 @@ void rfs_view_destroy(struct rfs_view *v)
 {
 	if (!v)
 		return;
+	/* Workers use the cache and planner: stop them first. */
+	rfs_prefetch_destroy(v->prefetch);
+	if (v->readers)
+		pthread_mutex_destroy(&v->readers_lock);
+	free(v->readers);
 	rfs_cache_destroy(v->cache);
 	rfs_stats_destroy(v->stats);
 	rfs_planner_destroy(v->planner);
@@ -338,10 +530,31 @@ uint64_t rfs_view_kinds(const struct rfs_view *v)
 	return v->kinds;
 }
 
-uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind,
-			    uint64_t batch)
+int rfs_view_has_npz(const struct rfs_view *v)
 {
-	return v->file_size[kind][batch + 1 >= rfs_view_batches_per_rank(v)];
+	return v->sparse;
+}
+
+uint64_t rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key)
+{
+	uint64_t n = rfs_view_batch_rows(v, key->batch);
+	if (key->kind != RFS_KIND_NPZ)
+		return v->file_size[key->kind]
+				   [key->batch + 1 >= rfs_view_batches_per_rank(v)];
+	/* The .npz depends on the batch's stored values: plan it and sum
+	 * its rows' counts from indptr (no data is read). */
+	int64_t *rows = malloc(n * sizeof(*rows));
+	uint64_t nnz = 0;
+	if (!rows || rfs_planner_batch(v->planner, key->epoch, key->rank,
+				       key->batch, rows) != 0) {
+		free(rows);
+		return 0;
+	}
+	for (uint64_t i = 0; i < n; i++)
+		nnz += rfs_dataset_row_nnz(v->dataset, (uint64_t)rows[i]);
+	free(rows);
+	struct rfs_npz_csr m = npz_shape(v, n, nnz);
+	return rfs_npz_size(&m);
 }
 
 int64_t rfs_view_mtime(const struct rfs_view *v)
@@ -364,20 +577,30 @@ const char *rfs_view_dataset_json(const struct rfs_view *v, size_t *len)
 int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 {
 	struct rfs_cache_counters cc;
+	struct rfs_prefetch_counters pc = { 0 };
 	struct rfs_buf b = { 0 };
 	rfs_cache_counters(v->cache, &cc);
+	if (v->prefetch)
+		rfs_prefetch_counters(v->prefetch, &pc);
 	rfs_buf_printf(&b, "{\n  \"view_id\": \"%016llx\",\n",
 		       (unsigned long long)v->view_id);
 	rfs_stats_render_json(v->stats, &b);
 	rfs_buf_printf(&b,
 		       ",\n  \"cache\": {\"hits\": %llu, \"misses\": %llu, "
 		       "\"bytes\": %llu, \"entries\": %llu, "
-		       "\"capacity_bytes\": %llu}\n}\n",
+		       "\"capacity_bytes\": %llu}",
 		       (unsigned long long)cc.hits,
 		       (unsigned long long)cc.misses,
 		       (unsigned long long)cc.bytes,
 		       (unsigned long long)cc.entries,
 		       (unsigned long long)(v->config.cache_mb << 20));
+	rfs_buf_printf(&b,
+		       ",\n  \"prefetch\": {\"depth\": %llu, \"queued\": %llu, "
+		       "\"done\": %llu, \"dropped\": %llu}\n}\n",
+		       (unsigned long long)v->prefetch_depth,
+		       (unsigned long long)pc.queued,
+		       (unsigned long long)pc.done,
+		       (unsigned long long)pc.dropped);
 	return rfs_buf_finish(&b, out, len);
 }
 
@@ -392,9 +615,33 @@ void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e)
 	rfs_cache_put(v->cache, e);
 }
 
-void rfs_view_count_open(struct rfs_view *v, uint64_t rank)
+void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 {
-	rfs_stats_batch_opened(v->stats, rank);
+	if (key->kind != RFS_KIND_BATCH && key->kind != RFS_KIND_NPZ)
+		return;
+	rfs_stats_batch_opened(v->stats, key->rank);
+	if (!v->prefetch)
+		return;
+	/* A sequential reader at pos gets pos + 1 .. pos + depth queued,
+	 * continuing from what is queued already; a jump starts afresh.
+	 * Positions count on across epochs. */
+	uint64_t nb = rfs_view_batches_per_rank(v);
+	uint64_t pos = key->epoch * nb + key->batch;
+	uint64_t from = pos + 1, to = pos + v->prefetch_depth;
+	pthread_mutex_lock(&v->readers_lock);
+	struct reader *r = &v->readers[key->rank * RFS_KIND_COUNT + key->kind];
+	if (r->started && r->queued_to >= pos && r->queued_to < to)
+		from = r->queued_to + 1;
+	r->queued_to = to;
+	r->started = 1;
+	pthread_mutex_unlock(&v->readers_lock);
+	for (uint64_t p = from; p <= to && p / nb < RFS_EPOCHS; p++) {
+		struct rfs_cache_key next = { .epoch = p / nb,
+					      .rank = key->rank,
+					      .batch = p % nb,
+					      .kind = key->kind };
+		rfs_prefetch_push(v->prefetch, &next);
+	}
 }
 
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes)

@@ -29,13 +29,17 @@ void rfs_view_destroy(struct rfs_view *v);
  * view's life. */
 const struct rfs_config *rfs_view_config(const struct rfs_view *v);
 uint64_t rfs_view_batches_per_rank(const struct rfs_view *v);
-/* File kinds served: batch and index, plus label when label= is set. */
+/* Directory kinds served: batch and index, plus label when label= is
+ * set (RFS_KIND_LABEL is last, so they are the first 2 or 3). */
 uint64_t rfs_view_kinds(const struct rfs_view *v);
+/* 1 when batch/ also holds .npz files (CSR sources). */
+int rfs_view_has_npz(const struct rfs_view *v);
 /* Rows in batch (batch_size, or fewer for the last with drop_last=0). */
 uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch);
-/* Exact size of a file: computed, nothing is generated. */
-uint64_t rfs_view_file_size(const struct rfs_view *v, uint64_t kind,
-			    uint64_t batch);
+/* Exact size of a file: computed, nothing is generated (an .npz plans its
+ * batch and sums row counts from indptr). 0 when out of memory. */
+uint64_t rfs_view_file_size(struct rfs_view *v,
+			    const struct rfs_cache_key *key);
 /* Seconds: the sources' newest mtime, every file's fixed timestamp. */
 int64_t rfs_view_mtime(const struct rfs_view *v);
 /* config.json and dataset.json, rendered once at create; valid for the
@@ -52,8 +56,10 @@ int rfs_view_get(struct rfs_view *v, const struct rfs_cache_key *key,
 		 struct rfs_cache_entry **out);
 void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
 
-/* Counters for the front end to feed. */
-void rfs_view_count_open(struct rfs_view *v, uint64_t rank);
+/* A file was opened: counts batch opens per rank, and for batch and npz
+ * files queues the next prefetch batches of the same rank and kind. */
+void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key);
+/* bytes of a file of rank were returned by read(). */
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
 
 /* Writes the planned global row ids of a batch (rfs_view_batch_rows()). */

@@ -38,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t batches = 1 + ((uint64_t)data[1] << 16 | data[2] << 8) %
 				       3000000;
 	uint64_t kinds = 2 + (data[0] >> 7); /* with or without label/ */
-	if (rfs_inode_space_init(&s, world, kinds, batches,
+	int npz = (data[0] >> 6) & 1; /* a CSR source's .npz files */
+	if (rfs_inode_space_init(&s, world, kinds, npz, batches,
 				 1 + data[3] % 12) != 0)
 		return 0;
 	char *path = malloc(size - 4 + 1);

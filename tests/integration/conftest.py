@@ -77,7 +77,8 @@ class Mount:
 
     def batches(self):
         if not hasattr(self, "_batches"):
-            self._batches = len(os.listdir(self.path("epoch/0/rank/0/batch")))
+            self._batches = sum(n.endswith(".npy") for n in os.listdir(
+                self.path("epoch/0/rank/0/batch")))
         return self._batches
 
     def epoch_index(self, epoch, rank):

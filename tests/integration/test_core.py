@@ -304,7 +304,7 @@ def test_direct_io(mounts, sources):
 
 def test_stats_count_per_rank(mounts, sources):
     path, _, _ = sources["h5ad"]
-    m = mounts(path, "world_size=2,batch_size=100")
+    m = mounts(path, "world_size=2,batch_size=100,prefetch=0")
     size = os.stat(m.file("batch", 0, 1, 0)).st_size
     with open(m.file("batch", 0, 1, 0), "rb") as f:
         assert len(f.read()) == size
@@ -324,7 +324,7 @@ def read_whole(path):
 
 def test_concurrent_first_reads_share_one_generation(mounts, sources):
     path, _, _ = sources["gzip"]
-    m = mounts(path, "dataset=/g/data,batch_size=200")
+    m = mounts(path, "dataset=/g/data,batch_size=200,prefetch=0")
     f = m.file("batch", 2, 0, 3)
     with mp.get_context("fork").Pool(8) as pool:
         digests = pool.map(read_whole, [f] * 16)

@@ -302,3 +302,28 @@ int h5fx_add_var(const char *path, const char *const *names, size_t n)
 		H5Gclose(group);
 	return H5Fclose(file) < 0 ? -1 : rc;
 }
+
+int h5fx_mark_csr(const char *path, const char *group, uint64_t rows,
+		  uint64_t cols)
+{
+	hid_t file = open_rw(path);
+	if (file < 0)
+		return -1;
+	hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+	int rc = g >= 0 ? set_string_attr(g, "encoding-type", "csr_matrix") :
+			  -1;
+	hsize_t two = 2;
+	int64_t shape[2] = { (int64_t)rows, (int64_t)cols };
+	hid_t space = H5Screate_simple(1, &two, NULL);
+	hid_t attr = rc == 0 ? H5Acreate2(g, "shape", H5T_STD_I64LE, space,
+					  H5P_DEFAULT, H5P_DEFAULT) :
+			       -1;
+	if (attr < 0 || H5Awrite(attr, H5T_NATIVE_INT64, shape) < 0)
+		rc = -1;
+	if (attr >= 0)
+		H5Aclose(attr);
+	H5Sclose(space);
+	if (g >= 0)
+		H5Gclose(g);
+	return H5Fclose(file) < 0 ? -1 : rc;
+}

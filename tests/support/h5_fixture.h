@@ -65,6 +65,12 @@ int h5fx_add_bools(const char *path, const char *dataset, const int8_t *v,
  * /var/_index as strings. */
 int h5fx_add_var(const char *path, const char *const *names, size_t n);
 
+/* Marks group as anndata's csr_matrix of shape rows x cols (attributes
+ * encoding-type and shape); its data, indices and indptr are written with
+ * h5fx_write. */
+int h5fx_mark_csr(const char *path, const char *group, uint64_t rows,
+		  uint64_t cols);
+
 /* Size in bytes of one element of t. */
 size_t h5fx_type_size(enum h5fx_type t);
 

@@ -107,7 +107,7 @@ static void test_files_in_order(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	int rc = rfs_dataset_open(paths, 3, NULL, &d, err, sizeof(err));
+	int rc = rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("open: %s", err);
 	assert_int_equal(rfs_dataset_files(d), 3);
@@ -132,7 +132,7 @@ static void test_directory_in_name_order(void **state)
 	fclose(t);
 	struct rfs_dataset *d;
 	char *paths[] = { f->dir };
-	assert_int_equal(rfs_dataset_open(paths, 1, "/X", &d, err,
+	assert_int_equal(rfs_dataset_open(paths, 1, "/X", 1 << 20, &d, err,
 					  sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_files(d), 3);
@@ -142,7 +142,7 @@ static void test_directory_in_name_order(void **state)
 	/* The same files given one by one: the same fingerprint. */
 	struct rfs_dataset *e;
 	char *each[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(each, 3, "/X", &e, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open(each, 3, "/X", 1 << 20, &e, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_fingerprint(d) == rfs_dataset_fingerprint(e));
 	rfs_dataset_destroy(e);
@@ -156,7 +156,7 @@ static void test_column_across_files(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(paths, 3, NULL, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err, sizeof(err)),
 			 0);
 	struct rfs_column c;
 	assert_int_equal(rfs_dataset_read_column(d, "kind", &c, err,
@@ -182,7 +182,7 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(other, sizeof(other), "%s/wide.h5ad", f->dir);
 	assert_int_equal(write_part(other, 0, 2, COLS + 1, "g0"), 0);
 	char *paths[] = { f->path[0], other };
-	assert_int_equal(rfs_dataset_open(paths, 2, NULL, &d, err,
+	assert_int_equal(rfs_dataset_open(paths, 2, NULL, 1 << 20, &d, err,
 					  sizeof(err)),
 			 -EINVAL);
 	assert_null(d);
@@ -190,7 +190,7 @@ static void test_mismatches_name_the_file(void **state)
 	assert_non_null(strstr(err, "4 columns"));
 	/* Same width, other genes. */
 	assert_int_equal(write_part(other, 0, 2, COLS, "CD19"), 0);
-	assert_int_equal(rfs_dataset_open(paths, 2, NULL, &d, err,
+	assert_int_equal(rfs_dataset_open(paths, 2, NULL, 1 << 20, &d, err,
 					  sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "wide.h5ad: var names differ"));
@@ -200,12 +200,12 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(empty, sizeof(empty), "%s/empty", f->dir);
 	assert_int_equal(mkdir(empty, 0700), 0);
 	char *none[] = { empty };
-	assert_int_equal(rfs_dataset_open(none, 1, NULL, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open(none, 1, NULL, 1 << 20, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "no *.h5ad or *.h5 files"));
 	rmdir(empty);
 	char *missing[] = { f->path[0], "/nonexistent/x.h5ad" };
-	assert_int_equal(rfs_dataset_open(missing, 2, NULL, &d, err,
+	assert_int_equal(rfs_dataset_open(missing, 2, NULL, 1 << 20, &d, err,
 					  sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/x.h5ad"));

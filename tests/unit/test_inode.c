@@ -51,7 +51,7 @@ static void test_space_numbers(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 100, 10), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 0, 100, 10), 0);
 	assert_true(s.world_size == 4 && s.kinds == 2 && s.batches == 100 &&
 		    s.epochs_listed == 10);
 	assert_true(s.per_rank == 1 + 2 + 2 * 100);
@@ -65,7 +65,7 @@ static void test_round_trip_every_type(void **state)
 	struct rfs_inode_space s;
 	const uint64_t ws = 3, batches = 1000;
 	const uint64_t max_epoch = RFS_EPOCH_LIMIT - 1;
-	assert_int_equal(rfs_inode_space_init(&s, ws, RFS_KIND_COUNT, batches,
+	assert_int_equal(rfs_inode_space_init(&s, ws, RFS_KIND_NPZ, 0, batches,
 					      10),
 			 0);
 	check_round_trip(&s, node(RFS_NODE_ROOT, 0, 0, 0, 0));
@@ -82,7 +82,7 @@ static void test_round_trip_every_type(void **state)
 		check_round_trip(&s, node(RFS_NODE_RANKS, e, 0, 0, 0));
 		for (uint64_t r = 0; r < ws; r++) {
 			check_round_trip(&s, node(RFS_NODE_RANK, e, r, 0, 0));
-			for (uint64_t k = 0; k < RFS_KIND_COUNT; k++) {
+			for (uint64_t k = 0; k < RFS_KIND_NPZ; k++) {
 				check_round_trip(&s, node(RFS_NODE_KIND, e, r,
 							  k, 0));
 				check_round_trip(&s, node(RFS_NODE_FILE, e, r,
@@ -101,7 +101,7 @@ static void test_invalid_numbers(void **state)
 	(void)state;
 	struct rfs_inode_space s;
 	struct rfs_node n;
-	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 10, 3), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 0, 10, 3), 0);
 	assert_int_equal(rfs_inode_node(&s, 0, &n), -ENOENT);
 	for (uint64_t ino = 8; ino < 16; ino++)
 		assert_int_equal(rfs_inode_node(&s, ino, &n), -ENOENT);
@@ -127,31 +127,31 @@ static void test_overflow(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, UINT64_C(1) << 32, 1),
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, UINT64_C(1) << 32, 1),
 			 -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, 1 << 20, 2, 1 << 20, 1),
+	assert_int_equal(rfs_inode_space_init(&s, 1 << 20, 2, 0, 1 << 20, 1),
 			 -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, UINT64_MAX, 1),
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, UINT64_MAX, 1),
 			 -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, UINT64_MAX, 2, 1, 1),
+	assert_int_equal(rfs_inode_space_init(&s, UINT64_MAX, 2, 0, 1, 1),
 			 -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, 1, 0, 10, 1), -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, 0, 2, 10, 1), -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, 1, UINT64_MAX, 10, 1),
+	assert_int_equal(rfs_inode_space_init(&s, 1, 0, 0, 10, 1), -EOVERFLOW);
+	assert_int_equal(rfs_inode_space_init(&s, 0, 2, 0, 10, 1), -EOVERFLOW);
+	assert_int_equal(rfs_inode_space_init(&s, 1, UINT64_MAX, 0, 10, 1),
 			 -EOVERFLOW);
 
 	/* The largest accepted shape: its last node still round-trips. */
 	uint64_t lo = 1, hi = UINT64_C(1) << 34;
 	while (lo + 1 < hi) { /* largest batches accepted for 8 ranks */
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (rfs_inode_space_init(&s, 8, 2, mid, 1) == 0)
+		if (rfs_inode_space_init(&s, 8, 2, 0, mid, 1) == 0)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	assert_int_equal(rfs_inode_space_init(&s, 8, 2, lo + 1, 1),
+	assert_int_equal(rfs_inode_space_init(&s, 8, 2, 0, lo + 1, 1),
 			 -EOVERFLOW);
-	assert_int_equal(rfs_inode_space_init(&s, 8, 2, lo, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 8, 2, 0, lo, 1), 0);
 	assert_true(lo > (UINT64_C(1) << 28)); /* ~2^32 files per epoch */
 	struct rfs_node last = node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 7, 1,
 				    lo - 1);
@@ -189,7 +189,7 @@ static void test_lookup_valid(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 100, 10), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 0, 100, 10), 0);
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
 	lookup_ok(&s, &root, "config.json", node(RFS_NODE_CONFIG, 0, 0, 0, 0));
 	lookup_ok(&s, &root, "dataset.json",
@@ -221,7 +221,7 @@ static void test_lookup_malformed(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 100, 10), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 0, 100, 10), 0);
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
 	static const char *const bad_root[] = {
 		"", "config", "Config.json", "config.json ", "epochs",
@@ -276,7 +276,7 @@ static void test_lookup_under_file_and_long_names(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 10, 3), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 0, 10, 3), 0);
 	static const enum rfs_node_type files[] = {
 		RFS_NODE_CONFIG, RFS_NODE_DATASET, RFS_NODE_STATS,
 		RFS_NODE_FILE
@@ -312,12 +312,12 @@ static void test_width(void **state)
 	struct rfs_inode_space s;
 	struct rfs_node n;
 	char name[64];
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 1, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 1, 1), 0);
 	assert_int_equal(s.width, 6);
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 10, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 10, 1), 0);
 	assert_int_equal(s.width, 6);
 	/* 5-digit batch numbers are padded to 6 too. */
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 50000, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 50000, 1), 0);
 	assert_int_equal(s.width, 6);
 	struct rfs_node k5 = node(RFS_NODE_KIND, 0, 0, 1, 0);
 	lookup_ok(&s, &k5, "012345.npy", node(RFS_NODE_FILE, 0, 0, 1, 12345));
@@ -325,15 +325,15 @@ static void test_width(void **state)
 	lookup_fails(&s, &k5, "050000.npy", -ENOENT);
 	rfs_inode_entry(&s, &k5, 49999, &n, name, sizeof(name));
 	assert_string_equal(name, "049999.npy");
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 100000, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 100000, 1), 0);
 	assert_int_equal(s.width, 6);
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 1000000, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 1000000, 1), 0);
 	assert_int_equal(s.width, 6);
 	struct rfs_node kind = node(RFS_NODE_KIND, 0, 0, 0, 0);
 	lookup_ok(&s, &kind, "999999.npy", node(RFS_NODE_FILE, 0, 0, 0, 999999));
 	lookup_fails(&s, &kind, "1000000.npy", -ENOENT);
 
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 1000001, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 1000001, 1), 0);
 	assert_int_equal(s.width, 7);
 	lookup_ok(&s, &kind, "1000000.npy",
 		  node(RFS_NODE_FILE, 0, 0, 0, 1000000));
@@ -348,7 +348,7 @@ static void test_width(void **state)
 	rfs_inode_entry(&s, &kind, 3, &n, name, sizeof(name));
 	assert_string_equal(name, "0000003.npy");
 
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 123456789, 1), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 123456789, 1), 0);
 	assert_int_equal(s.width, 9);
 	lookup_ok(&s, &kind, "123456788.npy",
 		  node(RFS_NODE_FILE, 0, 0, 0, 123456788));
@@ -360,7 +360,7 @@ static void test_count_and_entries(void **state)
 	struct rfs_inode_space s;
 	struct rfs_node n;
 	char name[64];
-	assert_int_equal(rfs_inode_space_init(&s, 3, 2, 12, 5), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 3, 2, 0, 12, 5), 0);
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
 	assert_true(rfs_inode_count(&s, &root) == 5);
 	static const char *const root_names[] = { "config.json",
@@ -441,7 +441,7 @@ static void test_distinct_numbers(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 3, 2, 7, 3), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 3, 2, 0, 7, 3), 0);
 	struct walk w = { .cap = 1000 };
 	w.inos = malloc(w.cap * sizeof(*w.inos));
 	assert_non_null(w.inos);
@@ -470,7 +470,7 @@ static void test_steps(void **state)
 	struct rfs_node n;
 	char name[64];
 	/* 3 kinds (batch, index, label), 40 batches, 10 epochs listed. */
-	assert_int_equal(rfs_inode_space_init(&s, 2, 3, 40, 10), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 2, 3, 0, 40, 10), 0);
 	assert_int_equal(s.step_width, 9);
 	assert_true(s.steps_listed == 400);
 	assert_true(s.steps == UINT64_C(1000000000)); /* 9 digits' worth */
@@ -517,7 +517,7 @@ static void test_steps(void **state)
 	assert_int_equal(rfs_inode_lookup(&s, &file, "x", &n), -ENOTDIR);
 
 	/* More listed steps than 9 digits: the names grow. */
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 1000000, 2000), 0);
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 1000000, 2000), 0);
 	assert_int_equal(s.step_width, 10);
 	assert_true(s.steps == UINT64_C(10000000000));
 }

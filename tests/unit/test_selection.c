@@ -94,8 +94,8 @@ static int setup(void **state)
 	}
 	char *one[] = { f->path };
 	char *three[] = { f->part[0], f->part[1], f->part[2] };
-	if (rfs_dataset_open(one, 1, NULL, &f->one, err, sizeof(err)) != 0 ||
-	    rfs_dataset_open(three, 3, NULL, &f->three, err, sizeof(err)) != 0)
+	if (rfs_dataset_open(one, 1, NULL, 1 << 20, &f->one, err, sizeof(err)) != 0 ||
+	    rfs_dataset_open(three, 3, NULL, 1 << 20, &f->three, err, sizeof(err)) != 0)
 		goto fail;
 	*state = f;
 	return 0;

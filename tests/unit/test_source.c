@@ -132,7 +132,7 @@ static struct rfs_source *open_ok(const char *path, const char *dataset)
 {
 	struct rfs_source *s = NULL;
 	char err[512] = "";
-	int rc = rfs_source_open(path, dataset, &s, err, sizeof(err));
+	int rc = rfs_source_open(path, dataset, NULL, &s, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("open %s: %d %s", path, rc, err);
 	assert_non_null(s);
@@ -397,7 +397,7 @@ static void expect_open_error(const char *path, const char *dataset,
 {
 	struct rfs_source *s = (struct rfs_source *)&s;
 	char err[512] = "";
-	int rc = rfs_source_open(path, dataset, &s, err, sizeof(err));
+	int rc = rfs_source_open(path, dataset, NULL, &s, err, sizeof(err));
 	if (rc != want_rc)
 		fail_msg("open %s (%s): rc %d, want %d (%s)", path,
 			 dataset ? dataset : "auto", rc, want_rc, err);
@@ -564,8 +564,69 @@ static void test_sparse_group(void **state)
 	struct fixture *f = *state;
 	const char *path = file_in(f, "sparse.h5ad");
 	assert_int_equal(h5fx_write_group(path, "/X", "csr_matrix"), 0);
-	const char *const want[] = { "sparse", "csr_matrix", NULL };
-	expect_open_error(path, NULL, -ENOTSUP, want);
+	const char *const want[] = { "csr_matrix without a valid shape",
+				     NULL };
+	expect_open_error(path, NULL, -EINVAL, want);
+	assert_int_equal(h5fx_write_group(path, "/X", "csc_matrix"), 0);
+	const char *const csc[] = { "csc_matrix", "tocsr", NULL };
+	expect_open_error(path, NULL, -ENOTSUP, csc);
+}
+
+/* A 5 x 6 CSR matrix; row r holds r % 3 values (row 3 none...). */
+static const float csr_data[] = { 1, 2, 3, 4, 5, 6 };
+static const int32_t csr_indices[] = { 0, 4, 5, 1, 0, 2 };
+static const int64_t csr_indptr[] = { 0, 0, 1, 3, 3, 6 };
+
+static const char *write_csr(struct fixture *f, const char *name,
+			     const int32_t *indices)
+{
+	struct h5fx_dataset d[] = {
+		{ .name = "/X/data", .type = H5FX_F32, .ndims = 1,
+		  .dims = { 6 }, .layout = H5FX_DEFLATE, .data = csr_data },
+		{ .name = "/X/indices", .type = H5FX_I32, .ndims = 1,
+		  .dims = { 6 }, .data = indices },
+		{ .name = "/X/indptr", .type = H5FX_I64, .ndims = 1,
+		  .dims = { 6 }, .data = csr_indptr },
+	};
+	const char *path = file_in(f, name);
+	assert_int_equal(h5fx_write(path, d, 3, 1), 0);
+	assert_int_equal(h5fx_mark_csr(path, "/X", 5, 6), 0);
+	return path;
+}
+
+static void test_csr_rows(void **state)
+{
+	struct fixture *f = *state;
+	const char *path = write_csr(f, "csr.h5ad", csr_indices);
+	struct rfs_source *s = open_ok(path, NULL);
+	const struct rfs_source_info *info = rfs_source_info(s);
+	assert_true(info->sparse && info->rows == 5 && info->cols == 6);
+	assert_true(info->nnz == 6 && info->dtype == RFS_FLOAT32);
+	assert_true(rfs_source_row_nnz(s, 2) == 2);
+	/* Repeats, empty rows and runs, in any order. */
+	const int64_t rows[] = { 4, 0, 2, 1, 2, 3 };
+	struct rfs_csr c;
+	assert_int_equal(rfs_source_read_csr(s, rows, 6, &c), 0);
+	const uint64_t want_start[] = { 0, 3, 3, 5, 6, 8, 8 };
+	assert_memory_equal(c.start, want_start, sizeof(want_start));
+	const float want_values[] = { 4, 5, 6, 2, 3, 1, 2, 3 };
+	const int64_t want_cols[] = { 1, 0, 2, 4, 5, 0, 4, 5 };
+	assert_memory_equal(c.values, want_values, sizeof(want_values));
+	assert_memory_equal(c.cols, want_cols, sizeof(want_cols));
+	rfs_csr_free(&c);
+	rfs_source_destroy(s);
+
+	/* A column id past the width is a read error, never a write
+	 * outside the row. */
+	const int32_t bad[] = { 0, 4, 5, 1, 0, 6 };
+	path = write_csr(f, "bad.h5ad", bad);
+	struct rfs_source *b = NULL;
+	char err[512];
+	/* The fingerprint reads the last row: open fails already. */
+	assert_int_equal(rfs_source_open(path, NULL, NULL, &b, err,
+					 sizeof(err)),
+			 -EIO);
+	assert_null(b);
 }
 
 static void test_injected_read_failure(void **state)
@@ -654,6 +715,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsupported_datasets,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sparse_group, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_csr_rows, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_injected_read_failure,
 						setup, teardown),

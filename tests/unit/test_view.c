@@ -135,8 +135,8 @@ static void test_sizes_and_layout(void **state)
 	uint64_t bsize = rfs_npy_header(RFS_FLOAT32, 2, bshape, header) +
 			 16 * COLS * 4;
 	uint64_t isize = rfs_npy_header(RFS_INT64, 1, ishape, header) + 16 * 8;
-	assert_true(rfs_view_file_size(v, RFS_KIND_BATCH, 0) == bsize);
-	assert_true(rfs_view_file_size(v, RFS_KIND_INDEX, 0) == isize);
+	assert_true(rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_BATCH }) == bsize);
+	assert_true(rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_INDEX }) == isize);
 	assert_true(bsize == 128 + 320 && isize == 128 + 128);
 
 	struct stat st;
@@ -234,9 +234,9 @@ static void check_batches(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 	assert_int_equal(rfs_view_get(v, &ik, &ie), 0);
 	assert_int_equal(rfs_view_get(v, &bk, &be), 0);
 	assert_true(rfs_cache_entry_size(ie) ==
-		    rfs_view_file_size(v, RFS_KIND_INDEX, 0));
+		    rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_INDEX }));
 	assert_true(rfs_cache_entry_size(be) ==
-		    rfs_view_file_size(v, RFS_KIND_BATCH, 0));
+		    rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_BATCH }));
 
 	const unsigned char *ip = rfs_cache_entry_data(ie);
 	const unsigned char *bp = rfs_cache_entry_data(be);
@@ -308,7 +308,7 @@ static void test_get_is_cached(void **state)
 	assert_true(a == b);
 	rfs_view_put(v, a);
 	rfs_view_put(v, b);
-	rfs_view_count_open(v, 1);
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 });
 	rfs_view_count_bytes(v, 1, 448);
 	char *sj;
 	size_t len;

@@ -1,0 +1,161 @@
+#include "chunks.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "log.h"
+
+/* The cache holds decoded chunks only; a key is (dataset id, chunk
+ * index) in its rank and batch fields. */
+struct rfs_chunk_cache {
+	struct rfs_cache *cache;
+	struct rfs_chunked *sets; /* registry; read-only after mount */
+	size_t count, cap;
+};
+
+static int pread_all(int fd, void *dst, size_t len, uint64_t at)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)dst + got, len - got,
+				  (off_t)(at + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ENODATA;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+static int decode(void *ctx, const struct rfs_cache_key *key, void **data,
+		  size_t *len)
+{
+	struct rfs_chunk_cache *cc = ctx;
+	const struct rfs_chunked *c = &cc->sets[key->rank];
+	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
+	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
+	unsigned char *stored = malloc(loc->size ? loc->size : 1);
+	unsigned char *out = malloc(out_len);
+	unsigned char *scratch = malloc(out_len);
+	int rc = -ENOMEM;
+	if (!stored || !out || !scratch)
+		goto out;
+	rc = pread_all(c->fd, stored, loc->size, loc->addr);
+	if (rc == 0)
+		rc = rfs_pipeline_decode(&c->pipeline, loc->mask, stored,
+					 loc->size, out, out_len, c->elem,
+					 scratch);
+	if (rc != 0) {
+		uint64_t first = key->batch / c->grid_cols * c->chunk_rows;
+		rfs_log("source %s dataset %s: chunk %llu (rows %llu..%llu, "
+			"%llu bytes at %llu) %s",
+			c->path, c->name, (unsigned long long)key->batch,
+			(unsigned long long)first,
+			(unsigned long long)(first + c->chunk_rows - 1),
+			(unsigned long long)loc->size,
+			(unsigned long long)loc->addr,
+			rc == -EIO ? "does not decode" :
+			rc == -ENODATA ? "is past the end of the file" :
+					 strerror(-rc));
+		rc = rc == -ENOMEM ? rc : -EIO;
+	}
+out:
+	free(stored);
+	free(scratch);
+	if (rc == 0) {
+		*data = out;
+		*len = out_len;
+	} else {
+		free(out);
+	}
+	return rc;
+}
+
+int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out)
+{
+	struct rfs_chunk_cache *cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return -ENOMEM;
+	int rc = rfs_cache_create(capacity, decode, cc, &cc->cache);
+	if (rc != 0) {
+		free(cc);
+		return rc;
+	}
+	*out = cc;
+	return 0;
+}
+
+void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc)
+{
+	if (!cc)
+		return;
+	rfs_cache_destroy(cc->cache);
+	for (size_t i = 0; i < cc->count; i++)
+		free(cc->sets[i].locs);
+	free(cc->sets);
+	free(cc);
+}
+
+int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
+			     const struct rfs_chunked *c, uint64_t *id)
+{
+	if (cc->count == cc->cap) {
+		size_t cap = cc->cap ? 2 * cc->cap : 8;
+		struct rfs_chunked *sets =
+			realloc(cc->sets, cap * sizeof(*sets));
+		if (!sets) {
+			free(c->locs);
+			return -ENOMEM;
+		}
+		cc->sets = sets;
+		cc->cap = cap;
+	}
+	*id = cc->count;
+	cc->sets[cc->count++] = *c;
+	return 0;
+}
+
+int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
+		     uint64_t count, void *dst)
+{
+	const struct rfs_chunked *c = &cc->sets[id];
+	size_t row_bytes = c->cols * c->elem;
+	unsigned char *out = dst;
+	uint64_t end = first + count;
+	for (uint64_t gr = first / c->chunk_rows; gr * c->chunk_rows < end;
+	     gr++) {
+		uint64_t r0 = gr * c->chunk_rows > first ? gr * c->chunk_rows :
+							   first;
+		uint64_t r1 = (gr + 1) * c->chunk_rows < end ?
+				      (gr + 1) * c->chunk_rows :
+				      end;
+		for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
+			struct rfs_cache_key key = {
+				.rank = id,
+				.batch = gr * c->grid_cols + gc,
+			};
+			struct rfs_cache_entry *e;
+			int rc = rfs_cache_get(cc->cache, &key, &e);
+			if (rc != 0)
+				return rc;
+			const unsigned char *chunk = rfs_cache_entry_data(e);
+			uint64_t c0 = gc * c->chunk_cols;
+			uint64_t ncols = c->cols - c0 < c->chunk_cols ?
+						 c->cols - c0 :
+						 c->chunk_cols;
+			for (uint64_t r = r0; r < r1; r++)
+				memcpy(out + (r - first) * row_bytes +
+					       c0 * c->elem,
+				       chunk + ((r - gr * c->chunk_rows) *
+							c->chunk_cols) *
+						       c->elem,
+				       ncols * c->elem);
+			rfs_cache_put(cc->cache, e);
+		}
+	}
+	return 0;
+}

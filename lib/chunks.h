@@ -1,0 +1,58 @@
+/* Rows of a chunked dataset read without HDF5: each chunk is read with
+ * pread at the address HDF5's index gave at mount time, decoded
+ * (inflate.c) outside HDF5's global lock, and kept in a bounded LRU of
+ * decoded chunks shared by every dataset of a mount, so fetches that need
+ * the same chunk decode it once (cache.c's shared generation).
+ *
+ * source.c describes each dataset (shape, chunk shape, filters, chunk
+ * addresses) and registers it; after that everything here is HDF5-free
+ * and thread-safe. */
+#ifndef RFS_CHUNKS_H
+#define RFS_CHUNKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inflate.h"
+
+struct rfs_chunk_loc {
+	uint64_t addr; /* file offset of the stored chunk */
+	uint64_t size; /* stored bytes */
+	unsigned mask; /* filters skipped for this chunk */
+};
+
+/* A chunked 1-D or 2-D dataset; 1-D ones have cols = chunk_cols = 1. */
+struct rfs_chunked {
+	int fd; /* borrowed: the source file, read-only */
+	const char *path, *name; /* borrowed, for log lines */
+	uint64_t rows, cols;
+	uint64_t chunk_rows, chunk_cols;
+	uint64_t grid_cols; /* chunks across: ceil(cols / chunk_cols) */
+	size_t elem;
+	struct rfs_pipeline pipeline;
+	struct rfs_chunk_loc *locs; /* row-major over the chunk grid */
+};
+
+struct rfs_chunk_cache;
+
+/* capacity: bytes of decoded chunks kept while unused.
+ * @return 0 or -ENOMEM. */
+int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out);
+
+/* Frees the cache and every registered dataset. Accepts NULL. */
+void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc);
+
+/* Copies c into the cache's registry, which owns c->locs from then on
+ * (also on failure). The borrowed fd and names must stay valid while
+ * reads happen. Not thread-safe: call at mount time.
+ * @return 0 with *id set, or -ENOMEM. */
+int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
+			     const struct rfs_chunked *c, uint64_t *id);
+
+/* Reads rows [first, first + count) of dataset id into dst (row i at
+ * dst + i x cols x elem). Thread-safe. Failures (short file, bad chunk)
+ * are logged with file, dataset and rows. @return 0, -EIO, -ENOMEM. */
+int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
+		     uint64_t count, void *dst);
+
+#endif

@@ -1,0 +1,270 @@
+"""The fetch layer through real mounts: CSR sources as dense .npy and as
+.npz, compressed and chunked sources read without HDF5, dtype casts,
+layers and raw, and prefetch."""
+import json
+import os
+import zipfile
+
+import anndata
+import h5py
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from conftest import run_rankfs, source_rows, write_h5
+
+N, D = 900, 50
+
+
+def csr_matrix(rng, n=N, d=D, density=0.1, dtype=np.float32):
+    m = sp.random(n, d, density=density, format="csr", random_state=rng,
+                  dtype=dtype)
+    m.data[:] = rng.integers(1, 100, m.nnz)  # exact in every dtype
+    m[5] = 0  # an empty row
+    m.eliminate_zeros()
+    return m.tocsr()
+
+
+def write_adata(path, x, compression=None, **extra):
+    n = x.shape[0]
+    import pandas as pd
+    ad = anndata.AnnData(
+        X=x, obs=pd.DataFrame(index=[f"c{i}" for i in range(n)]),
+        var=pd.DataFrame(index=[f"g{j}" for j in range(x.shape[1])]),
+        **extra)
+    ad.write_h5ad(path, compression=compression)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def csr(tmp_path_factory):
+    d = tmp_path_factory.mktemp("csr")
+    rng = np.random.default_rng(3)
+    x = csr_matrix(rng)
+    return {"x": x, "plain": write_adata(d / "plain.h5ad", x),
+            "gzip": write_adata(d / "gzip.h5ad", x, compression="gzip"),
+            "dir": d}
+
+
+def check_npz(m, x, epoch, rank, batch):
+    index = m.load("index", epoch, rank, batch)
+    path = m.file("batch", epoch, rank, batch)[:-4] + ".npz"
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert os.stat(path).st_size == len(raw)
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None  # every CRC-32 is right
+        assert sorted(z.namelist()) == ["data.npy", "format.npy",
+                                        "indices.npy", "indptr.npy",
+                                        "shape.npy"]
+        assert all(i.compress_type == zipfile.ZIP_STORED
+                   for i in z.infolist())
+    got = sp.load_npz(path)
+    want = x[index]
+    assert got.format == "csr" and got.shape == want.shape
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+    return got
+
+
+@pytest.mark.parametrize("kind", ["plain", "gzip"])
+def test_csr_npy_and_npz_exact(mounts, csr, kind):
+    x = csr["x"]
+    m = mounts(csr[kind], "world_size=2,batch_size=64,strategy=shuffle")
+    info = m.json("dataset.json")
+    assert info["format"] == "csr" and info["nnz"] == x.nnz
+    # anndata writes sparse parts chunked (resizable) even uncompressed:
+    # both are read without HDF5.
+    assert info["read_path"] == "chunks"
+    assert [s["layout"] for s in info["sources"]] == ["chunked"]
+    names = os.listdir(m.path("epoch/0/rank/1/batch"))
+    nb = N // 128
+    assert sorted(names) == sorted([f"{k:06d}.npy" for k in range(nb)] +
+                                   [f"{k:06d}.npz" for k in range(nb)])
+    for epoch, rank, k in ((0, 0, 0), (0, 1, nb - 1), (3, 1, 2)):
+        index = m.load("index", epoch, rank, k)
+        dense = m.load("batch", epoch, rank, k)
+        assert dense.dtype == np.float32 and dense.shape == (64, D)
+        np.testing.assert_array_equal(dense, x[index].toarray())
+        check_npz(m, x, epoch, rank, k)
+    # The step view has the .npz too.
+    with open(m.path("step/rank/1/000000002.npz"), "rb") as f, \
+            open(m.file("batch", 0, 1, 2)[:-4] + ".npz", "rb") as g:
+        assert f.read() == g.read()
+
+
+def test_csr_every_row_once_including_empty(mounts, csr):
+    x = csr["x"]
+    m = mounts(csr["plain"], "batch_size=100,drop_last=0,strategy=shuffle")
+    rows = np.concatenate(m.epoch_index(0, 0))
+    assert sorted(rows) == list(range(N))
+    got = sp.vstack([sp.load_npz(m.file("batch", 0, 0, k)[:-4] + ".npz")
+                     for k in range(m.batches())])
+    np.testing.assert_array_equal(got.toarray(), x[rows].toarray())
+
+
+def test_csr_int64_indices_and_float64(mounts, tmp_path):
+    """A csr_matrix group as anndata lays it out, with int64 indices."""
+    rng = np.random.default_rng(5)
+    x = csr_matrix(rng, dtype=np.float64)
+    path = str(tmp_path / "wide.h5ad")
+    with h5py.File(path, "w") as f:
+        g = f.create_group("X")
+        g.attrs["encoding-type"] = "csr_matrix"
+        g.attrs["encoding-version"] = "0.1.0"
+        g.attrs["shape"] = np.array(x.shape)
+        g["data"] = x.data
+        g["indices"] = x.indices.astype(np.int64)
+        g["indptr"] = x.indptr.astype(np.int64)
+    m = mounts(path, "batch_size=50,dtype=float32")
+    index = m.load("index", 0, 0, 3)
+    got = sp.load_npz(m.file("batch", 0, 0, 3)[:-4] + ".npz")
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.toarray(),
+                                  x[index].toarray().astype(np.float32))
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 3),
+                                  x[index].toarray().astype(np.float32))
+
+
+def test_csr_split_files_serve_the_same_npz(mounts, csr, tmp_path):
+    x = csr["x"]
+    parts = []
+    for i, (a, b) in enumerate(((0, 300), (300, 700), (700, N))):
+        parts.append(write_adata(tmp_path / f"p{i}.h5ad", x[a:b]))
+    o = "world_size=2,batch_size=64"
+    one = mounts(csr["plain"], o)
+    many = mounts(parts, o)
+    for k in range(one.batches()):
+        for r in (0, 1):
+            for ext in ("npy", "npz"):
+                f = one.file("batch", 1, r, k)[:-3] + ext
+                g = many.file("batch", 1, r, k)[:-3] + ext
+                with open(f, "rb") as a, open(g, "rb") as b:
+                    assert a.read() == b.read()
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dense")
+    rng = np.random.default_rng(4)
+    x = rng.random((N, D), dtype=np.float32)
+    counts = rng.integers(0, 255, (N, D)).astype(np.uint8)
+    raw = anndata.AnnData(X=rng.random((N, D + 3), dtype=np.float32))
+    import pandas as pd
+    raw.var_names = [f"r{j}" for j in range(D + 3)]
+    ad = anndata.AnnData(X=x, layers={"counts": counts},
+                         obs=pd.DataFrame(index=[f"c{i}" for i in range(N)]))
+    ad.raw = raw
+    path = str(d / "layers.h5ad")
+    ad.write_h5ad(path)
+    gz = write_adata(d / "gz.h5ad", x, compression="gzip")
+    return {"x": x, "counts": counts, "raw": raw.X, "path": path, "gz": gz,
+            "dir": d}
+
+
+def test_dense_gzip_through_chunks(mounts, dense):
+    m = mounts(dense["gz"], "world_size=2,batch_size=50,strategy=shuffle")
+    info = m.json("dataset.json")
+    assert info["layout"] == "chunked" and info["read_path"] == "chunks"
+    for k in range(m.batches()):
+        index = m.load("index", 0, 1, k)
+        np.testing.assert_array_equal(m.load("batch", 0, 1, k),
+                                      dense["x"][index])
+
+
+@pytest.mark.parametrize("options,expect", [
+    ("layer=counts", "counts"), ("raw", "raw")])
+def test_layer_and_raw(mounts, dense, options, expect):
+    m = mounts(dense["path"], f"batch_size=100,{options}")
+    src = dense[expect]
+    index = m.load("index", 0, 0, 2)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 2), src[index])
+    assert m.json("dataset.json")["columns"] == src.shape[1]
+
+
+@pytest.mark.parametrize("src_dtype,to,cast", [
+    (np.uint8, "float32", lambda a: a.astype(np.float32)),
+    (np.float64, "float16", lambda a: a.astype(np.float16)),
+    (np.float32, "int16", lambda a: np.clip(np.trunc(a), -32768,
+                                            32767).astype(np.int16)),
+    (np.int32, "uint8", lambda a: a.astype(np.uint8)),
+])
+def test_dtype_casts(mounts, tmp_path, src_dtype, to, cast):
+    rng = np.random.default_rng(6)
+    if np.issubdtype(src_dtype, np.floating):
+        data = (rng.standard_normal((400, 7)) * 50000).astype(src_dtype)
+        data[0, :3] = [np.nan, np.inf, -np.inf] if to == "float16" else \
+            [1e10, -1e10, 0.5]
+    else:
+        data = rng.integers(0, 1000, (400, 7)).astype(src_dtype)
+    path = write_h5(str(tmp_path / "d.h5"), {"x": data})
+    m = mounts(path, f"dataset=/x,batch_size=40,dtype={to},strategy=streaming")
+    got = np.concatenate([m.load("batch", 0, 0, k) for k in range(10)])
+    assert got.dtype == np.dtype(to)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = cast(data)
+    np.testing.assert_array_equal(got, want)
+    assert m.json("dataset.json")["served_dtype"] == to
+
+
+def test_fletcher32_falls_back_to_hdf5(mounts, tmp_path):
+    x = np.arange(3000, dtype=np.float32).reshape(300, 10)
+    path = write_h5(str(tmp_path / "f.h5"), {
+        "x": (x, dict(chunks=(32, 10), fletcher32=True))})
+    m = mounts(path, "dataset=/x,batch_size=30")
+    assert m.json("dataset.json")["read_path"] == "hdf5"
+    index = m.load("index", 0, 0, 4)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 4), x[index])
+
+
+def test_truncated_chunked_source_is_eio(mounts, tmp_path):
+    path = tmp_path / "t.h5"
+    x = np.random.default_rng(0).random((2000, 64), dtype=np.float32)
+    write_h5(str(path), {"x": (x, dict(chunks=(100, 64),
+                                       compression="gzip"))})
+    m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0")
+    assert m.json("dataset.json")["read_path"] == "chunks"
+    os.truncate(path, os.path.getsize(path) // 2)
+    with pytest.raises(OSError) as e:
+        m.load("batch", 0, 0, 0)
+    assert e.value.errno == 5
+    assert "t.h5" in m.log_text()
+
+
+def test_prefetch_serves_sequential_reads_from_memory(mounts, dense):
+    m = mounts(dense["gz"], "world_size=2,batch_size=50,prefetch=4,"
+               "fetch_factor=2")
+    s = m.json("stats.json")
+    assert m.json("config.json")["prefetch"] == 4
+    assert m.json("config.json")["threads"] >= 1
+    for k in range(m.batches()):
+        index = m.load("index", 0, 0, k)
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k),
+                                      dense["x"][index])
+    s = m.json("stats.json")
+    assert s["prefetch"]["depth"] == 4
+    assert s["prefetch"]["done"] >= m.batches() - 1
+    # Every batch after the first was generated ahead of its read.
+    assert s["cache"]["misses"] >= m.batches()
+    assert s["cache"]["hits"] >= m.batches() - 1
+
+
+def test_fetch_option_errors(csr, dense, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    cases = [
+        ([dense["path"]], "layer=counts,dataset=/X", "give one of them"),
+        ([dense["path"]], "layer=nope", "/layers/nope not found"),
+        ([dense["path"]], "dtype=float128", "dtype=float128"),
+        ([dense["path"], csr["plain"]], "", "is CSR, but"),
+    ]
+    csc = str(tmp_path / "csc.h5ad")
+    write_adata(csc, csr["x"].tocsc())
+    cases.append(([csc], "", "csc_matrix"))
+    for sources, opts, words in cases:
+        args = (["-o", opts] if opts else []) + sources + [mnt]
+        r = run_rankfs(args)
+        assert r.returncode != 0 and words in r.stderr, (opts, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
