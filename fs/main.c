@@ -47,13 +47,17 @@ static void raise_readahead(const char *mountpoint)
 	}
 }
 
-/* Batch buffers are large and short-lived. glibc would raise its mmap
- * threshold after the first free and then keep freed buffers in per-thread
- * arenas, so RSS would grow past cache_mb. A fixed threshold sends every
- * buffer of 64 KiB or more to mmap and back to the kernel on free. */
+/* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped). What
+ * malloc still serves are a fill's temporaries (row lists, a CSR batch's
+ * values), freed within the same fill: a fixed 4 MiB threshold keeps
+ * them in the heap, reused without page faults, instead of glibc's
+ * sliding one, which would let freed file-sized blocks pile up in
+ * per-thread arenas; 4 arenas of at most 8 MiB kept free bound what the
+ * heaps hold. */
 static void bound_allocator(void)
 {
-	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
 	mallopt(M_ARENA_MAX, 4);
 }
 

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "bigbuf.h"
+
 #define BUCKETS 4096
 
 enum state { FILLING, READY };
@@ -83,7 +85,7 @@ static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 	table_remove(c, e);
 	c->bytes -= e->len;
 	c->entries--;
-	free(e->data);
+	rfs_bigbuf_free(e->data, e->len);
 	free(e);
 }
 
@@ -104,7 +106,7 @@ void rfs_cache_destroy(struct rfs_cache *c)
 		struct rfs_cache_entry *e = c->buckets[i];
 		while (e) {
 			struct rfs_cache_entry *next = e->next_in_bucket;
-			free(e->data);
+			rfs_bigbuf_free(e->data, e->len);
 			free(e);
 			e = next;
 		}
@@ -169,7 +171,6 @@ int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
 		e->data = rc == 0 ? data : NULL;
 		e->len = rc == 0 ? len : 0;
 		if (rc != 0) {
-			free(data);
 			/* Unlisted now, so new gets retry; waiters still
 			 * hold references and see the error. */
 			table_remove(c, e);

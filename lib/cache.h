@@ -20,8 +20,9 @@ struct rfs_cache_key {
 	uint64_t kind;
 };
 
-/* Builds the bytes of key into a malloc'ed buffer owned by the cache
- * afterwards. @return 0 or a negative errno. */
+/* Builds the bytes of key into a buffer from rfs_bigbuf_alloc(*len), owned
+ * by the cache afterwards. On failure it leaves nothing allocated.
+ * @return 0 or a negative errno. */
 typedef int (*rfs_cache_fill_fn)(void *ctx, const struct rfs_cache_key *key,
 				 void **data, size_t *len);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bigbuf.h"
 #include "cache.h"
 #include "log.h"
 
@@ -39,7 +40,7 @@ static int decode(void *ctx, const struct rfs_cache_key *key, void **data,
 	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
 	unsigned char *stored = malloc(loc->size ? loc->size : 1);
-	unsigned char *out = malloc(out_len);
+	unsigned char *out = rfs_bigbuf_alloc(out_len);
 	unsigned char *scratch = malloc(out_len);
 	int rc = -ENOMEM;
 	if (!stored || !out || !scratch)
@@ -70,7 +71,7 @@ out:
 		*data = out;
 		*len = out_len;
 	} else {
-		free(out);
+		rfs_bigbuf_free(out, out_len);
 	}
 	return rc;
 }
@@ -120,7 +121,7 @@ int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
 }
 
 int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
-		     uint64_t count, void *dst)
+		     uint64_t count, void *dst, unsigned char *const *to)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	size_t row_bytes = c->cols * c->elem;
@@ -148,11 +149,47 @@ int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 						 c->cols - c0 :
 						 c->chunk_cols;
 			for (uint64_t r = r0; r < r1; r++)
-				memcpy(out + (r - first) * row_bytes +
+				memcpy((to ? to[r - first] :
+					     out + (r - first) * row_bytes) +
 					       c0 * c->elem,
 				       chunk + ((r - gr * c->chunk_rows) *
 							c->chunk_cols) *
 						       c->elem,
+				       ncols * c->elem);
+			rfs_cache_put(cc->cache, e);
+		}
+	}
+	return 0;
+}
+
+int rfs_chunked_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
+			  const uint64_t *rows, size_t n,
+			  unsigned char *const *to)
+{
+	const struct rfs_chunked *c = &cc->sets[id];
+	for (size_t i = 0, j; i < n; i = j) {
+		/* Rows i..j-1 lie in the same row of chunks. */
+		uint64_t gr = rows[i] / c->chunk_rows;
+		for (j = i + 1; j < n && rows[j] / c->chunk_rows == gr; j++)
+			;
+		for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
+			struct rfs_cache_key key = {
+				.rank = id,
+				.batch = gr * c->grid_cols + gc,
+			};
+			struct rfs_cache_entry *e;
+			int rc = rfs_cache_get(cc->cache, &key, &e);
+			if (rc != 0)
+				return rc;
+			const unsigned char *chunk = rfs_cache_entry_data(e);
+			uint64_t c0 = gc * c->chunk_cols;
+			uint64_t ncols = c->cols - c0 < c->chunk_cols ?
+						 c->cols - c0 :
+						 c->chunk_cols;
+			for (size_t k = i; k < j; k++)
+				memcpy(to[k] + c0 * c->elem,
+				       chunk + (rows[k] - gr * c->chunk_rows) *
+						       c->chunk_cols * c->elem,
 				       ncols * c->elem);
 			rfs_cache_put(cc->cache, e);
 		}

@@ -49,10 +49,18 @@ void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc);
 int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
 			     const struct rfs_chunked *c, uint64_t *id);
 
-/* Reads rows [first, first + count) of dataset id into dst (row i at
- * dst + i x cols x elem). Thread-safe. Failures (short file, bad chunk)
- * are logged with file, dataset and rows. @return 0, -EIO, -ENOMEM. */
+/* Reads rows [first, first + count) of dataset id: row i to to[i] when
+ * to is given, else to dst + i x cols x elem. Thread-safe. Failures (short
+ * file, bad chunk) are logged with file, dataset and rows.
+ * @return 0, -EIO, -ENOMEM. */
 int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
-		     uint64_t count, void *dst);
+		     uint64_t count, void *dst, unsigned char *const *to);
+
+/* Reads n distinct rows of dataset id, sorted ascending, row i to to[i]:
+ * the rows of one row of chunks are served by one lookup of each chunk.
+ * Thread-safe. @return 0, -EIO, -ENOMEM. */
+int rfs_chunked_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
+			  const uint64_t *rows, size_t n,
+			  unsigned char *const *to);
 
 #endif

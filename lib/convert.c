@@ -196,6 +196,15 @@ void rfs_convert(enum rfs_dtype to, void *dst, enum rfs_dtype from,
 		}
 		return;
 	}
+	if (from == RFS_INT32 && to == RFS_INT64) { /* CSR column ids */
+		for (size_t k = 0; k < n; k++) {
+			int32_t v;
+			memcpy(&v, s + 4 * k, 4);
+			int64_t w = v;
+			memcpy(d + 8 * k, &w, 8);
+		}
+		return;
+	}
 	if (from == RFS_FLOAT32 && to == RFS_FLOAT16) {
 		for (size_t k = 0; k < n; k++) {
 			float f;

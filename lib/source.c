@@ -33,12 +33,14 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "chunks.h"
 #include "column.h"
 #include "convert.h"
+#include "fetch.h"
 #include "log.h"
 #include "rowsort.h"
 
@@ -461,6 +463,56 @@ static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,
 	return 0;
 }
 
+/* Rows [first, first + count) straight to their places (row i at
+ * to[i]): one preadv, no staging copy. */
+static int preadv_run(struct rfs_source *s, struct array *a, uint64_t first,
+		      uint64_t count, unsigned char *const *to)
+{
+	struct iovec iov[64];
+	uint64_t done = 0;
+	while (done < count) {
+		int n = count - done < 64 ? (int)(count - done) : 64;
+		for (int i = 0; i < n; i++)
+			iov[i] = (struct iovec){ to[done + (uint64_t)i],
+						 a->row_bytes };
+		off_t at = (off_t)(a->offset + (first + done) * a->row_bytes);
+		ssize_t got = preadv(s->fd, iov, n, at);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got != (ssize_t)(n * a->row_bytes)) {
+			/* Short: the file ends early. Read the rest one by
+			 * one to tell EOF from a partial page. */
+			for (int i = 0; i < n; i++)
+				if (pread_run(s, a, first + done + (uint64_t)i,
+					      1, to[done + (uint64_t)i]) != 0)
+					return -EIO;
+		}
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int hdf5_run(struct rfs_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst);
+
+/* Rows [first, first + count) of a, row i to to[i], by the array's read
+ * path. */
+static int read_rows_to(struct rfs_source *s, struct array *a, uint64_t first,
+			uint64_t count, unsigned char *const *to)
+{
+	if (a->path == READ_PREAD)
+		return preadv_run(s, a, first, count, to);
+	if (a->path == READ_CHUNKS)
+		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
+					NULL, to);
+	unsigned char *staging = malloc(count * a->row_bytes);
+	int rc = staging ? hdf5_run(s, a, first, count, staging) : -ENOMEM;
+	for (uint64_t i = 0; i < count && rc == 0; i++)
+		memcpy(to[i], staging + i * a->row_bytes, a->row_bytes);
+	free(staging);
+	return rc;
+}
+
 /* Rows [first, first + count) of a into dst, by the array's read path. */
 static int read_run(struct rfs_source *s, struct array *a, uint64_t first,
 		    uint64_t count, void *dst)
@@ -469,8 +521,14 @@ static int read_run(struct rfs_source *s, struct array *a, uint64_t first,
 		return pread_run(s, a, first, count, dst);
 	if (a->path == READ_CHUNKS)
 		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
-					dst);
+					dst, NULL);
+	return hdf5_run(s, a, first, count, dst);
+}
 
+/* Through HDF5, under its lock: one hyperslab. */
+static int hdf5_run(struct rfs_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst)
+{
 	hsize_t start[2] = { first, 0 };
 	hsize_t extent[2] = { count, a->cols };
 	int rc = -EIO;
@@ -890,31 +948,104 @@ static int unchanged_or_log(struct rfs_source *s, const struct rfs_wanted *w,
 	return rc;
 }
 
+/* Distinct sorted rows of a, row i to to[i]: a chunked array in one
+ * pass over the chunks (rows of one chunk share its lookups), the others
+ * run by run of consecutive rows. */
+static int fetch_sorted(struct rfs_source *s, struct array *a,
+			const uint64_t *rows, size_t m,
+			unsigned char *const *to);
+
+static int read_sorted(struct rfs_source *s, struct array *a,
+		       const uint64_t *rows, size_t m, unsigned char *const *to)
+{
+	if (a->path == READ_CHUNKS)
+		return rfs_chunked_read_rows(s->chunks, a->chunks_id, rows, m,
+					     to);
+	if (a->path == READ_PREAD)
+		return fetch_sorted(s, a, rows, m, to);
+	int rc = 0;
+	for (size_t i = 0, j; i < m && rc == 0; i = j) {
+		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
+			;
+		rc = read_rows_to(s, a, rows[i], j - i, to + i);
+	}
+	return rc;
+}
+
+/* A contiguous array's rows, every run of consecutive rows one read,
+ * submitted together (fetch.c). */
+static int fetch_sorted(struct rfs_source *s, struct array *a,
+			const uint64_t *rows, size_t m, unsigned char *const *to)
+{
+	struct iovec *iov = malloc((m ? m : 1) * sizeof(*iov));
+	struct rfs_fetch_run *runs = malloc((m ? m : 1) * sizeof(*runs));
+	size_t nruns = 0, failed = 0;
+	int rc = -ENOMEM;
+	if (!iov || !runs)
+		goto out;
+	for (size_t i = 0, j; i < m; i = j) {
+		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1 &&
+				j - i < IOV_MAX;
+		     j++)
+			;
+		for (size_t k = i; k < j; k++)
+			iov[k] = (struct iovec){ to[k], a->row_bytes };
+		runs[nruns++] = (struct rfs_fetch_run){
+			.off = a->offset + rows[i] * a->row_bytes,
+			.len = (j - i) * a->row_bytes,
+			.iov = iov + i,
+			.iovcnt = (int)(j - i) };
+	}
+	rc = rfs_fetch(s->fd, runs, nruns, &failed);
+	if (rc != 0) {
+		uint64_t first = (runs[failed].off - a->offset) / a->row_bytes;
+		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
+			"failed: %s",
+			s->path, a->name, (unsigned long long)first,
+			(unsigned long long)(first + (uint64_t)runs[failed].iovcnt),
+			rc == -ENODATA ? "file ends before the data" :
+					 strerror(-rc));
+		rc = -EIO;
+	}
+out:
+	free(iov);
+	free(runs);
+	return rc;
+}
+
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst)
 {
 	size_t row_bytes = s->x.row_bytes;
 	int rc = -ENOMEM;
 	struct rfs_wanted *w = rfs_rowsort(rows, n);
-	unsigned char *staging = malloc(n * row_bytes);
+	uint64_t *distinct = malloc((n ? n : 1) * sizeof(*distinct));
+	unsigned char **to = malloc((n ? n : 1) * sizeof(*to));
 	unsigned char *out = dst;
 
 	quiet_hdf5();
-	if (!w || !staging)
+	if (!w || !distinct || !to)
 		goto out;
 	rc = unchanged_or_log(s, w, n);
-	for (size_t i = 0, j; i < n && rc == 0; i = j) {
-		/* Its distinct rows fit the staging buffer. */
-		j = run_end(w, i, n);
-		uint64_t first = w[i].row, count = w[j - 1].row - first + 1;
-		rc = read_run(s, &s->x, first, count, staging);
-		for (size_t k = i; k < j && rc == 0; k++)
-			memcpy(out + w[k].slot * row_bytes,
-			       staging + (w[k].row - first) * row_bytes,
-			       row_bytes);
+	if (rc != 0)
+		goto out;
+	/* Each distinct row is read straight into its first slot; repeats
+	 * are copied from there. */
+	size_t m = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (k && w[k].row == w[k - 1].row)
+			continue;
+		distinct[m] = w[k].row;
+		to[m++] = out + w[k].slot * row_bytes;
 	}
+	rc = read_sorted(s, &s->x, distinct, m, to);
+	for (size_t k = 1; k < n && rc == 0; k++)
+		if (w[k].row == w[k - 1].row)
+			memcpy(out + w[k].slot * row_bytes,
+			       out + w[k - 1].slot * row_bytes, row_bytes);
 out:
-	free(staging);
+	free(to);
+	free(distinct);
 	free(w);
 	return rc;
 }

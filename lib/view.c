@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "bigbuf.h"
 #include "buf.h"
 #include "convert.h"
 #include "dataset.h"
@@ -125,19 +126,26 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		return rc;
 	struct rfs_npz_csr m = npz_shape(v, n, csr.start[n]);
 	size_t size = rfs_npz_size(&m);
-	unsigned char *buf = malloc(size);
-	void *values = malloc(csr.start[n] * rfs_dtype_size(v->out_dtype) + 1);
-	if (buf && values) {
-		rfs_convert(v->out_dtype, values, info->dtype, csr.values,
-			    csr.start[n]);
-		rfs_npz_write(&m, values, csr.cols, csr.start, buf);
+	unsigned char *buf = rfs_bigbuf_alloc(size);
+	/* Cast only when dtype= asks for it. */
+	void *values = v->out_dtype == info->dtype ?
+			       NULL :
+			       malloc(csr.start[n] *
+					      rfs_dtype_size(v->out_dtype) +
+				      1);
+	if (buf && (values || v->out_dtype == info->dtype)) {
+		if (values)
+			rfs_convert(v->out_dtype, values, info->dtype,
+				    csr.values, csr.start[n]);
+		rfs_npz_write(&m, values ? values : csr.values, csr.cols,
+			      csr.start, buf);
 		*data = buf;
 		*len = size;
 		buf = NULL;
 	} else {
 		rc = -ENOMEM;
 	}
-	free(buf);
+	rfs_bigbuf_free(buf, size);
 	free(values);
 	rfs_csr_free(&csr);
 	return rc;
@@ -159,6 +167,7 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 
 	int64_t *rows = malloc(n * sizeof(*rows));
 	unsigned char *buf = NULL;
+	size_t size = 0;
 	if (!rows)
 		goto fail;
 	rc = rfs_planner_batch(v->planner, key->epoch, key->rank, key->batch,
@@ -171,10 +180,10 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 		return rc;
 	}
 	file_shape(v, key->kind, n, shape, &ndims, &dtype);
-	size_t size = v->file_size[key->kind]
-				  [key->batch + 1 >= rfs_view_batches_per_rank(v)];
+	size = v->file_size[key->kind]
+			   [key->batch + 1 >= rfs_view_batches_per_rank(v)];
 	rc = -ENOMEM;
-	if (!(buf = malloc(size)))
+	if (!(buf = rfs_bigbuf_alloc(size)))
 		goto fail;
 	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
 	/* int64 files are little-endian: the host order on every platform
@@ -199,7 +208,7 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 	return 0;
 fail:
 	free(rows);
-	free(buf);
+	rfs_bigbuf_free(buf, size);
 	return rc;
 }
 
@@ -438,9 +447,11 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc != 0)
 		goto fail;
-	/* Decoded chunks take a quarter of cache_mb, batches the rest. */
+	/* Decoded chunks and batches share cache_mb: a row of a chunked
+	 * dataset can span many chunks, and re-decoding them per batch costs
+	 * far more than holding them. */
 	size_t cache_bytes = v->config.cache_mb << 20;
-	size_t chunk_bytes = cache_bytes / 4;
+	size_t chunk_bytes = cache_bytes / 2;
 	rc = rfs_dataset_open(sources, nsources, v->config.dataset, chunk_bytes,
 			      &v->dataset, err, errlen);
 	if (rc != 0)
@@ -505,6 +516,7 @@ void rfs_view_destroy(struct rfs_view *v)
 		pthread_mutex_destroy(&v->readers_lock);
 	free(v->readers);
 	rfs_cache_destroy(v->cache);
+	rfs_bigbuf_drain();
 	rfs_stats_destroy(v->stats);
 	rfs_planner_destroy(v->planner);
 	rfs_selection_free(&v->selection);

@@ -101,7 +101,7 @@ static void test_rows_across_chunks(void **state)
 			uint16_t out[ROWS * COLS];
 			memset(out, 0xff, sizeof(out));
 			assert_int_equal(rfs_chunked_read(cc, id, first, count,
-							  out),
+							  out, NULL),
 					 0);
 			for (uint64_t r = 0; r < count; r++)
 				for (uint64_t c = 0; c < COLS; c++)
@@ -122,8 +122,8 @@ static void test_truncated_file_is_eio(void **state)
 	assert_int_equal(rfs_chunk_cache_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
 	uint16_t out[ROWS * COLS];
-	assert_int_equal(rfs_chunked_read(cc, id, 0, 3, out), 0);
-	assert_int_equal(rfs_chunked_read(cc, id, 5, 2, out), -EIO);
+	assert_int_equal(rfs_chunked_read(cc, id, 0, 3, out, NULL), 0);
+	assert_int_equal(rfs_chunked_read(cc, id, 5, 2, out, NULL), -EIO);
 	rfs_chunk_cache_destroy(cc);
 }
 

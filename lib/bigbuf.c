@@ -1,0 +1,80 @@
+/*
+ * Large buffers are mapped with MAP_POPULATE (one call instead of a page
+ * fault per 4 KiB) and, when freed, kept in a small pool for the next
+ * buffer of the same size: batch files of a mount mostly share one size,
+ * so a steady reader reuses a handful of mappings instead of populating,
+ * zeroing and unmapping a megabyte per batch. The pool is bounded
+ * (POOL_BYTES), so memory stays within cache_mb plus that much.
+ */
+#include "bigbuf.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+/* Below this, malloc's own free lists are cheaper than a mapping. */
+#define MAP_MIN (256 * 1024)
+#define POOL_SLOTS 16
+#define POOL_BYTES (32u << 20)
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	void *p;
+	size_t size;
+} pool[POOL_SLOTS]; /* protected by pool_lock */
+static size_t pool_bytes; /* protected by pool_lock */
+
+void *rfs_bigbuf_alloc(size_t size)
+{
+	if (size < MAP_MIN)
+		return malloc(size ? size : 1);
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		if (pool[i].p && pool[i].size == size) {
+			void *p = pool[i].p;
+			pool[i].p = NULL;
+			pool_bytes -= size;
+			pthread_mutex_unlock(&pool_lock);
+			return p;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void rfs_bigbuf_free(void *p, size_t size)
+{
+	if (!p)
+		return;
+	if (size < MAP_MIN) {
+		free(p);
+		return;
+	}
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < POOL_SLOTS && pool_bytes + size <= POOL_BYTES;
+	     i++) {
+		if (!pool[i].p) {
+			pool[i].p = p;
+			pool[i].size = size;
+			pool_bytes += size;
+			pthread_mutex_unlock(&pool_lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	munmap(p, size);
+}
+
+void rfs_bigbuf_drain(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		if (pool[i].p)
+			munmap(pool[i].p, pool[i].size);
+		pool[i].p = NULL;
+	}
+	pool_bytes = 0;
+	pthread_mutex_unlock(&pool_lock);
+}

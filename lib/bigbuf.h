@@ -1,0 +1,21 @@
+/* Memory for generated files. Batch buffers are large and short-lived;
+ * faulting their pages in one by one on first write costs as much as
+ * filling them (a page fault per 4 KiB, expensive under virtualisation).
+ * Large buffers are therefore mapped with every page populated in one
+ * call, and reused or unmapped when freed (bigbuf.c). */
+#ifndef RFS_BIGBUF_H
+#define RFS_BIGBUF_H
+
+#include <stddef.h>
+
+/* @return size bytes (uninitialised), or NULL. */
+void *rfs_bigbuf_alloc(size_t size);
+
+/* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a
+ * small pool (at most 32 MiB) for reuse. Accepts NULL. Thread-safe. */
+void rfs_bigbuf_free(void *p, size_t size);
+
+/* Returns the pooled buffers to the kernel (at teardown). */
+void rfs_bigbuf_drain(void);
+
+#endif

@@ -1,0 +1,161 @@
+#include "fetch.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define RING_ENTRIES 128
+
+struct ring {
+	struct io_uring uring;
+	int state; /* 0: not tried, 1: ready, -1: unavailable */
+};
+
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+static atomic_int fallback_logged;
+
+static void ring_free(void *p)
+{
+	struct ring *r = p;
+	if (r->state == 1)
+		io_uring_queue_exit(&r->uring);
+	free(r);
+}
+
+static void make_key(void)
+{
+	pthread_key_create(&ring_key, ring_free);
+}
+
+static void unavailable(struct ring *r, int err)
+{
+	if (r->state == 1)
+		io_uring_queue_exit(&r->uring);
+	r->state = -1;
+	if (atomic_exchange(&fallback_logged, 1) == 0)
+		rfs_log("io_uring unavailable (%s): reading with preadv",
+			strerror(-err));
+}
+
+/* This thread's ring state (NULL only when out of memory). */
+static struct ring *thread_state(void)
+{
+	pthread_once(&ring_once, make_key);
+	struct ring *r = pthread_getspecific(ring_key);
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r || pthread_setspecific(ring_key, r) != 0) {
+			free(r);
+			return NULL;
+		}
+		int rc = io_uring_queue_init(RING_ENTRIES, &r->uring, 0);
+		r->state = 1;
+		if (rc != 0)
+			unavailable(r, rc);
+	}
+	return r;
+}
+
+int rfs_fetch_uses_uring(void)
+{
+	struct ring *r = thread_state();
+	return r && r->state == 1;
+}
+
+/* Completes a run that a read left short (a signal, or the file's end):
+ * the rest with preadv. */
+static int finish_run(int fd, const struct rfs_fetch_run *run, size_t done)
+{
+	while (done < run->len) {
+		struct iovec iov[64];
+		int n = 0;
+		size_t skip = done;
+		for (int i = 0; i < run->iovcnt && n < 64; i++) {
+			if (skip >= run->iov[i].iov_len) {
+				skip -= run->iov[i].iov_len;
+				continue;
+			}
+			iov[n].iov_base = (char *)run->iov[i].iov_base + skip;
+			iov[n++].iov_len = run->iov[i].iov_len - skip;
+			skip = 0;
+		}
+		ssize_t got = preadv(fd, iov, n, (off_t)(run->off + done));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -ENODATA;
+		done += (size_t)got;
+	}
+	return 0;
+}
+
+static int fetch_preadv(int fd, const struct rfs_fetch_run *runs, size_t n,
+			size_t *failed)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = finish_run(fd, &runs[i], 0);
+		if (rc != 0) {
+			*failed = i;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int rfs_fetch(int fd, const struct rfs_fetch_run *runs, size_t n,
+	      size_t *failed)
+{
+	struct ring *state = thread_state();
+	if (!state || state->state != 1)
+		return fetch_preadv(fd, runs, n, failed);
+	struct io_uring *ring = &state->uring;
+	int rc = 0;
+	for (size_t base = 0; base < n; base += RING_ENTRIES) {
+		size_t m = n - base < RING_ENTRIES ? n - base : RING_ENTRIES;
+		for (size_t i = 0; i < m; i++) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+			const struct rfs_fetch_run *r = &runs[base + i];
+			io_uring_prep_readv(sqe, fd, r->iov, (unsigned)r->iovcnt,
+					    r->off);
+			io_uring_sqe_set_data64(sqe, base + i);
+		}
+		int sub = io_uring_submit_and_wait(ring, (unsigned)m);
+		if (sub != (int)m) {
+			/* The ring is in an unknown state (entries may still
+			 * point at these buffers): drop it for good. */
+			unavailable(state, sub < 0 ? sub : -EIO);
+			return fetch_preadv(fd, runs, n, failed);
+		}
+		for (size_t got = 0; got < m; got++) {
+			struct io_uring_cqe *cqe;
+			int w = io_uring_wait_cqe(ring, &cqe);
+			if (w < 0) {
+				rc = rc ? rc : w;
+				break;
+			}
+			size_t i = (size_t)io_uring_cqe_get_data64(cqe);
+			int res = cqe->res;
+			io_uring_cqe_seen(ring, cqe);
+			int err = res == -EINTR || res == -EAGAIN ?
+					  finish_run(fd, &runs[i], 0) :
+				  res < 0 ? res :
+				  (size_t)res < runs[i].len ?
+					  finish_run(fd, &runs[i], (size_t)res) :
+					  0;
+			if (err != 0 && rc == 0) {
+				rc = err;
+				*failed = i;
+			}
+		}
+	}
+	return rc;
+}
