@@ -26,6 +26,28 @@ static const char *const fuse_keys[] = {
 	"clone_fd", "debug", "ro", NULL
 };
 
+/* mount(8) and fstab options that mean nothing to a read-only FUSE
+ * daemon: accepted and dropped, so fstab lines and mount -t fuse.rankfs
+ * work with their usual words (the mount stays read-only). */
+static const char *const ignored_keys[] = {
+	"rw",	    "defaults", "auto",	   "noauto",	 "user",
+	"nouser",   "users",	"owner",   "group",	 "nofail",
+	"_netdev",  "dev",	"nodev",   "suid",	 "nosuid",
+	"exec",	    "noexec",	"atime",   "noatime",	 "relatime",
+	"norelatime", "strictatime", "nodiratime", "diratime", "sync",
+	"async",    "lazytime", "nolazytime", "comment", NULL
+};
+
+static int is_ignored_key(const char *key)
+{
+	if (strncmp(key, "x-", 2) == 0) /* x-systemd.*, x-gvfs-* ... */
+		return 1;
+	for (size_t i = 0; ignored_keys[i]; i++)
+		if (strcmp(key, ignored_keys[i]) == 0)
+			return 1;
+	return 0;
+}
+
 struct parse_state {
 	struct rfs_cli *cli;
 	int action; /* 1: help or version printed */
@@ -89,6 +111,8 @@ static int take_option(struct parse_state *st, const char *arg)
 		st->has_fsname |= strcmp(key, "fsname") == 0;
 		return 1; /* libfuse's: keep */
 	}
+	if (is_ignored_key(key))
+		return 0; /* mount(8)'s: drop */
 	fprintf(stderr,
 		"rankfs: unknown option '%s' (see rankfs --help for the "
 		"accepted options)\n",

@@ -137,16 +137,26 @@ static void release_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
 		  struct rfs_cache_entry **out)
 {
+	enum rfs_cache_found found;
+	return rfs_cache_get_found(c, key, out, &found);
+}
+
+int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
+			struct rfs_cache_entry **out,
+			enum rfs_cache_found *found)
+{
 	pthread_mutex_lock(&c->lock);
 	struct rfs_cache_entry *e = find(c, key);
 	if (e) {
 		c->hits++;
+		*found = e->state == READY ? RFS_CACHE_READY : RFS_CACHE_WAITED;
 		if (e->refs++ == 0 && e->state == READY)
 			lru_unlink(e);
 		while (e->state == FILLING)
 			pthread_cond_wait(&c->filled, &c->lock);
 	} else {
 		c->misses++;
+		*found = RFS_CACHE_FILLED;
 		e = calloc(1, sizeof(*e));
 		if (!e) {
 			pthread_mutex_unlock(&c->lock);

@@ -6,7 +6,8 @@
  * ring per thread, made on first use) and waited for together. Where
  * io_uring is not available (old kernel, seccomp, io_uring_disabled) the
  * same reads are done with preadv, one per run; the first fallback is
- * logged. HDF5-free, thread-safe. */
+ * logged. RANKFS_NO_URING=1 in the environment forces the fallback.
+ * HDF5-free, thread-safe. */
 #ifndef RFS_FETCH_H
 #define RFS_FETCH_H
 

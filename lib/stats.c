@@ -1,18 +1,48 @@
+/*
+ * Counters are relaxed atomics, read without a lock: a snapshot may mix
+ * values from a few microseconds apart, which a dashboard does not mind.
+ *
+ * rows/s is over the last RATE_SECONDS whole seconds: each rank keeps a
+ * ring of per-second row counts, the slot of second t at t mod RING. The
+ * generation time distribution is a histogram of quarter-octave buckets
+ * (each 19 % wider than the last) from 1 us, so p50 and p99 are upper
+ * bucket bounds, within 19 %.
+ */
 #include "stats.h"
 
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+
+#define RING 16
+#define RATE_SECONDS 10
+#define BUCKETS 96 /* 2^(96/4) us = 16.7 s */
 
 struct rank_counters {
-	_Atomic uint64_t batches;
-	_Atomic uint64_t bytes;
+	_Atomic uint64_t batches, bytes;
+	_Atomic uint64_t last_epoch, last_batch, last_open_s;
+	_Atomic uint64_t found[3];
+	_Atomic uint64_t wait_ns;
+	pthread_mutex_t ring_lock;
+	uint64_t ring_second[RING]; /* protected by ring_lock */
+	uint64_t ring_rows[RING]; /* protected by ring_lock */
 };
 
 struct rfs_stats {
 	uint64_t ranks;
+	_Atomic uint64_t generated[BUCKETS];
 	struct rank_counters per_rank[];
 };
+
+static uint64_t now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
 
 int rfs_stats_create(uint64_t ranks, struct rfs_stats **out)
 {
@@ -21,48 +51,136 @@ int rfs_stats_create(uint64_t ranks, struct rfs_stats **out)
 	if (!s)
 		return -ENOMEM;
 	s->ranks = ranks;
+	for (uint64_t r = 0; r < ranks; r++)
+		pthread_mutex_init(&s->per_rank[r].ring_lock, NULL);
 	*out = s;
 	return 0;
 }
 
 void rfs_stats_destroy(struct rfs_stats *s)
 {
+	if (!s)
+		return;
+	for (uint64_t r = 0; r < s->ranks; r++)
+		pthread_mutex_destroy(&s->per_rank[r].ring_lock);
 	free(s);
 }
 
-void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank)
+#define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
+#define SET(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+#define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
+			    uint64_t epoch, uint64_t batch, uint64_t rows)
 {
-	atomic_fetch_add_explicit(&s->per_rank[rank].batches, 1,
-				  memory_order_relaxed);
+	struct rank_counters *c = &s->per_rank[rank];
+	uint64_t t = now_s();
+	ADD(c->batches, 1);
+	SET(c->last_epoch, epoch);
+	SET(c->last_batch, batch);
+	SET(c->last_open_s, t);
+	pthread_mutex_lock(&c->ring_lock);
+	if (c->ring_second[t % RING] != t) {
+		c->ring_second[t % RING] = t;
+		c->ring_rows[t % RING] = 0;
+	}
+	c->ring_rows[t % RING] += rows;
+	pthread_mutex_unlock(&c->ring_lock);
 }
 
 void rfs_stats_bytes_served(struct rfs_stats *s, uint64_t rank, uint64_t bytes)
 {
-	atomic_fetch_add_explicit(&s->per_rank[rank].bytes, bytes,
-				  memory_order_relaxed);
+	ADD(s->per_rank[rank].bytes, bytes);
+}
+
+void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
+			  enum rfs_stats_found found, uint64_t wait_ns)
+{
+	ADD(s->per_rank[rank].found[found], 1);
+	ADD(s->per_rank[rank].wait_ns, wait_ns);
+}
+
+void rfs_stats_generated(struct rfs_stats *s, uint64_t ns)
+{
+	double us = (double)ns / 1e3;
+	int b = us <= 1 ? 0 : (int)ceil(4 * log2(us));
+	ADD(s->generated[b < BUCKETS ? b : BUCKETS - 1], 1);
+}
+
+/* Rows opened in the last RATE_SECONDS whole seconds, per second. */
+static double rows_per_s(struct rank_counters *c, uint64_t t)
+{
+	uint64_t rows = 0;
+	pthread_mutex_lock(&c->ring_lock);
+	for (int i = 0; i < RING; i++)
+		if (c->ring_second[i] < t && c->ring_second[i] + RATE_SECONDS >= t)
+			rows += c->ring_rows[i];
+	pthread_mutex_unlock(&c->ring_lock);
+	return (double)rows / RATE_SECONDS;
+}
+
+/* Upper bound in ms of the bucket holding quantile q, or -1 if empty. */
+static double quantile_ms(struct rfs_stats *s, double q, uint64_t total)
+{
+	uint64_t seen = 0;
+	for (int b = 0; b < BUCKETS && total; b++) {
+		seen += GET(s->generated[b]);
+		if ((double)seen >= q * (double)total)
+			return pow(2.0, b / 4.0) / 1e3;
+	}
+	return -1;
 }
 
 void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 {
-	uint64_t batches = 0, bytes = 0;
+	uint64_t batches = 0, bytes = 0, t = now_s(), total = 0;
 	struct rfs_buf ranks = { 0 };
 	for (uint64_t r = 0; r < s->ranks; r++) {
-		uint64_t nb = atomic_load_explicit(&s->per_rank[r].batches,
-						   memory_order_relaxed);
-		uint64_t by = atomic_load_explicit(&s->per_rank[r].bytes,
-						   memory_order_relaxed);
+		struct rank_counters *c = &s->per_rank[r];
+		uint64_t nb = GET(c->batches), by = GET(c->bytes);
+		uint64_t ready = GET(c->found[RFS_FOUND_READY]);
+		uint64_t waited = GET(c->found[RFS_FOUND_WAITED]);
+		uint64_t made = GET(c->found[RFS_FOUND_GENERATED]);
+		uint64_t reads = ready + waited + made;
 		batches += nb;
 		bytes += by;
 		rfs_buf_printf(&ranks,
 			       "%s\n    {\"rank\": %llu, \"batches_served\": "
-			       "%llu, \"bytes_served\": %llu}",
+			       "%llu, \"bytes_served\": %llu, \"rows_per_s\": "
+			       "%.1f, ",
 			       r ? "," : "", (unsigned long long)r,
-			       (unsigned long long)nb, (unsigned long long)by);
+			       (unsigned long long)nb, (unsigned long long)by,
+			       rows_per_s(c, t));
+		if (nb)
+			rfs_buf_printf(&ranks,
+				       "\"last_opened\": {\"epoch\": %llu, "
+				       "\"batch\": %llu, \"seconds_ago\": %llu}, ",
+				       (unsigned long long)GET(c->last_epoch),
+				       (unsigned long long)GET(c->last_batch),
+				       (unsigned long long)(t -
+							    GET(c->last_open_s)));
+		else
+			rfs_buf_printf(&ranks, "\"last_opened\": null, ");
+		rfs_buf_printf(&ranks,
+			       "\"first_reads\": {\"ready\": %llu, \"waited\": "
+			       "%llu, \"generated\": %llu}, \"ready_rate\": %.3f, "
+			       "\"wait_s\": %.3f}",
+			       (unsigned long long)ready,
+			       (unsigned long long)waited,
+			       (unsigned long long)made,
+			       reads ? (double)ready / (double)reads : 0.0,
+			       (double)GET(c->wait_ns) / 1e9);
 	}
+	for (int k = 0; k < BUCKETS; k++)
+		total += GET(s->generated[k]);
 	rfs_buf_printf(b,
 		       "  \"batches_served\": %llu,\n  \"bytes_served\": %llu,\n"
+		       "  \"generation\": {\"batches\": %llu, \"p50_ms\": %.3f, "
+		       "\"p99_ms\": %.3f},\n"
 		       "  \"ranks\": [%s\n  ]",
 		       (unsigned long long)batches, (unsigned long long)bytes,
+		       (unsigned long long)total, quantile_ms(s, 0.5, total),
+		       quantile_ms(s, 0.99, total),
 		       ranks.failed || !ranks.data ? "" : ranks.data);
 	if (ranks.failed)
 		b->failed = 1;

@@ -1,4 +1,6 @@
-/* Live counters behind stats.json. Lock-free: relaxed atomics per rank. */
+/* Live counters behind stats.json: per rank, what its reader did and how
+ * long it waited; for the mount, how long generating a batch takes.
+ * Thread-safe; the hot counters are relaxed atomics. */
 #ifndef RFS_STATS_H
 #define RFS_STATS_H
 
@@ -11,10 +13,28 @@ struct rfs_stats;
 int rfs_stats_create(uint64_t ranks, struct rfs_stats **out);
 void rfs_stats_destroy(struct rfs_stats *s); /* accepts NULL */
 
-/* A batch file of rank was opened. */
-void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank);
-/* bytes of a batch or index file of rank were returned by read(). */
+/* A batch file (.npy or .npz) of rank was opened: batch of epoch, rows
+ * of it. */
+void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
+			    uint64_t epoch, uint64_t batch, uint64_t rows);
+
+/* bytes of a file of rank were returned by read(). */
 void rfs_stats_bytes_served(struct rfs_stats *s, uint64_t rank, uint64_t bytes);
+
+/* How the first read of a batch file found it. */
+enum rfs_stats_found {
+	RFS_FOUND_READY, /* generated before (prefetch, or read already) */
+	RFS_FOUND_WAITED, /* being generated: the read waited for it */
+	RFS_FOUND_GENERATED, /* generated for this read */
+};
+
+/* The first read of a batch file of rank found it so, after waiting
+ * wait_ns for its bytes. */
+void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
+			  enum rfs_stats_found found, uint64_t wait_ns);
+
+/* A batch was generated in ns nanoseconds (plan, read, encode). */
+void rfs_stats_generated(struct rfs_stats *s, uint64_t ns);
 
 /* Appends the JSON members (no braces) for the counters. */
 void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -156,8 +157,35 @@ uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch)
 	return rfs_partition_batch_rows(rfs_planner_layout(v->planner), batch);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int is_batch(uint64_t kind)
+{
+	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
+}
+
+static int generate(void *ctx, const struct rfs_cache_key *key, void **data,
+		    size_t *len);
+
+/* The cache's fill: generate(), timed for stats.json. */
 static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 		size_t *len)
+{
+	struct rfs_view *v = ctx;
+	uint64_t t0 = now_ns();
+	int rc = generate(ctx, key, data, len);
+	if (rc == 0 && is_batch(key->kind))
+		rfs_stats_generated(v->stats, now_ns() - t0);
+	return rc;
+}
+
+static int generate(void *ctx, const struct rfs_cache_key *key, void **data,
+		    size_t *len)
 {
 	struct rfs_view *v = ctx;
 	uint64_t shape[2], n = rfs_view_batch_rows(v, key->batch);
@@ -627,11 +655,26 @@ void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e)
 	rfs_cache_put(v->cache, e);
 }
 
+int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
+		  uint64_t off, struct rfs_cache_entry **out)
+{
+	if (off != 0 || !is_batch(key->kind))
+		return rfs_cache_get(v->cache, key, out);
+	enum rfs_cache_found found;
+	uint64_t t0 = now_ns();
+	int rc = rfs_cache_get_found(v->cache, key, out, &found);
+	/* The enums list the same cases in the same order. */
+	rfs_stats_first_read(v->stats, key->rank, (enum rfs_stats_found)found,
+			     now_ns() - t0);
+	return rc;
+}
+
 void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 {
-	if (key->kind != RFS_KIND_BATCH && key->kind != RFS_KIND_NPZ)
+	if (!is_batch(key->kind))
 		return;
-	rfs_stats_batch_opened(v->stats, key->rank);
+	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
+			       rfs_view_batch_rows(v, key->batch));
 	if (!v->prefetch)
 		return;
 	/* A sequential reader at pos gets pos + 1 .. pos + depth queued,
@@ -665,4 +708,18 @@ int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 		  uint64_t batch, int64_t *rows)
 {
 	return rfs_planner_batch(v->planner, epoch, rank, batch, rows);
+}
+
+int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
+		  char out[17])
+{
+	struct rfs_cache_entry *e;
+	int rc = rfs_view_get(v, key, &e);
+	if (rc != 0)
+		return rc;
+	XXH64_hash_t h = XXH3_64bits(rfs_cache_entry_data(e),
+				     rfs_cache_entry_size(e));
+	rfs_view_put(v, e);
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+	return 0;
 }

@@ -54,7 +54,19 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len);
  * @return 0, -EIO (source read failed, logged), -ENOMEM. */
 int rfs_view_get(struct rfs_view *v, const struct rfs_cache_key *key,
 		 struct rfs_cache_entry **out);
+
+/* rfs_view_get() for a read() at offset off: the first read of a batch
+ * file (off 0) records whether its bytes were ready and how long the
+ * reader waited for them. */
+int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
+		  uint64_t off, struct rfs_cache_entry **out);
 void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
+
+/* The file's content hash, XXH3-64 as 16 hex digits and a NUL (the
+ * user.rankfs.xxh3 attribute); generates the file if needed.
+ * @return 0 or rfs_view_get()'s error. */
+int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
+		  char out[17]);
 
 /* A file was opened: counts batch opens per rank, and for batch and npz
  * files queues the next prefetch batches of the same rank and kind. */

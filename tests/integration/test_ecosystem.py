@@ -1,0 +1,179 @@
+"""rankfs among the usual tools: a real DDP job, mount(8) and fstab after
+cmake --install, the man page, stats.json as a dashboard, content hashes
+in xattrs, and the debugging session example."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xxhash
+
+from conftest import REPO, RANKFS, is_mounted, run_rankfs, write_h5ad
+
+EXAMPLES = os.path.join(REPO, "docs", "examples")
+
+
+@pytest.fixture(scope="module")
+def fashion(tmp_path_factory):
+    """The demo dataset, made by the project's own converter."""
+    path = str(tmp_path_factory.mktemp("fm") / "fashion-mnist.h5")
+    subprocess.run([os.path.join(REPO, "scripts", "make-demo-data"), path],
+                   check=True, capture_output=True)
+    return path
+
+
+def run_ranks(args, world=2, port=29531):
+    procs = []
+    for r in range(world):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), RANK=str(r),
+                   WORLD_SIZE=str(world))
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(EXAMPLES, "ddp_fashion_mnist.py")]
+            + args, env=env, stdout=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    return json.loads(outs[0].strip().splitlines()[-1])
+
+
+def test_ddp_job_matches_in_memory_baseline(mounts, fashion):
+    m = mounts(fashion, "dataset=/images,label=/labels,dtype=float32,"
+               "world_size=2,batch_size=256,strategy=shuffle,seed=1")
+    ours = run_ranks(["--mount", m.mnt, "--data", fashion], port=29531)
+    base = run_ranks(["--baseline", "--data", fashion], port=29532)
+    print("DDP through rankfs:", ours)
+    print("DDP from memory with DistributedSampler:", base)
+    assert ours["disjoint"] and base["disjoint"]
+    assert ours["rows"] == base["rows"] == 2 * (60000 // 512) * 512
+    assert ours["accuracy"] > 0.75
+    assert abs(ours["accuracy"] - base["accuracy"]) <= 0.02
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("prefix")
+    subprocess.run(["cmake", "--install", os.path.join(REPO, "build"),
+                    "--prefix", str(prefix)], check=True,
+                   capture_output=True)
+    return prefix
+
+
+def test_cmake_install_then_mount_t_fuse_rankfs(installed, fashion,
+                                                tmp_path):
+    assert os.access(installed / "bin" / "rankfs", os.X_OK)
+    assert (installed / "share" / "man" / "man1" / "rankfs.1").exists()
+    env = dict(os.environ, PATH=f"{installed}/bin:{os.environ['PATH']}")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    # mount.fuse3 passes rw, dev, suid...: accepted, the mount stays ro.
+    r = subprocess.run(["mount", "-t", "fuse.rankfs", fashion, str(mnt),
+                        "-o", "dataset=/images,world_size=2,noatime"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1"]
+        fields = open("/proc/self/mounts").read()
+        assert f"{mnt} fuse.rankfs ro," in fields
+    finally:
+        subprocess.run(["umount", str(mnt)])
+    assert not is_mounted(mnt)
+
+    # An /etc/fstab line, from a file of our own.
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"{fashion} {mnt} fuse.rankfs "
+                     "dataset=/images,world_size=3,nofail,_netdev,"
+                     "x-systemd.requires-mounts-for=/data,noauto 0 0\n")
+    r = subprocess.run(["mount", "-T", str(fstab), str(mnt)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1", "2"]
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_man_page_renders_every_option():
+    help_text = run_rankfs(["--help"]).stdout
+    options = [line.split()[1].split("=")[0] for line in
+               help_text.splitlines() if line.startswith("    -o ")]
+    assert len(options) >= 25
+    r = subprocess.run(["man", "-l", os.path.join(REPO, "docs",
+                                                   "rankfs.1")],
+                       capture_output=True, text=True,
+                       env=dict(os.environ, MANPAGER="cat", PAGER="cat",
+                                MANWIDTH="100"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    page = r.stdout.replace("\u2010", "-")
+    for section in ("NAME", "SYNOPSIS", "OPTIONS", "FILES", "EXAMPLES",
+                    "EXIT STATUS"):
+        assert section in page
+    missing = [o for o in options if o not in page]
+    assert not missing, missing
+
+
+def test_stats_json_is_a_dashboard(mounts, tmp_path):
+    rng = np.random.default_rng(0)
+    path = write_h5ad(str(tmp_path / "s.h5ad"),
+                      rng.random((4000, 16), dtype=np.float32))
+    m = mounts(path, "world_size=2,batch_size=100,prefetch=4,fetch_factor=2")
+    for k in range(12):
+        m.load("batch", 0, 1, k)
+    time.sleep(1.2)  # rows/s counts whole seconds
+    s = m.json("stats.json")
+    r1, r0 = s["ranks"][1], s["ranks"][0]
+    assert r1["batches_served"] == 12
+    assert r1["last_opened"] == {"epoch": 0, "batch": 11,
+                                 "seconds_ago": r1["last_opened"][
+                                     "seconds_ago"]}
+    assert r1["last_opened"]["seconds_ago"] <= 3
+    assert r1["rows_per_s"] > 0
+    first = r1["first_reads"]
+    assert sum(first.values()) == 12
+    assert first["ready"] >= 1  # prefetched ahead of the reader
+    assert 0 < r1["ready_rate"] <= 1 and r1["wait_s"] >= 0
+    assert r0["batches_served"] == 0 and r0["last_opened"] is None
+    gen = s["generation"]
+    assert gen["batches"] >= 12 and 0 < gen["p50_ms"] <= gen["p99_ms"]
+    assert s["prefetch"]["done"] >= 1
+    out = subprocess.run([os.path.join(REPO, "scripts", "top"), m.mnt,
+                          "--once"], capture_output=True, text=True)
+    assert out.returncode == 0 and "rows/s" in out.stdout
+    assert out.stdout.splitlines()[-1].split()[:2] == ["1", "12"]
+
+
+def test_content_hash_xattr(mounts, tmp_path):
+    import scipy.sparse as sp
+    x = sp.random(600, 40, density=0.1, format="csr", dtype=np.float32,
+                  random_state=1)
+    path = write_h5ad(str(tmp_path / "c.h5ad"), x)
+    m = mounts(path, "world_size=2,batch_size=50")
+    files = [m.file("batch", 1, 0, 3), m.file("index", 1, 0, 3),
+             m.file("batch", 1, 0, 3)[:-4] + ".npz",
+             m.path("step/rank/1/000000007.npy")]
+    for f in files:
+        with open(f, "rb") as fh:
+            want = xxhash.xxh3_64_hexdigest(fh.read())
+        assert os.getxattr(f, "user.rankfs.xxh3").decode() == want, f
+        assert os.listxattr(f) == ["user.rankfs.xxh3"]
+    # A step file hashes like its epoch file.
+    e, b = divmod(7, m.batches())
+    assert os.getxattr(m.path("step/rank/1/000000007.npy"),
+                       "user.rankfs.xxh3") == \
+        os.getxattr(m.file("batch", e, 1, b), "user.rankfs.xxh3")
+    with pytest.raises(OSError):
+        os.getxattr(files[0], "user.other")
+    assert os.listxattr(m.path("config.json")) == []
+
+
+def test_debugging_session_example(fashion, tmp_path):
+    mnt = tmp_path / "mnt"
+    r = subprocess.run(["sh", os.path.join(EXAMPLES, "debug_session.sh"),
+                        fashion, str(mnt)],
+                       env=dict(os.environ, RANKFS=RANKFS, PYTHON=sys.executable),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "view_id" in r.stdout and "000042.npy" in r.stdout
+    assert not is_mounted(mnt)

@@ -1,0 +1,126 @@
+/* Unit tests for lib/fetch.c (batched reads) and lib/bigbuf.c. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bigbuf.h"
+#include "fetch.h"
+#include "h5_fixture.h"
+
+#define SIZE 300000
+
+static void check_runs(void);
+
+static void test_runs_scatter_and_short_file(void **state)
+{
+	(void)state;
+	check_runs();
+}
+
+static void *check_in_thread(void *arg)
+{
+	(void)arg;
+	check_runs();
+	return NULL;
+}
+
+/* A new thread makes its ring anew: with RANKFS_NO_URING it reads with
+ * preadv, and must give the same bytes and errors. */
+static void test_preadv_fallback(void **state)
+{
+	(void)state;
+	pthread_t t;
+	setenv("RANKFS_NO_URING", "1", 1);
+	assert_int_equal(pthread_create(&t, NULL, check_in_thread, NULL), 0);
+	pthread_join(t, NULL);
+	unsetenv("RANKFS_NO_URING");
+}
+
+static void check_runs(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 8];
+	assert_int_equal(h5fx_tmpdir(dir, sizeof(dir)), 0);
+	snprintf(path, sizeof(path), "%s/f", dir);
+	unsigned char *data = malloc(SIZE);
+	for (int i = 0; i < SIZE; i++)
+		data[i] = (unsigned char)(i * 7 + i / 251);
+	FILE *f = fopen(path, "wb");
+	fwrite(data, 1, SIZE, f);
+	fclose(f);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+
+	/* 200 runs (more than a ring holds), each scattered over 3
+	 * pieces, read into one buffer in reverse order. */
+	enum { RUNS = 200, PIECE = 100 };
+	unsigned char out[RUNS * 3 * PIECE];
+	struct iovec iov[RUNS * 3];
+	struct rfs_fetch_run runs[RUNS];
+	for (int r = 0; r < RUNS; r++) {
+		for (int k = 0; k < 3; k++)
+			iov[r * 3 + k] = (struct iovec){
+				out + ((RUNS - 1 - r) * 3 + (2 - k)) * PIECE,
+				PIECE };
+		runs[r] = (struct rfs_fetch_run){ .off = (uint64_t)r * 1400,
+						  .len = 3 * PIECE,
+						  .iov = iov + r * 3,
+						  .iovcnt = 3 };
+	}
+	size_t failed = 99;
+	assert_int_equal(rfs_fetch(fd, runs, RUNS, &failed), 0);
+	for (int r = 0; r < RUNS; r++)
+		for (int k = 0; k < 3; k++)
+			assert_memory_equal(iov[r * 3 + k].iov_base,
+					    data + r * 1400 + k * PIECE, PIECE);
+	/* A run past the end: -ENODATA, and which one. */
+	runs[7].off = SIZE - 50;
+	assert_int_equal(rfs_fetch(fd, runs, RUNS, &failed), -ENODATA);
+	assert_true(failed == 7);
+	printf("fetch through %s\n",
+	       rfs_fetch_uses_uring() ? "io_uring" : "preadv");
+	close(fd);
+	free(data);
+	h5fx_rmtree(dir);
+}
+
+static void test_bigbuf_reuses(void **state)
+{
+	(void)state;
+	size_t big = 1 << 20;
+	unsigned char *a = rfs_bigbuf_alloc(big);
+	assert_non_null(a);
+	memset(a, 1, big);
+	rfs_bigbuf_free(a, big);
+	unsigned char *b = rfs_bigbuf_alloc(big);
+	assert_ptr_equal(a, b); /* from the pool, pages still there */
+	unsigned char *c = rfs_bigbuf_alloc(big);
+	assert_ptr_not_equal(b, c);
+	rfs_bigbuf_free(b, big);
+	rfs_bigbuf_free(c, big);
+	void *small = rfs_bigbuf_alloc(100);
+	assert_non_null(small);
+	rfs_bigbuf_free(small, 100);
+	rfs_bigbuf_free(NULL, big);
+	rfs_bigbuf_drain();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_runs_scatter_and_short_file),
+		cmocka_unit_test(test_preadv_fallback),
+		cmocka_unit_test(test_bigbuf_reuses),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
