@@ -3,8 +3,9 @@
  * fault per 4 KiB) and, when freed, kept in a small pool for the next
  * buffer of the same size: batch files of a mount mostly share one size,
  * so a steady reader reuses a handful of mappings instead of populating,
- * zeroing and unmapping a megabyte per batch. The pool is bounded
- * (POOL_BYTES), so memory stays within cache_mb plus that much.
+ * zeroing and unmapping a megabyte per batch. The pool is bounded (32 MiB,
+ * or less: rfs_bigbuf_limit()), so memory stays within cache_mb plus
+ * that much.
  */
 #include "bigbuf.h"
 
@@ -15,7 +16,7 @@
 /* Below this, malloc's own free lists are cheaper than a mapping. */
 #define MAP_MIN (256 * 1024)
 #define POOL_SLOTS 16
-#define POOL_BYTES (32u << 20)
+#define POOL_BYTES_MAX ((size_t)32 << 20)
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -23,6 +24,14 @@ static struct {
 	size_t size;
 } pool[POOL_SLOTS]; /* protected by pool_lock */
 static size_t pool_bytes; /* protected by pool_lock */
+static size_t pool_limit = POOL_BYTES_MAX; /* protected by pool_lock */
+
+void rfs_bigbuf_limit(size_t bytes)
+{
+	pthread_mutex_lock(&pool_lock);
+	pool_limit = bytes < POOL_BYTES_MAX ? bytes : POOL_BYTES_MAX;
+	pthread_mutex_unlock(&pool_lock);
+}
 
 void *rfs_bigbuf_alloc(size_t size)
 {
@@ -53,7 +62,7 @@ void rfs_bigbuf_free(void *p, size_t size)
 		return;
 	}
 	pthread_mutex_lock(&pool_lock);
-	for (int i = 0; i < POOL_SLOTS && pool_bytes + size <= POOL_BYTES;
+	for (int i = 0; i < POOL_SLOTS && pool_bytes + size <= pool_limit;
 	     i++) {
 		if (!pool[i].p) {
 			pool[i].p = p;

@@ -12,8 +12,11 @@
 void *rfs_bigbuf_alloc(size_t size);
 
 /* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a
- * small pool (at most 32 MiB) for reuse. Accepts NULL. Thread-safe. */
+ * small pool (at most 32 MiB, see rfs_bigbuf_limit()) for reuse. Accepts NULL. Thread-safe. */
 void rfs_bigbuf_free(void *p, size_t size);
+
+/* Bounds the pool (at most 32 MiB). */
+void rfs_bigbuf_limit(size_t bytes);
 
 /* Returns the pooled buffers to the kernel (at teardown). */
 void rfs_bigbuf_drain(void);

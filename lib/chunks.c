@@ -120,44 +120,58 @@ int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
 	return 0;
 }
 
+/* Copies n rows of chunk row gr from each chunk of that row: item k is
+ * row rows[k] (or first + k) and goes to to[k] (or out + k rows). */
+static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
+			  uint64_t gr, const uint64_t *rows, uint64_t first,
+			  size_t n, unsigned char *const *to,
+			  unsigned char *out)
+{
+	const struct rfs_chunked *c = &cc->sets[id];
+	size_t row_bytes = c->cols * c->elem;
+	for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
+		struct rfs_cache_key key = { .rank = id,
+					     .batch = gr * c->grid_cols + gc };
+		struct rfs_cache_entry *e;
+		int rc = rfs_cache_get(cc->cache, &key, &e);
+		if (rc != 0)
+			return rc;
+		const unsigned char *chunk = rfs_cache_entry_data(e);
+		uint64_t c0 = gc * c->chunk_cols;
+		uint64_t ncols = c->cols - c0 < c->chunk_cols ? c->cols - c0 :
+								c->chunk_cols;
+		for (size_t k = 0; k < n; k++) {
+			uint64_t r = rows ? rows[k] : first + k;
+			unsigned char *dst = to ? to[k] : out + k * row_bytes;
+			memcpy(dst + c0 * c->elem,
+			       chunk + (r - gr * c->chunk_rows) * c->chunk_cols *
+					       c->elem,
+			       ncols * c->elem);
+		}
+		rfs_cache_put(cc->cache, e);
+	}
+	return 0;
+}
+
 int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 		     uint64_t count, void *dst, unsigned char *const *to)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
-	size_t row_bytes = c->cols * c->elem;
 	unsigned char *out = dst;
-	uint64_t end = first + count;
-	for (uint64_t gr = first / c->chunk_rows; gr * c->chunk_rows < end;
-	     gr++) {
-		uint64_t r0 = gr * c->chunk_rows > first ? gr * c->chunk_rows :
-							   first;
+	uint64_t end = first + count, r0 = first;
+	while (r0 < end) {
+		uint64_t gr = r0 / c->chunk_rows;
 		uint64_t r1 = (gr + 1) * c->chunk_rows < end ?
 				      (gr + 1) * c->chunk_rows :
 				      end;
-		for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
-			struct rfs_cache_key key = {
-				.rank = id,
-				.batch = gr * c->grid_cols + gc,
-			};
-			struct rfs_cache_entry *e;
-			int rc = rfs_cache_get(cc->cache, &key, &e);
-			if (rc != 0)
-				return rc;
-			const unsigned char *chunk = rfs_cache_entry_data(e);
-			uint64_t c0 = gc * c->chunk_cols;
-			uint64_t ncols = c->cols - c0 < c->chunk_cols ?
-						 c->cols - c0 :
-						 c->chunk_cols;
-			for (uint64_t r = r0; r < r1; r++)
-				memcpy((to ? to[r - first] :
-					     out + (r - first) * row_bytes) +
-					       c0 * c->elem,
-				       chunk + ((r - gr * c->chunk_rows) *
-							c->chunk_cols) *
-						       c->elem,
-				       ncols * c->elem);
-			rfs_cache_put(cc->cache, e);
-		}
+		int rc = copy_chunk_row(cc, id, gr, NULL, r0, r1 - r0,
+					to ? to + (r0 - first) : NULL,
+					out ? out + (r0 - first) * c->cols *
+							    c->elem :
+					      NULL);
+		if (rc != 0)
+			return rc;
+		r0 = r1;
 	}
 	return 0;
 }
@@ -172,27 +186,10 @@ int rfs_chunked_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
 		uint64_t gr = rows[i] / c->chunk_rows;
 		for (j = i + 1; j < n && rows[j] / c->chunk_rows == gr; j++)
 			;
-		for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
-			struct rfs_cache_key key = {
-				.rank = id,
-				.batch = gr * c->grid_cols + gc,
-			};
-			struct rfs_cache_entry *e;
-			int rc = rfs_cache_get(cc->cache, &key, &e);
-			if (rc != 0)
-				return rc;
-			const unsigned char *chunk = rfs_cache_entry_data(e);
-			uint64_t c0 = gc * c->chunk_cols;
-			uint64_t ncols = c->cols - c0 < c->chunk_cols ?
-						 c->cols - c0 :
-						 c->chunk_cols;
-			for (size_t k = i; k < j; k++)
-				memcpy(to[k] + c0 * c->elem,
-				       chunk + (rows[k] - gr * c->chunk_rows) *
-						       c->chunk_cols * c->elem,
-				       ncols * c->elem);
-			rfs_cache_put(cc->cache, e);
-		}
+		int rc = copy_chunk_row(cc, id, gr, rows + i, 0, j - i, to + i,
+					NULL);
+		if (rc != 0)
+			return rc;
 	}
 	return 0;
 }

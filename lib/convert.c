@@ -77,21 +77,24 @@ struct value {
 	double d;
 };
 
+/* One element of any served dtype, for memcpy in and out. */
+union scalar {
+	int8_t i8;
+	int16_t i16;
+	int32_t i32;
+	int64_t i64;
+	uint8_t u8;
+	uint16_t u16;
+	uint32_t u32;
+	uint64_t u64;
+	float f32;
+	double f64;
+};
+
 static struct value load(enum rfs_dtype t, const unsigned char *p)
 {
 	struct value v = { 0 };
-	union {
-		int8_t i8;
-		int16_t i16;
-		int32_t i32;
-		int64_t i64;
-		uint8_t u8;
-		uint16_t u16;
-		uint32_t u32;
-		uint64_t u64;
-		float f32;
-		double f64;
-	} x;
+	union scalar x;
 	memcpy(&x, p, rfs_dtype_size(t));
 	switch (t) {
 	case RFS_INT8: v.i = x.i8; break;
@@ -127,18 +130,7 @@ static void store(enum rfs_dtype t, unsigned char *p, struct value v,
 	double d = from == SIGNED ? (double)v.i :
 		   from == UNSIGNED ? (double)v.u :
 				      v.d;
-	union {
-		int8_t i8;
-		int16_t i16;
-		int32_t i32;
-		int64_t i64;
-		uint8_t u8;
-		uint16_t u16;
-		uint32_t u32;
-		uint64_t u64;
-		float f32;
-		double f64;
-	} x;
+	union scalar x;
 	if (from == REAL && carrier_of(t) != REAL) {
 		/* Saturate in double, then the integer paths below. */
 		static const double lo[] = { -128.0, -32768.0, -2147483648.0,

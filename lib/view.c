@@ -480,6 +480,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	 * far more than holding them. */
 	size_t cache_bytes = v->config.cache_mb << 20;
 	size_t chunk_bytes = cache_bytes / 2;
+	/* Pooled free buffers: an eighth of the cache, at most 32 MiB. */
+	rfs_bigbuf_limit(cache_bytes / 8);
 	rc = rfs_dataset_open(sources, nsources, v->config.dataset, chunk_bytes,
 			      &v->dataset, err, errlen);
 	if (rc != 0)

@@ -225,6 +225,13 @@ MALFORMED = [
     "epoch/0/rank/0/batch/000005.npy",  # past the last batch (0..4)
     "epoch/0/rank/0/batch/-00001.npy", "epoch/0/rank/0/index/00000a.npy",
     "config.JSON", "nothing", "epoch/0/rank/0/batch/\u00e9.npy",
+    "epoch/18446744073709551616", "epoch/18446744073709551615",
+    "epoch/" + "9" * 250, "epoch/0/rank/0/batch/ 00001.npy",
+    "epoch/0/rank/0/batch/+00001.npy", "epoch/0/rank/0/batch/0x0001.npy",
+    "epoch/0/rank/0/batch/1e+001.npy", "epoch/0/rank/0/batch/000001.npy..",
+    "epoch/0/rank/0/batch/000001..npy", "epoch/\u0661",
+    "epoch/0/rank/0/BATCH", "step/rank/0/00000001.npy",
+    "step/rank/0/1000000000.npy", "step/rank/2",
 ]
 
 

@@ -1,0 +1,185 @@
+"""Reliability through real mounts: concurrent random reads, a source that
+changes under the mount, closed standard fds, and the memory bound under
+load."""
+import errno
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import threading
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import RANKFS, is_mounted, write_h5
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def random_reads(paths, expected, seed, reads):
+    """Reads at random offsets and sizes (some past the end): each must
+    return exactly the slice of the whole file, short at the end."""
+    rng = random.Random(seed)
+    fds = {p: os.open(p, os.O_RDONLY) for p in paths}
+    bad = 0
+    for _ in range(reads):
+        p = rng.choice(paths)
+        data = expected[p]
+        off = rng.randrange(0, len(data) + 5000)
+        size = rng.choice((1, 7, 4096, 65536, 300000, 2 << 20))
+        got = os.pread(fds[p], size, off)
+        bad += got != data[off:off + size]
+    for fd in fds.values():
+        os.close(fd)
+    return bad
+
+
+def process_reads(paths, expected, seed, out):
+    """16 threads of random reads; puts the count of wrong answers."""
+    results = []
+    threads = [threading.Thread(
+        target=lambda s=s: results.append(
+            random_reads(paths, expected, s, 60)))
+        for s in range(seed, seed + 16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out.put(sum(results))
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_concurrent_random_reads(mounts, tmp_path, direct_io):
+    rng = np.random.default_rng(2)
+    path = write_h5(str(tmp_path / "c.h5"), {
+        "x": (rng.random((5000, 300), dtype=np.float32),
+              dict(chunks=(100, 300), compression="gzip"))})
+    o = "dataset=/x,world_size=2,batch_size=500,prefetch=0"
+    m = mounts(path, o + (",direct_io" if direct_io else ""))
+    # The same and different batches, by several processes at once;
+    # nothing was read before, so first reads race to generate.
+    paths = [m.file("batch", 0, 0, 0), m.file("batch", 0, 1, 0),
+             m.file("batch", 1, 0, 2), m.file("index", 1, 0, 2),
+             m.path("step/rank/1/000000000.npy")]
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    # Reference bytes from a second mount with the same options.
+    ref = mounts(path, o)
+    expected = {p: read_all(p.replace(m.mnt, ref.mnt)) for p in paths}
+    procs = [ctx.Process(target=process_reads,
+                         args=(paths, expected, 100 * i, out))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    wrong = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join()
+    assert wrong == [0, 0, 0]
+    for p in paths:  # and whole sequential reads still agree
+        assert read_all(p) == expected[p]
+
+
+@pytest.mark.parametrize("how", ["replaced", "deleted", "truncated"])
+def test_source_changed_under_the_mount(mounts, tmp_path, how):
+    path = tmp_path / "s.h5"
+    x = np.arange(200000, dtype=np.float32).reshape(2000, 100)
+    write_h5(str(path), {"x": x})
+    m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0,direct_io")
+    index = m.load("index", 0, 0, 0)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    if how == "replaced":
+        write_h5(str(tmp_path / "new.h5"), {"x": x + 1})
+        os.replace(tmp_path / "new.h5", path)
+    elif how == "deleted":
+        os.unlink(path)
+    else:
+        os.truncate(path, os.path.getsize(path) // 3)
+    with pytest.raises(OSError) as e:
+        m.load("batch", 0, 0, 1)
+    assert e.value.errno == errno.EIO
+    # What was generated is still served, and so is the metadata.
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    assert m.json("config.json")["dataset"] == "/x"
+    assert m.proc.poll() is None
+    log = m.log_text()
+    assert str(path) in log and "/x" in log
+    assert "EIO" in log or "rows" in log
+
+
+def test_closed_standard_fds(tmp_path):
+    """Started with fds 0-2 closed (as some supervisors do), the daemon
+    neither writes into the FUSE device nor into a source by mistake."""
+    path = write_h5(str(tmp_path / "s.h5"), {
+        "x": np.arange(4000, dtype=np.float32).reshape(1000, 4)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    log = tmp_path / "log"
+    r = subprocess.run(["sh", "-c", 'exec 0<&- 1>&- 2>&-; exec "$@"', "sh",
+                        RANKFS, "-o", f"dataset=/x,batch_size=10,"
+                        f"log_file={log}", path, str(mnt)], timeout=60)
+    try:
+        assert r.returncode == 0
+        assert is_mounted(mnt)
+        index = np.load(mnt / "epoch/0/rank/0/index/000003.npy")
+        np.testing.assert_array_equal(
+            np.load(mnt / "epoch/0/rank/0/batch/000003.npy"),
+            np.arange(4000, dtype=np.float32).reshape(1000, 4)[index])
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    with h5py.File(path, "r") as f:  # the source is intact
+        assert f["x"][999, 3] == 3999
+
+
+def rss_mib(pid):
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.split()
+    return int(fields["VmRSS"][0]) / 1024, int(fields["VmHWM"][0]) / 1024
+
+
+def read_rank(mnt, rank, epochs):
+    for e in epochs:
+        d = f"{mnt}/epoch/{e}/rank/{rank}/batch"
+        for n in sorted(os.listdir(d)):
+            np.load(f"{d}/{n}")
+
+
+CACHE_MB = 32
+OVERHEAD_MIB = 32  # docs/reliability.md: what the daemon holds beside it
+
+
+def test_memory_bound_under_load(mounts, tmp_path):
+    path = str(tmp_path / "big.h5")
+    with h5py.File(path, "w") as f:  # 400 MB, contiguous
+        d = f.create_dataset("x", (100000, 1000), dtype="float32")
+        rng = np.random.default_rng(0)
+        for a in range(0, 100000, 10000):
+            d[a:a + 10000] = rng.random((10000, 1000), dtype=np.float32)
+    m = mounts(path, f"dataset=/x,world_size=4,batch_size=256,"
+               f"strategy=shuffle,cache_mb={CACHE_MB}")
+    ctx = mp.get_context("fork")
+    rss = []
+    for epochs in ([0], [1, 2]):
+        procs = [ctx.Process(target=read_rank, args=(m.mnt, r, epochs))
+                 for r in range(4)]
+        for p in procs:
+            p.start()
+        while any(p.is_alive() for p in procs):
+            time.sleep(0.2)
+        for p in procs:
+            p.join()
+            assert p.exitcode == 0
+        rss.append(rss_mib(m.proc.pid))
+    (after_1, peak_1), (after_3, peak_3) = rss
+    print(f"daemon RSS after 1 epoch {after_1:.1f} MiB, after 3 "
+          f"{after_3:.1f} MiB, peak {peak_3:.1f} MiB "
+          f"(cache_mb={CACHE_MB})")
+    assert peak_3 < CACHE_MB + OVERHEAD_MIB
+    assert after_3 < after_1 + 8  # no growth from epoch to epoch
