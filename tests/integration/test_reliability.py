@@ -181,5 +181,11 @@ def test_memory_bound_under_load(mounts, tmp_path):
     print(f"daemon RSS after 1 epoch {after_1:.1f} MiB, after 3 "
           f"{after_3:.1f} MiB, peak {peak_3:.1f} MiB "
           f"(cache_mb={CACHE_MB})")
+    if os.environ.get("RANKFS_SANITIZED"):
+        # ASan keeps freed memory in quarantine and maps shadow memory:
+        # RSS says nothing about rankfs there. The load still runs, and
+        # the leak check at exit still judges it; the bound is checked
+        # in the plain pass.
+        return
     assert peak_3 < CACHE_MB + OVERHEAD_MIB
     assert after_3 < after_1 + 8  # no growth from epoch to epoch
