@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,23 @@
 
 #define IMMUTABLE_TIMEOUT 86400.0
 
+/* The stats.json of one open. Reads and the release hold references: the
+ * release can be handled on another thread while a read's reply is still
+ * leaving (the kernel completes the read when it has the bytes, and the
+ * reader may close at once). */
 struct snapshot {
 	char *data;
 	size_t len;
+	atomic_int refs;
 };
+
+static void snapshot_put(struct snapshot *snap)
+{
+	if (atomic_fetch_sub(&snap->refs, 1) == 1) {
+		free(snap->data);
+		free(snap);
+	}
+}
 
 static struct rfs_fs *fs_of(fuse_req_t req)
 {
@@ -185,6 +199,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (n.type == RFS_NODE_STATS) {
 		struct snapshot *snap = calloc(1, sizeof(*snap));
+		if (snap)
+			atomic_init(&snap->refs, 1);
 		if (!snap || rfs_view_stats_json(fs->view, &snap->data,
 						 &snap->len) != 0) {
 			free(snap);
@@ -258,10 +274,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case RFS_NODE_DATASET:
 		text = rfs_view_dataset_json(fs->view, &len);
 		break;
-	case RFS_NODE_STATS:
-		text = ((struct snapshot *)(uintptr_t)fi->fh)->data;
-		len = ((struct snapshot *)(uintptr_t)fi->fh)->len;
-		break;
+	case RFS_NODE_STATS: {
+		struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
+		atomic_fetch_add(&snap->refs, 1);
+		reply_slice(req, snap->data, snap->len, size, off);
+		snapshot_put(snap);
+		return;
+	}
 	default:
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -274,10 +293,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 {
 	(void)ino;
 	struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
-	if (snap) {
-		free(snap->data);
-		free(snap);
-	}
+	if (snap)
+		snapshot_put(snap);
 	fuse_reply_err(req, 0);
 }
 
