@@ -69,11 +69,17 @@ static int run_loop(struct fuse_session *se, struct rfs_cli *cli)
 	if (!lc)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(lc, (unsigned)cli->fuse.clone_fd);
-	/* UINT_MAX: not given; keep libfuse's defaults. */
+	/* UINT_MAX: not given; keep libfuse's default (idle threads kept). */
 	if (cli->fuse.max_idle_threads != UINT_MAX)
 		fuse_loop_cfg_set_idle_threads(lc, cli->fuse.max_idle_threads);
-	if (cli->fuse.max_threads != UINT_MAX)
-		fuse_loop_cfg_set_max_threads(lc, cli->fuse.max_threads);
+	/* Enough workers for every loader process of every rank to have a
+	 * read outstanding (4 per rank), libfuse's 10 at least, 64 at most. */
+	unsigned threads = cli->fuse.max_threads;
+	if (!cli->max_threads_given) {
+		uint64_t want = 4 * cli->config.world_size + 4;
+		threads = want < 10 ? 10 : want > 64 ? 64 : (unsigned)want;
+	}
+	fuse_loop_cfg_set_max_threads(lc, threads);
 	int rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return rc;

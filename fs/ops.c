@@ -108,6 +108,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	(void)userdata;
 	/* The kernel caps this at its own offer; main.c raises the bdi. */
 	conn->max_readahead = 1 << 20;
+	/* Readahead and page-cache reads are background requests: the
+	 * kernel's 12 would queue a few ranks' readers behind each other. */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

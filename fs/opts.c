@@ -109,6 +109,7 @@ static int take_option(struct parse_state *st, const char *arg)
 	}
 	if (is_fuse_key(key)) {
 		st->has_fsname |= strcmp(key, "fsname") == 0;
+		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
 		return 1; /* libfuse's: keep */
 	}
 	if (is_ignored_key(key))

@@ -13,6 +13,7 @@ struct rfs_cli {
 	char *mountpoint;
 	struct fuse_args args; /* what is left for fuse_session_new() */
 	struct fuse_cmdline_opts fuse; /* -f, -d, -s, max_threads, ... */
+	int max_threads_given; /* -o max_threads= was on the command line */
 };
 
 /* Parses argv. Prints errors (one line naming the culprit) to stderr and

@@ -21,6 +21,7 @@ Rank 0 prints one JSON line: accuracy on the 10,000 test images, rows
 trained on, and whether the ranks were disjoint in every epoch.
 """
 import argparse
+import datetime
 import json
 import os
 
@@ -89,7 +90,10 @@ def main():
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A rank that cannot start fails within a minute instead of leaving
+    # the others waiting for it for half an hour.
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
 
     with h5py.File(args.data, "r") as f:
         test_x = torch.from_numpy(f["test/images"][()].astype(np.float32))

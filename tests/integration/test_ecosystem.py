@@ -25,7 +25,15 @@ def fashion(tmp_path_factory):
     return path
 
 
-def run_ranks(args, world=2, port=29531):
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(args, world=2):
+    port = free_port()
     procs = []
     for r in range(world):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1",
@@ -34,7 +42,16 @@ def run_ranks(args, world=2, port=29531):
         procs.append(subprocess.Popen(
             [sys.executable, os.path.join(EXAMPLES, "ddp_fashion_mnist.py")]
             + args, env=env, stdout=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=600)[0] for p in procs]
+    # A rank that fails must not leave the others waiting for it.
+    deadline = time.monotonic() + 600
+    while any(p.poll() is None for p in procs):
+        if time.monotonic() > deadline or any(
+                p.poll() not in (None, 0) for p in procs):
+            for p in procs:
+                p.kill()
+            break
+        time.sleep(0.2)
+    outs = [p.communicate()[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     return json.loads(outs[0].strip().splitlines()[-1])
 
@@ -42,8 +59,8 @@ def run_ranks(args, world=2, port=29531):
 def test_ddp_job_matches_in_memory_baseline(mounts, fashion):
     m = mounts(fashion, "dataset=/images,label=/labels,dtype=float32,"
                "world_size=2,batch_size=256,strategy=shuffle,seed=1")
-    ours = run_ranks(["--mount", m.mnt, "--data", fashion], port=29531)
-    base = run_ranks(["--baseline", "--data", fashion], port=29532)
+    ours = run_ranks(["--mount", m.mnt, "--data", fashion])
+    base = run_ranks(["--baseline", "--data", fashion])
     print("DDP through rankfs:", ours)
     print("DDP from memory with DistributedSampler:", base)
     assert ours["disjoint"] and base["disjoint"]
