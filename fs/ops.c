@@ -70,7 +70,7 @@ static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 	}
 }
 
-static void fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
+static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 		      struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -88,6 +88,12 @@ static void fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 		st->st_blocks = (st->st_size + 511) / 512;
 	}
 	st->st_blksize = 1 << 20;
+	/* No file is empty: a file size of 0 means it could not be
+	 * computed (out of memory), which must not be cached for a day. */
+	return st->st_size == 0 && (n->type == RFS_NODE_FILE ||
+				    n->type == RFS_NODE_STEP_FILE) ?
+		       -ENOMEM :
+		       0;
 }
 
 static double attr_timeout(const struct rfs_node *n)
@@ -128,8 +134,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e = { .ino = rfs_inode_of(&fs->space, &n),
 				      .attr_timeout = attr_timeout(&n),
 				      .entry_timeout = IMMUTABLE_TIMEOUT };
-	fill_attr(fs, &n, &e.attr);
-	fuse_reply_entry(req, &e);
+	rc = fill_attr(fs, &n, &e.attr);
+	if (rc != 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -140,8 +149,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct stat st;
 	if (decode(req, ino, &n) != 0)
 		return;
-	fill_attr(fs_of(req), &n, &st);
-	fuse_reply_attr(req, &st, attr_timeout(&n));
+	int rc = fill_attr(fs_of(req), &n, &st);
+	if (rc != 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, attr_timeout(&n));
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

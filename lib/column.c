@@ -7,7 +7,7 @@
 
 void rfs_column_free(struct rfs_column *c)
 {
-	for (uint64_t i = 0; i < c->ncategories; i++)
+	for (uint64_t i = 0; c->categories && i < c->ncategories; i++)
 		free(c->categories[i]);
 	free(c->categories);
 	free(c->codes);
@@ -206,6 +206,21 @@ static const char *bool_name(const char *v)
 	return v;
 }
 
+/* A bool column, or a categorical one whose categories are the two
+ * bools (pandas' Categorical of bools): true/false/1/0 name them too. */
+static int boolish(const struct rfs_column *c)
+{
+	if (c->boolean)
+		return 1;
+	if (c->kind != RFS_COLUMN_CODES || c->ncategories != 2)
+		return 0;
+	int f = !strcmp(c->categories[0], "False") ||
+		!strcmp(c->categories[1], "False");
+	int t = !strcmp(c->categories[0], "True") ||
+		!strcmp(c->categories[1], "True");
+	return f && t;
+}
+
 static void list_categories(const struct rfs_column *c, char *out, size_t n)
 {
 	size_t used = 0;
@@ -264,7 +279,7 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 			count++;
 			continue;
 		}
-		const char *name = c->boolean ? bool_name(v) : v;
+		const char *name = boolish(c) ? bool_name(v) : v;
 		uint64_t k = 0;
 		while (k < c->ncategories && strcmp(c->categories[k], name))
 			k++;

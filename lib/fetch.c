@@ -74,6 +74,24 @@ int rfs_fetch_uses_uring(void)
 	return r && r->state == 1;
 }
 
+/* The next completion. Every submitted read must be reaped before its
+ * buffers are handed back, so waiting is retried through signals
+ * (EINTR at unmount); a ring that cannot be waited on any more would
+ * let reads land in freed memory, and is fatal. */
+static struct io_uring_cqe *reap_one(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	for (int tries = 0; tries < 1000; tries++) {
+		int w = io_uring_wait_cqe(ring, &cqe);
+		if (w == 0)
+			return cqe;
+		if (w != -EINTR && w != -EAGAIN && w != -ETIME)
+			break;
+	}
+	rfs_log("io_uring: cannot wait for reads in flight; stopping");
+	abort();
+}
+
 /* Completes a run that a read left short (a signal, or the file's end):
  * the rest with preadv. */
 static int finish_run(int fd, const struct rfs_fetch_run *run, size_t done)
@@ -135,18 +153,16 @@ int rfs_fetch(int fd, const struct rfs_fetch_run *runs, size_t n,
 		}
 		int sub = io_uring_submit_and_wait(ring, (unsigned)m);
 		if (sub != (int)m) {
-			/* The ring is in an unknown state (entries may still
-			 * point at these buffers): drop it for good. */
+			/* Reap what was submitted (those reads write into the
+			 * caller's buffers), then drop the ring for good: the
+			 * rest of its entries were never issued. */
+			for (int k = 0; k < sub; k++)
+				reap_one(ring);
 			unavailable(state, sub < 0 ? sub : -EIO);
 			return fetch_preadv(fd, runs, n, failed);
 		}
 		for (size_t got = 0; got < m; got++) {
-			struct io_uring_cqe *cqe;
-			int w = io_uring_wait_cqe(ring, &cqe);
-			if (w < 0) {
-				rc = rc ? rc : w;
-				break;
-			}
+			struct io_uring_cqe *cqe = reap_one(ring);
 			size_t i = (size_t)io_uring_cqe_get_data64(cqe);
 			int res = cqe->res;
 			io_uring_cqe_seen(ring, cqe);

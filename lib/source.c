@@ -311,6 +311,8 @@ static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
 	    H5Pget_chunk_opts(dcpl, &opts) < 0 ||
 	    (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS))
 		return -1;
+	if (!a->rows || !a->cols)
+		return -1; /* nothing to read; open_rows refuses it */
 	c->chunk_rows = dims[0];
 	c->chunk_cols = a->ndims == 2 ? dims[1] : 1;
 	uint64_t grid_rows = (a->rows + c->chunk_rows - 1) / c->chunk_rows;
@@ -707,6 +709,15 @@ static int open_rows(struct rfs_source *s, char *err, size_t errlen)
 			 s->path, s->dataset);
 		return -EINVAL;
 	}
+	/* A row must fit a batch file (1 GiB) in any served dtype (8 bytes
+	 * at most), which also keeps every size product within 64 bits. */
+	if (s->info.cols > (UINT64_C(1) << 30) / 8) {
+		snprintf(err, errlen,
+			 "%s: dataset %s has %llu columns: a row of over "
+			 "1 GiB cannot be served",
+			 s->path, s->dataset, (unsigned long long)s->info.cols);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -820,6 +831,14 @@ int rfs_source_open(const char *path, const char *dataset,
 	s->fd = -1;
 	s->chunks = chunks;
 	quiet_hdf5();
+	hbool_t threadsafe = 0;
+	if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
+		/* Reads run on many threads at once. */
+		snprintf(err, errlen, "%s: the HDF5 library is not built "
+				      "thread-safe (rankfs needs it)", path);
+		rc = -ENOTSUP;
+		goto fail;
+	}
 
 	s->path = realpath(path, NULL);
 	if (!s->path || stat(s->path, &st) != 0) {
@@ -863,8 +882,10 @@ int rfs_source_open(const char *path, const char *dataset,
 		goto fail;
 	}
 	s->dataset = strdup(dataset ? dataset : "/X");
-	if (!s->dataset)
+	if (!s->dataset) {
+		snprintf(err, errlen, "%s: out of memory", path);
 		goto fail;
+	}
 	s->info.path = s->path;
 	s->info.dataset = s->dataset;
 	rc = open_rows(s, err, errlen);
@@ -1297,7 +1318,25 @@ static void real_text(double v, char *out, size_t n)
 	}
 }
 
-/* Category names of a categorical column: strings, or numbers as text. */
+static int read_enum(hid_t dset, uint64_t n, struct rfs_column *out);
+
+/* Names of an enum dataset's values (pandas' bool categories are h5py
+ * bool enums): each value's member name. */
+static int enum_names(hid_t dset, uint64_t n, char **names)
+{
+	struct rfs_column e = { 0 };
+	int rc = read_enum(dset, n, &e);
+	for (uint64_t i = 0; i < n && rc == 0; i++)
+		if (!(names[i] = strdup(e.codes[i] >= 0 ?
+						e.categories[e.codes[i]] :
+						"?")))
+			rc = -ENOMEM;
+	rfs_column_free(&e);
+	return rc;
+}
+
+/* Category names of a categorical column: strings, bools (enums), or
+ * numbers as text. *out and *count are set only on success. */
 static int read_categories(hid_t dset, char ***out, uint64_t *count)
 {
 	int64_t n = length_1d(dset);
@@ -1308,20 +1347,25 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 		H5Tclose(type);
 	if (n < 0)
 		return rc;
-	*count = (uint64_t)n;
-	if (cls == H5T_STRING)
-		return read_strings(dset, (uint64_t)n, out);
-	if (cls != H5T_INTEGER && cls != H5T_FLOAT)
+	if (cls == H5T_STRING) {
+		rc = read_strings(dset, (uint64_t)n, out);
+		if (rc == 0)
+			*count = (uint64_t)n;
+		return rc;
+	}
+	if (cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_ENUM)
 		return rc;
 	char **names = calloc(n ? (size_t)n : 1, sizeof(*names));
 	double *v = malloc((n ? (size_t)n : 1) * sizeof(*v));
 	int64_t *k = malloc((n ? (size_t)n : 1) * sizeof(*k));
 	rc = -ENOMEM;
-	if (names && v && k)
+	if (names && v && k && cls == H5T_ENUM)
+		rc = enum_names(dset, (uint64_t)n, names);
+	else if (names && v && k)
 		rc = read_numbers(dset, cls == H5T_INTEGER ? H5T_NATIVE_INT64 :
 							     H5T_NATIVE_DOUBLE,
 				  cls == H5T_INTEGER ? (void *)k : (void *)v);
-	for (int64_t i = 0; i < n && rc == 0; i++) {
+	for (int64_t i = 0; i < n && rc == 0 && cls != H5T_ENUM; i++) {
 		char text[40];
 		if (cls == H5T_INTEGER)
 			snprintf(text, sizeof(text), "%lld", (long long)k[i]);
@@ -1338,7 +1382,10 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 	}
 	free(v);
 	free(k);
-	*out = names;
+	if (rc == 0) {
+		*out = names;
+		*count = (uint64_t)n;
+	}
 	return rc;
 }
 
@@ -1546,7 +1593,8 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 	} else {
 		goto not_found;
 	}
-	if (codes >= 0 && missing_filter(codes, filter, sizeof(filter))) {
+	if ((codes >= 0 && missing_filter(codes, filter, sizeof(filter))) ||
+	    (cats >= 0 && missing_filter(cats, filter, sizeof(filter)))) {
 		snprintf(err, errlen,
 			 "%s: %s needs HDF5 filter '%s', which is not "
 			 "available",

@@ -23,6 +23,7 @@
 /* Refuse plans whose working set would not fit a sane daemon. */
 #define WINDOW_BYTES_MAX (UINT64_C(1) << 30)
 #define BATCH_BYTES_MAX (UINT64_C(1) << 30)
+#define NPZ_BYTES_MAX (UINT64_C(7) << 29) /* 3.5 GiB: no zip64 needed */
 
 /* Where each rank's sequential reader is, for prefetch: the furthest
  * (epoch x batches + batch) queued per rank and kind. */
@@ -350,12 +351,31 @@ static int check_sizes(struct rfs_view *v, char *err, size_t errlen)
 			 (unsigned long long)(WINDOW_BYTES_MAX / 8));
 		return -EINVAL;
 	}
-	if (c->batch_size > BATCH_BYTES_MAX / rfs_dataset_row_bytes(v->dataset)) {
+	/* Rows as stored or as served, whichever is wider (cols is below
+	 * 2^27, source.c, so these products fit). */
+	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
+	size_t elem = rfs_dtype_size(info->dtype);
+	if (rfs_dtype_size(v->out_dtype) > elem)
+		elem = rfs_dtype_size(v->out_dtype);
+	uint64_t row_bytes = info->cols * elem;
+	if (c->batch_size > BATCH_BYTES_MAX / row_bytes) {
 		snprintf(err, errlen,
-			 "batch_size=%llu: a batch of %zu-byte rows would "
+			 "batch_size=%llu: a batch of %llu-byte rows would "
 			 "exceed 1 GiB",
 			 (unsigned long long)c->batch_size,
-			 rfs_dataset_row_bytes(v->dataset));
+			 (unsigned long long)row_bytes);
+		return -EINVAL;
+	}
+	/* A full CSR batch as .npz (value plus an 8-byte index per cell)
+	 * must stay a plain zip, below 4 GiB. */
+	uint64_t npz_cell = rfs_dtype_size(v->out_dtype) + 8;
+	if (v->sparse &&
+	    c->batch_size * info->cols > NPZ_BYTES_MAX / npz_cell) {
+		snprintf(err, errlen,
+			 "batch_size=%llu: a dense-as-CSR batch of %llu "
+			 "columns could make a .npz over 3.5 GiB",
+			 (unsigned long long)c->batch_size,
+			 (unsigned long long)info->cols);
 		return -EINVAL;
 	}
 	return 0;

@@ -30,6 +30,10 @@ def files(tmp_path_factory):
         "z": np.zeros((N, 2), dtype=np.complex64)})
     f["bool"] = write_h5(str(d / "bool.h5"), {
         "b": np.zeros((N, 2), dtype=bool)})
+    f["zerocols"] = write_h5(str(d / "zerocols.h5"), {
+        "x": (np.zeros((N, 0), dtype=np.float32),
+              dict(maxshape=(None, None), chunks=(10, 4),
+                   compression="gzip"))})
     f["few"] = write_h5(str(d / "few.h5"), {
         "x": np.zeros((10, 4), dtype=np.float32)})
     return f
@@ -48,6 +52,8 @@ CASES = [
     ("complex dtype", "complex", "dataset=/z", ["complex.h5", "dtype"]),
     ("bool dtype", "bool", "dataset=/b", ["bool.h5", "dtype"]),
     ("three dims", "cube", "dataset=/c", ["cube.h5", "/c", "3 dimensions"]),
+    ("zero columns, chunked", "zerocols", "dataset=/x",
+     ["zerocols.h5", "0 columns"]),
     ("fewer rows than a global batch", "few",
      "dataset=/x,world_size=2,batch_size=8",
      ["few.h5", "10 rows", "global batch"]),

@@ -100,6 +100,21 @@ def test_other_label_kinds(mounts, atlas, column, expect):
         assert cats is None
 
 
+def test_bool_categorical_label(mounts, tmp_path):
+    """pandas' bool categories are stored by h5py as an HDF5 enum."""
+    flags = np.arange(600) % 3 == 0
+    obs = pd.DataFrame({"doublet": pd.Categorical(flags)},
+                       index=[f"c{i}" for i in range(600)])
+    path = write_h5ad(str(tmp_path / "b.h5ad"),
+                      np.ones((600, 4), dtype=np.float32), obs)
+    m = mounts(path, "batch_size=50,label=doublet,filter=doublet:true")
+    cats = m.json("dataset.json")["label"]["categories"]
+    assert cats == ["False", "True"]
+    index = np.concatenate(m.epoch_index(0, 0))
+    assert flags[index].all() and len(index) == 200
+    assert (m.load("label", 0, 0, 0) == cats.index("True")).all()
+
+
 def test_generic_hdf5_label_dataset(mounts, tmp_path):
     labels = np.arange(1000) % 7
     path = write_h5(str(tmp_path / "g.h5"), {

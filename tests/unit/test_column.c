@@ -196,6 +196,23 @@ static void test_from_strings_sorted_categories(void **state)
 	assert_memory_equal(c.codes, want, sizeof(want));
 	assert_string_equal(rfs_column_kind_name(&c), "categorical");
 	rfs_column_free(&c);
+	/* A half-read column (count known, names not) frees cleanly. */
+	struct rfs_column half = { .kind = RFS_COLUMN_CODES, .ncategories = 3 };
+	rfs_column_free(&half);
+}
+
+static void test_bool_categories_take_bool_spellings(void **state)
+{
+	(void)state;
+	const char *names[] = { "False", "True" };
+	int64_t codes[] = { 1, 0, 1 };
+	struct rfs_column c = cat(names, 2, codes, 3); /* boolean not set */
+	uint8_t keep[3] = { 1, 1, 1 };
+	char err[128];
+	assert_int_equal(rfs_column_keep(&c, "true", keep, err, sizeof(err)),
+			 0);
+	assert_true(keep[0] && !keep[1] && keep[2]);
+	rfs_column_free(&c);
 }
 
 int main(void)
@@ -207,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_keep_categories),
 		cmocka_unit_test(test_keep_bool_int_real),
 		cmocka_unit_test(test_from_strings_sorted_categories),
+		cmocka_unit_test(test_bool_categories_take_bool_spellings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
