@@ -261,12 +261,14 @@ static void read_file(fuse_req_t req, const struct rfs_node *n, size_t size,
 		return;
 	}
 	size_t len = rfs_cache_entry_size(e);
-	reply_slice(req, rfs_cache_entry_data(e), len, size, off);
+	/* Counted before the reply: a reader that looks at stats.json right
+	 * after its read must find it there. */
 	if ((uint64_t)off < len)
 		rfs_view_count_bytes(fs->view, n->rank,
 				     len - (size_t)off < size ?
 					     len - (size_t)off :
 					     size);
+	reply_slice(req, rfs_cache_entry_data(e), len, size, off);
 	rfs_view_put(fs->view, e);
 }
 
