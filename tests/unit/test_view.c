@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "h5_fixture.h"
@@ -93,6 +94,9 @@ static void make_config(struct rfs_config *c, const char *strategy,
 	assert_int_equal(rfs_config_set(c, "seed", seed, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_config_set(c, "cache_mb", "1", err, sizeof(err)),
+			 0);
+	/* Exact cache counters below: no background generation. */
+	assert_int_equal(rfs_config_set(c, "prefetch", "0", err, sizeof(err)),
 			 0);
 }
 
@@ -322,6 +326,42 @@ static void test_get_is_cached(void **state)
 	rfs_config_free(&c);
 }
 
+static void test_opened_prefetches_ahead(void **state)
+{
+	struct fixture *f = *state;
+	struct rfs_config c;
+	char err[64];
+	make_config(&c, "shuffle", "5");
+	assert_int_equal(rfs_config_set(&c, "prefetch", "3", err, sizeof(err)),
+			 0);
+	struct rfs_view *v = create_ok(&c, f->path);
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 });
+	/* Batches 5, 6, 7 of rank 1 get generated in the background. */
+	char *sj = NULL;
+	size_t len;
+	for (int i = 0; i < 2000; i++) {
+		free(sj);
+		assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
+		if (strstr(sj, "\"done\": 3"))
+			break;
+		usleep(1000);
+	}
+	assert_non_null(strstr(sj, "\"depth\": 3, \"queued\": 3, "
+				   "\"done\": 3"));
+	assert_non_null(strstr(sj, "\"misses\": 3"));
+	free(sj);
+	/* Reading one of them now is a hit. */
+	struct rfs_cache_entry *e;
+	struct rfs_cache_key k = { .rank = 1, .batch = 6 };
+	assert_int_equal(rfs_view_get(v, &k, &e), 0);
+	rfs_view_put(v, e);
+	assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
+	assert_non_null(strstr(sj, "\"hits\": 1"));
+	free(sj);
+	rfs_view_destroy(v);
+	rfs_config_free(&c);
+}
+
 static void test_one_dimensional_source(void **state)
 {
 	struct fixture *f = *state;
@@ -474,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_json_files),
 		cmocka_unit_test(test_batch_bytes),
 		cmocka_unit_test(test_get_is_cached),
+		cmocka_unit_test(test_opened_prefetches_ahead),
 		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
 		cmocka_unit_test(test_errors),
