@@ -26,6 +26,7 @@ import multiprocessing as mp
 import os
 import platform
 import queue
+import re
 import subprocess
 import sys
 import tempfile
@@ -270,6 +271,8 @@ def main():
                     help="epochs per contender; the median is reported")
     ap.add_argument("--skip", default="",
                     help="comma-separated contender prefixes to leave out")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="run only the contenders whose name matches")
     args = ap.parse_args()
     if args.replot:
         with open(args.replot) as f:
@@ -286,6 +289,11 @@ def main():
     trivialfs = os.path.join(work, "trivialfs")
     build_trivialfs(trivialfs)
     skip = [s for s in args.skip.split(",") if s]
+    only = re.compile(args.only) if args.only else None
+
+    def skipped(name):
+        return (any(name.startswith(s) for s in skip) or
+                (only is not None and not only.search(name)))
     repeats = args.repeats
 
     nb = args.rows // (RANKS * BATCH)
@@ -295,14 +303,14 @@ def main():
     results = []
 
     def run(name, setup, rows, nbytes, times=None):
-        if any(name.startswith(s) for s in skip):
+        if skipped(name):
             return
         results.append(measure(name, setup, rows, nbytes, times or repeats))
 
     def through_rankfs(name, path, options, ext, nbytes=None):
         """@return the bytes per rank served (from st_size, which
         generates nothing)."""
-        if any(name.startswith(s) for s in skip):
+        if skipped(name):
             return nbytes
         mnt = tempfile.mkdtemp(dir=work)
         m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "rowsort.h"
 #include "sampler.h"
 
 struct window {
@@ -35,6 +36,16 @@ struct window {
 	uint64_t last_used;
 };
 
+/* A window some thread is building: others wanting it wait instead of
+ * building it too (every rank and prefetch thread arrives at a new window
+ * at once). */
+struct building {
+	uint64_t epoch, seq, index;
+	int busy;
+};
+
+#define MAX_BUILDING 8
+
 struct rfs_planner {
 	struct rfs_config config; /* strings not copied: never used */
 	const struct rfs_rowset *seqs;
@@ -45,6 +56,8 @@ struct rfs_planner {
 	uint64_t clock; /* protected by lock */
 	size_t nslots;
 	struct window *slots; /* protected by lock */
+	struct building building[MAX_BUILDING]; /* protected by lock */
+	pthread_cond_t built;
 };
 
 int rfs_planner_create(const struct rfs_config *c,
@@ -76,6 +89,7 @@ int rfs_planner_create(const struct rfs_config *c,
 		goto fail;
 	p->order_unit = rfs_strategy_draws(c->strategy) ? c->block_size : 1;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->built, NULL);
 	*out = p;
 	return 0;
 fail:
@@ -92,6 +106,7 @@ void rfs_planner_destroy(struct rfs_planner *p)
 	for (size_t i = 0; i < p->nslots; i++)
 		free(p->slots[i].rows);
 	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->built);
 	free(p->slots);
 	free(p->lengths);
 	free(p);
@@ -108,12 +123,6 @@ uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
 	return p->lengths[seq];
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
 static int build_window(const struct rfs_planner *p, uint64_t epoch,
 			uint64_t seq, uint64_t index, struct window *w)
 {
@@ -125,11 +134,16 @@ static int build_window(const struct rfs_planner *p, uint64_t epoch,
 	if (len > p->layout.window)
 		len = p->layout.window;
 	uint64_t *rows = malloc(len * sizeof(*rows));
-	if (!rows)
+	uint64_t *scratch = malloc(len * sizeof(*scratch));
+	if (!rows || !scratch) {
+		free(rows);
+		free(scratch);
 		return -ENOMEM;
+	}
 	for (uint64_t i = 0; i < len; i++)
 		rows[i] = rfs_sampler_row(&s, start + i);
-	qsort(rows, len, sizeof(*rows), cmp_u64);
+	rfs_sort_u64(rows, scratch, len);
+	free(scratch);
 	*w = (struct window){ .epoch = epoch,
 			      .seq = seq,
 			      .index = index,
@@ -172,17 +186,52 @@ static struct window *insert_window(struct rfs_planner *p, struct window *w)
 	return victim;
 }
 
+static struct building *find_building(struct rfs_planner *p, uint64_t epoch,
+				      uint64_t seq, uint64_t index)
+{
+	for (size_t i = 0; i < MAX_BUILDING; i++) {
+		struct building *b = &p->building[i];
+		if (b->busy && b->epoch == epoch && b->seq == seq &&
+		    b->index == index)
+			return b;
+	}
+	return NULL;
+}
+
+/* @return a free entry marked busy for the window, or NULL when all are
+ * taken (then the caller builds unannounced, as before). */
+static struct building *announce(struct rfs_planner *p, uint64_t epoch,
+				 uint64_t seq, uint64_t index)
+{
+	for (size_t i = 0; i < MAX_BUILDING; i++) {
+		struct building *b = &p->building[i];
+		if (!b->busy) {
+			*b = (struct building){ epoch, seq, index, 1 };
+			return b;
+		}
+	}
+	return NULL;
+}
+
 /* Called and returns with the lock held; the window stays valid until the
  * lock is next released. Builds outside the lock. */
 static int get_window(struct rfs_planner *p, uint64_t epoch, uint64_t seq,
 		      uint64_t index, struct window **out)
 {
-	struct window *w = find_window(p, epoch, seq, index);
+	struct window *w;
+	while (!(w = find_window(p, epoch, seq, index)) &&
+	       find_building(p, epoch, seq, index))
+		pthread_cond_wait(&p->built, &p->lock);
 	if (!w) {
 		struct window fresh;
+		struct building *b = announce(p, epoch, seq, index);
 		pthread_mutex_unlock(&p->lock);
 		int rc = build_window(p, epoch, seq, index, &fresh);
 		pthread_mutex_lock(&p->lock);
+		if (b) {
+			b->busy = 0;
+			pthread_cond_broadcast(&p->built);
+		}
 		if (rc != 0)
 			return rc;
 		w = insert_window(p, &fresh);

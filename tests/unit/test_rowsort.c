@@ -30,10 +30,43 @@ static void test_sorted_with_slots(void **state)
 	free(w);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The radix sort agrees with qsort on small, duplicate-heavy and full
+ * 64-bit values, and on empty and one-element arrays. */
+static void test_sort_u64_matches_qsort(void **state)
+{
+	(void)state;
+	enum { N = 5000 };
+	uint64_t *v = malloc(N * sizeof(*v)), *want = malloc(N * sizeof(*v)),
+		 *tmp = malloc(N * sizeof(*v));
+	assert_non_null(v), assert_non_null(want), assert_non_null(tmp);
+	const uint64_t masks[] = { 0x7, 0x1ffff, ~UINT64_C(0) };
+	uint64_t x = 88172645463325252u; /* xorshift64 */
+	for (size_t m = 0; m < 3; m++) {
+		for (size_t n = 0; n <= N; n = n ? n * 5 : 1) {
+			for (size_t i = 0; i < n; i++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				v[i] = want[i] = x & masks[m];
+			}
+			qsort(want, n, sizeof(*want), cmp_u64);
+			rfs_sort_u64(v, tmp, n);
+			for (size_t i = 0; i < n; i++)
+				assert_true(v[i] == want[i]);
+		}
+	}
+	free(v), free(want), free(tmp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sorted_with_slots),
+		cmocka_unit_test(test_sort_u64_matches_qsort),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
