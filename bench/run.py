@@ -109,6 +109,15 @@ def rankfs_reader(mnt, ext):
     return setup
 
 
+def trivial_reader(mnt, nb):
+    """Epoch e of the trivial server: its files e*nb .. (e+1)*nb - 1."""
+    def setup(rank, epoch):
+        paths = [f"{mnt}/{rank}/{k:06d}.npy"
+                 for k in range(epoch * nb, (epoch + 1) * nb)]
+        return lambda: sum(len(np.load(p)) for p in paths)
+    return setup
+
+
 def h5py_reader(path):
     def setup(rank, epoch):
         import h5py
@@ -350,13 +359,8 @@ def main():
         m = trivial_mount(trivialfs, nb * repeats, args.cols, mnt,
                           direct_io)
         try:
-            def names(rank, epoch):
-                return [f"{mnt}/{rank}/{k:06d}.npy"
-                        for k in range(epoch * nb, (epoch + 1) * nb)]
             run("trivial FUSE server" + (" direct_io" if direct_io else "")
-                + " (dense files)",
-                lambda rank, epoch: (lambda: sum(
-                    len(np.load(p)) for p in names(rank, epoch))),
+                + " (dense files)", trivial_reader(mnt, nb),
                 rows_per_rank, dense_bytes)
         finally:
             m.close()

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""CPU the FUSE daemon spends per epoch: rankfs against the trivial server.
+
+The side-by-side benchmark times whole epochs, which on 2 cores mixes the
+daemon's work with the readers'. This counts the daemon's own CPU
+(utime + stime from /proc/PID/stat, its threads and kernel work included)
+while 2 ranks read epochs 1..N of the dense file with np.load, after an
+unmeasured epoch 0, for rankfs shuffle and the trivial server, each with
+and without direct_io.
+
+    bench/daemon_cpu.py [--epochs 4] [--dir data/bench]   (after scripts/bench
+                                                          wrote the data)
+"""
+import argparse
+import os
+import tempfile
+
+import run
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ  # utime, stime
+
+
+def per_epoch(name, mounted, setup, epochs):
+    run.measure_once(name, setup, 0)
+    before = cpu_seconds(mounted.proc.pid)
+    wall = sum(run.measure_once(name, setup, e)[0]
+               for e in range(1, epochs + 1))
+    cpu = cpu_seconds(mounted.proc.pid) - before
+    print(f"{name:36s} daemon CPU {1000 * cpu / epochs:6.0f} ms/epoch, "
+          f"epoch {wall / epochs:5.2f} s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--rows", type=int, default=100000)
+    ap.add_argument("--cols", type=int, default=1000)
+    ap.add_argument("--dir", default=os.path.join(run.REPO, "data", "bench"))
+    args = ap.parse_args()
+    path = os.path.join(args.dir, f"dense-{args.rows}.h5ad")
+    if not os.path.exists(path):
+        raise SystemExit(f"bench: {path} is missing: run scripts/bench")
+    run.warm(path)
+    work = tempfile.mkdtemp(prefix="rankfs-cpu-")
+    trivialfs = os.path.join(work, "trivialfs")
+    run.build_trivialfs(trivialfs)
+    nb = args.rows // (run.RANKS * run.BATCH)
+    for direct_io in (False, True):
+        suffix = " direct_io" if direct_io else ""
+        mnt = tempfile.mkdtemp(dir=work)
+        m = run.rankfs_mount(path, f"world_size={run.RANKS},"
+                             f"batch_size={run.BATCH},strategy=shuffle"
+                             + (",direct_io" if direct_io else ""), mnt)
+        try:
+            per_epoch("rankfs shuffle" + suffix, m,
+                      run.rankfs_reader(mnt, ".npy"), args.epochs)
+        finally:
+            m.close()
+        mnt = tempfile.mkdtemp(dir=work)
+        m = run.trivial_mount(trivialfs, nb * (args.epochs + 1), args.cols,
+                              mnt, direct_io)
+        try:
+            per_epoch("trivial FUSE server" + suffix, m,
+                      run.trivial_reader(mnt, nb), args.epochs)
+        finally:
+            m.close()
+
+
+if __name__ == "__main__":
+    main()
