@@ -15,8 +15,10 @@ loop only (imports, opening files and mounting are paid once per job):
   trivial FUSE     bench/trivialfs.c serving as many files of the same
                    size from memory, read with np.load
 
-Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
---json writes the numbers, --plot a PNG.
+Contenders of a file take turns, epoch by epoch (measure_group), and the
+median of --repeats epochs is reported. Prints rows/s and MB/s for each
+and the ratios the fetch issue asks for; --json writes the numbers,
+--plot a PNG.
 
     scripts/bench [--rows 100000] [--json F] [--plot F]
 """
@@ -201,16 +203,19 @@ def measure_once(name, setup, epoch):
             [r[1] for r in res])
 
 
-def measure(name, setup, rows_per_rank, bytes_per_rank, repeats):
-    """The median of `repeats` epochs (epoch e of rankfs, the sampler's
-    epoch e of the others: never the same bytes twice)."""
-    times = []
-    for epoch in range(repeats):
-        wall, got = measure_once(name, setup, epoch)
-        if got[0] and got != [rows_per_rank] * RANKS:
-            raise SystemExit(f"bench: {name}: read {got} rows, expected "
-                             f"{rows_per_rank} per rank")
-        times.append(wall)
+class Contender:
+    """name; open() -> (setup, bytes read per rank, close); repeats: its
+    epochs, None for the run's --repeats."""
+
+    def __init__(self, name, open, repeats=None):
+        self.name, self.open, self.repeats = name, open, repeats
+
+
+def unmounted(setup, nbytes):
+    return lambda: (setup, nbytes, lambda: None)
+
+
+def summarize(name, times, rows_per_rank, bytes_per_rank):
     wall = sorted(times)[len(times) // 2]
     rows = RANKS * rows_per_rank
     result = {"name": name, "seconds": wall, "all_seconds": times,
@@ -220,6 +225,34 @@ def measure(name, setup, rows_per_rank, bytes_per_rank, repeats):
         f"{result['mb_per_s']:8.0f} MB/s (median of "
         f"{', '.join(f'{t:.2f}' for t in times)} s)")
     return result
+
+
+def measure_group(contenders, rows_per_rank, repeats):
+    """Opens every contender, then runs epoch 0 of each in turn, then
+    epoch 1, and so on (epoch e of rankfs, the sampler's epoch e of the
+    others: never the same bytes twice); reports the median per contender.
+    This VM's speed drifts by up to 3x within minutes: taking turns puts
+    the drift on every contender alike, instead of on whichever ran in a
+    slow minute."""
+    opened = []
+    try:
+        for c in contenders:
+            opened.append((c, *c.open()))
+        times = {c.name: [] for c in contenders}
+        for epoch in range(repeats):
+            for c, setup, _, _ in opened:
+                if epoch >= (c.repeats or repeats):
+                    continue
+                wall, got = measure_once(c.name, setup, epoch)
+                if got[0] and got != [rows_per_rank] * RANKS:
+                    raise SystemExit(f"bench: {c.name}: read {got} rows, "
+                                     f"expected {rows_per_rank} per rank")
+                times[c.name].append(wall)
+        return [summarize(c.name, times[c.name], rows_per_rank, nbytes)
+                for c, _, nbytes, _ in opened]
+    finally:
+        for _, _, _, close in opened:
+            close()
 
 
 # Mounts -------------------------------------------------------------------
@@ -311,78 +344,83 @@ def main():
     dense_bytes = nb * dense_file
     results = []
 
-    def run(name, setup, rows, nbytes, times=None):
-        if skipped(name):
-            return
-        results.append(measure(name, setup, rows, nbytes, times or repeats))
-
-    def through_rankfs(name, path, options, ext, nbytes=None):
-        """@return the bytes per rank served (from st_size, which
-        generates nothing)."""
-        if skipped(name):
-            return nbytes
-        mnt = tempfile.mkdtemp(dir=work)
-        m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
-                         f"{options}", mnt)
-        try:
-            if nbytes is None:
+    def rankfs(name, path, options, ext, nbytes=None):
+        """nbytes None: the bytes per rank served, from st_size (which
+        generates nothing). Listing is set-up; batches generate on read."""
+        def open():
+            mnt = tempfile.mkdtemp(dir=work)
+            m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
+                             f"{options}", mnt)
+            size = nbytes
+            if size is None:
                 d = f"{mnt}/epoch/0/rank"
-                nbytes = sum(os.stat(f"{d}/{r}/batch/{n}").st_size
-                             for r in range(RANKS)
-                             for n in os.listdir(f"{d}/{r}/batch")
-                             if n.endswith(ext)) // RANKS
-            # Listing is set-up; the batches are generated on read.
-            run(name, rankfs_reader(mnt, ext), rows_per_rank, nbytes)
-        finally:
-            m.close()
-        return nbytes
+                size = sum(os.stat(f"{d}/{r}/batch/{n}").st_size
+                           for r in range(RANKS)
+                           for n in os.listdir(f"{d}/{r}/batch")
+                           if n.endswith(ext)) // RANKS
+            return rankfs_reader(mnt, ext), size, m.close
+        return Contender(name, open)
 
-    for strategy in ("block_shuffle", "shuffle"):
-        through_rankfs(f"rankfs {strategy} (dense)", paths["dense"],
-                       f"strategy={strategy}", ".npy", dense_bytes)
-    for strategy in ("block_shuffle", "shuffle"):
-        through_rankfs(f"rankfs {strategy} direct_io (dense)",
-                       paths["dense"], f"strategy={strategy},direct_io",
-                       ".npy", dense_bytes)
-    run("h5py+DistributedSampler (dense)", h5py_reader(paths["dense"]),
-        rows_per_rank, dense_bytes)
-    run("AnnLoader+DistributedSampler (dense)",
-        annloader_reader(paths["dense"]), rows_per_rank, dense_bytes)
+    def trivial(name, direct_io):
+        def open():
+            mnt = tempfile.mkdtemp(dir=work)
+            # New files every epoch, as rankfs serves.
+            m = trivial_mount(trivialfs, nb * repeats, args.cols, mnt,
+                              direct_io)
+            return trivial_reader(mnt, nb), dense_bytes, m.close
+        return Contender(name, open)
 
-    cache_file = paths["dense"]  # warm, and larger than one epoch
-    run("page cache read (dense bytes)",
-        pagecache_reader(cache_file, dense_bytes, dense_file),
-        rows_per_rank, dense_bytes)
-    for direct_io in (False, True):
-        mnt = tempfile.mkdtemp(dir=work)
-        # New files every epoch, as rankfs serves.
-        m = trivial_mount(trivialfs, nb * repeats, args.cols, mnt,
-                          direct_io)
-        try:
-            run("trivial FUSE server" + (" direct_io" if direct_io else "")
-                + " (dense files)", trivial_reader(mnt, nb),
-                rows_per_rank, dense_bytes)
-        finally:
-            m.close()
+    def group(*contenders):
+        chosen = [c for c in contenders if not skipped(c.name)]
+        if chosen:
+            results.extend(measure_group(chosen, rows_per_rank, repeats))
 
-    for strategy in ("block_shuffle", "shuffle"):
-        through_rankfs(f"rankfs {strategy} (dense, gzip)",
-                       paths["dense_gzip"], f"strategy={strategy}", ".npy",
-                       dense_bytes)
+    dense = paths["dense"]
+    group(*[rankfs(f"rankfs {s}{d} (dense)", dense,
+                   f"strategy={s}{d.replace(' ', ',')}", ".npy",
+                   dense_bytes)
+            for d in ("", " direct_io")
+            for s in ("block_shuffle", "shuffle")],
+          Contender("h5py+DistributedSampler (dense)",
+                    unmounted(h5py_reader(dense), dense_bytes)),
+          Contender("AnnLoader+DistributedSampler (dense)",
+                    unmounted(annloader_reader(dense), dense_bytes)),
+          # The dense file is warm, and larger than one epoch.
+          Contender("page cache read (dense bytes)",
+                    unmounted(pagecache_reader(dense, dense_bytes,
+                                               dense_file), dense_bytes)),
+          trivial("trivial FUSE server (dense files)", False),
+          trivial("trivial FUSE server direct_io (dense files)", True))
     # h5py's 1 MB chunk cache re-inflates chunks for every row here: one
     # epoch takes minutes, so it runs once.
-    run("h5py+DistributedSampler (dense, gzip)",
-        h5py_reader(paths["dense_gzip"]), rows_per_rank, dense_bytes, 1)
-
+    group(*[rankfs(f"rankfs {s} (dense, gzip)", paths["dense_gzip"],
+                   f"strategy={s}", ".npy", dense_bytes)
+            for s in ("block_shuffle", "shuffle")],
+          Contender("h5py+DistributedSampler (dense, gzip)",
+                    unmounted(h5py_reader(paths["dense_gzip"]),
+                              dense_bytes), repeats=1))
     # CSR: MB/s counts the bytes of the .npz files rankfs serves (the
     # same rows in every contender).
-    npz_bytes = None
-    for strategy in ("block_shuffle", "shuffle"):
-        npz_bytes = through_rankfs(f"rankfs {strategy} (CSR .npz)",
-                                   paths["csr"], f"strategy={strategy}",
-                                   ".npz", npz_bytes)
-    run("anndata backed CSR+DistributedSampler", backed_csr_reader(
-        paths["csr"]), rows_per_rank, npz_bytes or 0)
+    csr = [rankfs(f"rankfs {s} (CSR .npz)", paths["csr"], f"strategy={s}",
+                  ".npz") for s in ("block_shuffle", "shuffle")]
+    npz_bytes = {}
+
+    def backed_open():
+        setup = backed_csr_reader(paths["csr"])
+        return setup, npz_bytes.get("rank", 0), lambda: None
+
+    # The backed reader's MB/s uses the .npz size, known once a rankfs
+    # CSR mount has listed its files: it opens last.
+    for c in csr:
+        inner = c.open
+
+        def open(inner=inner):
+            setup, size, close = inner()
+            npz_bytes["rank"] = size
+            return setup, size, close
+        c.open = open
+    group(*csr, Contender("anndata backed CSR+DistributedSampler",
+                          backed_open))
 
     by = {r["name"]: r["rows_per_s"] for r in results}
 
