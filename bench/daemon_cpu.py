@@ -5,11 +5,12 @@ The side-by-side benchmark times whole epochs, which on 2 cores mixes the
 daemon's work with the readers'. This counts the daemon's own CPU
 (utime + stime from /proc/PID/stat, its threads and kernel work included)
 while 2 ranks read epochs 1..N of the dense file with np.load, after an
-unmeasured epoch 0, for rankfs shuffle and the trivial server, each with
-and without direct_io.
+unmeasured epoch 0, for rankfs (shuffle, or --strategies) and the trivial
+server, each with and without direct_io.
 
-    bench/daemon_cpu.py [--epochs 4] [--dir data/bench]   (after scripts/bench
-                                                          wrote the data)
+    bench/daemon_cpu.py [--epochs 4] [--strategies streaming,block_shuffle,
+                        shuffle] [--dir data/bench]   (after scripts/bench
+                                                      wrote the data)
 """
 import argparse
 import os
@@ -42,6 +43,8 @@ def main():
     ap.add_argument("--rows", type=int, default=100000)
     ap.add_argument("--cols", type=int, default=1000)
     ap.add_argument("--dir", default=os.path.join(run.REPO, "data", "bench"))
+    ap.add_argument("--strategies", default="shuffle",
+                    help="comma-separated rankfs strategies to measure")
     args = ap.parse_args()
     path = os.path.join(args.dir, f"dense-{args.rows}.h5ad")
     if not os.path.exists(path):
@@ -53,15 +56,17 @@ def main():
     nb = args.rows // (run.RANKS * run.BATCH)
     for direct_io in (False, True):
         suffix = " direct_io" if direct_io else ""
-        mnt = tempfile.mkdtemp(dir=work)
-        m = run.rankfs_mount(path, f"world_size={run.RANKS},"
-                             f"batch_size={run.BATCH},strategy=shuffle"
-                             + (",direct_io" if direct_io else ""), mnt)
-        try:
-            per_epoch("rankfs shuffle" + suffix, m,
-                      run.rankfs_reader(mnt, ".npy"), args.epochs)
-        finally:
-            m.close()
+        for strategy in args.strategies.split(","):
+            mnt = tempfile.mkdtemp(dir=work)
+            m = run.rankfs_mount(path, f"world_size={run.RANKS},"
+                                 f"batch_size={run.BATCH},"
+                                 f"strategy={strategy}"
+                                 + (",direct_io" if direct_io else ""), mnt)
+            try:
+                per_epoch(f"rankfs {strategy}{suffix}", m,
+                          run.rankfs_reader(mnt, ".npy"), args.epochs)
+            finally:
+                m.close()
         mnt = tempfile.mkdtemp(dir=work)
         m = run.trivial_mount(trivialfs, nb * (args.epochs + 1), args.cols,
                               mnt, direct_io)

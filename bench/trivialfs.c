@@ -2,8 +2,9 @@
  * The benchmark's upper bound: a trivial in-memory FUSE server serving
  * RANKS x FILES read-only files of SIZE bytes (one shared buffer: a .npy
  * header for a float32 ROWS x COLS array, then zeros) as R/NNNNNN.npy. It
- * answers like rankfs (long timeouts, keep_cache, 1 MiB readahead asked)
- * and does nothing else, so reading it measures FUSE alone.
+ * answers like rankfs (long timeouts, keep_cache, 1 MiB readahead asked,
+ * a file's pages dropped when it is released) and does nothing else, so
+ * reading it measures FUSE alone.
  *
  *   trivialfs MOUNT RANKS FILES ROWS COLS [direct_io]
  *
@@ -20,6 +21,7 @@
 static unsigned long ranks, files, size;
 static char *content;
 static int direct_io;
+static struct fuse_session *se;
 
 /* Inodes: 1 root, 2 + r rank dirs, 2 + ranks + r * files + i files. */
 static void attr_of(fuse_ino_t ino, struct stat *st)
@@ -86,9 +88,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t n, off_t off,
 	fuse_reply_buf(req, content + off, n);
 }
 
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, 0);
+	if (!direct_io)
+		fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init, .lookup = op_lookup, .getattr = op_getattr,
-	.open = op_open, .read = op_read,
+	.open = op_open, .read = op_read, .release = op_release,
 };
 
 int main(int argc, char *argv[])
@@ -116,8 +127,7 @@ int main(int argc, char *argv[])
 	direct_io = argc > 6 && strcmp(argv[6], "direct_io") == 0;
 	char *fargv[] = { argv[0], "-o", "ro,fsname=trivialfs" };
 	struct fuse_args args = FUSE_ARGS_INIT(3, fargv);
-	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops),
-						   NULL);
+	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (!se || fuse_set_signal_handlers(se) != 0 ||
 	    fuse_session_mount(se, argv[1]) != 0)
 		return 1;

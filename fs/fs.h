@@ -13,6 +13,7 @@ struct rfs_fs {
 	uid_t uid; /* owner shown on every node */
 	gid_t gid;
 	int direct_io;
+	struct fuse_session *se; /* for notifications; NULL until created */
 };
 
 struct fuse_args;

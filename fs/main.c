@@ -128,6 +128,7 @@ int main(int argc, char *argv[])
 	se = rfs_ops_session_new(&cli.args, &fs);
 	if (!se)
 		goto out_view;
+	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, cli.mountpoint) != 0)

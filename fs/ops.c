@@ -3,8 +3,9 @@
  *
  * Everything except stats.json is immutable for the life of the mount, so
  * entries and attributes carry long timeouts and open() keeps the page
- * cache. stats.json changes on every read; it reports size 0 like a /proc
- * file and is opened direct_io with a snapshot taken at open.
+ * cache; the last close of a generated file then drops its pages (see
+ * op_release). stats.json changes on every read; it reports size 0 like a
+ * /proc file and is opened direct_io with a snapshot taken at open.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -306,14 +307,26 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	reply_slice(req, text, len, size, off);
 }
 
+/* A loader reads each generated file once: every epoch has new ones. Left
+ * in the page cache they would pile up, one dataset's worth per epoch,
+ * crowding out the source's own pages, and on this project's VMs page-cache
+ * epochs slowed 2-3x once a few GB of them had accumulated. So when a file
+ * is released its pages are dropped; a later read of it is served from the
+ * batch cache (or generated again, if evicted). A file still open, or
+ * mapped, elsewhere only loses pages it will read back. */
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct rfs_fs *fs = fs_of(req);
 	struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
+	struct rfs_node n;
 	if (snap)
 		snapshot_put(snap);
 	fuse_reply_err(req, 0);
+	if (!fs->direct_io && fs->se &&
+	    rfs_inode_node(&fs->space, ino, &n) == 0 &&
+	    (n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE))
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 
 /* Write-type requests: the mount is read-only (and mounted "ro", so the

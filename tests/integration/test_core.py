@@ -1,11 +1,14 @@
 """The core through real mounts: bytes equal the source rows, ranks are
 disjoint and cover the epoch, mounts agree, epochs differ, the namespace
 behaves like an immutable read-only tree."""
+import ctypes
 import errno
 import hashlib
+import mmap
 import os
 import stat
 import subprocess
+import time
 import multiprocessing as mp
 
 import numpy as np
@@ -291,6 +294,62 @@ def test_mmap_load(mounts, sources):
     b = m.load("batch", 3, 1, 2)
     assert isinstance(a, np.memmap)
     np.testing.assert_array_equal(a, b)
+
+
+class PageCacheProbe:
+    """Which pages of a file are in the page cache: mincore() over a
+    mapping that is never touched, so probing reads nothing. The mapping
+    keeps the file open: no release of its own."""
+
+    def __init__(self, path):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.mmap.restype = ctypes.c_void_p
+        self.libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                   ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_long]
+        self.libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.c_char_p]
+        self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.size = os.stat(path).st_size
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            self.addr = self.libc.mmap(None, self.size, mmap.PROT_READ,
+                                       mmap.MAP_SHARED, fd, 0)
+        finally:
+            os.close(fd)
+        assert self.addr not in (None, ctypes.c_void_p(-1).value)
+
+    def cached(self):
+        vec = ctypes.create_string_buffer(-(-self.size // mmap.PAGESIZE))
+        assert self.libc.mincore(self.addr, self.size, vec) == 0
+        return sum(b & 1 for b in vec.raw)
+
+    def close(self):
+        self.libc.munmap(self.addr, self.size)
+
+
+def test_closed_files_leave_the_page_cache(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=100,prefetch=0")
+    f = m.file("batch", 0, 1, 2)
+    probe = PageCacheProbe(f)
+    try:
+        assert probe.cached() == 0
+        with open(f, "rb") as fh:
+            first = fh.read()
+            assert probe.cached() == -(-probe.size // mmap.PAGESIZE)
+        # The release reaches rankfs after close() returns.
+        for _ in range(200):
+            if probe.cached() == 0:
+                break
+            time.sleep(0.01)
+        assert probe.cached() == 0
+    finally:
+        probe.close()
+    # Read again: the same bytes, from the batch cache, not generated again.
+    with open(f, "rb") as fh:
+        assert fh.read() == first
+    assert m.json("stats.json")["cache"]["misses"] == 1
 
 
 def test_direct_io(mounts, sources):
