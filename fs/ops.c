@@ -309,11 +309,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* A loader reads each generated file once: every epoch has new ones. Left
  * in the page cache they would pile up, one dataset's worth per epoch,
- * crowding out the source's own pages, and on this project's VMs page-cache
- * epochs slowed 2-3x once a few GB of them had accumulated. So when a file
- * is released its pages are dropped; a later read of it is served from the
- * batch cache (or generated again, if evicted). A file still open, or
- * mapped, elsewhere only loses pages it will read back. */
+ * crowding out the source's own pages, and on this project's VM page-cache
+ * epochs took twice as long once a few GB of them had accumulated. So when
+ * a file is released its pages are dropped; a later read of it is served
+ * from the batch cache (or generated again, if evicted). Another process
+ * that still has the file open or mapped reads the dropped pages back. */
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
