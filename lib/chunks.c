@@ -129,6 +129,11 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	size_t row_bytes = c->cols * c->elem;
+	/* Chunks as wide as the rows (every 1-D array, like a CSR's data and
+	 * indices): a stretch of rows into one buffer is one copy, not one
+	 * per element. */
+	int stretch = !rows && !to && c->grid_cols == 1 &&
+		      c->chunk_cols == c->cols;
 	for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
 		struct rfs_cache_key key = { .rank = id,
 					     .batch = gr * c->grid_cols + gc };
@@ -140,7 +145,10 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 		uint64_t c0 = gc * c->chunk_cols;
 		uint64_t ncols = c->cols - c0 < c->chunk_cols ? c->cols - c0 :
 								c->chunk_cols;
-		for (size_t k = 0; k < n; k++) {
+		if (stretch)
+			memcpy(out, chunk + (first - gr * c->chunk_rows) * row_bytes,
+			       n * row_bytes);
+		for (size_t k = 0; k < n && !stretch; k++) {
 			uint64_t r = rows ? rows[k] : first + k;
 			unsigned char *dst = to ? to[k] : out + k * row_bytes;
 			memcpy(dst + c0 * c->elem,

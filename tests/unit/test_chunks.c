@@ -1,5 +1,6 @@
 /* Unit tests for lib/chunks.c: rows assembled from deflated chunks read
- * with pread, a truncated file, and one decode per chunk. */
+ * with pread (chunks narrower than the rows, as wide, and a 1-D array),
+ * a truncated file, and one decode per chunk. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,9 +20,15 @@
 #include "h5_fixture.h"
 
 #define ROWS 10
-#define COLS 7
+#define COLS_MAX 7
 #define CR 4 /* chunk rows */
-#define CC 3 /* chunk cols */
+
+/* Columns of the array and of its chunks. */
+struct shape {
+	uint64_t cols, chunk_cols;
+};
+
+static struct shape narrow = { 7, 3 }, full_width = { 7, 7 }, one_d = { 1, 1 };
 
 static uint16_t value(uint64_t r, uint64_t c)
 {
@@ -36,34 +43,38 @@ struct fixture {
 };
 
 /* Writes a file of deflated chunks (full size at the edges, as HDF5
- * stores them) and fills in their locations. */
+ * stores them) of the array shaped by *state and fills in their
+ * locations. */
 static int setup(void **state)
 {
+	const struct shape *shape = *state;
+	uint64_t cols = shape->cols, chunk_cols = shape->chunk_cols;
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f || h5fx_tmpdir(f->dir, sizeof(f->dir)) != 0)
 		return -1;
 	snprintf(f->path, sizeof(f->path), "%s/chunks", f->dir);
 	FILE *out = fopen(f->path, "wb");
-	uint64_t grid_rows = (ROWS + CR - 1) / CR, grid_cols = (COLS + CC - 1) / CC;
+	uint64_t grid_rows = (ROWS + CR - 1) / CR;
+	uint64_t grid_cols = (cols + chunk_cols - 1) / chunk_cols;
 	f->c = (struct rfs_chunked){ .path = f->path, .name = "/x",
-				     .rows = ROWS, .cols = COLS,
-				     .chunk_rows = CR, .chunk_cols = CC,
+				     .rows = ROWS, .cols = cols,
+				     .chunk_rows = CR, .chunk_cols = chunk_cols,
 				     .grid_cols = grid_cols, .elem = 2,
 				     .pipeline = { 1, { RFS_FILTER_DEFLATE } } };
 	f->c.locs = calloc(grid_rows * grid_cols, sizeof(*f->c.locs));
 	fputs("header", out);
 	for (uint64_t gr = 0; gr < grid_rows; gr++)
 		for (uint64_t gc = 0; gc < grid_cols; gc++) {
-			uint16_t chunk[CR * CC] = { 0 };
-			for (int r = 0; r < CR; r++)
-				for (int c = 0; c < CC; c++)
-					chunk[r * CC + c] = value(
-						gr * CR + (uint64_t)r,
-						gc * CC + (uint64_t)c);
+			uint16_t chunk[CR * COLS_MAX] = { 0 };
+			for (uint64_t r = 0; r < CR; r++)
+				for (uint64_t c = 0; c < chunk_cols; c++)
+					chunk[r * chunk_cols + c] = value(
+						gr * CR + r,
+						gc * chunk_cols + c);
 			unsigned char z[256];
 			uLongf len = sizeof(z);
 			compress2(z, &len, (unsigned char *)chunk,
-				  sizeof(chunk), 6);
+				  CR * chunk_cols * sizeof(chunk[0]), 6);
 			struct rfs_chunk_loc *loc =
 				&f->c.locs[gr * grid_cols + gc];
 			loc->addr = (uint64_t)ftell(out);
@@ -94,19 +105,38 @@ static void test_rows_across_chunks(void **state)
 	assert_int_equal(rfs_chunk_cache_create(1 << 20, &cc), 0);
 	assert_int_equal(rfs_chunk_cache_register(cc, &f->c, &id), 0);
 	assert_true(id == 0);
+	uint64_t cols = f->c.cols;
 	/* Every run of every length, so runs start and end inside and at
-	 * the edges of chunks. */
+	 * the edges of chunks; into one buffer and scattered row by row
+	 * (in reverse order). */
 	for (uint64_t first = 0; first < ROWS; first++) {
 		for (uint64_t count = 1; first + count <= ROWS; count++) {
-			uint16_t out[ROWS * COLS];
+			/* A row more than the longest run: the canary. */
+			uint16_t out[(ROWS + 1) * COLS_MAX];
+			uint16_t scattered[ROWS * COLS_MAX];
+			unsigned char *to[ROWS];
 			memset(out, 0xff, sizeof(out));
+			memset(scattered, 0xff, sizeof(scattered));
+			for (uint64_t r = 0; r < count; r++)
+				to[r] = (unsigned char *)&scattered[(count - 1 - r) *
+								   cols];
 			assert_int_equal(rfs_chunked_read(cc, id, first, count,
 							  out, NULL),
 					 0);
+			assert_int_equal(rfs_chunked_read(cc, id, first, count,
+							  NULL, to),
+					 0);
 			for (uint64_t r = 0; r < count; r++)
-				for (uint64_t c = 0; c < COLS; c++)
-					assert_int_equal(out[r * COLS + c],
+				for (uint64_t c = 0; c < cols; c++) {
+					assert_int_equal(out[r * cols + c],
 							 value(first + r, c));
+					assert_int_equal(
+						scattered[(count - 1 - r) * cols +
+							  c],
+						value(first + r, c));
+				}
+			/* Nothing past the run is written. */
+			assert_int_equal(out[count * cols], 0xffff);
 		}
 	}
 	rfs_chunk_cache_destroy(cc);
@@ -121,7 +151,7 @@ static void test_truncated_file_is_eio(void **state)
 	assert_int_equal(rfs_chunk_cache_create(1 << 20, &cc), 0);
 	assert_int_equal(rfs_chunk_cache_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
-	uint16_t out[ROWS * COLS];
+	uint16_t out[ROWS * COLS_MAX];
 	assert_int_equal(rfs_chunked_read(cc, id, 0, 3, out, NULL), 0);
 	assert_int_equal(rfs_chunked_read(cc, id, 5, 2, out, NULL), -EIO);
 	rfs_chunk_cache_destroy(cc);
@@ -130,10 +160,14 @@ static void test_truncated_file_is_eio(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_rows_across_chunks, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_truncated_file_is_eio,
-						setup, teardown),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_rows_across_chunks, setup, teardown, &narrow),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_rows_across_chunks, setup, teardown, &full_width),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_rows_across_chunks, setup, teardown, &one_d),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_truncated_file_is_eio, setup, teardown, &narrow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
