@@ -321,10 +321,10 @@ uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)
 }
 
 int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
-			 size_t n, struct rfs_csr *out)
+			 size_t n, void *values, struct rfs_csr *out)
 {
 	if (d->nfiles == 1)
-		return rfs_source_read_csr(d->files[0], rows, n, out);
+		return rfs_source_read_csr(d->files[0], rows, n, values, out);
 
 	/* Each file's rows in one fetch, then every row to its slot. */
 	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
@@ -338,7 +338,8 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
 	for (size_t i = 0; i < n; i++)
 		out->start[i + 1] = out->start[i] +
 				    rfs_dataset_row_nnz(d, (uint64_t)rows[i]);
-	out->values = malloc(out->start[n] * elem + 1);
+	out->values = values ? values : malloc(out->start[n] * elem + 1);
+	out->values_borrowed = values != NULL;
 	out->cols = malloc(out->start[n] * sizeof(int64_t) + 1);
 	if (!out->values || !out->cols)
 		goto out;
@@ -354,7 +355,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
 		if (m == 0)
 			continue;
 		struct rfs_csr part;
-		rc = rfs_source_read_csr(d->files[f], local, m, &part);
+		rc = rfs_source_read_csr(d->files[f], local, m, NULL, &part);
 		for (size_t k = 0; k < m && rc == 0; k++) {
 			uint64_t len = part.start[k + 1] - part.start[k];
 			uint64_t to = out->start[slots[k]];

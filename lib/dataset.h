@@ -50,9 +50,10 @@ int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
 
 /* CSR sources: the entries of global rows[0..n), in that order
- * (rfs_source_read_csr() over the files). @return 0, -EIO, -ENOMEM. */
+ * (rfs_source_read_csr() over the files; values as there).
+ * @return 0, -EIO, -ENOMEM. */
 int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
-			 size_t n, struct rfs_csr *out);
+			 size_t n, void *values, struct rfs_csr *out);
 
 /* A column over all files (rfs_source_read_column() per file, joined by
  * rfs_column_append()). @return 0 or a negative errno with err set. */

@@ -70,6 +70,17 @@ uint64_t rfs_npz_size(const struct rfs_npz_csr *m)
 	return total;
 }
 
+uint64_t rfs_npz_values_offset(const struct rfs_npz_csr *m)
+{
+	char header[RFS_NPY_HEADER_MAX];
+	uint64_t at = 0, payload;
+	for (int k = 0; k < DATA; k++)
+		at += LOCAL_HEADER + strlen(names[k]) +
+		      member_header(m, k, header, &payload) + payload;
+	return at + LOCAL_HEADER + strlen(names[DATA]) +
+	       member_header(m, DATA, header, &payload);
+}
+
 static unsigned char *put16(unsigned char *p, unsigned v)
 {
 	p[0] = (unsigned char)v;
@@ -133,8 +144,8 @@ static void member_payload(const struct rfs_npz_csr *m, int k,
 		memcpy(p, shape, 16);
 		break;
 	}
-	default:
-		if (m->nnz) /* values may be NULL then */
+	default: /* values may be NULL when nnz is 0, or already here */
+		if (m->nnz && values != p)
 			memcpy(p, values,
 			       m->nnz * rfs_dtype_size(m->value_dtype));
 	}

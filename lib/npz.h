@@ -24,8 +24,14 @@ enum rfs_dtype rfs_npz_index_dtype(uint64_t cols, uint64_t nnz);
 /* @return the file's exact size. */
 uint64_t rfs_npz_size(const struct rfs_npz_csr *m);
 
+/* Where in the file the values go (data.npy's payload, the last member):
+ * they may be read straight to out + this offset and passed to
+ * rfs_npz_write() from there, which saves their copy. */
+uint64_t rfs_npz_values_offset(const struct rfs_npz_csr *m);
+
 /* Writes the file into out (rfs_npz_size() bytes). values: nnz elements of
- * value_dtype; cols: nnz column ids; start: rows + 1 offsets. */
+ * value_dtype (possibly already at out + rfs_npz_values_offset()); cols:
+ * nnz column ids; start: rows + 1 offsets. */
 void rfs_npz_write(const struct rfs_npz_csr *m, const void *values,
 		   const int64_t *cols, const uint64_t *start,
 		   unsigned char *out);

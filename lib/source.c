@@ -741,7 +741,7 @@ static int fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	for (int i = 0; i < 2; i++) {
 		if (s->info.sparse) {
 			struct rfs_csr csr;
-			rc = rfs_source_read_csr(s, &ends[i], 1, &csr);
+			rc = rfs_source_read_csr(s, &ends[i], 1, NULL, &csr);
 			if (rc == 0) {
 				XXH3_64bits_update(st, csr.values,
 						   csr.start[1] * s->x.elem);
@@ -1079,7 +1079,8 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 void rfs_csr_free(struct rfs_csr *c)
 {
 	free(c->start);
-	free(c->values);
+	if (!c->values_borrowed)
+		free(c->values);
 	free(c->cols);
 	*c = (struct rfs_csr){ 0 };
 }
@@ -1125,7 +1126,7 @@ static int read_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
 }
 
 int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
-			struct rfs_csr *out)
+			void *dst, struct rfs_csr *out)
 {
 	int rc = -ENOMEM;
 	size_t elem = s->x.elem;
@@ -1143,7 +1144,8 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 			out->start[i] + rfs_source_row_nnz(s, (uint64_t)rows[i]);
 	uint64_t total = out->start[n];
 	/* A run's distinct values are at most the batch's. */
-	out->values = malloc(total * elem + 1);
+	out->values = dst ? dst : malloc(total * elem + 1);
+	out->values_borrowed = dst != NULL;
 	out->cols = malloc(total * sizeof(int64_t) + 1);
 	values = malloc(total * elem + 1);
 	raw_cols = malloc(total * s->indices.elem + 1);

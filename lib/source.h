@@ -61,12 +61,15 @@ struct rfs_csr {
 	uint64_t *start; /* rows + 1 */
 	void *values;
 	int64_t *cols;
+	int values_borrowed; /* values is the caller's: not freed */
 };
 
-/* Reads the entries of rows[0..n) of a CSR source. Column ids outside the
- * width are a read failure. Thread-safe. @return 0, -EIO, -ENOMEM. */
+/* Reads the entries of rows[0..n) of a CSR source. values: where the
+ * values go (room for all of them: the rows' rfs_source_row_nnz()
+ * summed), or NULL to allocate them. Column ids outside the width are a
+ * read failure. Thread-safe. @return 0, -EIO, -ENOMEM. */
 int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
-			struct rfs_csr *out);
+			void *values, struct rfs_csr *out);
 
 /* Stored values of a CSR row: from indptr, which is in memory. */
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);

@@ -95,7 +95,7 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	}
 	/* CSR: zeros, then every stored value at its column. */
 	struct rfs_csr csr;
-	int rc = rfs_dataset_read_csr(v->dataset, rows, n, &csr);
+	int rc = rfs_dataset_read_csr(v->dataset, rows, n, NULL, &csr);
 	if (rc != 0)
 		return rc;
 	void *values = malloc(csr.start[n] * out_elem + 1);
@@ -117,38 +117,48 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	return 0;
 }
 
-/* The .npz of a batch: its CSR rows in the served dtype. */
+/* The .npz of a batch: its CSR rows in the served dtype. Uncast values
+ * are read straight to their place in the file. */
 static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		    void **data, size_t *len)
 {
 	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
-	struct rfs_csr csr;
-	int rc = rfs_dataset_read_csr(v->dataset, rows, n, &csr);
-	if (rc != 0)
-		return rc;
-	struct rfs_npz_csr m = npz_shape(v, n, csr.start[n]);
+	uint64_t nnz = 0;
+	for (uint64_t i = 0; i < n; i++)
+		nnz += rfs_dataset_row_nnz(v->dataset, (uint64_t)rows[i]);
+	struct rfs_npz_csr m = npz_shape(v, n, nnz);
 	size_t size = rfs_npz_size(&m);
 	unsigned char *buf = rfs_bigbuf_alloc(size);
-	/* Cast only when dtype= asks for it. */
-	void *values = v->out_dtype == info->dtype ?
-			       NULL :
-			       malloc(csr.start[n] *
-					      rfs_dtype_size(v->out_dtype) +
-				      1);
-	if (buf && (values || v->out_dtype == info->dtype)) {
+	if (!buf)
+		return -ENOMEM;
+	int cast = v->out_dtype != info->dtype;
+	struct rfs_csr csr;
+	int rc = rfs_dataset_read_csr(v->dataset, rows, n,
+				      cast ? NULL :
+					     buf + rfs_npz_values_offset(&m),
+				      &csr);
+	if (rc != 0) {
+		rfs_bigbuf_free(buf, size);
+		return rc;
+	}
+	void *values = csr.values;
+	if (cast) {
+		values = malloc(nnz * rfs_dtype_size(v->out_dtype) + 1);
 		if (values)
 			rfs_convert(v->out_dtype, values, info->dtype,
-				    csr.values, csr.start[n]);
-		rfs_npz_write(&m, values ? values : csr.values, csr.cols,
-			      csr.start, buf);
+				    csr.values, nnz);
+	}
+	if (values) {
+		rfs_npz_write(&m, values, csr.cols, csr.start, buf);
 		*data = buf;
 		*len = size;
 		buf = NULL;
 	} else {
 		rc = -ENOMEM;
 	}
+	if (cast)
+		free(values);
 	rfs_bigbuf_free(buf, size);
-	free(values);
 	rfs_csr_free(&csr);
 	return rc;
 }
