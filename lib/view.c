@@ -63,11 +63,15 @@ static void file_shape(const struct rfs_view *v, uint64_t kind, uint64_t rows,
 	*dtype = kind == RFS_KIND_BATCH ? v->out_dtype : RFS_INT64;
 }
 
-static struct rfs_npz_csr npz_shape(const struct rfs_view *v, uint64_t rows,
-				    uint64_t nnz)
+/* The .npz shape of a batch of rows: its stored values summed from
+ * indptr, which is in memory (no data is read). */
+static struct rfs_npz_csr npz_shape(const struct rfs_view *v,
+				    const int64_t *rows, uint64_t n)
 {
-	uint64_t cols = rfs_dataset_info(v->dataset)->cols;
-	return (struct rfs_npz_csr){ .rows = rows,
+	uint64_t cols = rfs_dataset_info(v->dataset)->cols, nnz = 0;
+	for (uint64_t i = 0; i < n; i++)
+		nnz += rfs_dataset_row_nnz(v->dataset, (uint64_t)rows[i]);
+	return (struct rfs_npz_csr){ .rows = n,
 				     .cols = cols,
 				     .nnz = nnz,
 				     .value_dtype = v->out_dtype,
@@ -123,10 +127,7 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		    void **data, size_t *len)
 {
 	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
-	uint64_t nnz = 0;
-	for (uint64_t i = 0; i < n; i++)
-		nnz += rfs_dataset_row_nnz(v->dataset, (uint64_t)rows[i]);
-	struct rfs_npz_csr m = npz_shape(v, n, nnz);
+	struct rfs_npz_csr m = npz_shape(v, rows, n);
 	size_t size = rfs_npz_size(&m);
 	unsigned char *buf = rfs_bigbuf_alloc(size);
 	if (!buf)
@@ -143,10 +144,10 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	}
 	void *values = csr.values;
 	if (cast) {
-		values = malloc(nnz * rfs_dtype_size(v->out_dtype) + 1);
+		values = malloc(m.nnz * rfs_dtype_size(v->out_dtype) + 1);
 		if (values)
 			rfs_convert(v->out_dtype, values, info->dtype,
-				    csr.values, nnz);
+				    csr.values, m.nnz);
 	}
 	if (values) {
 		rfs_npz_write(&m, values, csr.cols, csr.start, buf);
@@ -613,19 +614,15 @@ uint64_t rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key)
 	if (key->kind != RFS_KIND_NPZ)
 		return v->file_size[key->kind]
 				   [key->batch + 1 >= rfs_view_batches_per_rank(v)];
-	/* The .npz depends on the batch's stored values: plan it and sum
-	 * its rows' counts from indptr (no data is read). */
+	/* The .npz depends on the batch's stored values: plan it. */
 	int64_t *rows = malloc(n * sizeof(*rows));
-	uint64_t nnz = 0;
 	if (!rows || rfs_planner_batch(v->planner, key->epoch, key->rank,
 				       key->batch, rows) != 0) {
 		free(rows);
 		return 0;
 	}
-	for (uint64_t i = 0; i < n; i++)
-		nnz += rfs_dataset_row_nnz(v->dataset, (uint64_t)rows[i]);
+	struct rfs_npz_csr m = npz_shape(v, rows, n);
 	free(rows);
-	struct rfs_npz_csr m = npz_shape(v, n, nnz);
 	return rfs_npz_size(&m);
 }
 
