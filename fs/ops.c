@@ -3,7 +3,7 @@
  *
  * Everything except stats.json is immutable for the life of the mount, so
  * entries and attributes carry long timeouts and open() keeps the page
- * cache; the last close of a generated file then drops its pages (see
+ * cache; each close of a generated file then drops its pages (see
  * op_release). stats.json changes on every read; it reports size 0 like a
  * /proc file and is opened direct_io with a snapshot taken at open.
  */

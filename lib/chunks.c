@@ -145,15 +145,15 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 		uint64_t c0 = gc * c->chunk_cols;
 		uint64_t ncols = c->cols - c0 < c->chunk_cols ? c->cols - c0 :
 								c->chunk_cols;
+		uint64_t row0 = gr * c->chunk_rows; /* the chunk's first */
 		if (stretch)
-			memcpy(out, chunk + (first - gr * c->chunk_rows) * row_bytes,
+			memcpy(out, chunk + (first - row0) * row_bytes,
 			       n * row_bytes);
 		for (size_t k = 0; k < n && !stretch; k++) {
 			uint64_t r = rows ? rows[k] : first + k;
 			unsigned char *dst = to ? to[k] : out + k * row_bytes;
 			memcpy(dst + c0 * c->elem,
-			       chunk + (r - gr * c->chunk_rows) * c->chunk_cols *
-					       c->elem,
+			       chunk + (r - row0) * c->chunk_cols * c->elem,
 			       ncols * c->elem);
 		}
 		rfs_cache_put(cc->cache, e);

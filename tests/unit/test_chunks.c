@@ -117,9 +117,10 @@ static void test_rows_across_chunks(void **state)
 			unsigned char *to[ROWS];
 			memset(out, 0xff, sizeof(out));
 			memset(scattered, 0xff, sizeof(scattered));
-			for (uint64_t r = 0; r < count; r++)
-				to[r] = (unsigned char *)&scattered[(count - 1 - r) *
-								   cols];
+			for (uint64_t r = 0; r < count; r++) {
+				uint64_t slot = count - 1 - r;
+				to[r] = (unsigned char *)&scattered[slot * cols];
+			}
 			assert_int_equal(rfs_chunked_read(cc, id, first, count,
 							  out, NULL),
 					 0);
@@ -128,11 +129,11 @@ static void test_rows_across_chunks(void **state)
 					 0);
 			for (uint64_t r = 0; r < count; r++)
 				for (uint64_t c = 0; c < cols; c++) {
+					uint64_t slot = count - 1 - r;
 					assert_int_equal(out[r * cols + c],
 							 value(first + r, c));
 					assert_int_equal(
-						scattered[(count - 1 - r) * cols +
-							  c],
+						scattered[slot * cols + c],
 						value(first + r, c));
 				}
 			/* Nothing past the run is written. */
