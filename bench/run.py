@@ -362,6 +362,8 @@ def main():
     dense_bytes = nb * dense_file
     results = []
 
+    served = {}  # per source: bytes per rank of a rankfs epoch
+
     def rankfs(name, path, options, ext, nbytes=None):
         """nbytes None: the bytes per rank served, from st_size (which
         generates nothing). Listing is set-up; batches generate on read."""
@@ -376,6 +378,7 @@ def main():
                            for r in range(RANKS)
                            for n in os.listdir(f"{d}/{r}/batch")
                            if n.endswith(ext)) // RANKS
+            served[path] = size
             return rankfs_reader(mnt, ext), size, m.close
         return Contender(name, mount)
 
@@ -418,27 +421,16 @@ def main():
                     unmounted(h5py_reader(paths["dense_gzip"]),
                               dense_bytes), repeats=1))
     # CSR: MB/s counts the bytes of the .npz files rankfs serves (the
-    # same rows in every contender).
-    csr = [rankfs(f"rankfs {s} (CSR .npz)", paths["csr"], f"strategy={s}",
-                  ".npz") for s in ("block_shuffle", "shuffle")]
-    npz_bytes = {}
+    # same rows in every contender), known once a rankfs CSR mount has
+    # listed its files: the backed reader opens after them.
+    csr = paths["csr"]
 
     def backed_open():
-        setup = backed_csr_reader(paths["csr"])
-        return setup, npz_bytes.get("rank", 0), lambda: None
+        return backed_csr_reader(csr), served.get(csr, 0), lambda: None
 
-    # The backed reader's MB/s uses the .npz size, known once a rankfs
-    # CSR mount has listed its files: it opens last.
-    for c in csr:
-        inner = c.open
-
-        def noting_size(inner=inner):
-            setup, size, close = inner()
-            npz_bytes["rank"] = size
-            return setup, size, close
-        c.open = noting_size
-    group(*csr, Contender("anndata backed CSR+DistributedSampler",
-                          backed_open))
+    group(*[rankfs(f"rankfs {s} (CSR .npz)", csr, f"strategy={s}", ".npz")
+            for s in ("block_shuffle", "shuffle")],
+          Contender("anndata backed CSR+DistributedSampler", backed_open))
 
     by = {r["name"]: r["rows_per_s"] for r in results}
 
