@@ -98,6 +98,19 @@ static void evict(struct rfs_cache *c)
 	}
 }
 
+int rfs_cache_reserve(struct rfs_cache *c, size_t bytes)
+{
+	int rc = -ENOSPC;
+	pthread_mutex_lock(&c->lock);
+	if (bytes <= c->capacity) {
+		c->capacity -= bytes;
+		evict(c);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
 void rfs_cache_destroy(struct rfs_cache *c)
 {
 	if (!c)

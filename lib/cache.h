@@ -32,6 +32,11 @@ struct rfs_cache_entry;
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 		     struct rfs_cache **out);
 
+/* Takes bytes out of the capacity for memory held elsewhere, evicting
+ * unused entries to fit. @return 0, or -ENOSPC when the capacity is
+ * smaller (and left as it was). */
+int rfs_cache_reserve(struct rfs_cache *c, size_t bytes);
+
 /* All entries must have been put back. Accepts NULL. */
 void rfs_cache_destroy(struct rfs_cache *c);
 

@@ -90,6 +90,11 @@ int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out)
 	return 0;
 }
 
+int rfs_chunk_cache_reserve(struct rfs_chunk_cache *cc, size_t bytes)
+{
+	return rfs_cache_reserve(cc->cache, bytes);
+}
+
 void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc)
 {
 	if (!cc)

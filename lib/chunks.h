@@ -39,6 +39,11 @@ struct rfs_chunk_cache;
  * @return 0 or -ENOMEM. */
 int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out);
 
+/* Takes bytes of the capacity for a mapping of a contiguous dataset
+ * (rowmap.h), which shares this budget with decoded chunks.
+ * @return 0, or -ENOSPC when fewer are left. */
+int rfs_chunk_cache_reserve(struct rfs_chunk_cache *cc, size_t bytes);
+
 /* Frees the cache and every registered dataset. Accepts NULL. */
 void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc);
 

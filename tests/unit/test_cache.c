@@ -184,6 +184,30 @@ static void test_lru_eviction(void **state)
 	rfs_cache_destroy(c);
 }
 
+/* Memory lent to a mapping leaves the cache: unused entries go to fit,
+ * and a reservation bigger than what is left fails and changes nothing. */
+static void test_reserve_shrinks_capacity(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 100 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	for (uint64_t b = 1; b <= 3; b++)
+		assert_int_equal(get_put(c, &f, b), 1);
+	assert_int_equal(rfs_cache_reserve(c, 301), -ENOSPC);
+	assert_true(counters(c).bytes == 300);
+	assert_int_equal(rfs_cache_reserve(c, 150), 0); /* 150 left */
+	struct rfs_cache_counters k = counters(c);
+	assert_true(k.entries == 1 && k.bytes == 100);
+	assert_int_equal(get_put(c, &f, 3), 0); /* the most recent stayed */
+	assert_int_equal(get_put(c, &f, 1), 1); /* evicts 3 */
+	assert_true(counters(c).bytes == 100);
+	assert_int_equal(rfs_cache_reserve(c, 151), -ENOSPC);
+	assert_int_equal(rfs_cache_reserve(c, 150), 0); /* nothing left */
+	assert_true(counters(c).bytes == 0);
+	rfs_cache_destroy(c);
+}
+
 static void test_entry_bigger_than_capacity(void **state)
 {
 	(void)state;
@@ -404,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_same_key_held_twice),
 		cmocka_unit_test(test_lru_eviction),
 		cmocka_unit_test(test_entry_bigger_than_capacity),
+		cmocka_unit_test(test_reserve_shrinks_capacity),
 		cmocka_unit_test(test_held_entries_not_evicted),
 		cmocka_unit_test(test_failed_fill_is_retried),
 		cmocka_unit_test(test_concurrent_gets_fill_once),
