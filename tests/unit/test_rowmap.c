@@ -1,0 +1,183 @@
+/* Unit tests for lib/rowmap.c: copies out of a mapping, the page-cache
+ * probe, and SIGBUS turned into -EIO. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "h5_fixture.h"
+#include "rowmap.h"
+
+#define PAGES 64
+
+struct file {
+	char dir[PATH_MAX], path[PATH_MAX + 8];
+	size_t page, size;
+	unsigned char *data;
+	int fd;
+};
+
+/* A file of PAGES pages and a bit, written and flushed (clean pages can
+ * be dropped from the page cache), open read-only. */
+static void make_file(struct file *f)
+{
+	assert_int_equal(h5fx_tmpdir(f->dir, sizeof(f->dir)), 0);
+	snprintf(f->path, sizeof(f->path), "%s/f", f->dir);
+	f->page = (size_t)sysconf(_SC_PAGESIZE);
+	f->size = PAGES * f->page + 100;
+	f->data = malloc(f->size);
+	assert_non_null(f->data);
+	for (size_t i = 0; i < f->size; i++)
+		f->data[i] = (unsigned char)(i * 7 + i / 251);
+	int w = open(f->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(w >= 0);
+	assert_true(write(w, f->data, f->size) == (ssize_t)f->size);
+	assert_int_equal(fsync(w), 0);
+	close(w);
+	f->fd = open(f->path, O_RDONLY);
+	assert_true(f->fd >= 0);
+}
+
+static void drop_file(struct file *f)
+{
+	close(f->fd);
+	free(f->data);
+	h5fx_rmtree(f->dir);
+}
+
+static void test_copies_match_the_file(void **state)
+{
+	(void)state;
+	struct file f;
+	make_file(&f);
+	struct rfs_rowmap m;
+	/* An array starting inside a page, as HDF5 places them. */
+	uint64_t at = 1000;
+	assert_int_equal(rfs_rowmap_open(&m, f.fd, at, f.size - at), 0);
+	unsigned char out[3 * 4096];
+	uint64_t offs[] = { 0, 1, f.page - at, 5 * f.page + 17,
+			    f.size - at - sizeof(out) };
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		memset(out, 0, sizeof(out));
+		assert_int_equal(rfs_rowmap_copy(&m, offs[i], sizeof(out), out),
+				 0);
+		assert_memory_equal(out, f.data + at + offs[i], sizeof(out));
+	}
+	rfs_rowmap_close(&m);
+	assert_null(m.map);
+	rfs_rowmap_close(&m); /* twice is harmless */
+	assert_int_equal(rfs_rowmap_open(&m, f.fd, at, 0), -EINVAL);
+	drop_file(&f);
+}
+
+/* Forgets when the probe last ran, so the next question probes. */
+static int resident_now(struct rfs_rowmap *m)
+{
+	atomic_store(&m->probed_ms, 0);
+	return rfs_rowmap_resident(m);
+}
+
+static void test_resident_follows_the_page_cache(void **state)
+{
+	(void)state;
+	struct file f;
+	make_file(&f);
+	struct rfs_rowmap m;
+	assert_int_equal(rfs_rowmap_open(&m, f.fd, 0, f.size), 0);
+	/* Just written: in the page cache. */
+	int in = rfs_rowmap_probe(&m);
+	if (in < 0)
+		fail_msg("%s: this file system cannot read with RWF_NOWAIT: "
+			 "run the tests where TMPDIR is ext4, xfs or btrfs",
+			 f.path);
+	assert_int_equal(in, 1);
+	assert_int_equal(rfs_rowmap_resident(&m), 1);
+	/* Dropped from the page cache. (A miss starts reading the page in,
+	 * so each check below drops the pages first.) */
+	assert_int_equal(posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	assert_int_equal(rfs_rowmap_resident(&m), 1); /* not probed again */
+	assert_int_equal(resident_now(&m), 0);
+	/* Read back in (as the pread path does): resident again. */
+	unsigned char *back = malloc(f.size);
+	assert_true(pread(f.fd, back, f.size, 0) == (ssize_t)f.size);
+	free(back);
+	assert_int_equal(resident_now(&m), 1);
+	assert_int_equal(posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	assert_int_equal(rfs_rowmap_probe(&m), 0);
+	rfs_rowmap_close(&m);
+	struct rfs_rowmap none = { 0 };
+	assert_int_equal(rfs_rowmap_resident(&none), 0);
+	assert_int_equal(rfs_rowmap_probe(&none), -1);
+	drop_file(&f);
+}
+
+static void test_shrunk_file_is_eio_not_sigbus(void **state)
+{
+	(void)state;
+	struct file f;
+	make_file(&f);
+	struct rfs_rowmap m;
+	assert_int_equal(rfs_rowmap_open(&m, f.fd, 0, f.size), 0);
+	assert_int_equal(truncate(f.path, (off_t)f.page), 0);
+	unsigned char out[200];
+	/* Twice: the guard works again after a fault. */
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(rfs_rowmap_copy(&m, 3 * f.page, sizeof(out),
+						 out),
+				 -EIO);
+		assert_int_equal(rfs_rowmap_copy(&m, 10, sizeof(out), out), 0);
+		assert_memory_equal(out, f.data + 10, sizeof(out));
+	}
+	rfs_rowmap_close(&m);
+	drop_file(&f);
+}
+
+/* Outside a copy, SIGBUS is what it was: the process dies of it. */
+static void test_other_sigbus_still_kills(void **state)
+{
+	(void)state;
+	struct file f;
+	make_file(&f);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rfs_rowmap m;
+		signal(SIGBUS, SIG_DFL); /* not cmocka's handler */
+		if (rfs_rowmap_open(&m, f.fd, 0, f.size) != 0 ||
+		    truncate(f.path, (off_t)f.page) != 0)
+			_exit(3);
+		volatile unsigned char c = m.base[3 * f.page];
+		(void)c;
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		assert_int_equal(WTERMSIG(status), SIGBUS);
+	else /* AddressSanitizer reports the fault and exits non-zero */
+		assert_true(WEXITSTATUS(status) != 0 &&
+			    WEXITSTATUS(status) != 3);
+	drop_file(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_copies_match_the_file),
+		cmocka_unit_test(test_resident_follows_the_page_cache),
+		cmocka_unit_test(test_shrunk_file_is_eio_not_sigbus),
+		cmocka_unit_test(test_other_sigbus_still_kills),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
