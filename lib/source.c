@@ -5,7 +5,9 @@
  *
  * - a contiguous, unfiltered dataset stored in the byte order we serve is
  *   just rows x row_bytes bytes at H5Dget_offset(): runs of rows are read
- *   with pread on our own descriptor;
+ *   with pread on our own descriptor (fetch.c submits a batch's together),
+ *   or, while those bytes sit in the page cache and fit in the memory
+ *   cache_mb leaves for chunks, copied out of a mapping (rowmap.c);
  * - a chunked dataset whose filters are deflate and shuffle (what h5py and
  *   anndata write) has its chunk addresses taken from HDF5's index once;
  *   chunks are then read with pread and decoded in the calling thread
@@ -42,6 +44,7 @@
 #include "convert.h"
 #include "fetch.h"
 #include "log.h"
+#include "rowmap.h"
 #include "rowsort.h"
 
 /* More chunks than this are read through HDF5 (the index costs 40 bytes
@@ -63,6 +66,7 @@ struct array {
 	const char *layout; /* "contiguous", "chunked", "compact" */
 	enum read_path path;
 	uint64_t offset; /* READ_PREAD: file offset of row 0 */
+	struct rfs_rowmap map; /* READ_PREAD: a mapping, when lent memory */
 	uint64_t chunks_id; /* READ_CHUNKS: in the mount's chunk cache */
 };
 
@@ -344,6 +348,19 @@ static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
 	return 0;
 }
 
+/* Maps a contiguous array when the chunk memory of cache_mb has room for
+ * all of it (a chunk-less array leaves that memory unused); the copies
+ * from the mapping then count against cache_mb. */
+static void map_array(struct rfs_source *s, struct array *a)
+{
+	uint64_t len = a->rows * a->row_bytes;
+	if (!s->chunks || len == 0 ||
+	    rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
+		return;
+	if (rfs_chunk_cache_reserve(s->chunks, a->map.map_len) != 0)
+		rfs_rowmap_close(&a->map);
+}
+
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
 static void choose_read_path(struct rfs_source *s, struct array *a,
 			     const struct rfs_pipeline *pipe)
@@ -358,6 +375,7 @@ static void choose_read_path(struct rfs_source *s, struct array *a,
 		if (offset != HADDR_UNDEF) { /* else never written */
 			a->offset = offset;
 			a->path = READ_PREAD;
+			map_array(s, a);
 		}
 	} else if (as_served && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
@@ -434,6 +452,7 @@ close:
 
 static void close_array(struct array *a)
 {
+	rfs_rowmap_close(&a->map);
 	if (a->mem_type >= 0)
 		H5Tclose(a->mem_type);
 	if (a->dset >= 0)
@@ -441,9 +460,26 @@ static void close_array(struct array *a)
 	free(a->name);
 }
 
+/* len bytes at byte off of a's mapping to dst, for rows [first, first +
+ * count) (named when it fails). */
+static int copy_mapped(struct rfs_source *s, struct array *a, uint64_t off,
+		       size_t len, void *dst, uint64_t first, uint64_t count)
+{
+	if (rfs_rowmap_copy(&a->map, off, len, dst) == 0)
+		return 0;
+	rfs_log("source %s dataset %s: read of rows [%llu, %llu) failed: "
+		"file ends before the data (SIGBUS in the mapping)",
+		s->path, a->name, (unsigned long long)first,
+		(unsigned long long)(first + count));
+	return -EIO;
+}
+
 static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,
 		     uint64_t count, void *dst)
 {
+	if (rfs_rowmap_resident(&a->map))
+		return copy_mapped(s, a, first * a->row_bytes,
+				   count * a->row_bytes, dst, first, count);
 	size_t want = count * a->row_bytes, got = 0;
 	off_t at = (off_t)(a->offset + first * a->row_bytes);
 	while (got < want) {
@@ -470,6 +506,13 @@ static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,
 static int preadv_run(struct rfs_source *s, struct array *a, uint64_t first,
 		      uint64_t count, unsigned char *const *to)
 {
+	if (rfs_rowmap_resident(&a->map)) {
+		for (uint64_t i = 0; i < count; i++)
+			if (copy_mapped(s, a, (first + i) * a->row_bytes,
+					a->row_bytes, to[i], first + i, 1) != 0)
+				return -EIO;
+		return 0;
+	}
 	struct iovec iov[64];
 	uint64_t done = 0;
 	while (done < count) {
@@ -554,9 +597,12 @@ static int hdf5_run(struct rfs_source *s, struct array *a, uint64_t first,
 	return rc;
 }
 
-static const char *path_name(enum read_path p)
+static const char *path_name(const struct array *a)
 {
-	return p == READ_PREAD ? "pread" : p == READ_CHUNKS ? "chunks" : "hdf5";
+	return a->map.map		? "mmap" :
+	       a->path == READ_PREAD	? "pread" :
+	       a->path == READ_CHUNKS ? "chunks" :
+					"hdf5";
 }
 
 /* Reads a 2-element "shape" attribute (anndata's sparse groups). */
@@ -697,7 +743,7 @@ static int open_rows(struct rfs_source *s, char *err, size_t errlen)
 		return rc;
 	s->info.dtype = s->x.dtype;
 	s->info.layout = s->x.layout;
-	s->info.read_path = path_name(s->x.path);
+	s->info.read_path = path_name(&s->x);
 	s->info.direct = s->x.path != READ_HDF5;
 	if (s->info.rows == 0) {
 		snprintf(err, errlen, "%s: dataset %s has no rows", s->path,
@@ -993,11 +1039,19 @@ static int read_sorted(struct rfs_source *s, struct array *a,
 	return rc;
 }
 
-/* A contiguous array's rows, every run of consecutive rows one read,
+/* A contiguous array's rows: copied from its mapping while the bytes are
+ * in the page cache; else every run of consecutive rows one read,
  * submitted together (fetch.c). */
 static int fetch_sorted(struct rfs_source *s, struct array *a,
 			const uint64_t *rows, size_t m, unsigned char *const *to)
 {
+	if (rfs_rowmap_resident(&a->map)) {
+		for (size_t k = 0; k < m; k++)
+			if (copy_mapped(s, a, rows[k] * a->row_bytes,
+					a->row_bytes, to[k], rows[k], 1) != 0)
+				return -EIO;
+		return 0;
+	}
 	struct iovec *iov = malloc((m ? m : 1) * sizeof(*iov));
 	struct rfs_fetch_run *runs = malloc((m ? m : 1) * sizeof(*runs));
 	size_t nruns = 0, failed = 0;

@@ -234,6 +234,59 @@ def test_truncated_chunked_source_is_eio(mounts, tmp_path):
     assert "t.h5" in m.log_text()
 
 
+def mapped_rss_kib(pid, path):
+    """Rss of the daemon's mappings of path (smaps), in KiB."""
+    total, ours = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if line[:1].isdigit() or line[:1] in "abcdef":  # a mapping
+                ours = line.rstrip("\n").endswith(" " + path)
+            elif ours and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+def drop_from_page_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_contiguous_rows_mapped_while_in_page_cache(mounts, tmp_path):
+    """A contiguous source that fits in the chunk half of cache_mb is
+    mapped (read_path mmap): rows are copied from the mapping while the
+    file is in the page cache and read with pread (io_uring) while it is
+    not; a source that does not fit is read with pread. Same bytes."""
+    x = np.random.default_rng(8).random((20000, 100), dtype=np.float32)
+    path = write_h5(str(tmp_path / "c.h5"), {"x": x})  # 8 MB
+    opts = "dataset=/x,world_size=2,batch_size=100,strategy=shuffle,prefetch=0"
+    drop_from_page_cache(path)
+    m = mounts(path, opts)
+    small = mounts(path, opts + ",cache_mb=8")  # 4 MiB for chunks: no map
+    assert m.json("dataset.json")["read_path"] == "mmap"
+    assert small.json("dataset.json")["read_path"] == "pread"
+
+    def check(mount, epoch):
+        for rank in (0, 1):
+            for batch in (0, 7):
+                index = mount.load("index", epoch, rank, batch)
+                np.testing.assert_array_equal(
+                    mount.load("batch", epoch, rank, batch), x[index])
+
+    check(m, 0)  # cold: read from storage, the mapping untouched
+    assert mapped_rss_kib(m.proc.pid, path) == 0
+    with open(path, "rb") as f:  # now all of it in the page cache
+        f.read()
+    time.sleep(1.2)  # the next probe of the page cache sees it
+    check(m, 1)
+    assert mapped_rss_kib(m.proc.pid, path) > 0  # copied from the mapping
+    check(small, 1)
+    assert mapped_rss_kib(small.proc.pid, path) == 0
+
+
 def test_prefetch_serves_sequential_reads_from_memory(mounts, dense):
     m = mounts(dense["gz"], "world_size=2,batch_size=50,prefetch=4,"
                "fetch_factor=2")
