@@ -27,13 +27,25 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / HZ  # utime, stime
 
 
+def machine_seconds():
+    """Busy and idle CPU seconds of the whole machine, all cores."""
+    with open("/proc/stat") as f:
+        ticks = [int(t) for t in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks) - idle) / HZ, idle / HZ
+
+
 def per_epoch(name, mounted, setup, epochs):
     run.measure_once(name, setup, 0)
     before = cpu_seconds(mounted.proc.pid)
+    busy0, idle0 = machine_seconds()
     wall = sum(run.measure_once(name, setup, e)[0]
                for e in range(1, epochs + 1))
+    busy1, idle1 = machine_seconds()
     cpu = cpu_seconds(mounted.proc.pid) - before
     print(f"{name:36s} daemon CPU {1000 * cpu / epochs:6.0f} ms/epoch, "
+          f"machine busy {1000 * (busy1 - busy0) / epochs:6.0f} "
+          f"idle {1000 * (idle1 - idle0) / epochs:5.0f} ms/epoch, "
           f"epoch {wall / epochs:5.2f} s")
 
 
