@@ -26,15 +26,21 @@
  */
 #include "permute.h"
 
+#include <endian.h>
+#include <string.h>
+
 /* Inlined: the round function runs ~16 times per shuffled row, and the
  * library call cost more than the hash of 8 bytes. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+/* One 8-byte store: stored byte by byte, XXH3's 4-byte loads of the same
+ * bytes could not be forwarded from the stores and stalled, which was
+ * most of a round's cost. */
 static void put_le64(unsigned char *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+	uint64_t le = htole64(v);
+	memcpy(p, &le, sizeof(le));
 }
 
 static uint64_t hash_u64(uint64_t v, uint64_t key)
@@ -98,6 +104,60 @@ uint64_t rfs_permute_apply(const struct rfs_permute *p, uint64_t i)
 	return y;
 }
 
+/* Lanes encrypted together: a round of every lane before the next round,
+ * so their hash chains, independent, overlap in the CPU where one
+ * element's six rounds depend on each other. */
+#define LANES 64
+
+static void encrypt_lanes(const struct rfs_permute *p, uint64_t *v, size_t m)
+{
+	uint64_t l[LANES], r[LANES];
+	for (size_t k = 0; k < m; k++) {
+		l[k] = v[k] >> p->half_bits;
+		r[k] = v[k] & p->half_mask;
+	}
+	for (unsigned i = 0; i < RFS_PERMUTE_ROUNDS; i++) {
+		uint64_t key = p->round_keys[i];
+		for (size_t k = 0; k < m; k++) {
+			uint64_t t = l[k] ^ (hash_u64(r[k], key) & p->half_mask);
+			l[k] = r[k];
+			r[k] = t;
+		}
+	}
+	for (size_t k = 0; k < m; k++)
+		v[k] = (l[k] << p->half_bits) | r[k];
+}
+
+void rfs_permute_apply_range(const struct rfs_permute *p, uint64_t first,
+			     size_t count, uint64_t *out)
+{
+	for (size_t base = 0; base < count; base += LANES) {
+		size_t m = count - base < LANES ? count - base : LANES;
+		uint64_t v[LANES];
+		size_t slot[LANES], pending = m;
+		for (size_t k = 0; k < m; k++) {
+			v[k] = first + base + k;
+			slot[k] = base + k;
+			out[base + k] = 0; /* n <= 1 */
+		}
+		if (p->n <= 1)
+			continue;
+		while (pending) { /* cycle walks, the unfinished lanes packed */
+			encrypt_lanes(p, v, pending);
+			size_t left = 0;
+			for (size_t k = 0; k < pending; k++) {
+				if (v[k] < p->n) {
+					out[slot[k]] = v[k];
+				} else {
+					v[left] = v[k];
+					slot[left++] = slot[k];
+				}
+			}
+			pending = left;
+		}
+	}
+}
+
 uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y)
 {
 	if (p->n <= 1)
@@ -120,21 +180,52 @@ void rfs_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
 				blocks;
 }
 
-uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
+/* The slot of position pos and its offset in the block there. */
+static uint64_t locate(const struct rfs_blocked *b, uint64_t pos,
+		       uint64_t *off)
 {
-	uint64_t bs = b->block, slot, off;
+	uint64_t bs = b->block;
 	uint64_t short_start = b->short_slot * bs;
 
 	if (pos < short_start) {
-		slot = pos / bs;
-		off = pos % bs;
-	} else if (pos < short_start + b->last_block_items) {
-		slot = b->short_slot;
-		off = pos - short_start;
-	} else {
-		uint64_t q = pos + (bs - b->last_block_items);
-		slot = q / bs;
-		off = q % bs;
+		*off = pos % bs;
+		return pos / bs;
 	}
-	return rfs_permute_apply(&b->blocks, slot) * bs + off;
+	if (pos < short_start + b->last_block_items) {
+		*off = pos - short_start;
+		return b->short_slot;
+	}
+	uint64_t q = pos + (bs - b->last_block_items);
+	*off = q % bs;
+	return q / bs;
+}
+
+uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
+{
+	uint64_t off, slot = locate(b, pos, &off);
+	return rfs_permute_apply(&b->blocks, slot) * b->block + off;
+}
+
+/* Positions per piece: their slots (consecutive, since slots grow with
+ * positions and every slot between two holds a position) fit on the
+ * stack. */
+#define PIECE 1024
+
+void rfs_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
+			     size_t count, uint64_t *out)
+{
+	uint64_t images[PIECE], off;
+	for (size_t base = 0; base < count; base += PIECE) {
+		size_t m = count - base < PIECE ? count - base : PIECE;
+		uint64_t first_slot = locate(b, first + base, &off);
+		uint64_t last_slot = locate(b, first + base + m - 1, &off);
+		rfs_permute_apply_range(&b->blocks, first_slot,
+					(size_t)(last_slot - first_slot + 1),
+					images);
+		for (size_t k = 0; k < m; k++) {
+			uint64_t slot = locate(b, first + base + k, &off);
+			out[base + k] = images[slot - first_slot] * b->block +
+					off;
+		}
+	}
 }

@@ -238,6 +238,47 @@ static void test_output_is_pinned(void **state)
 		assert_true(rfs_permute_apply(&p, i * 1000) == want_big[i]);
 }
 
+/* The range forms give what one at a time gives: any n (cycle walks of
+ * every length, lanes finishing in any order), any start and count,
+ * blocks with and without a short last block, ranges over the short slot
+ * and longer than the 1024 positions of a piece. */
+static void test_ranges_match_one_at_a_time(void **state)
+{
+	(void)state;
+	static const uint64_t ns[] = { 0, 1, 2, 3, 5, 64, 65, 1000, 4097,
+				       100000 };
+	static const uint64_t blocks[] = { 1, 3, 64, 1000 };
+	uint64_t *out = malloc(5000 * sizeof(*out));
+	assert_non_null(out);
+	for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+		uint64_t n = ns[a];
+		uint64_t key = rfs_permute_key(5, a, RFS_PURPOSE_ROWS, 0);
+		uint64_t starts[] = { 0, n / 3, n > 4500 ? n - 4500 : 0 };
+		struct rfs_permute p;
+		rfs_permute_init(&p, n, key);
+		for (size_t s = 0; s < 3; s++) {
+			uint64_t first = starts[s];
+			size_t count = (size_t)(n - first < 4500 ? n - first :
+								     4500);
+			rfs_permute_apply_range(&p, first, count, out);
+			for (size_t k = 0; k < count; k++)
+				assert_true(out[k] ==
+					    rfs_permute_apply(&p, first + k));
+			for (size_t b = 0; b < 4; b++) {
+				struct rfs_blocked bl;
+				rfs_blocked_init(&bl, n, blocks[b], key);
+				rfs_blocked_apply_range(&bl, first, count, out);
+				for (size_t k = 0; k < count; k++)
+					assert_true(out[k] ==
+						    rfs_blocked_apply(&bl,
+								      first +
+									      k));
+			}
+		}
+	}
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_key_derivation),
 		cmocka_unit_test(test_init_is_deterministic),
 		cmocka_unit_test(test_output_is_pinned),
+		cmocka_unit_test(test_ranges_match_one_at_a_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
