@@ -14,8 +14,8 @@
  *
  * Planning one batch costs one window (two when a contiguous slice starts
  * inside one): O(F log F) with F rows per window, independent of N.
- * Windows are cached since every batch of every rank in a window needs the
- * same sorted list.
+ * Windows are cached, as their rows in served order, since every batch of
+ * every rank in a window is a slice of that list.
  */
 #include "plan.h"
 
@@ -30,9 +30,8 @@ struct window {
 	uint64_t epoch;
 	uint64_t seq;
 	uint64_t index;
-	uint64_t *rows; /* sorted global ids; NULL: empty slot */
+	uint64_t *rows; /* global ids in served order; NULL: empty slot */
 	uint64_t len;
-	struct rfs_blocked order; /* served order of the sorted rows */
 	uint64_t last_used;
 };
 
@@ -133,27 +132,30 @@ static int build_window(const struct rfs_planner *p, uint64_t epoch,
 	uint64_t len = p->lengths[seq] - start;
 	if (len > p->layout.window)
 		len = p->layout.window;
-	uint64_t *rows = malloc(len * sizeof(*rows));
-	uint64_t *scratch = malloc(len * sizeof(*scratch));
-	if (!rows || !scratch) {
-		free(rows);
-		free(scratch);
+	uint64_t *sorted = malloc(len * sizeof(*sorted));
+	uint64_t *served = malloc(len * sizeof(*served));
+	if (!sorted || !served) {
+		free(sorted);
+		free(served);
 		return -ENOMEM;
 	}
+	rfs_sampler_rows(&s, start, len, sorted);
+	rfs_sort_u64(sorted, served, len);
+	/* With one sequence the key index is the window number, as before
+	 * partition=file existed; plans stay the same. */
+	struct rfs_blocked order;
+	rfs_blocked_init(&order, len, p->order_unit,
+			 rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
+					 index * p->layout.sequences + seq));
+	rfs_blocked_apply_range(&order, 0, len, served);
 	for (uint64_t i = 0; i < len; i++)
-		rows[i] = rfs_sampler_row(&s, start + i);
-	rfs_sort_u64(rows, scratch, len);
-	free(scratch);
+		served[i] = sorted[served[i]];
+	free(sorted);
 	*w = (struct window){ .epoch = epoch,
 			      .seq = seq,
 			      .index = index,
-			      .rows = rows,
+			      .rows = served,
 			      .len = len };
-	/* With one sequence the key index is the window number, as before
-	 * partition=file existed; plans stay the same. */
-	rfs_blocked_init(&w->order, len, p->order_unit,
-			 rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
-					 index * p->layout.sequences + seq));
 	return 0;
 }
 
@@ -265,8 +267,7 @@ int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
 		    w->index != index)
 			rc = get_window(p, epoch, seq, index, &w);
 		if (rc == 0)
-			out[j] = (int64_t)w->rows[rfs_blocked_apply(
-				&w->order, pos - index * l->window)];
+			out[j] = (int64_t)w->rows[pos - index * l->window];
 	}
 	if (c->strategy != RFS_STREAMING)
 		pthread_mutex_unlock(&p->lock);

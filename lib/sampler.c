@@ -40,6 +40,19 @@ uint64_t rfs_sampler_length(const struct rfs_sampler *s)
 	return s->length;
 }
 
+void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first,
+		      size_t count, uint64_t *out)
+{
+	if (s->strategy != RFS_SHUFFLE && s->strategy != RFS_BLOCK_SHUFFLE) {
+		for (size_t k = 0; k < count; k++)
+			out[k] = rfs_sampler_row(s, first + k);
+		return;
+	}
+	rfs_blocked_apply_range(&s->order, first, count, out);
+	for (size_t k = 0; k < count; k++)
+		out[k] = rfs_rowset_row(s->rows, out[k]);
+}
+
 uint64_t rfs_sampler_row(const struct rfs_sampler *s, uint64_t pos)
 {
 	uint64_t v;

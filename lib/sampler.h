@@ -4,6 +4,7 @@
 #ifndef RFS_SAMPLER_H
 #define RFS_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -30,6 +31,11 @@ uint64_t rfs_sampler_length(const struct rfs_sampler *s);
 
 /* @return S_e[pos], a global row id; pos < rfs_sampler_length(). */
 uint64_t rfs_sampler_row(const struct rfs_sampler *s, uint64_t pos);
+
+/* out[k] = rfs_sampler_row(s, first + k) for k < count: the same rows,
+ * the permutation's rounds run for many positions at once. */
+void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first,
+		      size_t count, uint64_t *out);
 
 /* 1 for strategies that draw with replacement (weighted, class_balanced). */
 int rfs_strategy_draws(uint64_t strategy);

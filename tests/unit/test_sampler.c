@@ -310,6 +310,33 @@ static void test_weighted_draws(void **state)
 	rfs_rowset_free(&rows);
 }
 
+/* A range of positions gives the rows one position at a time gives, for
+ * every strategy (weighted through the same per-position draw). */
+static void test_rows_of_a_range(void **state)
+{
+	(void)state;
+	static const char *const all_strategies[] = {
+		"streaming", "shuffle", "block_shuffle", "weighted"
+	};
+	struct rfs_rowset rows = { .length = 3001 };
+	uint64_t bad;
+	assert_int_equal(rfs_rowset_set_weights(&rows, linear_weight, NULL,
+						&bad),
+			 0);
+	uint64_t out[2000];
+	for (size_t i = 0; i < 4; i++) {
+		struct rfs_config c;
+		make_config(&c, all_strategies[i], "7", "11");
+		struct rfs_sampler s;
+		rfs_sampler_init(&s, &c, &rows, 2, 0);
+		rfs_sampler_rows(&s, 1000, 2000, out);
+		for (uint64_t k = 0; k < 2000; k++)
+			assert_true(out[k] == rfs_sampler_row(&s, 1000 + k));
+		rfs_config_free(&c);
+	}
+	rfs_rowset_free(&rows);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +350,7 @@ int main(void)
 		cmocka_unit_test(test_short_block_slot_varies),
 		cmocka_unit_test(test_epochs_and_seeds_differ),
 		cmocka_unit_test(test_huge_n_is_cheap),
+		cmocka_unit_test(test_rows_of_a_range),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
