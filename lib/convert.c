@@ -197,6 +197,20 @@ void rfs_convert(enum rfs_dtype to, void *dst, enum rfs_dtype from,
 		}
 		return;
 	}
+	int from_64 = from == RFS_INT64 || from == RFS_UINT64;
+	if (from_64 && (to == RFS_INT64 || to == RFS_UINT64)) {
+		memcpy(dst, src, n * 8); /* modular: the same bits */
+		return;
+	}
+	if (from_64 && to == RFS_INT32) { /* .npz column ids and indptr */
+		for (size_t k = 0; k < n; k++) {
+			uint64_t v;
+			memcpy(&v, s + 8 * k, 8);
+			int32_t w = (int32_t)v;
+			memcpy(d + 4 * k, &w, 4);
+		}
+		return;
+	}
 	if (from == RFS_FLOAT32 && to == RFS_FLOAT16) {
 		for (size_t k = 0; k < n; k++) {
 			float f;

@@ -75,6 +75,20 @@ static void test_integers_and_saturation(void **state)
 	uint8_t u8[2];
 	rfs_convert(RFS_UINT8, u8, RFS_INT32, wide, 2);
 	assert_true(u8[0] == 44 && u8[1] == 255);
+	/* 64-bit ids to int32 and between the 64-bit types (the .npz
+	 * members' loops): wrapped like C too. */
+	const int64_t ids[] = { 0, 7, -1, (int64_t)1 << 33 | 5, INT32_MAX };
+	int32_t i32[5];
+	rfs_convert(RFS_INT32, i32, RFS_INT64, ids, 5);
+	const int32_t want32[] = { 0, 7, -1, 5, INT32_MAX };
+	assert_memory_equal(i32, want32, sizeof(want32));
+	const uint64_t uids[] = { 3, UINT64_MAX, UINT64_C(1) << 32 | 9 };
+	rfs_convert(RFS_INT32, i32, RFS_UINT64, uids, 3);
+	assert_true(i32[0] == 3 && i32[1] == -1 && i32[2] == 9);
+	int64_t same[3];
+	rfs_convert(RFS_INT64, same, RFS_UINT64, uids, 3);
+	assert_true(same[0] == 3 && same[1] == -1 &&
+		    same[2] == (int64_t)(UINT64_C(1) << 32 | 9));
 	const uint64_t huge = UINT64_MAX;
 	double d;
 	rfs_convert(RFS_FLOAT64, &d, RFS_UINT64, &huge, 1);
