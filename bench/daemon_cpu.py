@@ -11,6 +11,9 @@ server, each with and without direct_io.
     bench/daemon_cpu.py [--epochs 4] [--strategies streaming,block_shuffle,
                         shuffle] [--dir data/bench]   (after scripts/bench
                                                       wrote the data)
+
+With --csr it reads the CSR file's .npz batches instead (scipy's
+load_npz), page cache only, and no trivial server.
 """
 import argparse
 import os
@@ -49,6 +52,24 @@ def per_epoch(name, mounted, setup, epochs):
           f"epoch {wall / epochs:5.2f} s")
 
 
+def csr(args):
+    path = os.path.join(args.dir, f"csr-{args.rows}.h5ad")
+    if not os.path.exists(path):
+        raise SystemExit(f"bench: {path} is missing: run scripts/bench")
+    run.warm(path)
+    work = tempfile.mkdtemp(prefix="rankfs-cpu-")
+    for strategy in args.strategies.split(","):
+        mnt = tempfile.mkdtemp(dir=work)
+        m = run.rankfs_mount(path, f"world_size={run.RANKS},"
+                             f"batch_size={run.BATCH},strategy={strategy}",
+                             mnt)
+        try:
+            per_epoch(f"rankfs {strategy} (CSR .npz)", m,
+                      run.rankfs_reader(mnt, ".npz"), args.epochs)
+        finally:
+            m.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=4)
@@ -57,7 +78,11 @@ def main():
     ap.add_argument("--dir", default=os.path.join(run.REPO, "data", "bench"))
     ap.add_argument("--strategies", default="shuffle",
                     help="comma-separated rankfs strategies to measure")
+    ap.add_argument("--csr", action="store_true",
+                    help="the CSR file's .npz batches instead")
     args = ap.parse_args()
+    if args.csr:
+        return csr(args)
     path = os.path.join(args.dir, f"dense-{args.rows}.h5ad")
     if not os.path.exists(path):
         raise SystemExit(f"bench: {path} is missing: run scripts/bench")
