@@ -175,6 +175,8 @@ void rfs_convert(enum rfs_dtype to, void *dst, enum rfs_dtype from,
 	size_t ts = rfs_dtype_size(to), fs = rfs_dtype_size(from);
 	const unsigned char *s = src;
 	unsigned char *d = dst;
+	if (n == 0) /* src and dst may then be NULL */
+		return;
 	if (to == from) {
 		if (dst != src)
 			memcpy(dst, src, n * ts);
