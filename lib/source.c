@@ -353,8 +353,9 @@ static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
  * from the mapping then count against cache_mb. */
 static void map_array(struct rfs_source *s, struct array *a)
 {
-	uint64_t len = a->rows * a->row_bytes;
-	if (!s->chunks || len == 0 ||
+	uint64_t len;
+	if (!s->chunks || __builtin_mul_overflow(a->rows, a->row_bytes, &len) ||
+	    len == 0 ||
 	    rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
 		return;
 	if (rfs_chunk_cache_reserve(s->chunks, a->map.map_len) != 0)
