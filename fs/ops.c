@@ -311,9 +311,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
  * in the page cache they would pile up, one dataset's worth per epoch,
  * crowding out the source's own pages, and on this project's VM page-cache
  * epochs took twice as long once a few GB of them had accumulated. So when
- * a file is released its pages are dropped; a later read of it is served
- * from the batch cache (or generated again, if evicted). Another process
- * that still has the file open or mapped reads the dropped pages back. */
+ * a file is released its pages are dropped, and its bytes are retired from
+ * the batch cache (evicted first, within an eighth of it); a later read of
+ * it is served from there while they last, else generated again. Another
+ * process that still has the file open or mapped reads the dropped pages
+ * back. */
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -323,10 +325,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (snap)
 		snapshot_put(snap);
 	fuse_reply_err(req, 0);
-	if (!fs->direct_io && fs->se &&
-	    rfs_inode_node(&fs->space, ino, &n) == 0 &&
-	    (n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE))
+	if (rfs_inode_node(&fs->space, ino, &n) != 0 ||
+	    (n.type != RFS_NODE_FILE && n.type != RFS_NODE_STEP_FILE))
+		return;
+	if (!fs->direct_io && fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	struct rfs_cache_key key = file_key(fs, &n);
+	rfs_view_released(fs->view, &key);
 }
 
 /* Write-type requests: the mount is read-only (and mounted "ro", so the

@@ -9,6 +9,8 @@
 #include "bigbuf.h"
 
 #define BUCKETS 4096
+/* Retired entries keep at most this fraction of the capacity. */
+#define RETIRED_SHARE 8
 
 enum state { FILLING, READY };
 
@@ -19,8 +21,10 @@ struct rfs_cache_entry {
 	unsigned refs;
 	void *data;
 	size_t len;
+	int retired; /* its file was closed: see rfs_cache_retire() */
 	struct rfs_cache_entry *next_in_bucket;
-	struct rfs_cache_entry *lru_prev, *lru_next; /* only when refs == 0 */
+	/* In lru or retired (by the flag above) only when refs == 0. */
+	struct rfs_cache_entry *lru_prev, *lru_next;
 };
 
 struct rfs_cache {
@@ -32,7 +36,8 @@ struct rfs_cache {
 	/* All below protected by lock. */
 	struct rfs_cache_entry *buckets[BUCKETS];
 	struct rfs_cache_entry lru; /* sentinel: next is most recent */
-	size_t bytes;
+	struct rfs_cache_entry retired; /* sentinel: next retired last */
+	size_t bytes, retired_bytes, retired_limit;
 	uint64_t entries, hits, misses;
 };
 
@@ -48,6 +53,8 @@ int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->filled, NULL);
 	c->lru.lru_next = c->lru.lru_prev = &c->lru;
+	c->retired.lru_next = c->retired.lru_prev = &c->retired;
+	c->retired_limit = capacity / RETIRED_SHARE;
 	*out = c;
 	return 0;
 }
@@ -64,12 +71,19 @@ static void lru_unlink(struct rfs_cache_entry *e)
 	e->lru_prev = e->lru_next = NULL;
 }
 
-static void lru_push_front(struct rfs_cache *c, struct rfs_cache_entry *e)
+static void push_front(struct rfs_cache_entry *list,
+		       struct rfs_cache_entry *e)
 {
-	e->lru_next = c->lru.lru_next;
-	e->lru_prev = &c->lru;
-	c->lru.lru_next->lru_prev = e;
-	c->lru.lru_next = e;
+	e->lru_next = list->lru_next;
+	e->lru_prev = list;
+	list->lru_next->lru_prev = e;
+	list->lru_next = e;
+}
+
+/* An entry nobody holds joins its list: retired ones leave first. */
+static void park(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	push_front(e->retired ? &c->retired : &c->lru, e);
 }
 
 static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
@@ -83,16 +97,30 @@ static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
 static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
 	table_remove(c, e);
+	if (e->retired)
+		c->retired_bytes -= e->len;
 	c->bytes -= e->len;
 	c->entries--;
 	rfs_bigbuf_free(e->data, e->len);
 	free(e);
 }
 
+/* The oldest entry of list, or NULL when it is empty. */
+static struct rfs_cache_entry *oldest(struct rfs_cache_entry *list)
+{
+	return list->lru_prev != list ? list->lru_prev : NULL;
+}
+
 static void evict(struct rfs_cache *c)
 {
-	while (c->bytes > c->capacity && c->lru.lru_prev != &c->lru) {
-		struct rfs_cache_entry *victim = c->lru.lru_prev;
+	struct rfs_cache_entry *victim;
+	while (c->retired_bytes > c->retired_limit &&
+	       (victim = oldest(&c->retired))) {
+		lru_unlink(victim);
+		drop(c, victim);
+	}
+	while (c->bytes > c->capacity &&
+	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru)))) {
 		lru_unlink(victim);
 		drop(c, victim);
 	}
@@ -104,6 +132,7 @@ int rfs_cache_reserve(struct rfs_cache *c, size_t bytes)
 	pthread_mutex_lock(&c->lock);
 	if (bytes <= c->capacity) {
 		c->capacity -= bytes;
+		c->retired_limit = c->capacity / RETIRED_SHARE;
 		evict(c);
 		rc = 0;
 	}
@@ -143,7 +172,7 @@ static void release_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
 	if (--e->refs > 0)
 		return;
-	lru_push_front(c, e);
+	park(c, e);
 	evict(c);
 }
 
@@ -165,6 +194,10 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 		*found = e->state == READY ? RFS_CACHE_READY : RFS_CACHE_WAITED;
 		if (e->refs++ == 0 && e->state == READY)
 			lru_unlink(e);
+		if (e->retired) { /* read again: in use after all */
+			e->retired = 0;
+			c->retired_bytes -= e->len;
+		}
 		while (e->state == FILLING)
 			pthread_cond_wait(&c->filled, &c->lock);
 	} else {
@@ -211,6 +244,22 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 	pthread_mutex_unlock(&c->lock);
 	*out = e;
 	return rc;
+}
+
+void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key)
+{
+	pthread_mutex_lock(&c->lock);
+	struct rfs_cache_entry *e = find(c, key);
+	if (e && e->state == READY && !e->retired) {
+		e->retired = 1;
+		c->retired_bytes += e->len;
+		if (e->refs == 0) {
+			lru_unlink(e);
+			park(c, e);
+		}
+		evict(c);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e)

@@ -58,6 +58,14 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 
 void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e);
 
+/* Says key's file was closed: a loader reads each file once, and kept in
+ * LRU order such files would fill the whole capacity (with fresh memory)
+ * before the first is evicted. A retired entry nobody holds is evicted
+ * before any other, oldest retired first, and retired entries keep at
+ * most an eighth of the capacity; a get of it makes it an ordinary entry
+ * again. No-op for a key not cached (or still being generated). */
+void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key);
+
 /* The entry's bytes: valid while the entry is referenced. */
 const void *rfs_cache_entry_data(const struct rfs_cache_entry *e);
 size_t rfs_cache_entry_size(const struct rfs_cache_entry *e);

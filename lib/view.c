@@ -698,6 +698,11 @@ int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 	return rc;
 }
 
+void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key)
+{
+	rfs_cache_retire(v->cache, key);
+}
+
 void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 {
 	if (!is_batch(key->kind))

@@ -352,6 +352,36 @@ def test_closed_files_leave_the_page_cache(mounts, sources):
     assert m.json("stats.json")["cache"]["misses"] == 1
 
 
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_closed_files_are_retired_from_the_batch_cache(mounts, tmp_path,
+                                                       direct_io):
+    """A file read and closed stays in the batch cache only within an
+    eighth of it (half of cache_mb holds batches): reading an epoch does
+    not fill the cache with files nobody reads again. The file closed last
+    is still served without being generated again."""
+    x = np.arange(2000000, dtype=np.float32).reshape(20000, 100)
+    path = write_h5(str(tmp_path / "s.h5"), {"x": x})
+    m = mounts(path, "dataset=/x,batch_size=100,prefetch=0,cache_mb=8" +
+               (",direct_io" if direct_io else ""))
+    size = os.path.getsize(m.file("batch", 0, 0, 0))  # 40,128 bytes
+    for k in range(m.batches()):  # 200 files, 8 MB
+        index = m.load("index", 0, 0, k)
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k), x[index])
+    retired_max = (8 << 20) // 2 // 8
+    for _ in range(200):  # the last releases reach rankfs after close()
+        cache = m.json("stats.json")["cache"]
+        if cache["bytes"] <= retired_max:
+            break
+        time.sleep(0.01)
+    assert cache["bytes"] <= retired_max
+    assert cache["bytes"] >= retired_max - 2 * (size + 1700)
+    misses = cache["misses"]
+    last = m.batches() - 1
+    np.testing.assert_array_equal(m.load("batch", 0, 0, last),
+                                  x[m.load("index", 0, 0, last)])
+    assert m.json("stats.json")["cache"]["misses"] == misses
+
+
 def test_direct_io(mounts, sources):
     path, dataset, _ = sources["h5ad"]
     src = source_rows(path, dataset)

@@ -208,6 +208,53 @@ static void test_reserve_shrinks_capacity(void **state)
 	rfs_cache_destroy(c);
 }
 
+/* Closed files leave first: oldest retired first, within an eighth of
+ * the capacity; a get makes a retired entry ordinary again; one retired
+ * while held waits for its put. */
+static void test_retired_entries_leave_first(void **state)
+{
+	(void)state;
+	struct filler f = { .size = 100 };
+	struct rfs_cache *c;
+	/* 1000 bytes: ten entries; retired ones keep at most 125. */
+	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
+	for (uint64_t b = 1; b <= 10; b++)
+		assert_int_equal(get_put(c, &f, b), 1);
+	struct rfs_cache_key k = key_of(9);
+	rfs_cache_retire(c, &k);
+	assert_true(counters(c).bytes == 1000); /* 100 retired: kept */
+	/* Over capacity: the retired 9 goes, not the least recent 1. */
+	assert_int_equal(get_put(c, &f, 11), 1);
+	assert_int_equal(get_put(c, &f, 1), 0);
+	assert_int_equal(get_put(c, &f, 9), 1);
+	/* Two retired are over 125 bytes: the older of them goes. */
+	k = key_of(3);
+	rfs_cache_retire(c, &k);
+	k = key_of(4);
+	rfs_cache_retire(c, &k);
+	assert_true(counters(c).bytes == 900);
+	assert_int_equal(get_put(c, &f, 4), 0); /* read again: ordinary */
+	assert_int_equal(get_put(c, &f, 3), 1);
+	/* Retired while held: kept until put, then first to go. */
+	struct rfs_cache_entry *held;
+	k = key_of(5);
+	assert_int_equal(rfs_cache_get(c, &k, &held), 0);
+	rfs_cache_retire(c, &k);
+	rfs_cache_retire(c, &k); /* twice is once */
+	k = key_of(6);
+	rfs_cache_retire(c, &k); /* 200 retired, 5 not evictable: 6 goes */
+	assert_int_equal(get_put(c, &f, 6), 1);
+	assert_true(counters(c).bytes == 1000);
+	rfs_cache_put(c, held);
+	assert_int_equal(get_put(c, &f, 12), 1); /* evicts the retired 5 */
+	assert_int_equal(get_put(c, &f, 6), 0);
+	assert_int_equal(get_put(c, &f, 5), 1);
+	k = key_of(99);
+	rfs_cache_retire(c, &k); /* not cached: nothing happens */
+	assert_true(counters(c).bytes == 1000);
+	rfs_cache_destroy(c);
+}
+
 static void test_entry_bigger_than_capacity(void **state)
 {
 	(void)state;
@@ -429,6 +476,7 @@ int main(void)
 		cmocka_unit_test(test_lru_eviction),
 		cmocka_unit_test(test_entry_bigger_than_capacity),
 		cmocka_unit_test(test_reserve_shrinks_capacity),
+		cmocka_unit_test(test_retired_entries_leave_first),
 		cmocka_unit_test(test_held_entries_not_evicted),
 		cmocka_unit_test(test_failed_fill_is_retried),
 		cmocka_unit_test(test_concurrent_gets_fill_once),
