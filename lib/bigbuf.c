@@ -15,6 +15,10 @@
 
 /* Below this, malloc's own free lists are cheaper than a mapping. */
 #define MAP_MIN (256 * 1024)
+/* Mappings come in whole steps: a mount's .npz files differ in size by a
+ * few KiB, and would never find a pooled buffer of their exact size (each
+ * then cost a fresh mapping, populated page by page, and an munmap). */
+#define MAP_STEP (64 * 1024)
 #define POOL_SLOTS 16
 #define POOL_BYTES_MAX ((size_t)32 << 20)
 
@@ -33,10 +37,18 @@ void rfs_bigbuf_limit(size_t bytes)
 	pthread_mutex_unlock(&pool_lock);
 }
 
+size_t rfs_bigbuf_footprint(size_t size)
+{
+	if (size < MAP_MIN)
+		return size;
+	return (size + MAP_STEP - 1) / MAP_STEP * MAP_STEP;
+}
+
 void *rfs_bigbuf_alloc(size_t size)
 {
 	if (size < MAP_MIN)
 		return malloc(size ? size : 1);
+	size = rfs_bigbuf_footprint(size);
 	pthread_mutex_lock(&pool_lock);
 	for (int i = 0; i < POOL_SLOTS; i++) {
 		if (pool[i].p && pool[i].size == size) {
@@ -61,6 +73,7 @@ void rfs_bigbuf_free(void *p, size_t size)
 		free(p);
 		return;
 	}
+	size = rfs_bigbuf_footprint(size);
 	pthread_mutex_lock(&pool_lock);
 	for (int i = 0; i < POOL_SLOTS && pool_bytes + size <= pool_limit;
 	     i++) {

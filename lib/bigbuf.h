@@ -18,6 +18,10 @@ void rfs_bigbuf_free(void *p, size_t size);
 /* Bounds the pool (at most 32 MiB). */
 void rfs_bigbuf_limit(size_t bytes);
 
+/* The memory rfs_bigbuf_alloc(size) takes: large sizes are rounded up to
+ * whole 64 KiB steps, so buffers of nearly equal sizes share the pool. */
+size_t rfs_bigbuf_footprint(size_t size);
+
 /* Returns the pooled buffers to the kernel (at teardown). */
 void rfs_bigbuf_drain(void);
 

@@ -94,12 +94,18 @@ static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
 	*p = e->next_in_bucket;
 }
 
+/* The memory an entry holds (its buffer's, from bigbuf.c). */
+static size_t held(const struct rfs_cache_entry *e)
+{
+	return rfs_bigbuf_footprint(e->len);
+}
+
 static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
 	table_remove(c, e);
 	if (e->retired)
-		c->retired_bytes -= e->len;
-	c->bytes -= e->len;
+		c->retired_bytes -= held(e);
+	c->bytes -= held(e);
 	c->entries--;
 	rfs_bigbuf_free(e->data, e->len);
 	free(e);
@@ -196,7 +202,7 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 			lru_unlink(e);
 		if (e->retired) { /* read again: in use after all */
 			e->retired = 0;
-			c->retired_bytes -= e->len;
+			c->retired_bytes -= held(e);
 		}
 		while (e->state == FILLING)
 			pthread_cond_wait(&c->filled, &c->lock);
@@ -232,7 +238,7 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 			table_remove(c, e);
 			c->entries--;
 		}
-		c->bytes += e->len;
+		c->bytes += held(e);
 		pthread_cond_broadcast(&c->filled);
 	}
 	int rc = e->error;
@@ -252,7 +258,7 @@ void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key)
 	struct rfs_cache_entry *e = find(c, key);
 	if (e && e->state == READY && !e->retired) {
 		e->retired = 1;
-		c->retired_bytes += e->len;
+		c->retired_bytes += held(e);
 		if (e->refs == 0) {
 			lru_unlink(e);
 			park(c, e);

@@ -73,7 +73,7 @@ size_t rfs_cache_entry_size(const struct rfs_cache_entry *e);
 struct rfs_cache_counters {
 	uint64_t hits; /* gets served by an existing or pending entry */
 	uint64_t misses; /* gets that ran fill() */
-	uint64_t bytes; /* bytes held now */
+	uint64_t bytes; /* memory held now (rfs_bigbuf_footprint of each) */
 	uint64_t entries;
 };
 

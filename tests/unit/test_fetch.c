@@ -115,12 +115,35 @@ static void test_bigbuf_reuses(void **state)
 	rfs_bigbuf_drain();
 }
 
+/* Sizes a few KiB apart (a mount's .npz files) share pooled buffers:
+ * large buffers take whole 64 KiB steps. */
+static void test_bigbuf_nearly_equal_sizes_share(void **state)
+{
+	(void)state;
+	assert_true(rfs_bigbuf_footprint(100) == 100);
+	assert_true(rfs_bigbuf_footprint(400000) == 7 * 65536);
+	assert_true(rfs_bigbuf_footprint(7 * 65536) == 7 * 65536);
+	assert_true(rfs_bigbuf_footprint(7 * 65536 + 1) == 8 * 65536);
+	unsigned char *a = rfs_bigbuf_alloc(400000);
+	assert_non_null(a);
+	memset(a, 2, 7 * 65536); /* the whole footprint is ours */
+	rfs_bigbuf_free(a, 400000);
+	unsigned char *b = rfs_bigbuf_alloc(410000);
+	assert_ptr_equal(a, b);
+	rfs_bigbuf_free(b, 410000);
+	unsigned char *c = rfs_bigbuf_alloc(460000); /* the next step */
+	assert_ptr_not_equal(a, c);
+	rfs_bigbuf_free(c, 460000);
+	rfs_bigbuf_drain();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_runs_scatter_and_short_file),
 		cmocka_unit_test(test_preadv_fallback),
 		cmocka_unit_test(test_bigbuf_reuses),
+		cmocka_unit_test(test_bigbuf_nearly_equal_sizes_share),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
