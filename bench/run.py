@@ -16,7 +16,9 @@ loop only (imports, opening files and mounting are paid once per job):
                    size from memory, read with np.load
 
 Contenders of a file take turns, epoch by epoch (measure_group), and the
-median of --repeats epochs is reported. Prints rows/s and MB/s for each
+median of --repeats epochs is reported, after --warmup epochs of each
+that are timed and shown but not counted (paid once per job, like the
+set-up: a fresh mount's first touch of its buffers and mappings). Prints rows/s and MB/s for each
 and the ratios the fetch issue asks for; --json writes the numbers,
 --plot a PNG.
 
@@ -233,40 +235,47 @@ def unmounted(setup, nbytes):
     return lambda: (setup, nbytes, lambda: None)
 
 
-def summarize(name, times, rows_per_rank, bytes_per_rank):
+def summarize(name, times, warmup, rows_per_rank, bytes_per_rank):
     wall = sorted(times)[len(times) // 2]
     rows = RANKS * rows_per_rank
     result = {"name": name, "seconds": wall, "all_seconds": times,
+              "warmup_seconds": warmup,
               "rows_per_s": rows / wall,
               "mb_per_s": RANKS * bytes_per_rank / wall / 1e6}
+    first = (f"; warm-up {', '.join(f'{t:.2f}' for t in warmup)} s"
+             if warmup else "")
     log(f"bench: {name:44s} {result['rows_per_s']:10.0f} rows/s "
         f"{result['mb_per_s']:8.0f} MB/s (median of "
-        f"{', '.join(f'{t:.2f}' for t in times)} s)")
+        f"{', '.join(f'{t:.2f}' for t in times)} s{first})")
     return result
 
 
-def measure_group(contenders, rows_per_rank, repeats):
+def measure_group(contenders, rows_per_rank, repeats, warmup):
     """Opens every contender, then runs epoch 0 of each in turn, then
     epoch 1, and so on (epoch e of rankfs, the sampler's epoch e of the
-    others: never the same bytes twice); reports the median per contender.
-    This VM's speed drifts by up to 3x within minutes: taking turns puts
-    the drift on every contender alike, instead of on whichever ran in a
-    slow minute."""
+    others: never the same bytes twice); reports the median per contender
+    of the epochs after the first `warmup` (none for a contender with its
+    own repeats). This VM's speed drifts by up to 3x within minutes:
+    taking turns puts the drift on every contender alike, instead of on
+    whichever ran in a slow minute."""
     opened = []
     try:
         for c in contenders:
             opened.append((c, *c.open()))
         times = {c.name: [] for c in contenders}
-        for epoch in range(repeats):
+        warm = {c.name: [] for c in contenders}
+        for epoch in range(warmup + repeats):
             for c, setup, _, _ in opened:
-                if epoch >= (c.repeats or repeats):
+                skip = 0 if c.repeats else warmup
+                if epoch >= skip + (c.repeats or repeats):
                     continue
                 wall, got = measure_once(c.name, setup, epoch)
                 if got[0] and got != [rows_per_rank] * RANKS:
                     raise SystemExit(f"bench: {c.name}: read {got} rows, "
                                      f"expected {rows_per_rank} per rank")
-                times[c.name].append(wall)
-        return [summarize(c.name, times[c.name], rows_per_rank, nbytes)
+                (warm if epoch < skip else times)[c.name].append(wall)
+        return [summarize(c.name, times[c.name], warm[c.name],
+                          rows_per_rank, nbytes)
                 for c, _, nbytes, _ in opened]
     finally:
         for _, _, _, close in opened:
@@ -329,6 +338,9 @@ def main():
                     help="only draw --plot from an earlier --json")
     ap.add_argument("--repeats", type=int, default=5,
                     help="epochs per contender; the median is reported")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="epochs of each contender run first and not "
+                    "counted")
     ap.add_argument("--skip", default="",
                     help="comma-separated contender prefixes to leave out")
     ap.add_argument("--only", metavar="REGEX",
@@ -386,15 +398,16 @@ def main():
         def mount():
             mnt = tempfile.mkdtemp(dir=work)
             # New files every epoch, as rankfs serves.
-            m = trivial_mount(trivialfs, nb * repeats, args.cols, mnt,
-                              direct_io)
+            m = trivial_mount(trivialfs, nb * (args.warmup + repeats),
+                              args.cols, mnt, direct_io)
             return trivial_reader(mnt, nb), dense_bytes, m.close
         return Contender(name, mount)
 
     def group(*contenders):
         chosen = [c for c in contenders if not skipped(c.name)]
         if chosen:
-            results.extend(measure_group(chosen, rows_per_rank, repeats))
+            results.extend(measure_group(chosen, rows_per_rank, repeats,
+                                         args.warmup))
 
     dense = paths["dense"]
     group(*[rankfs(f"rankfs {s}{d} (dense)", dense,
@@ -486,6 +499,7 @@ def main():
                        "sparse_cols": args.sparse_cols,
                        "density": args.density, "batch": BATCH,
                        "ranks": RANKS, "machine": machine,
+                       "repeats": args.repeats, "warmup": args.warmup,
                        "results": results,
                        "ratios": [{"name": n, "value": v, "target": t}
                                   for n, v, t in ratios if v is not None]},
