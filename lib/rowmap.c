@@ -22,7 +22,9 @@ static __thread sigjmp_buf *volatile guard;
 static void on_sigbus(int sig, siginfo_t *info, void *ctx)
 {
 	sigjmp_buf *g = guard;
-	if (g) {
+	/* A fault in the copy (si_code > 0: raised by the kernel for an
+	 * access, not sent with kill). */
+	if (g && info && info->si_code > 0) {
 		guard = NULL;
 		siglongjmp(*g, 1);
 	}
@@ -40,15 +42,16 @@ static void on_sigbus(int sig, siginfo_t *info, void *ctx)
 }
 
 /* Puts the guard's handler in front unless it is there: someone may have
- * replaced it since (a test harness does, per test). */
+ * replaced it since (a test harness does, per test, and may put ours back
+ * with signal(), without SA_SIGINFO: compared by address, so `previous`
+ * is never ours and cannot recurse). */
 static int install_guard(void)
 {
 	struct sigaction now, sa;
 	int rc;
 	pthread_mutex_lock(&install_lock);
 	rc = sigaction(SIGBUS, NULL, &now);
-	if (rc == 0 &&
-	    !((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_sigbus)) {
+	if (rc == 0 && now.sa_sigaction != on_sigbus) {
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = on_sigbus;
 		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
