@@ -37,7 +37,8 @@ struct rfs_cache {
 	struct rfs_cache_entry *buckets[BUCKETS];
 	struct rfs_cache_entry lru; /* sentinel: next is most recent */
 	struct rfs_cache_entry retired; /* sentinel: next retired last */
-	size_t bytes, retired_bytes, retired_limit;
+	size_t bytes;
+	size_t retired_bytes, retired_limit; /* of the retired list */
 	uint64_t entries, hits, misses;
 };
 
@@ -71,6 +72,12 @@ static void lru_unlink(struct rfs_cache_entry *e)
 	e->lru_prev = e->lru_next = NULL;
 }
 
+/* The memory an entry holds (its buffer's, from bigbuf.c). */
+static size_t held(const struct rfs_cache_entry *e)
+{
+	return rfs_bigbuf_footprint(e->len);
+}
+
 static void push_front(struct rfs_cache_entry *list,
 		       struct rfs_cache_entry *e)
 {
@@ -84,6 +91,16 @@ static void push_front(struct rfs_cache_entry *list,
 static void park(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
 	push_front(e->retired ? &c->retired : &c->lru, e);
+	if (e->retired)
+		c->retired_bytes += held(e);
+}
+
+/* Takes a parked entry off its list. */
+static void unpark(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	lru_unlink(e);
+	if (e->retired)
+		c->retired_bytes -= held(e);
 }
 
 static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
@@ -94,17 +111,9 @@ static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
 	*p = e->next_in_bucket;
 }
 
-/* The memory an entry holds (its buffer's, from bigbuf.c). */
-static size_t held(const struct rfs_cache_entry *e)
-{
-	return rfs_bigbuf_footprint(e->len);
-}
-
 static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
 	table_remove(c, e);
-	if (e->retired)
-		c->retired_bytes -= held(e);
 	c->bytes -= held(e);
 	c->entries--;
 	rfs_bigbuf_free(e->data, e->len);
@@ -122,21 +131,21 @@ static void evict(struct rfs_cache *c)
 	struct rfs_cache_entry *victim;
 	while (c->retired_bytes > c->retired_limit &&
 	       (victim = oldest(&c->retired))) {
-		lru_unlink(victim);
+		unpark(c, victim);
 		drop(c, victim);
 	}
 	while (c->bytes > c->capacity &&
 	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru)))) {
-		lru_unlink(victim);
+		unpark(c, victim);
 		drop(c, victim);
 	}
 }
 
-int rfs_cache_reserve(struct rfs_cache *c, size_t bytes)
+int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
 {
 	int rc = -ENOSPC;
 	pthread_mutex_lock(&c->lock);
-	if (bytes <= c->capacity) {
+	if (bytes <= c->capacity && c->capacity - bytes >= keep) {
 		c->capacity -= bytes;
 		c->retired_limit = c->capacity / RETIRED_SHARE;
 		evict(c);
@@ -199,11 +208,8 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 		c->hits++;
 		*found = e->state == READY ? RFS_CACHE_READY : RFS_CACHE_WAITED;
 		if (e->refs++ == 0 && e->state == READY)
-			lru_unlink(e);
-		if (e->retired) { /* read again: in use after all */
-			e->retired = 0;
-			c->retired_bytes -= held(e);
-		}
+			unpark(c, e);
+		e->retired = 0; /* read again: in use after all */
 		while (e->state == FILLING)
 			pthread_cond_wait(&c->filled, &c->lock);
 	} else {
@@ -252,17 +258,26 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 	return rc;
 }
 
+void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key)
+{
+	pthread_mutex_lock(&c->lock);
+	int present = find(c, key) != NULL;
+	pthread_mutex_unlock(&c->lock);
+	struct rfs_cache_entry *e;
+	if (!present && rfs_cache_get(c, key, &e) == 0)
+		rfs_cache_put(c, e);
+}
+
 void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key)
 {
 	pthread_mutex_lock(&c->lock);
 	struct rfs_cache_entry *e = find(c, key);
 	if (e && e->state == READY && !e->retired) {
+		if (e->refs == 0)
+			lru_unlink(e); /* from the ordinary list */
 		e->retired = 1;
-		c->retired_bytes += held(e);
-		if (e->refs == 0) {
-			lru_unlink(e);
+		if (e->refs == 0) /* else when its holder puts it */
 			park(c, e);
-		}
 		evict(c);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -33,9 +33,9 @@ int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 		     struct rfs_cache **out);
 
 /* Takes bytes out of the capacity for memory held elsewhere, evicting
- * unused entries to fit. @return 0, or -ENOSPC when the capacity is
- * smaller (and left as it was). */
-int rfs_cache_reserve(struct rfs_cache *c, size_t bytes);
+ * unused entries to fit, as long as at least keep bytes of capacity stay.
+ * @return 0, or -ENOSPC (the capacity left as it was). */
+int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep);
 
 /* All entries must have been put back. Accepts NULL. */
 void rfs_cache_destroy(struct rfs_cache *c);
@@ -57,6 +57,11 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 			enum rfs_cache_found *found);
 
 void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e);
+
+/* Generates key's entry if it is not there (a get and a put), and
+ * otherwise leaves it as it is: a prefetch that arrives after the reader
+ * neither counts as a use nor undoes a retirement. */
+void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key);
 
 /* Says key's file was closed: a loader reads each file once, and kept in
  * LRU order such files would fill the whole capacity (with fresh memory)

@@ -13,6 +13,7 @@
  * index) in its rank and batch fields. */
 struct rfs_chunk_cache {
 	struct rfs_cache *cache;
+	size_t keep; /* capacity mappings leave to chunks */
 	struct rfs_chunked *sets; /* registry; read-only after mount */
 	size_t count, cap;
 };
@@ -81,6 +82,8 @@ int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out)
 	struct rfs_chunk_cache *cc = calloc(1, sizeof(*cc));
 	if (!cc)
 		return -ENOMEM;
+	/* Chunked files of a dataset whose other files are mapped. */
+	cc->keep = capacity / 8;
 	int rc = rfs_cache_create(capacity, decode, cc, &cc->cache);
 	if (rc != 0) {
 		free(cc);
@@ -92,7 +95,7 @@ int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out)
 
 int rfs_chunk_cache_reserve(struct rfs_chunk_cache *cc, size_t bytes)
 {
-	return rfs_cache_reserve(cc->cache, bytes);
+	return rfs_cache_reserve(cc->cache, bytes, cc->keep);
 }
 
 void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc)

@@ -40,7 +40,8 @@ struct rfs_chunk_cache;
 int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out);
 
 /* Takes bytes of the capacity for a mapping of a contiguous dataset
- * (rowmap.h), which shares this budget with decoded chunks.
+ * (rowmap.h), which shares this budget with decoded chunks; an eighth of
+ * it always stays for chunks (of other files of the same dataset).
  * @return 0, or -ENOSPC when fewer are left. */
 int rfs_chunk_cache_reserve(struct rfs_chunk_cache *cc, size_t bytes);
 

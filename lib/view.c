@@ -460,10 +460,8 @@ static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 {
 	struct rfs_view *v = ctx;
-	struct rfs_cache_entry *e;
 	/* A failure is the reader's to see, when it asks itself. */
-	if (rfs_cache_get(v->cache, key, &e) == 0)
-		rfs_cache_put(v->cache, e);
+	rfs_cache_warm(v->cache, key);
 }
 
 /* Prefetch depth within the batch cache: the batches queued for every

@@ -194,16 +194,17 @@ static void test_reserve_shrinks_capacity(void **state)
 	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
 	for (uint64_t b = 1; b <= 3; b++)
 		assert_int_equal(get_put(c, &f, b), 1);
-	assert_int_equal(rfs_cache_reserve(c, 301), -ENOSPC);
+	assert_int_equal(rfs_cache_reserve(c, 301, 0), -ENOSPC);
+	assert_int_equal(rfs_cache_reserve(c, 200, 101), -ENOSPC); /* keep */
 	assert_true(counters(c).bytes == 300);
-	assert_int_equal(rfs_cache_reserve(c, 150), 0); /* 150 left */
+	assert_int_equal(rfs_cache_reserve(c, 150, 150), 0); /* 150 left */
 	struct rfs_cache_counters k = counters(c);
 	assert_true(k.entries == 1 && k.bytes == 100);
 	assert_int_equal(get_put(c, &f, 3), 0); /* the most recent stayed */
 	assert_int_equal(get_put(c, &f, 1), 1); /* evicts 3 */
 	assert_true(counters(c).bytes == 100);
-	assert_int_equal(rfs_cache_reserve(c, 151), -ENOSPC);
-	assert_int_equal(rfs_cache_reserve(c, 150), 0); /* nothing left */
+	assert_int_equal(rfs_cache_reserve(c, 151, 0), -ENOSPC);
+	assert_int_equal(rfs_cache_reserve(c, 150, 0), 0); /* nothing left */
 	assert_true(counters(c).bytes == 0);
 	rfs_cache_destroy(c);
 }
@@ -235,20 +236,33 @@ static void test_retired_entries_leave_first(void **state)
 	assert_true(counters(c).bytes == 900);
 	assert_int_equal(get_put(c, &f, 4), 0); /* read again: ordinary */
 	assert_int_equal(get_put(c, &f, 3), 1);
-	/* Retired while held: kept until put, then first to go. */
+	/* Retired while held: kept until put, then first to go; while
+	 * held it does not count against the retired share. */
 	struct rfs_cache_entry *held;
 	k = key_of(5);
 	assert_int_equal(rfs_cache_get(c, &k, &held), 0);
 	rfs_cache_retire(c, &k);
 	rfs_cache_retire(c, &k); /* twice is once */
 	k = key_of(6);
-	rfs_cache_retire(c, &k); /* 200 retired, 5 not evictable: 6 goes */
-	assert_int_equal(get_put(c, &f, 6), 1);
-	assert_true(counters(c).bytes == 1000);
-	rfs_cache_put(c, held);
-	assert_int_equal(get_put(c, &f, 12), 1); /* evicts the retired 5 */
+	rfs_cache_retire(c, &k); /* 100 retired and parked: 6 stays */
 	assert_int_equal(get_put(c, &f, 6), 0);
+	k = key_of(6);
+	rfs_cache_retire(c, &k);
+	rfs_cache_put(c, held); /* 5 parks: 200 over 125, 6 (older) goes */
+	assert_true(counters(c).bytes == 900);
+	assert_int_equal(get_put(c, &f, 6), 1);
+	assert_int_equal(get_put(c, &f, 12), 1); /* evicts the retired 5 */
 	assert_int_equal(get_put(c, &f, 5), 1);
+	/* A prefetch behind the reader leaves a retired entry retired. */
+	k = key_of(6);
+	rfs_cache_retire(c, &k);
+	rfs_cache_warm(c, &k);
+	k = key_of(12);
+	rfs_cache_retire(c, &k); /* 200 retired: 6, the older, goes */
+	assert_int_equal(get_put(c, &f, 6), 1);
+	k = key_of(13);
+	rfs_cache_warm(c, &k); /* absent: generated */
+	assert_int_equal(get_put(c, &f, 13), 0);
 	k = key_of(99);
 	rfs_cache_retire(c, &k); /* not cached: nothing happens */
 	assert_true(counters(c).bytes == 1000);
