@@ -350,8 +350,7 @@ static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
 
 /* Maps a contiguous array when the chunk memory of cache_mb has room for
  * all of it and an eighth to spare (a chunk-less array leaves that memory
- * unused); the copies
- * from the mapping then count against cache_mb. */
+ * unused); the mapped pages then count against cache_mb. */
 static void map_array(struct rfs_source *s, struct array *a)
 {
 	uint64_t len;
