@@ -502,55 +502,14 @@ static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,
 	return 0;
 }
 
-/* Rows [first, first + count) straight to their places (row i at
- * to[i]): one preadv, no staging copy. */
-static int preadv_run(struct rfs_source *s, struct array *a, uint64_t first,
-		      uint64_t count, unsigned char *const *to)
-{
-	if (rfs_rowmap_resident(&a->map)) {
-		for (uint64_t i = 0; i < count; i++)
-			if (copy_mapped(s, a, (first + i) * a->row_bytes,
-					a->row_bytes, to[i], first + i, 1) != 0)
-				return -EIO;
-		return 0;
-	}
-	struct iovec iov[64];
-	uint64_t done = 0;
-	while (done < count) {
-		int n = count - done < 64 ? (int)(count - done) : 64;
-		for (int i = 0; i < n; i++)
-			iov[i] = (struct iovec){ to[done + (uint64_t)i],
-						 a->row_bytes };
-		off_t at = (off_t)(a->offset + (first + done) * a->row_bytes);
-		ssize_t got = preadv(s->fd, iov, n, at);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got != (ssize_t)(n * a->row_bytes)) {
-			/* Short: the file ends early. Read the rest one by
-			 * one to tell EOF from a partial page. */
-			for (int i = 0; i < n; i++)
-				if (pread_run(s, a, first + done + (uint64_t)i,
-					      1, to[done + (uint64_t)i]) != 0)
-					return -EIO;
-		}
-		done += (uint64_t)n;
-	}
-	return 0;
-}
-
 static int hdf5_run(struct rfs_source *s, struct array *a, uint64_t first,
 		    uint64_t count, void *dst);
 
-/* Rows [first, first + count) of a, row i to to[i], by the array's read
- * path. */
-static int read_rows_to(struct rfs_source *s, struct array *a, uint64_t first,
+/* Rows [first, first + count) of an array read through HDF5, row i to
+ * to[i] (the other paths scatter rows themselves: read_sorted). */
+static int hdf5_rows_to(struct rfs_source *s, struct array *a, uint64_t first,
 			uint64_t count, unsigned char *const *to)
 {
-	if (a->path == READ_PREAD)
-		return preadv_run(s, a, first, count, to);
-	if (a->path == READ_CHUNKS)
-		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
-					NULL, to);
 	unsigned char *staging = malloc(count * a->row_bytes);
 	int rc = staging ? hdf5_run(s, a, first, count, staging) : -ENOMEM;
 	for (uint64_t i = 0; i < count && rc == 0; i++)
@@ -1035,7 +994,7 @@ static int read_sorted(struct rfs_source *s, struct array *a,
 	for (size_t i = 0, j; i < m && rc == 0; i = j) {
 		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
 			;
-		rc = read_rows_to(s, a, rows[i], j - i, to + i);
+		rc = hdf5_rows_to(s, a, rows[i], j - i, to + i);
 	}
 	return rc;
 }
