@@ -1,7 +1,9 @@
 """The fetch layer through real mounts: CSR sources as dense .npy and as
 .npz, compressed and chunked sources read without HDF5, dtype casts,
 layers and raw, and prefetch."""
+import ctypes
 import json
+import mmap
 import os
 import time
 import zipfile
@@ -246,11 +248,44 @@ def mapped_rss_kib(pid, path):
     return total
 
 
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mmap.restype = ctypes.c_void_p
+LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def cached_pages(fd, size):
+    """Pages of the file in the page cache (mincore: we own the file)."""
+    addr = LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert addr not in (None, ctypes.c_void_p(-1).value), \
+        os.strerror(ctypes.get_errno())
+    try:
+        vec = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
+        assert LIBC.mincore(addr, size, vec) == 0, \
+            os.strerror(ctypes.get_errno())
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        LIBC.munmap(addr, size)
+
+
 def drop_from_page_cache(path):
+    """POSIX_FADV_DONTNEED skips pages another CPU holds a reference to
+    at that moment: checked and asked again; pages that stay fail the
+    test, never pass it."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        size = os.fstat(fd).st_size
+        for _ in range(100):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            left = cached_pages(fd, size)
+            if left == 0:
+                return
+            time.sleep(0.01)
+        pytest.fail(f"{path}: {left} pages stay in the page cache after "
+                    "POSIX_FADV_DONTNEED")
     finally:
         os.close(fd)
 
