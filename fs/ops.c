@@ -71,6 +71,16 @@ static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 	}
 }
 
+/* st_blksize, which readers size their buffers by. numpy reads a .npy's
+ * header through Python's buffer, then the array with a read of its own:
+ * a 1 MiB buffer read the whole file twice (with direct_io, generated it
+ * twice). zipfile's many small reads of an .npz want a large buffer. */
+static blksize_t preferred_io_size(const struct rfs_node *n)
+{
+	int file = n->type == RFS_NODE_FILE || n->type == RFS_NODE_STEP_FILE;
+	return file && n->kind != RFS_KIND_NPZ ? 4096 : 1 << 20;
+}
+
 static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 		      struct stat *st)
 {
@@ -88,7 +98,7 @@ static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 		st->st_size = (off_t)node_size(fs, n);
 		st->st_blocks = (st->st_size + 511) / 512;
 	}
-	st->st_blksize = 1 << 20;
+	st->st_blksize = preferred_io_size(n);
 	/* No file is empty: a file size of 0 means it could not be
 	 * computed (out of memory), which must not be cached for a day. */
 	return st->st_size == 0 && (n->type == RFS_NODE_FILE ||

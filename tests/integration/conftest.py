@@ -6,7 +6,9 @@ the foreground, waits for the mount with a deadline, and at teardown
 unmounts with fusermount3 -u and asserts that the daemon exited 0, whatever
 the test did in between.
 """
+import ctypes
 import json
+import mmap
 import os
 import subprocess
 import time
@@ -196,3 +198,35 @@ def write_h5ad(path, x, obs=None):
 def source_rows(path, dataset):
     with h5py.File(path, "r") as f:
         return f[dataset][()]
+
+
+class PageCacheProbe:
+    """Which pages of a file are in the page cache: mincore() over a
+    mapping that is never touched, so probing reads nothing. The mapping
+    keeps the file open: no release of its own."""
+
+    def __init__(self, path):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.mmap.restype = ctypes.c_void_p
+        self.libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                   ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_long]
+        self.libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.c_char_p]
+        self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.size = os.stat(path).st_size
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            self.addr = self.libc.mmap(None, self.size, mmap.PROT_READ,
+                                       mmap.MAP_SHARED, fd, 0)
+        finally:
+            os.close(fd)
+        assert self.addr not in (None, ctypes.c_void_p(-1).value)
+
+    def cached(self):
+        vec = ctypes.create_string_buffer(-(-self.size // mmap.PAGESIZE))
+        assert self.libc.mincore(self.addr, self.size, vec) == 0
+        return sum(b & 1 for b in vec.raw)
+
+    def close(self):
+        self.libc.munmap(self.addr, self.size)

@@ -1,21 +1,19 @@
 """The core through real mounts: bytes equal the source rows, ranks are
 disjoint and cover the epoch, mounts agree, epochs differ, the namespace
 behaves like an immutable read-only tree."""
-import ctypes
 import errno
 import hashlib
 import mmap
 import os
 import stat
-import subprocess
 import time
 import multiprocessing as mp
 
 import numpy as np
 import pytest
 
-from conftest import (plan, source_rows, write_h5, write_h5ad, is_mounted,
-                      mount_entry)
+from conftest import (PageCacheProbe, plan, source_rows, write_h5,
+                      write_h5ad, mount_entry)
 
 N, D = 1000, 16
 
@@ -296,38 +294,6 @@ def test_mmap_load(mounts, sources):
     np.testing.assert_array_equal(a, b)
 
 
-class PageCacheProbe:
-    """Which pages of a file are in the page cache: mincore() over a
-    mapping that is never touched, so probing reads nothing. The mapping
-    keeps the file open: no release of its own."""
-
-    def __init__(self, path):
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.libc.mmap.restype = ctypes.c_void_p
-        self.libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
-                                   ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                   ctypes.c_long]
-        self.libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
-                                      ctypes.c_char_p]
-        self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        self.size = os.stat(path).st_size
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            self.addr = self.libc.mmap(None, self.size, mmap.PROT_READ,
-                                       mmap.MAP_SHARED, fd, 0)
-        finally:
-            os.close(fd)
-        assert self.addr not in (None, ctypes.c_void_p(-1).value)
-
-    def cached(self):
-        vec = ctypes.create_string_buffer(-(-self.size // mmap.PAGESIZE))
-        assert self.libc.mincore(self.addr, self.size, vec) == 0
-        return sum(b & 1 for b in vec.raw)
-
-    def close(self):
-        self.libc.munmap(self.addr, self.size)
-
-
 def test_closed_files_leave_the_page_cache(mounts, sources):
     path, _, _ = sources["h5ad"]
     m = mounts(path, "world_size=2,batch_size=100,prefetch=0")
@@ -396,6 +362,31 @@ def test_direct_io(mounts, sources):
         assert f.read(333) == whole[1000:1333]
         f.seek(len(whole) - 5)
         assert f.read(100) == whole[-5:]
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_np_load_reads_a_batch_once(mounts, tmp_path, direct_io):
+    """A .npy's st_blksize is a page: numpy reads the header through
+    Python's buffer of that size, then the array with a read of its own.
+    With a buffer as large as the file it read every byte twice (with
+    direct_io, rankfs served them twice). An .npz, read by zipfile in many
+    small pieces, gets a 1 MiB buffer."""
+    x = np.random.default_rng(3).random((2048, 256), dtype=np.float32)
+    path = write_h5(str(tmp_path / "w.h5"), {"x": x})
+    m = mounts(path, "dataset=/x,batch_size=512,prefetch=0" +
+               (",direct_io" if direct_io else ""))
+    f = m.file("batch", 0, 0, 1)
+    st = os.stat(f)
+    assert st.st_blksize == 4096
+    assert st.st_size == 128 + 512 * 256 * 4
+    index = m.load("index", 0, 0, 1)
+    served = m.json("stats.json")["ranks"][0]["bytes_served"]
+    np.testing.assert_array_equal(np.load(f), x[index])
+    served = m.json("stats.json")["ranks"][0]["bytes_served"] - served
+    # The array once, and at most a few pages of header reads.
+    assert st.st_size <= served <= st.st_size + 4 * 4096, served
+    assert os.stat(m.file("index", 0, 0, 1)).st_blksize == 4096
+    assert os.stat(os.path.join(m.mnt, "config.json")).st_blksize == 1 << 20
 
 
 def test_stats_count_per_rank(mounts, sources):

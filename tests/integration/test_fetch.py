@@ -1,9 +1,6 @@
 """The fetch layer through real mounts: CSR sources as dense .npy and as
 .npz, compressed and chunked sources read without HDF5, dtype casts,
 layers and raw, and prefetch."""
-import ctypes
-import json
-import mmap
 import os
 import time
 import zipfile
@@ -14,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import run_rankfs, source_rows, write_h5
+from conftest import PageCacheProbe, run_rankfs, write_h5
 
 N, D = 900, 50
 
@@ -55,6 +52,7 @@ def check_npz(m, x, epoch, rank, batch):
     with open(path, "rb") as f:
         raw = f.read()
     assert os.stat(path).st_size == len(raw)
+    assert os.stat(path).st_blksize == 1 << 20  # zipfile's buffer
     with zipfile.ZipFile(path) as z:
         assert z.testzip() is None  # every CRC-32 is right
         assert sorted(z.namelist()) == ["data.npy", "format.npy",
@@ -96,6 +94,8 @@ def test_csr_npy_and_npz_exact(mounts, csr, kind):
     with open(m.path("step/rank/1/000000002.npz"), "rb") as f, \
             open(m.file("batch", 0, 1, 2)[:-4] + ".npz", "rb") as g:
         assert f.read() == g.read()
+    assert os.stat(m.path("step/rank/1/000000002.npz")).st_blksize == 1 << 20
+    assert os.stat(m.path("step/rank/1/000000002.npy")).st_blksize == 4096
 
 
 def test_csr_every_row_once_including_empty(mounts, csr):
@@ -248,45 +248,24 @@ def mapped_rss_kib(pid, path):
     return total
 
 
-LIBC = ctypes.CDLL(None, use_errno=True)
-LIBC.mmap.restype = ctypes.c_void_p
-LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
-LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
-def cached_pages(fd, size):
-    """Pages of the file in the page cache (mincore: we own the file)."""
-    addr = LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-    assert addr not in (None, ctypes.c_void_p(-1).value), \
-        os.strerror(ctypes.get_errno())
-    try:
-        vec = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
-        assert LIBC.mincore(addr, size, vec) == 0, \
-            os.strerror(ctypes.get_errno())
-        return sum(b & 1 for b in vec.raw)
-    finally:
-        LIBC.munmap(addr, size)
-
-
 def drop_from_page_cache(path):
     """POSIX_FADV_DONTNEED skips pages another CPU holds a reference to
     at that moment: checked and asked again; pages that stay fail the
     test, never pass it."""
     fd = os.open(path, os.O_RDONLY)
+    probe = PageCacheProbe(path)
     try:
         os.fsync(fd)
-        size = os.fstat(fd).st_size
         for _ in range(100):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            left = cached_pages(fd, size)
+            left = probe.cached()
             if left == 0:
                 return
             time.sleep(0.01)
         pytest.fail(f"{path}: {left} pages stay in the page cache after "
                     "POSIX_FADV_DONTNEED")
     finally:
+        probe.close()
         os.close(fd)
 
 
