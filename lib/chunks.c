@@ -128,8 +128,9 @@ int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
 	return 0;
 }
 
-/* Copies n rows of chunk row gr from each chunk of that row: item k is
- * row rows[k] (or first + k) and goes to to[k] (or out + k rows). */
+/* Copies n rows of chunk row gr from each chunk of that row: a run (out
+ * given: rows first + k to out + k rows) or sorted rows (rows[k] to
+ * to[k]). */
 static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 			  uint64_t gr, const uint64_t *rows, uint64_t first,
 			  size_t n, unsigned char *const *to,
@@ -140,8 +141,7 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 	/* Chunks as wide as the rows (every 1-D array, like a CSR's data and
 	 * indices): a stretch of rows into one buffer is one copy, not one
 	 * per element. */
-	int stretch = !rows && !to && c->grid_cols == 1 &&
-		      c->chunk_cols == c->cols;
+	int stretch = out && c->grid_cols == 1 && c->chunk_cols == c->cols;
 	for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
 		struct rfs_cache_key key = { .rank = id,
 					     .batch = gr * c->grid_cols + gc };
@@ -159,7 +159,7 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 			       n * row_bytes);
 		for (size_t k = 0; k < n && !stretch; k++) {
 			uint64_t r = rows ? rows[k] : first + k;
-			unsigned char *dst = to ? to[k] : out + k * row_bytes;
+			unsigned char *dst = out ? out + k * row_bytes : to[k];
 			memcpy(dst + c0 * c->elem,
 			       chunk + (r - row0) * c->chunk_cols * c->elem,
 			       ncols * c->elem);
@@ -170,7 +170,7 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 }
 
 int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
-		     uint64_t count, void *dst, unsigned char *const *to)
+		     uint64_t count, void *dst)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	unsigned char *out = dst;
@@ -180,11 +180,8 @@ int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 		uint64_t r1 = (gr + 1) * c->chunk_rows < end ?
 				      (gr + 1) * c->chunk_rows :
 				      end;
-		int rc = copy_chunk_row(cc, id, gr, NULL, r0, r1 - r0,
-					to ? to + (r0 - first) : NULL,
-					out ? out + (r0 - first) * c->cols *
-							    c->elem :
-					      NULL);
+		int rc = copy_chunk_row(cc, id, gr, NULL, r0, r1 - r0, NULL,
+					out + (r0 - first) * c->cols * c->elem);
 		if (rc != 0)
 			return rc;
 		r0 = r1;

@@ -55,12 +55,11 @@ void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc);
 int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
 			     const struct rfs_chunked *c, uint64_t *id);
 
-/* Reads rows [first, first + count) of dataset id: row i to to[i] when
- * to is given, else to dst + i x cols x elem. Thread-safe. Failures (short
- * file, bad chunk) are logged with file, dataset and rows.
- * @return 0, -EIO, -ENOMEM. */
+/* Reads rows [first, first + count) of dataset id to dst, row i at
+ * dst + i x cols x elem. Thread-safe. Failures (short file, bad chunk)
+ * are logged with file, dataset and rows. @return 0, -EIO, -ENOMEM. */
 int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
-		     uint64_t count, void *dst, unsigned char *const *to);
+		     uint64_t count, void *dst);
 
 /* Reads n distinct rows of dataset id, sorted ascending, row i to to[i]:
  * the rows of one row of chunks are served by one lookup of each chunk.

@@ -526,7 +526,7 @@ static int read_run(struct rfs_source *s, struct array *a, uint64_t first,
 		return pread_run(s, a, first, count, dst);
 	if (a->path == READ_CHUNKS)
 		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
-					dst, NULL);
+					dst);
 	return hdf5_run(s, a, first, count, dst);
 }
 

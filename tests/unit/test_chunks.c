@@ -97,6 +97,31 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* Rows first, first + stride, ... below end through
+ * rfs_chunked_read_rows, scattered in reverse order; nothing else of the
+ * buffer is written. */
+static void check_sorted_rows(struct rfs_chunk_cache *cc, uint64_t id,
+			      uint64_t cols, uint64_t first, uint64_t end,
+			      uint64_t stride)
+{
+	uint16_t scattered[ROWS * COLS_MAX];
+	unsigned char *to[ROWS] = { 0 };
+	uint64_t rows[ROWS] = { 0 };
+	size_t n = 0;
+	for (uint64_t r = first; r < end; r += stride)
+		rows[n++] = r;
+	for (size_t k = 0; k < n; k++)
+		to[k] = (unsigned char *)&scattered[(n - 1 - k) * cols];
+	memset(scattered, 0xff, sizeof(scattered));
+	assert_int_equal(rfs_chunked_read_rows(cc, id, rows, n, to), 0);
+	for (size_t k = 0; k < n; k++)
+		for (uint64_t c = 0; c < cols; c++)
+			assert_int_equal(scattered[(n - 1 - k) * cols + c],
+					 value(rows[k], c));
+	for (size_t i = n * cols; i < ROWS * COLS_MAX; i++)
+		assert_int_equal(scattered[i], 0xffff);
+}
+
 static void test_rows_across_chunks(void **state)
 {
 	struct fixture *f = *state;
@@ -107,37 +132,25 @@ static void test_rows_across_chunks(void **state)
 	assert_true(id == 0);
 	uint64_t cols = f->c.cols;
 	/* Every run of every length, so runs start and end inside and at
-	 * the edges of chunks; into one buffer and scattered row by row
-	 * (in reverse order). */
+	 * the edges of chunks: as a run into one buffer, and as sorted rows,
+	 * adjacent and every other one. */
 	for (uint64_t first = 0; first < ROWS; first++) {
 		for (uint64_t count = 1; first + count <= ROWS; count++) {
 			/* A row more than the longest run: the canary. */
 			uint16_t out[(ROWS + 1) * COLS_MAX];
-			uint16_t scattered[ROWS * COLS_MAX];
-			unsigned char *to[ROWS];
 			memset(out, 0xff, sizeof(out));
-			memset(scattered, 0xff, sizeof(scattered));
-			for (uint64_t r = 0; r < count; r++) {
-				uint64_t slot = count - 1 - r;
-				to[r] = (unsigned char *)&scattered[slot * cols];
-			}
 			assert_int_equal(rfs_chunked_read(cc, id, first, count,
-							  out, NULL),
-					 0);
-			assert_int_equal(rfs_chunked_read(cc, id, first, count,
-							  NULL, to),
+							  out),
 					 0);
 			for (uint64_t r = 0; r < count; r++)
-				for (uint64_t c = 0; c < cols; c++) {
-					uint64_t slot = count - 1 - r;
+				for (uint64_t c = 0; c < cols; c++)
 					assert_int_equal(out[r * cols + c],
 							 value(first + r, c));
-					assert_int_equal(
-						scattered[slot * cols + c],
-						value(first + r, c));
-				}
-			/* Nothing past the run is written. */
 			assert_int_equal(out[count * cols], 0xffff);
+			check_sorted_rows(cc, id, cols, first, first + count,
+					  1);
+			check_sorted_rows(cc, id, cols, first, first + count,
+					  2);
 		}
 	}
 	rfs_chunk_cache_destroy(cc);
@@ -153,8 +166,8 @@ static void test_truncated_file_is_eio(void **state)
 	assert_int_equal(rfs_chunk_cache_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
 	uint16_t out[ROWS * COLS_MAX];
-	assert_int_equal(rfs_chunked_read(cc, id, 0, 3, out, NULL), 0);
-	assert_int_equal(rfs_chunked_read(cc, id, 5, 2, out, NULL), -EIO);
+	assert_int_equal(rfs_chunked_read(cc, id, 0, 3, out), 0);
+	assert_int_equal(rfs_chunked_read(cc, id, 5, 2, out), -EIO);
 	rfs_chunk_cache_destroy(cc);
 }
 
