@@ -73,8 +73,8 @@ static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 
 /* st_blksize, which readers size their buffers by. numpy reads a .npy's
  * header through Python's buffer, then the array with a read of its own:
- * a 1 MiB buffer read the whole file twice (with direct_io, generated it
- * twice). zipfile's many small reads of an .npz want a large buffer. */
+ * a 1 MiB buffer read the whole file twice (with direct_io, rankfs sent
+ * it twice). zipfile's many small reads of an .npz want a large buffer. */
 static blksize_t preferred_io_size(const struct rfs_node *n)
 {
 	int file = n->type == RFS_NODE_FILE || n->type == RFS_NODE_STEP_FILE;

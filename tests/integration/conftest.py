@@ -221,11 +221,13 @@ class PageCacheProbe:
                                        mmap.MAP_SHARED, fd, 0)
         finally:
             os.close(fd)
-        assert self.addr not in (None, ctypes.c_void_p(-1).value)
+        assert self.addr not in (None, ctypes.c_void_p(-1).value), \
+            f"{path}: mmap: {os.strerror(ctypes.get_errno())}"
 
     def cached(self):
         vec = ctypes.create_string_buffer(-(-self.size // mmap.PAGESIZE))
-        assert self.libc.mincore(self.addr, self.size, vec) == 0
+        assert self.libc.mincore(self.addr, self.size, vec) == 0, \
+            f"mincore: {os.strerror(ctypes.get_errno())}"
         return sum(b & 1 for b in vec.raw)
 
     def close(self):

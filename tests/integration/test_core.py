@@ -369,8 +369,9 @@ def test_np_load_reads_a_batch_once(mounts, tmp_path, direct_io):
     """A .npy's st_blksize is a page: numpy reads the header through
     Python's buffer of that size, then the array with a read of its own.
     With a buffer as large as the file it read every byte twice (with
-    direct_io, rankfs served them twice). An .npz, read by zipfile in many
-    small pieces, gets a 1 MiB buffer."""
+    direct_io, rankfs served them twice; through the page cache the kernel
+    asks rankfs once either way, so there only st_blksize tells). An .npz,
+    read by zipfile in many small pieces, gets a 1 MiB buffer."""
     x = np.random.default_rng(3).random((2048, 256), dtype=np.float32)
     path = write_h5(str(tmp_path / "w.h5"), {"x": x})
     m = mounts(path, "dataset=/x,batch_size=512,prefetch=0" +

@@ -252,8 +252,8 @@ def drop_from_page_cache(path):
     """POSIX_FADV_DONTNEED skips pages another CPU holds a reference to
     at that moment: checked and asked again; pages that stay fail the
     test, never pass it."""
-    fd = os.open(path, os.O_RDONLY)
     probe = PageCacheProbe(path)
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
         for _ in range(100):
