@@ -14,9 +14,18 @@ server, each with and without direct_io.
 
 With --csr it reads the CSR file's .npz batches instead (scipy's
 load_npz), page cache only, and no trivial server.
+
+With --builds A,B it compares rankfs binaries instead: each round mounts
+every build in turn (the first of --strategies, plus --options) and
+measures it as above; the medians over --rounds come last. To A/B two
+commits, build the older one in a git worktree:
+
+    git worktree add /tmp/old REV && (cd /tmp/old && scripts/build)
+    bench/daemon_cpu.py --builds /tmp/old/build/rankfs,build/rankfs
 """
 import argparse
 import os
+import statistics
 import tempfile
 
 import run
@@ -50,24 +59,53 @@ def per_epoch(name, mounted, setup, epochs):
           f"machine busy {1000 * (busy1 - busy0) / epochs:6.0f} "
           f"idle {1000 * (idle1 - idle0) / epochs:5.0f} ms/epoch, "
           f"epoch {wall / epochs:5.2f} s")
+    return cpu / epochs, wall / epochs
 
 
-def csr(args):
-    path = os.path.join(args.dir, f"csr-{args.rows}.h5ad")
+def source(args, kind):
+    """The benchmark file of kind (dense, csr), warm in the page cache."""
+    path = os.path.join(args.dir, f"{kind}-{args.rows}.h5ad")
     if not os.path.exists(path):
         raise SystemExit(f"bench: {path} is missing: run scripts/bench")
     run.warm(path)
+    return path
+
+
+def measure_rankfs(name, path, strategy, options, ext, epochs, work):
+    mnt = tempfile.mkdtemp(dir=work)
+    m = run.rankfs_mount(path, f"world_size={run.RANKS},"
+                         f"batch_size={run.BATCH},strategy={strategy}"
+                         + (f",{options}" if options else ""), mnt)
+    try:
+        return per_epoch(name, m, run.rankfs_reader(mnt, ext), epochs)
+    finally:
+        m.close()
+
+
+def csr(args):
+    path = source(args, "csr")
     work = tempfile.mkdtemp(prefix="rankfs-cpu-")
     for strategy in args.strategies.split(","):
-        mnt = tempfile.mkdtemp(dir=work)
-        m = run.rankfs_mount(path, f"world_size={run.RANKS},"
-                             f"batch_size={run.BATCH},strategy={strategy}",
-                             mnt)
-        try:
-            per_epoch(f"rankfs {strategy} (CSR .npz)", m,
-                      run.rankfs_reader(mnt, ".npz"), args.epochs)
-        finally:
-            m.close()
+        measure_rankfs(f"rankfs {strategy} (CSR .npz)", path, strategy, "",
+                       ".npz", args.epochs, work)
+
+
+def compare(args):
+    path, ext = ((source(args, "csr"), ".npz") if args.csr else
+                 (source(args, "dense"), ".npy"))
+    strategy = args.strategies.split(",")[0]
+    builds = args.builds.split(",")
+    work = tempfile.mkdtemp(prefix="rankfs-cpu-")
+    got = {b: [] for b in builds}
+    for _ in range(args.rounds):
+        for b in builds:
+            run.RANKFS = os.path.abspath(b)
+            got[b].append(measure_rankfs(b, path, strategy, args.options,
+                                         ext, args.epochs, work))
+    for b, xs in got.items():
+        print(f"median {b:29s} daemon CPU "
+              f"{1000 * statistics.median(x[0] for x in xs):6.0f} ms/epoch, "
+              f"epoch {statistics.median(x[1] for x in xs):5.3f} s")
 
 
 def main():
@@ -80,13 +118,18 @@ def main():
                     help="comma-separated rankfs strategies to measure")
     ap.add_argument("--csr", action="store_true",
                     help="the CSR file's .npz batches instead")
+    ap.add_argument("--builds", metavar="BIN,BIN",
+                    help="compare these rankfs binaries, in turn")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="with --builds: rounds of every build")
+    ap.add_argument("--options", default="",
+                    help="with --builds: extra mount options (direct_io)")
     args = ap.parse_args()
+    if args.builds:
+        return compare(args)
     if args.csr:
         return csr(args)
-    path = os.path.join(args.dir, f"dense-{args.rows}.h5ad")
-    if not os.path.exists(path):
-        raise SystemExit(f"bench: {path} is missing: run scripts/bench")
-    run.warm(path)
+    path = source(args, "dense")
     work = tempfile.mkdtemp(prefix="rankfs-cpu-")
     trivialfs = os.path.join(work, "trivialfs")
     run.build_trivialfs(trivialfs)
@@ -94,16 +137,9 @@ def main():
     for direct_io in (False, True):
         suffix = " direct_io" if direct_io else ""
         for strategy in args.strategies.split(","):
-            mnt = tempfile.mkdtemp(dir=work)
-            m = run.rankfs_mount(path, f"world_size={run.RANKS},"
-                                 f"batch_size={run.BATCH},"
-                                 f"strategy={strategy}"
-                                 + (",direct_io" if direct_io else ""), mnt)
-            try:
-                per_epoch(f"rankfs {strategy}{suffix}", m,
-                          run.rankfs_reader(mnt, ".npy"), args.epochs)
-            finally:
-                m.close()
+            measure_rankfs(f"rankfs {strategy}{suffix}", path, strategy,
+                           "direct_io" if direct_io else "", ".npy",
+                           args.epochs, work)
         mnt = tempfile.mkdtemp(dir=work)
         m = run.trivial_mount(trivialfs, nb * (args.epochs + 1), args.cols,
                               mnt, direct_io)
