@@ -82,6 +82,18 @@ static int get_put(struct rfs_cache *c, struct filler *f, uint64_t batch)
 	return atomic_load(&f->calls) - before;
 }
 
+static void retire(struct rfs_cache *c, uint64_t batch)
+{
+	struct rfs_cache_key k = key_of(batch);
+	rfs_cache_retire(c, &k);
+}
+
+static void warm(struct rfs_cache *c, uint64_t batch)
+{
+	struct rfs_cache_key k = key_of(batch);
+	rfs_cache_warm(c, &k);
+}
+
 static void test_get_put_and_counters(void **state)
 {
 	(void)state;
@@ -221,50 +233,41 @@ static void test_retired_entries_leave_first(void **state)
 	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
 	for (uint64_t b = 1; b <= 10; b++)
 		assert_int_equal(get_put(c, &f, b), 1);
-	struct rfs_cache_key k = key_of(9);
-	rfs_cache_retire(c, &k);
+	retire(c, 9);
 	assert_true(counters(c).bytes == 1000); /* 100 retired: kept */
 	/* Over capacity: the retired 9 goes, not the least recent 1. */
 	assert_int_equal(get_put(c, &f, 11), 1);
 	assert_int_equal(get_put(c, &f, 1), 0);
 	assert_int_equal(get_put(c, &f, 9), 1);
 	/* Two retired are over 125 bytes: the older of them goes. */
-	k = key_of(3);
-	rfs_cache_retire(c, &k);
-	k = key_of(4);
-	rfs_cache_retire(c, &k);
+	retire(c, 3);
+	retire(c, 4);
 	assert_true(counters(c).bytes == 900);
 	assert_int_equal(get_put(c, &f, 4), 0); /* read again: ordinary */
 	assert_int_equal(get_put(c, &f, 3), 1);
 	/* Retired while held: kept until put, then first to go; while
 	 * held it does not count against the retired share. */
 	struct rfs_cache_entry *held;
-	k = key_of(5);
+	struct rfs_cache_key k = key_of(5);
 	assert_int_equal(rfs_cache_get(c, &k, &held), 0);
-	rfs_cache_retire(c, &k);
-	rfs_cache_retire(c, &k); /* twice is once */
-	k = key_of(6);
-	rfs_cache_retire(c, &k); /* 100 retired and parked: 6 stays */
+	retire(c, 5);
+	retire(c, 5); /* twice is once */
+	retire(c, 6); /* 100 retired and parked: 6 stays */
 	assert_int_equal(get_put(c, &f, 6), 0);
-	k = key_of(6);
-	rfs_cache_retire(c, &k);
+	retire(c, 6);
 	rfs_cache_put(c, held); /* 5 parks: 200 over 125, 6 (older) goes */
 	assert_true(counters(c).bytes == 900);
 	assert_int_equal(get_put(c, &f, 6), 1);
 	assert_int_equal(get_put(c, &f, 12), 1); /* evicts the retired 5 */
 	assert_int_equal(get_put(c, &f, 5), 1);
 	/* A prefetch behind the reader leaves a retired entry retired. */
-	k = key_of(6);
-	rfs_cache_retire(c, &k);
-	rfs_cache_warm(c, &k);
-	k = key_of(12);
-	rfs_cache_retire(c, &k); /* 200 retired: 6, the older, goes */
+	retire(c, 6);
+	warm(c, 6);
+	retire(c, 12); /* 200 retired: 6, the older, goes */
 	assert_int_equal(get_put(c, &f, 6), 1);
-	k = key_of(13);
-	rfs_cache_warm(c, &k); /* absent: generated */
+	warm(c, 13); /* absent: generated */
 	assert_int_equal(get_put(c, &f, 13), 0);
-	k = key_of(99);
-	rfs_cache_retire(c, &k); /* not cached: nothing happens */
+	retire(c, 99); /* not cached: nothing happens */
 	assert_true(counters(c).bytes == 1000);
 	rfs_cache_destroy(c);
 }
