@@ -53,6 +53,7 @@ struct rfs_planner {
 	uint64_t order_unit; /* items the window permutation moves together */
 	pthread_mutex_t lock;
 	uint64_t clock; /* protected by lock */
+	uint64_t windows_built; /* protected by lock */
 	size_t nslots;
 	struct window *slots; /* protected by lock */
 	struct building building[MAX_BUILDING]; /* protected by lock */
@@ -120,6 +121,14 @@ uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
 				     uint64_t seq)
 {
 	return p->lengths[seq];
+}
+
+uint64_t rfs_planner_windows_built(struct rfs_planner *p)
+{
+	pthread_mutex_lock(&p->lock);
+	uint64_t n = p->windows_built;
+	pthread_mutex_unlock(&p->lock);
+	return n;
 }
 
 static int build_window(const struct rfs_planner *p, uint64_t epoch,
@@ -236,6 +245,7 @@ static int get_window(struct rfs_planner *p, uint64_t epoch, uint64_t seq,
 		}
 		if (rc != 0)
 			return rc;
+		p->windows_built++;
 		w = insert_window(p, &fresh);
 	}
 	w->last_used = ++p->clock;

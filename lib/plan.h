@@ -35,4 +35,9 @@ uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
 int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
 		      uint64_t batch, int64_t *out);
 
+/* Windows sorted and permuted since creation (streaming builds none):
+ * threads that want a window being built wait for it, so each window is
+ * built once while it stays cached. */
+uint64_t rfs_planner_windows_built(struct rfs_planner *p);
+
 #endif

@@ -412,6 +412,68 @@ static void test_threads_agree(void **state)
 	rfs_planner_destroy(p);
 }
 
+struct same_window_arg {
+	struct rfs_planner *p;
+	pthread_barrier_t *start;
+	uint64_t rank, batch, rows;
+	int failed;
+};
+
+static void *plan_in_window(void *arg)
+{
+	struct same_window_arg *t = arg;
+	int64_t *rows = malloc(t->rows * sizeof(*rows));
+	pthread_barrier_wait(t->start);
+	t->failed = !rows ||
+		    rfs_planner_batch(t->p, 0, t->rank, t->batch, rows) != 0;
+	free(rows);
+	return NULL;
+}
+
+/* Every rank and prefetch thread reaches a new window at about the same
+ * time: one of them sorts it, the others wait for that sort instead of
+ * doing their own. The window is made large (2^20 rows, some 0.1 s to
+ * build here) so that the threads, released together, all ask while it
+ * is being built. */
+static void test_threads_build_a_window_once(void **state)
+{
+	(void)state;
+	enum { THREADS = 8 };
+	struct rfs_config c;
+	struct rfs_planner *p;
+	make_config(&c, "shuffle", "2", "16384", "32");
+	assert_int_equal(rfs_planner_create(&c, all(UINT64_C(1) << 21), &p),
+			 0);
+	assert_int_equal(rfs_planner_windows_built(p), 0);
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, THREADS);
+	struct same_window_arg args[THREADS];
+	pthread_t threads[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		/* Different batches and ranks, all in window 0. */
+		args[i] = (struct same_window_arg){ .p = p, .start = &start,
+						    .rank = i % 2,
+						    .batch = i / 2,
+						    .rows = 16384 };
+		assert_int_equal(pthread_create(&threads[i], NULL,
+						plan_in_window, &args[i]),
+				 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(threads[i], NULL);
+		assert_false(args[i].failed);
+	}
+	assert_int_equal(rfs_planner_windows_built(p), 1);
+	/* The next window is a build of its own. */
+	int64_t *rows = malloc(16384 * sizeof(*rows));
+	assert_non_null(rows);
+	assert_int_equal(rfs_planner_batch(p, 0, 0, 32, rows), 0);
+	assert_int_equal(rfs_planner_windows_built(p), 2);
+	free(rows);
+	pthread_barrier_destroy(&start);
+	rfs_planner_destroy(p);
+}
+
 static double now_us(void)
 {
 	struct timespec ts;
@@ -589,6 +651,7 @@ int main(void)
 		cmocka_unit_test(test_epochs_and_seeds_differ),
 		cmocka_unit_test(test_elastic_same_global_batches),
 		cmocka_unit_test(test_threads_agree),
+		cmocka_unit_test(test_threads_build_a_window_once),
 		cmocka_unit_test(test_cost_independent_of_n),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
