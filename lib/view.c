@@ -711,7 +711,9 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 		return;
 	/* A sequential reader at pos gets pos + 1 .. pos + depth queued,
 	 * continuing from what is queued already; a jump starts afresh.
-	 * Positions count on across epochs. */
+	 * Positions count on across epochs. A push dropped because the queue
+	 * is full is not tried again: the workers are behind, and the reader
+	 * generates that batch itself when it gets there. */
 	uint64_t nb = rfs_view_batches_per_rank(v);
 	uint64_t pos = key->epoch * nb + key->batch;
 	uint64_t from = pos + 1, to = pos + v->prefetch_depth;

@@ -114,7 +114,7 @@ def test_log_file_keeps_serve_errors(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     log = tmp_path / "rankfs.log"
-    r = subprocess.run([RANKFS, "-o", f"dataset=/x,batch_size=10",
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10",
                         f"--log-file={log}", str(src), str(mnt)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr

@@ -3,7 +3,6 @@ class-balanced draws, filters, every partition, drop_last=0, the elastic
 property, multi-file sources and the step view, on files written by
 anndata and h5py."""
 import os
-import shutil
 
 import h5py
 import numpy as np
