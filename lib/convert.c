@@ -34,30 +34,35 @@ static float half_to_float(uint16_t h)
 	return f;
 }
 
-static uint16_t float_to_half(float f)
+/* Rounds once, from the double: through float first would round twice
+ * (1 + 2^-11 + 2^-30 must become 1 + 2^-10, not 1). Every float and
+ * every integer a half can hold finitely is exact in a double. */
+static uint16_t double_to_half(double f)
 {
-	uint32_t bits;
-	memcpy(&bits, &f, 4);
-	uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
-	uint32_t exp = (bits >> 23) & 0xff, man = bits & 0x7fffff;
-	if (exp == 0xff) /* inf, nan (keep it a nan) */
-		return sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0);
-	int e = (int)exp - 127 + 15;
+	uint64_t bits;
+	memcpy(&bits, &f, 8);
+	uint16_t sign = (uint16_t)((bits >> 48) & 0x8000);
+	uint64_t exp = (bits >> 52) & 0x7ff, man = bits & 0xfffffffffffffULL;
+	if (exp == 0x7ff) /* inf, nan (keep it a nan) */
+		return sign | 0x7c00 |
+		       (man ? 0x200 | (uint16_t)(man >> 42) : 0);
+	int e = (int)exp - 1023 + 15;
 	if (e >= 0x1f)
 		return sign | 0x7c00; /* overflow: inf */
 	if (e <= 0) { /* subnormal or zero */
 		if (e < -10)
 			return sign;
-		man |= 0x800000;
-		int shift = 14 - e;
-		uint32_t half = man >> shift, rest = man & ((1u << shift) - 1);
-		uint32_t mid = 1u << (shift - 1);
+		man |= 1ULL << 52;
+		int shift = 43 - e;
+		uint64_t half = man >> shift, rest = man & ((1ULL << shift) - 1);
+		uint64_t mid = 1ULL << (shift - 1);
 		if (rest > mid || (rest == mid && (half & 1)))
 			half++;
 		return sign | (uint16_t)half;
 	}
-	uint32_t half = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fff;
-	if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
+	uint64_t half = ((uint64_t)e << 10) | (man >> 42);
+	uint64_t rest = man & ((1ULL << 42) - 1), mid = 1ULL << 41;
+	if (rest > mid || (rest == mid && (half & 1)))
 		half++; /* may carry into the exponent, up to inf: right */
 	return sign | (uint16_t)half;
 }
@@ -162,8 +167,14 @@ static void store(enum rfs_dtype t, unsigned char *p, struct value v,
 	case RFS_UINT16: x.u16 = (uint16_t)u; break;
 	case RFS_UINT32: x.u32 = (uint32_t)u; break;
 	case RFS_UINT64: x.u64 = u; break;
-	case RFS_FLOAT16: x.u16 = float_to_half((float)d); break;
-	case RFS_FLOAT32: x.f32 = (float)d; break;
+	case RFS_FLOAT16: x.u16 = double_to_half(d); break;
+	/* From the integer itself: through double, 64-bit integers would
+	 * round twice. */
+	case RFS_FLOAT32:
+		x.f32 = from == SIGNED	 ? (float)v.i :
+			from == UNSIGNED ? (float)v.u :
+					   (float)d;
+		break;
 	default: x.f64 = d; break;
 	}
 	memcpy(p, &x, rfs_dtype_size(t));
@@ -217,7 +228,7 @@ void rfs_convert(enum rfs_dtype to, void *dst, enum rfs_dtype from,
 		for (size_t k = 0; k < n; k++) {
 			float f;
 			memcpy(&f, s + 4 * k, 4);
-			uint16_t h = float_to_half(f);
+			uint16_t h = double_to_half(f);
 			memcpy(d + 2 * k, &h, 2);
 		}
 		return;

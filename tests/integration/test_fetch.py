@@ -193,6 +193,7 @@ def test_layer_and_raw(mounts, dense, options, expect):
     (np.float32, "int16", lambda a: np.clip(np.trunc(a), -32768,
                                             32767).astype(np.int16)),
     (np.int32, "uint8", lambda a: a.astype(np.uint8)),
+    (np.int64, "float32", lambda a: a.astype(np.float32)),
 ])
 def test_dtype_casts(mounts, tmp_path, src_dtype, to, cast):
     rng = np.random.default_rng(6)
@@ -200,8 +201,13 @@ def test_dtype_casts(mounts, tmp_path, src_dtype, to, cast):
         data = (rng.standard_normal((400, 7)) * 50000).astype(src_dtype)
         data[0, :3] = [np.nan, np.inf, -np.inf] if to == "float16" else \
             [1e10, -1e10, 0.5]
+        # Just above halfway between two halves: rounding through float32
+        # first would land on the lower one.
+        data[1, :2] = [1 + 2**-11 + 2**-30, -(2**-25 + 2**-60)]
     else:
         data = rng.integers(0, 1000, (400, 7)).astype(src_dtype)
+        if src_dtype == np.int64:  # rounds twice through double
+            data[1, :2] = [2**60 + 2**36 + 1, -(2**60 + 2**36 + 1)]
     path = write_h5(str(tmp_path / "d.h5"), {"x": data})
     m = mounts(path, f"dataset=/x,batch_size=40,dtype={to},strategy=streaming")
     got = np.concatenate([m.load("batch", 0, 0, k) for k in range(10)])

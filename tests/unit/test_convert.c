@@ -51,6 +51,38 @@ static void test_float16(void **state)
 	}
 }
 
+/* Each cast rounds once, from the source value, as numpy's astype does
+ * (the expected values are numpy's). Through an intermediate type, these
+ * would round twice and come out one unit off. */
+static void test_casts_round_once(void **state)
+{
+	(void)state;
+	const double f64[] = { 1.0 + 0x1p-11 + 0x1p-30, 0x1p-25,
+			       0x1p-25 + 0x1p-60, 3 * 0x1p-26,
+			       1.5 * 0x1p-24 + 0x1p-70, 65519.99, 65520.0,
+			       -(1.0 + 0x1p-11) };
+	const uint16_t want16[] = { 0x3c01, 0x0000, 0x0001, 0x0001,
+				    0x0002, 0x7bff, 0x7c00, 0xbc00 };
+	uint16_t h[8];
+	rfs_convert(RFS_FLOAT16, h, RFS_FLOAT64, f64, 8);
+	for (int k = 0; k < 8; k++)
+		assert_int_equal(h[k], want16[k]);
+
+	const int64_t i64[] = { (INT64_C(1) << 60) + (INT64_C(1) << 36) + 1,
+				2049, 65519, 65520, -(INT64_C(1) << 62) };
+	float f[5];
+	rfs_convert(RFS_FLOAT32, f, RFS_INT64, i64, 1);
+	assert_true(f[0] == 1152921642045800448.0f);
+	rfs_convert(RFS_FLOAT16, h, RFS_INT64, i64 + 1, 4);
+	const uint16_t want_i16[] = { 0x6800, 0x7bff, 0x7c00, 0xfc00 };
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(h[k], want_i16[k]);
+
+	const uint64_t u64 = (UINT64_C(1) << 63) + (UINT64_C(1) << 39) + 1;
+	rfs_convert(RFS_FLOAT32, f, RFS_UINT64, &u64, 1);
+	assert_true(f[0] == 9223373136366403584.0f);
+}
+
 static void test_integers_and_saturation(void **state)
 {
 	(void)state;
@@ -124,6 +156,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_float16),
+		cmocka_unit_test(test_casts_round_once),
 		cmocka_unit_test(test_integers_and_saturation),
 		cmocka_unit_test(test_images_to_float32),
 		cmocka_unit_test(test_parse_names),
