@@ -305,9 +305,31 @@ static int read_filters(struct rfs_source *s, struct array *a,
 	return rc;
 }
 
-/* Asks HDF5's index where every chunk is. @return 0 when each chunk is
- * allocated and direct reads can serve the array (c->locs then set). */
-static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
+/* Where HDF5's addresses start in the file: after the userblock. Chunk
+ * addresses leave it out before HDF5 1.14.4 (HDF5 issue #3003), while
+ * H5Dget_offset() has always counted it. */
+static uint64_t chunk_address_base(hid_t file)
+{
+#if H5_VERSION_GE(1, 14, 4)
+	(void)file;
+	return 0;
+#else
+	hsize_t userblock = 0;
+	hid_t fcpl = H5Fget_create_plist(file);
+	if (fcpl >= 0) {
+		if (H5Pget_userblock(fcpl, &userblock) < 0)
+			userblock = 0;
+		H5Pclose(fcpl);
+	}
+	return userblock;
+#endif
+}
+
+/* Asks HDF5's index where every chunk is, as file offsets (base: see
+ * chunk_address_base). @return 0 when each chunk is allocated and direct
+ * reads can serve the array (c->locs then set). */
+static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
+			 struct rfs_chunked *c)
 {
 	hsize_t dims[2] = { 1, 1 };
 	unsigned opts = 0;
@@ -341,7 +363,7 @@ static int locate_chunks(struct array *a, hid_t dcpl, struct rfs_chunked *c)
 				c->locs = NULL;
 				return -1; /* unallocated: fill values */
 			}
-			loc->addr = addr;
+			loc->addr = base + addr;
 			loc->size = size;
 		}
 	}
@@ -362,23 +384,34 @@ static void map_array(struct rfs_source *s, struct array *a)
 		rfs_rowmap_close(&a->map);
 }
 
+/* Whether the dataset's bytes are in the source file itself, not in a
+ * file an external link leads to (whose offsets mean nothing in ours). */
+static int in_source_file(const struct rfs_source *s, hid_t dset)
+{
+	H5O_info_t file, data;
+	return H5Oget_info(s->file, &file) >= 0 &&
+	       H5Oget_info(dset, &data) >= 0 && file.fileno == data.fileno;
+}
+
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
 static void choose_read_path(struct rfs_source *s, struct array *a,
 			     const struct rfs_pipeline *pipe)
 {
 	hid_t dcpl = H5Dget_create_plist(a->dset);
 	hid_t type = H5Dget_type(a->dset);
-	int as_served = type >= 0 && H5Tequal(type, a->mem_type) > 0;
+	/* Bytes as stored are bytes as served, at offsets into our file. */
+	int direct = type >= 0 && H5Tequal(type, a->mem_type) > 0 &&
+		     in_source_file(s, a->dset);
 	H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_COMPACT;
 	a->path = READ_HDF5;
-	if (as_served && layout == H5D_CONTIGUOUS && pipe->count == 0) {
+	if (direct && layout == H5D_CONTIGUOUS && pipe->count == 0) {
 		haddr_t offset = H5Dget_offset(a->dset);
 		if (offset != HADDR_UNDEF) { /* else never written */
 			a->offset = offset;
 			a->path = READ_PREAD;
 			map_array(s, a);
 		}
-	} else if (as_served && layout == H5D_CHUNKED && s->chunks &&
+	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
 		   rfs_pipeline_supported(pipe)) {
 		struct rfs_chunked c = { .fd = s->fd,
@@ -388,7 +421,8 @@ static void choose_read_path(struct rfs_source *s, struct array *a,
 					 .cols = a->cols,
 					 .elem = a->elem,
 					 .pipeline = *pipe };
-		if (locate_chunks(a, dcpl, &c) == 0 &&
+		if (locate_chunks(a, dcpl, chunk_address_base(s->file), &c) ==
+			    0 &&
 		    rfs_chunk_cache_register(s->chunks, &c, &a->chunks_id) == 0)
 			a->path = READ_CHUNKS;
 	}

@@ -218,6 +218,50 @@ def test_dtype_casts(mounts, tmp_path, src_dtype, to, cast):
     assert m.json("dataset.json")["served_dtype"] == to
 
 
+def served_rows(m):
+    """Every batch of epoch 0, rank 0, and the source rows it says it has."""
+    got = [m.load("batch", 0, 0, k) for k in range(m.batches())]
+    index = [m.load("index", 0, 0, k) for k in range(m.batches())]
+    return np.concatenate(got), np.concatenate(index)
+
+
+@pytest.mark.parametrize("name,kw,read_path", [
+    ("contiguous", {}, "mmap"),
+    ("chunked", dict(chunks=(10, 8)), "chunks"),
+    ("gzip", dict(chunks=(10, 8), compression="gzip", shuffle=True),
+     "chunks"),
+])
+def test_file_with_userblock(mounts, tmp_path, name, kw, read_path):
+    # A userblock (bytes before the HDF5 superblock) moves every address;
+    # HDF5 1.10 leaves it out of chunk addresses, not of dataset offsets.
+    x = np.random.default_rng(8).random((103, 37)).astype(np.float32)
+    path = str(tmp_path / "ub.h5")
+    with h5py.File(path, "w", userblock_size=4096) as f:
+        f.create_dataset("x", data=x, **kw)
+    m = mounts(path, "dataset=/x,batch_size=16,strategy=shuffle")
+    assert m.json("dataset.json")["read_path"] == read_path
+    got, index = served_rows(m)
+    np.testing.assert_array_equal(got, x[index])
+
+
+@pytest.mark.parametrize("kw", [{}, dict(chunks=(10, 8))])
+def test_dataset_behind_an_external_link(mounts, tmp_path, kw):
+    # The linked dataset's offsets are in the target file: read it through
+    # HDF5, not at those offsets in the file that holds the link.
+    x = np.random.default_rng(9).random((103, 37)).astype(np.float32)
+    with h5py.File(tmp_path / "target.h5", "w") as f:
+        f.create_dataset("pad", data=np.zeros(5000))
+        f.create_dataset("x", data=x, **kw)
+    link = str(tmp_path / "link.h5")
+    with h5py.File(link, "w") as f:
+        f.create_dataset("other", data=np.full((3000, 37), -1.0, "f4"))
+        f["x"] = h5py.ExternalLink("target.h5", "/x")
+    m = mounts(link, "dataset=/x,batch_size=16,strategy=shuffle")
+    assert m.json("dataset.json")["read_path"] == "hdf5"
+    got, index = served_rows(m)
+    np.testing.assert_array_equal(got, x[index])
+
+
 def test_fletcher32_falls_back_to_hdf5(mounts, tmp_path):
     x = np.arange(3000, dtype=np.float32).reshape(300, 10)
     path = write_h5(str(tmp_path / "f.h5"), {
