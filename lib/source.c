@@ -298,6 +298,9 @@ static int read_filters(struct rfs_source *s, struct array *a,
 	case H5D_COMPACT:
 		a->layout = "compact";
 		break;
+	case H5D_VIRTUAL:
+		a->layout = "virtual";
+		break;
 	default:
 		a->layout = "contiguous";
 	}

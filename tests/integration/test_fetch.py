@@ -262,6 +262,26 @@ def test_dataset_behind_an_external_link(mounts, tmp_path, kw):
     np.testing.assert_array_equal(got, x[index])
 
 
+def test_virtual_dataset(mounts, tmp_path):
+    # Rows from two files joined by an HDF5 virtual dataset, read through
+    # HDF5 (which follows the mapping).
+    x = np.random.default_rng(10).random((103, 37)).astype(np.float32)
+    layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
+    for k, (lo, hi) in enumerate([(0, 50), (50, 103)]):
+        part = str(tmp_path / f"part{k}.h5")
+        with h5py.File(part, "w") as f:
+            f.create_dataset("x", data=x[lo:hi])
+        layout[lo:hi] = h5py.VirtualSource(part, "x", shape=(hi - lo, 37))
+    path = str(tmp_path / "vds.h5")
+    with h5py.File(path, "w") as f:
+        f.create_virtual_dataset("x", layout)
+    m = mounts(path, "dataset=/x,batch_size=16,strategy=shuffle")
+    info = m.json("dataset.json")
+    assert (info["layout"], info["read_path"]) == ("virtual", "hdf5")
+    got, index = served_rows(m)
+    np.testing.assert_array_equal(got, x[index])
+
+
 def test_fletcher32_falls_back_to_hdf5(mounts, tmp_path):
     x = np.arange(3000, dtype=np.float32).reshape(300, 10)
     path = write_h5(str(tmp_path / "f.h5"), {
