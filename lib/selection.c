@@ -12,7 +12,7 @@
 static int apply_filter(struct rfs_dataset *d, const char *filter,
 			uint8_t *keep, char *err, size_t errlen)
 {
-	char msg[400];
+	char msg[400] = "";
 	const char *colon = strchr(filter, ':');
 	if (!colon || colon == filter || !colon[1]) {
 		snprintf(err, errlen,
@@ -31,7 +31,7 @@ static int apply_filter(struct rfs_dataset *d, const char *filter,
 	}
 	if (rc != 0)
 		snprintf(err, errlen, "option filter=%s: %s", filter,
-			 rc == -ENOMEM ? "out of memory" : msg);
+			 rc == -ENOMEM && !msg[0] ? "out of memory" : msg);
 	free(name);
 	return rc;
 }
@@ -44,8 +44,12 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 	if (!c->filter.count)
 		return 0;
 	uint8_t *keep = malloc(n);
-	if (!keep)
+	if (!keep) {
+		snprintf(err, errlen, "option filter: no memory to mark %llu "
+				      "rows",
+			 (unsigned long long)n);
 		return -ENOMEM;
+	}
 	memset(keep, 1, n);
 	int rc = 0;
 	for (size_t i = 0; i < c->filter.count && rc == 0; i++)
@@ -334,6 +338,8 @@ int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
 			struct rfs_selection *out, char *err, size_t errlen)
 {
 	*out = (struct rfs_selection){ 0 };
+	if (errlen)
+		err[0] = '\0';
 	int rc = check_combination(c, err, errlen);
 	if (rc == 0)
 		rc = build_kept(c, d, out, err, errlen);
@@ -365,7 +371,7 @@ int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
 	if (rc == 0 && rfs_strategy_draws(c->strategy))
 		rc = set_weights(c, d, out, err, errlen);
 out:
-	if (rc == -ENOMEM)
+	if (rc == -ENOMEM && errlen && !err[0]) /* else a column said why */
 		snprintf(err, errlen, "out of memory");
 	if (rc != 0)
 		rfs_selection_free(out);

@@ -1337,7 +1337,8 @@ static int read_strings(hid_t dset, uint64_t n, char ***out)
 			H5Tclose(mem);
 	} else {
 		size_t size = H5Tget_size(ftype);
-		char *raw = malloc(n * size + 1);
+		char *raw = n < (SIZE_MAX - 1) / (size ? size : 1) ?
+				    malloc(n * size + 1) : NULL;
 		if (raw && H5Dread(dset, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT,
 				   raw) >= 0) {
 			rc = 0;
@@ -1409,8 +1410,8 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 	if (cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_ENUM)
 		return rc;
 	char **names = calloc(n ? (size_t)n : 1, sizeof(*names));
-	double *v = malloc((n ? (size_t)n : 1) * sizeof(*v));
-	int64_t *k = malloc((n ? (size_t)n : 1) * sizeof(*k));
+	double *v = calloc(n ? (size_t)n : 1, sizeof(*v));
+	int64_t *k = calloc(n ? (size_t)n : 1, sizeof(*k));
 	rc = -ENOMEM;
 	if (names && v && k && cls == H5T_ENUM)
 		rc = enum_names(dset, (uint64_t)n, names);
@@ -1463,8 +1464,8 @@ static int read_enum(hid_t dset, uint64_t n, struct rfs_column *out)
 	out->kind = RFS_COLUMN_CODES;
 	out->rows = n;
 	out->categories = calloc((size_t)members, sizeof(char *));
-	out->codes = malloc((n ? n : 1) * sizeof(int64_t));
-	raw = malloc((n ? n : 1) * size);
+	out->codes = calloc(n ? n : 1, sizeof(int64_t));
+	raw = calloc(n ? n : 1, size);
 	if (!out->categories || !out->codes || !raw)
 		goto out;
 	for (int m = 0; m < members; m++) {
@@ -1517,7 +1518,7 @@ static int read_codes(hid_t dset, uint64_t n, struct rfs_column *out)
 {
 	out->kind = RFS_COLUMN_CODES;
 	out->rows = n;
-	out->codes = malloc((n ? n : 1) * sizeof(int64_t));
+	out->codes = calloc(n ? n : 1, sizeof(int64_t));
 	if (!out->codes)
 		return -ENOMEM;
 	return read_numbers(dset, H5T_NATIVE_INT64, out->codes);
@@ -1573,14 +1574,14 @@ static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
 	case H5T_INTEGER:
 		out->kind = RFS_COLUMN_INT;
 		out->rows = n;
-		out->codes = malloc((n ? n : 1) * sizeof(int64_t));
+		out->codes = calloc(n ? n : 1, sizeof(int64_t));
 		return out->codes ? read_numbers(dset, H5T_NATIVE_INT64,
 						 out->codes) :
 				    -ENOMEM;
 	case H5T_FLOAT:
 		out->kind = RFS_COLUMN_REAL;
 		out->rows = n;
-		out->reals = malloc((n ? n : 1) * sizeof(double));
+		out->reals = calloc(n ? n : 1, sizeof(double));
 		return out->reals ? read_numbers(dset, H5T_NATIVE_DOUBLE,
 						 out->reals) :
 				    -ENOMEM;
@@ -1671,6 +1672,10 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 			 "%s: %s has a type rankfs cannot read as a column "
 			 "(categorical, integer, float, bool or string)",
 			 s->path, what);
+	else if (rc == -ENOMEM)
+		snprintf(err, errlen,
+			 "%s: %s cannot be read: no memory for its %lld values",
+			 s->path, what, (long long)n);
 	else if (rc != 0)
 		snprintf(err, errlen, "%s: %s cannot be read%s", s->path, what,
 			 rc == -EINVAL ? " (codes out of range of categories)" :

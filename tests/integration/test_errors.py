@@ -36,6 +36,11 @@ def files(tmp_path_factory):
                    compression="gzip"))})
     f["few"] = write_h5(str(d / "few.h5"), {
         "x": np.zeros((10, 4), dtype=np.float32)})
+    # 2^62 rows that were never written: a few KB on disk, and a column
+    # no memory can hold (its size in bytes overflowed 64 bits).
+    f["huge"] = write_h5(str(d / "huge.h5"), {
+        "x": (None, dict(shape=(2**62, 4), dtype="f4", chunks=(1024, 4))),
+        "lab": (None, dict(shape=(2**62,), dtype="i8", chunks=(1024,)))})
     return f
 
 
@@ -69,6 +74,12 @@ CASES = [
     ("empty dataset value", "good", "dataset=", ["dataset"]),
     ("drop_last 2", "good", "dataset=/x,drop_last=2", ["drop_last=2"]),
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
+    ("label longer than memory", "huge",
+     "dataset=/x,batch_size=16777216,fetch_factor=1,label=/lab",
+     ["label=/lab", "huge.h5", "no memory", "4611686018427387904"]),
+    ("filter over more rows than memory", "huge",
+     "dataset=/x,batch_size=16777216,fetch_factor=1,filter=/lab:1",
+     ["filter", "no memory", "4611686018427387904 rows"]),
 ]
 
 
