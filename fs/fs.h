@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include "inode.h"
+#include "page_drop.h"
 #include "view.h"
 
 struct rfs_fs {
@@ -13,7 +14,7 @@ struct rfs_fs {
 	uid_t uid; /* owner shown on every node */
 	gid_t gid;
 	int direct_io;
-	struct fuse_session *se; /* for notifications; NULL until created */
+	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
 };
 
 struct fuse_args;

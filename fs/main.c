@@ -128,11 +128,17 @@ int main(int argc, char *argv[])
 	se = rfs_ops_session_new(&cli.args, &fs);
 	if (!se)
 		goto out_view;
-	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
+	/* With direct_io nothing of ours is cached. */
+	if (!fs.direct_io &&
+	    (rc = rfs_page_drop_create(se, &fs.page_drop)) != 0) {
+		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
+			strerror(-rc));
+		goto out_unmount;
+	}
 	raise_readahead(cli.mountpoint);
 	if (!cli.fuse.foreground) {
 		if (!cli.config.log_file)
@@ -146,6 +152,8 @@ int main(int argc, char *argv[])
 									    1;
 	if (status != 0)
 		rfs_log("session loop failed: %d", rc);
+	rfs_page_drop_destroy(fs.page_drop);
+out_unmount:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

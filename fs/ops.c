@@ -338,8 +338,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (rfs_inode_node(&fs->space, ino, &n) != 0 ||
 	    (n.type != RFS_NODE_FILE && n.type != RFS_NODE_STEP_FILE))
 		return;
-	if (!fs->direct_io && fs->se)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	if (fs->page_drop)
+		rfs_page_drop_push(fs->page_drop, ino);
 	struct rfs_cache_key key = file_key(fs, &n);
 	rfs_view_released(fs->view, &key);
 }

@@ -111,6 +111,62 @@ def test_source_changed_under_the_mount(mounts, tmp_path, how):
     assert "EIO" in log or "rows" in log
 
 
+def reopen_loop(path, expected, seconds):
+    """Opens, reads (when expected is given) and closes path until the
+    time is up; exits 1 on wrong bytes."""
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        with open(path, "rb") as f:
+            if expected is not None and f.read() != expected:
+                os._exit(1)
+
+
+def abort_connection(mnt):
+    """Ends a hung mount's requests through fusectl, so that a failing
+    test does not hang the suite (its readers wait uninterruptibly)."""
+    with open("/proc/self/mountinfo") as f:
+        dev = next(line.split()[2] for line in f
+                   if line.split()[4] == os.path.realpath(mnt))
+    ctl = "/sys/fs/fuse/connections"
+    if not os.path.ismount(ctl):
+        subprocess.run(["mount", "-t", "fusectl", "none", ctl], check=False)
+    with open(f"{ctl}/{dev.split(':')[1]}/abort", "w") as f:
+        f.write("1")
+
+
+@pytest.mark.parametrize("readers,options", [(12, ""), (1, "max_threads=1")])
+def test_rereading_one_file_never_hangs(mounts, tmp_path, readers, options):
+    # A release drops the file's pages, which waits for every read of them
+    # in flight. Done by the request handlers, it hung the mount once they
+    # all waited so (a dozen processes re-reading one batch file, or one
+    # with a single handler thread).
+    x = np.random.default_rng(11).random((4096, 1024), dtype=np.float32)
+    path = write_h5(str(tmp_path / "r.h5"), {"x": x})
+    m = mounts(path, "dataset=/x,batch_size=64" +
+               (f",{options}" if options else ""))
+    target = m.file("batch", 0, 0, 0)
+    expected = read_all(target)
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=reopen_loop, args=(target, expected, 4))
+             for _ in range(readers)]
+    procs.append(ctx.Process(target=reopen_loop, args=(target, None, 4)))
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + 30
+    for p in procs:
+        p.join(timeout=max(0.1, deadline - time.monotonic()))
+    hung = sum(p.is_alive() for p in procs)
+    answered = subprocess.run(["timeout", "5", "stat", m.path("config.json")],
+                              capture_output=True).returncode == 0
+    if hung or not answered:
+        abort_connection(m.mnt)
+        for p in procs:
+            p.kill()
+    assert (hung, answered) == (0, True), "the mount hung"
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+    assert read_all(target) == expected
+
+
 def test_closed_standard_fds(tmp_path):
     """Started with fds 0-2 closed (as some supervisors do), the daemon
     neither writes into the FUSE device nor into a source by mistake."""

@@ -1,0 +1,120 @@
+/*
+ * fuse_lowlevel_notify_inval_inode() takes the lock of every cached page
+ * of the file, and a page stays locked while a read of it waits for the
+ * daemon's answer. Called from the release handler, it could wait for a
+ * read that only the handlers waiting with it would answer: once all of
+ * them were in it, the mount hung (a dozen processes re-reading one batch
+ * file; one, with max_threads=1). On a thread of its own it waits while
+ * the handlers answer. libfuse's documentation asks for as much: no
+ * notification from the path of a related request.
+ */
+#include "page_drop.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#define QUEUE_SLOTS 1024
+#define POLL_MS 50
+
+struct rfs_page_drop {
+	struct fuse_session *se;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t work;
+	uint64_t queue[QUEUE_SLOTS]; /* protected by lock */
+	size_t head, count; /* protected by lock */
+	int dropping; /* a notification in flight, protected by lock */
+	int stopping; /* protected by lock */
+};
+
+static void *run(void *arg)
+{
+	struct rfs_page_drop *d = arg;
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		while (!d->stopping && d->count == 0)
+			pthread_cond_wait(&d->work, &d->lock);
+		if (d->stopping)
+			break;
+		uint64_t ino = d->queue[d->head];
+		d->head = (d->head + 1) % QUEUE_SLOTS;
+		d->count--;
+		d->dropping = 1;
+		pthread_mutex_unlock(&d->lock);
+		/* Fails only when the mount is gone: nothing left to drop. */
+		fuse_lowlevel_notify_inval_inode(d->se, (fuse_ino_t)ino, 0, 0);
+		pthread_mutex_lock(&d->lock);
+		d->dropping = 0;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
+{
+	struct rfs_page_drop *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->se = se;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->work, NULL);
+	int rc = -pthread_create(&d->thread, NULL, run, d);
+	if (rc != 0) {
+		pthread_cond_destroy(&d->work);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
+{
+	pthread_mutex_lock(&d->lock);
+	if (!d->stopping && d->count < QUEUE_SLOTS) {
+		d->queue[(d->head + d->count) % QUEUE_SLOTS] = ino;
+		d->count++;
+		pthread_cond_signal(&d->work);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Answers one request if one arrives within POLL_MS. */
+static void serve_one(struct fuse_session *se, struct fuse_buf *buf)
+{
+	struct pollfd p = { .fd = fuse_session_fd(se), .events = POLLIN };
+	if (poll(&p, 1, POLL_MS) != 1)
+		return;
+	int got = fuse_session_receive_buf(se, buf);
+	if (got > 0)
+		fuse_session_process_buf(se, buf);
+}
+
+void rfs_page_drop_destroy(struct rfs_page_drop *d)
+{
+	if (!d)
+		return;
+	struct fuse_buf buf = { 0 };
+	pthread_mutex_lock(&d->lock);
+	d->stopping = 1;
+	d->count = 0;
+	pthread_cond_signal(&d->work);
+	/* An ended session drops what it receives: un-end it to answer. */
+	if (d->dropping)
+		fuse_session_reset(d->se);
+	while (d->dropping) {
+		pthread_mutex_unlock(&d->lock);
+		serve_one(d->se, &buf);
+		pthread_mutex_lock(&d->lock);
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_join(d->thread, NULL);
+	free(buf.mem);
+	pthread_cond_destroy(&d->work);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}

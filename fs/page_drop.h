@@ -1,0 +1,26 @@
+/* Drops released files' pages from the kernel's page cache, on a thread of
+ * its own (page_drop.c says why). */
+#ifndef RFS_PAGE_DROP_H
+#define RFS_PAGE_DROP_H
+
+#include <stdint.h>
+
+struct fuse_session;
+struct rfs_page_drop;
+
+/* Starts the thread for a mounted session, which must outlive it.
+ * @return 0 or a negative errno. */
+int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out);
+
+/* Queues inode ino's pages to be dropped; never blocks. When the queue is
+ * full the request is not kept: those pages then stay until the kernel
+ * needs the memory. Thread-safe. */
+void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino);
+
+/* Stops the thread, forgetting what is queued. Call after the session
+ * loop has ended and before the session is unmounted: a drop in progress
+ * may wait for a read only a request handler would answer, so until it
+ * ends this answers the session's requests itself. Accepts NULL. */
+void rfs_page_drop_destroy(struct rfs_page_drop *d);
+
+#endif
