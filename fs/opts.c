@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "buf.h"
+#include "parse.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_LOG_FILE };
 
@@ -87,6 +88,23 @@ static void print_help(void)
 	printf("\nSee rankfs(1) and docs/usage.md.\n");
 }
 
+/* libfuse 3.14 takes any number for its thread counts (max_threads=0
+ * runs one handler; -1 becomes 2^32 - 1): checked here as ours are. */
+static int check_thread_count(const char *key, const char *value)
+{
+	int idle = strcmp(key, "max_idle_threads") == 0;
+	uint64_t n;
+	if (!idle && strcmp(key, "max_threads") != 0)
+		return 0;
+	if (value && rfs_parse_u64(value, strlen(value), 1024, 1, &n) == 0 &&
+	    n >= (uint64_t)!idle)
+		return 0;
+	fprintf(stderr,
+		"rankfs: option %s=%s: expected an integer from %d to 1024\n",
+		key, value ? value : "", !idle);
+	return -1;
+}
+
 static int take_option(struct parse_state *st, const char *arg)
 {
 	char err[256], key[64];
@@ -108,6 +126,8 @@ static int take_option(struct parse_state *st, const char *arg)
 		return -1;
 	}
 	if (is_fuse_key(key)) {
+		if (check_thread_count(key, eq ? eq + 1 : NULL) != 0)
+			return -1;
 		st->has_fsname |= strcmp(key, "fsname") == 0;
 		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
 		return 1; /* libfuse's: keep */
