@@ -14,6 +14,24 @@
 #include "log.h"
 #include "opts.h"
 
+/* mountinfo writes space, tab, newline and backslash in a path as \ooo
+ * (octal): decodes them in place. */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+					(s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
 /* The kernel gives a FUSE mount 128 KiB of readahead whatever init asks;
  * its backing device's read_ahead_kb can be raised by root. Found through
  * mountinfo, since stat()ing our own mount before the loop runs would
@@ -28,8 +46,10 @@ static void raise_readahead(const char *mountpoint)
 		return;
 	while (fgets(line, sizeof(line), f)) {
 		char majmin[64], point[4096];
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) == 2 &&
-		    strcmp(point, real) == 0)
+		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
+			continue;
+		unescape_octal(point);
+		if (strcmp(point, real) == 0)
 			snprintf(dev, sizeof(dev), "%s", majmin);
 	}
 	fclose(f);

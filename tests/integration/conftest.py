@@ -36,10 +36,14 @@ def pytest_configure(config):
         raise pytest.UsageError("/dev/fuse is missing")
 
 
+def unescape(field):
+    """A path as /proc/self/mounts and mountinfo write it: space, tab,
+    newline and backslash as \\ooo (octal)."""
+    return field.encode().decode("unicode_escape")
+
+
 def is_mounted(path):
-    real = os.path.realpath(path)
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == real for line in f)
+    return mount_entry(path) is not None
 
 
 def mount_entry(path):
@@ -48,7 +52,7 @@ def mount_entry(path):
     with open("/proc/self/mounts") as f:
         for line in f:
             fields = line.split()
-            if fields[1] == real:
+            if unescape(fields[1]) == real:
                 return fields
     return None
 
@@ -137,11 +141,11 @@ def mounts(tmp_path):
     made = []
     counter = [0]
 
-    def make(sources, options="", extra=()):
+    def make(sources, options="", extra=(), name=None):
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
         counter[0] += 1
-        mnt = tmp_path / f"mnt{counter[0]}"
+        mnt = tmp_path / (name or f"mnt{counter[0]}")
         mnt.mkdir()
         log = tmp_path / f"rankfs{counter[0]}.log"
         proc = start_daemon(str(mnt), sources, options, extra, str(log))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import (PageCacheProbe, plan, source_rows, write_h5,
-                      write_h5ad, mount_entry)
+                      write_h5ad, mount_entry, unescape)
 
 N, D = 1000, 16
 
@@ -453,12 +453,13 @@ def test_source_is_never_written(mounts, sources, tmp_path):
     assert (os.stat(copy).st_mtime_ns, read_whole(copy)) == before
 
 
-def test_kernel_readahead_is_1mib(mounts, sources):
+@pytest.mark.parametrize("name", ["mnt", "with space", "tab\tand\\"])
+def test_kernel_readahead_is_1mib(mounts, sources, name):
     path, _, _ = sources["h5ad"]
-    m = mounts(path, "batch_size=100")
+    m = mounts(path, "batch_size=100", name=name)
     real = os.path.realpath(m.mnt)
     with open("/proc/self/mountinfo") as f:
         dev = next(line.split()[2] for line in f
-                   if line.split()[4] == real)
+                   if unescape(line.split()[4]) == real)
     with open(f"/sys/class/bdi/{dev}/read_ahead_kb") as f:
         assert int(f.read()) == 1024

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import RANKFS, is_mounted, write_h5
+from conftest import RANKFS, is_mounted, unescape, write_h5
 
 
 def read_all(path):
@@ -126,7 +126,7 @@ def abort_connection(mnt):
     test does not hang the suite (its readers wait uninterruptibly)."""
     with open("/proc/self/mountinfo") as f:
         dev = next(line.split()[2] for line in f
-                   if line.split()[4] == os.path.realpath(mnt))
+                   if unescape(line.split()[4]) == os.path.realpath(mnt))
     ctl = "/sys/fs/fuse/connections"
     if not os.path.ismount(ctl):
         subprocess.run(["mount", "-t", "fusectl", "none", ctl], check=False)
