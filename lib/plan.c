@@ -37,7 +37,8 @@ struct window {
 
 /* A window some thread is building: others wanting it wait instead of
  * building it too (every rank and prefetch thread arrives at a new window
- * at once). */
+ * at once). At most MAX_BUILDING are built at a time, so that the memory
+ * of builds has a bound (rfs_planner_memory_bound). */
 struct building {
 	uint64_t epoch, seq, index;
 	int busy;
@@ -121,6 +122,20 @@ uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
 				     uint64_t seq)
 {
 	return p->lengths[seq];
+}
+
+size_t rfs_planner_memory_bound(const struct rfs_planner *p)
+{
+	uint64_t longest = 0;
+	if (p->config.strategy == RFS_STREAMING)
+		return 0; /* no windows */
+	for (uint64_t s = 0; s < p->layout.sequences; s++)
+		if (p->lengths[s] > longest)
+			longest = p->lengths[s];
+	uint64_t rows = p->layout.window < longest ? p->layout.window :
+						     longest;
+	/* The cached windows, and two arrays per build in progress. */
+	return (p->nslots + 2 * MAX_BUILDING) * rows * sizeof(uint64_t);
 }
 
 uint64_t rfs_planner_windows_built(struct rfs_planner *p)
@@ -210,7 +225,7 @@ static struct building *find_building(struct rfs_planner *p, uint64_t epoch,
 }
 
 /* @return a free entry marked busy for the window, or NULL when all are
- * taken (then the caller builds unannounced, as before). */
+ * taken (then the caller waits for one). */
 static struct building *announce(struct rfs_planner *p, uint64_t epoch,
 				 uint64_t seq, uint64_t index)
 {
@@ -230,19 +245,18 @@ static int get_window(struct rfs_planner *p, uint64_t epoch, uint64_t seq,
 		      uint64_t index, struct window **out)
 {
 	struct window *w;
+	struct building *b = NULL;
 	while (!(w = find_window(p, epoch, seq, index)) &&
-	       find_building(p, epoch, seq, index))
+	       (find_building(p, epoch, seq, index) ||
+		!(b = announce(p, epoch, seq, index))))
 		pthread_cond_wait(&p->built, &p->lock);
 	if (!w) {
 		struct window fresh;
-		struct building *b = announce(p, epoch, seq, index);
 		pthread_mutex_unlock(&p->lock);
 		int rc = build_window(p, epoch, seq, index, &fresh);
 		pthread_mutex_lock(&p->lock);
-		if (b) {
-			b->busy = 0;
-			pthread_cond_broadcast(&p->built);
-		}
+		b->busy = 0;
+		pthread_cond_broadcast(&p->built);
 		if (rc != 0)
 			return rc;
 		p->windows_built++;

@@ -5,6 +5,7 @@
 #ifndef RFS_PLAN_H
 #define RFS_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -34,6 +35,10 @@ uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
  * @return 0 or -ENOMEM. */
 int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
 		      uint64_t batch, int64_t *out);
+
+/* The most bytes of row ids the planner holds at once, whatever the load
+ * (none for streaming, which builds no windows). */
+size_t rfs_planner_memory_bound(const struct rfs_planner *p);
 
 /* Windows sorted and permuted since creation (streaming builds none):
  * threads that want a window being built wait for it, so each window is

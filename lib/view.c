@@ -542,11 +542,26 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		v->config.total_size +=
 			rfs_planner_sequence_length(v->planner, s);
 	size_files(v);
-	rc = rfs_cache_create(cache_bytes - chunk_bytes, fill, v, &v->cache);
+	/* The planner's row ids come out of the batches' half. */
+	size_t plan_bytes = rfs_planner_memory_bound(v->planner);
+	if (plan_bytes > cache_bytes - chunk_bytes) {
+		snprintf(err, errlen,
+			 "cache_mb=%llu is too small for the fetch windows: "
+			 "planning holds up to %llu MiB of row ids "
+			 "(fetch_factor x world_size x batch_size rows per "
+			 "window); raise cache_mb or lower fetch_factor",
+			 (unsigned long long)v->config.cache_mb,
+			 (unsigned long long)((plan_bytes + (1 << 20) - 1) >>
+					      20));
+		rc = -EINVAL;
+		goto fail;
+	}
+	size_t batch_bytes = cache_bytes - chunk_bytes - plan_bytes;
+	rc = rfs_cache_create(batch_bytes, fill, v, &v->cache);
 	if (rc == 0)
 		rc = rfs_stats_create(v->config.world_size, &v->stats);
 	if (rc == 0)
-		rc = start_prefetch(v, cache_bytes - chunk_bytes);
+		rc = start_prefetch(v, batch_bytes);
 	if (rc == 0)
 		rc = compute_view_id(v);
 	if (rc == 0)

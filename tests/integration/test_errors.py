@@ -36,6 +36,8 @@ def files(tmp_path_factory):
                    compression="gzip"))})
     f["few"] = write_h5(str(d / "few.h5"), {
         "x": np.zeros((10, 4), dtype=np.float32)})
+    f["long"] = write_h5(str(d / "long.h5"), {
+        "v": np.zeros(2**23, dtype=np.uint8)})
     # 2^62 rows that were never written: a few KB on disk, and a column
     # no memory can hold (its size in bytes overflowed 64 bits).
     f["huge"] = write_h5(str(d / "huge.h5"), {
@@ -78,6 +80,11 @@ CASES = [
     ("negative idle threads", "good", "dataset=/x,max_idle_threads=-1",
      ["max_idle_threads=-1", "from 0 to 1024"]),
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
+    # 4 cached windows of 2^23 rows, and 16 being built: 1280 MiB of row
+    # ids, far beyond the 2 MiB for batches.
+    ("fetch windows beyond cache_mb", "long",
+     "dataset=/v,world_size=1024,batch_size=1024,fetch_factor=8,cache_mb=4",
+     ["cache_mb=4", "fetch windows", "1280 MiB", "fetch_factor"]),
     ("label longer than memory", "huge",
      "dataset=/x,batch_size=16777216,fetch_factor=1,label=/lab",
      ["label=/lab", "huge.h5", "no memory", "4611686018427387904"]),

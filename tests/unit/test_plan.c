@@ -474,6 +474,59 @@ static void test_threads_build_a_window_once(void **state)
 	rfs_planner_destroy(p);
 }
 
+/* More windows wanted at once than may be built at once (8): the rest
+ * wait for a build to end, and each window is still built once. */
+static void test_many_windows_at_once(void **state)
+{
+	(void)state;
+	enum { THREADS = 16 };
+	struct rfs_config c;
+	struct rfs_planner *p;
+	make_config(&c, "shuffle", "2", "1024", "4"); /* windows of 8192 */
+	assert_int_equal(rfs_planner_create(&c, all(THREADS * 8192), &p), 0);
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, THREADS);
+	struct same_window_arg args[THREADS];
+	pthread_t threads[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		/* Batch 4i of rank 0: the first batch of window i. */
+		args[i] = (struct same_window_arg){ .p = p, .start = &start,
+						    .batch = 4 * (uint64_t)i,
+						    .rows = 1024 };
+		assert_int_equal(pthread_create(&threads[i], NULL,
+						plan_in_window, &args[i]),
+				 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(threads[i], NULL);
+		assert_false(args[i].failed);
+	}
+	assert_int_equal(rfs_planner_windows_built(p), THREADS);
+	pthread_barrier_destroy(&start);
+	rfs_planner_destroy(p);
+}
+
+/* What the view reserves from cache_mb: the cached windows (2 + 2 per
+ * sequence) and two arrays per build (8 at most), each of a window's rows
+ * or of the whole sequence when that is shorter; streaming has none. */
+static void test_memory_bound(void **state)
+{
+	(void)state;
+	struct rfs_config c;
+	struct rfs_planner *p;
+	make_config(&c, "shuffle", "2", "32", "8"); /* windows of 512 */
+	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
+	assert_int_equal(rfs_planner_memory_bound(p), (4 + 16) * 512 * 8);
+	rfs_planner_destroy(p);
+	assert_int_equal(rfs_planner_create(&c, all(300), &p), 0);
+	assert_int_equal(rfs_planner_memory_bound(p), (4 + 16) * 300 * 8);
+	rfs_planner_destroy(p);
+	make_config(&c, "streaming", "2", "32", "8");
+	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
+	assert_int_equal(rfs_planner_memory_bound(p), 0);
+	rfs_planner_destroy(p);
+}
+
 static double now_us(void)
 {
 	struct timespec ts;
@@ -652,6 +705,8 @@ int main(void)
 		cmocka_unit_test(test_elastic_same_global_batches),
 		cmocka_unit_test(test_threads_agree),
 		cmocka_unit_test(test_threads_build_a_window_once),
+		cmocka_unit_test(test_many_windows_at_once),
+		cmocka_unit_test(test_memory_bound),
 		cmocka_unit_test(test_cost_independent_of_n),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
