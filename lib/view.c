@@ -79,6 +79,55 @@ static struct rfs_npz_csr npz_shape(const struct rfs_view *v,
 					     cols, nnz) };
 }
 
+/* Adds each stored value of a CSR batch (in dtype t) into its cell of the
+ * zeroed dense rows at dst, as scipy's toarray() does: duplicate column
+ * entries add up (so a batch's .npy is its .npz's toarray()), and integers
+ * wrap. float16 adds in float32 and rounds once (numpy rounds each sum:
+ * only duplicates can tell the two apart). */
+#define SCATTER_ADD(type)                                                  \
+	do {                                                               \
+		type *d = (type *)(void *)dst;                             \
+		const type *s = values;                                    \
+		for (uint64_t i = 0; i < n; i++)                           \
+			for (uint64_t k = csr->start[i];                   \
+			     k < csr->start[i + 1]; k++)                   \
+				d[i * ncols + (uint64_t)csr->cols[k]] +=   \
+					s[k];                              \
+	} while (0)
+
+static int scatter_add(enum rfs_dtype t, unsigned char *dst,
+		       const void *values, const struct rfs_csr *csr,
+		       uint64_t n, uint64_t ncols)
+{
+	switch (t) {
+	case RFS_INT8: case RFS_UINT8: SCATTER_ADD(uint8_t); break;
+	case RFS_INT16: case RFS_UINT16: SCATTER_ADD(uint16_t); break;
+	case RFS_INT32: case RFS_UINT32: SCATTER_ADD(uint32_t); break;
+	case RFS_INT64: case RFS_UINT64: SCATTER_ADD(uint64_t); break;
+	case RFS_FLOAT32: SCATTER_ADD(float); break;
+	case RFS_FLOAT64: SCATTER_ADD(double); break;
+	default: { /* float16 */
+		uint64_t cells = n * ncols, nnz = csr->start[n];
+		float *acc = calloc(cells ? cells : 1, sizeof(float));
+		float *v = malloc((nnz ? nnz : 1) * sizeof(float));
+		if (!acc || !v) {
+			free(acc);
+			free(v);
+			return -ENOMEM;
+		}
+		rfs_convert(RFS_FLOAT32, v, t, values, nnz);
+		unsigned char *half = dst;
+		dst = (unsigned char *)acc;
+		values = v;
+		SCATTER_ADD(float);
+		rfs_convert(t, half, RFS_FLOAT32, acc, cells);
+		free(acc);
+		free(v);
+	}
+	}
+	return 0;
+}
+
 /* Dense rows of a batch, in the served dtype, at dst. */
 static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		      unsigned char *dst)
@@ -97,7 +146,7 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		free(raw);
 		return rc;
 	}
-	/* CSR: zeros, then every stored value at its column. */
+	/* CSR: zeros, then every stored value added at its column. */
 	struct rfs_csr csr;
 	int rc = rfs_dataset_read_csr(v->dataset, rows, n, NULL, &csr);
 	if (rc != 0)
@@ -110,15 +159,10 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	rfs_convert(v->out_dtype, values, info->dtype, csr.values,
 		    csr.start[n]);
 	memset(dst, 0, cells * out_elem);
-	for (uint64_t i = 0; i < n; i++)
-		for (uint64_t k = csr.start[i]; k < csr.start[i + 1]; k++)
-			memcpy(dst + (i * info->cols + (uint64_t)csr.cols[k]) *
-					     out_elem,
-			       (unsigned char *)values + k * out_elem,
-			       out_elem);
+	rc = scatter_add(v->out_dtype, dst, values, &csr, n, info->cols);
 	free(values);
 	rfs_csr_free(&csr);
-	return 0;
+	return rc;
 }
 
 /* The .npz of a batch: its CSR rows in the served dtype. Uncast values

@@ -131,6 +131,42 @@ def test_csr_int64_indices_and_float64(mounts, tmp_path):
                                   x[index].toarray().astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype,options", [
+    (np.float32, ""), (np.int16, ""), (np.float64, ",dtype=float16")])
+def test_csr_duplicate_entries_add_up(mounts, tmp_path, dtype, options):
+    # Not canonical, but valid for scipy: a row may list a column twice
+    # (toarray() adds them up) and store a -0.0 (which toarray() turns
+    # into 0.0). A batch's .npy is then its .npz's toarray().
+    n, d = 64, 5
+    indptr = np.arange(0, 2 * n + 1, 2)
+    indices = np.tile([1, 3], n)
+    indices[0:2] = [2, 2]  # row 0: column 2 twice
+    data = np.arange(1, 2 * n + 1).astype(dtype)
+    if dtype == np.int16:
+        data[0:2] = [30000, 30000]  # wraps, as in numpy
+    else:
+        data[2] = -0.0
+    x = sp.csr_matrix((data, indices, indptr), shape=(n, d))
+    assert not x.has_canonical_format
+    path = str(tmp_path / "dup.h5")
+    with h5py.File(path, "w") as f:
+        g = f.create_group("M")
+        g.attrs["encoding-type"] = "csr_matrix"
+        g.attrs["shape"] = np.array(x.shape)
+        g["data"], g["indices"], g["indptr"] = data, indices, indptr
+    m = mounts(path, "dataset=/M,batch_size=8,strategy=streaming" + options)
+    npz = sp.load_npz(m.file("batch", 0, 0, 0)[:-4] + ".npz")
+    # scipy cannot densify float16: added up here (the sums are exact).
+    dense = np.zeros(npz.shape, dtype=npz.dtype)
+    np.add.at(dense, (np.repeat(np.arange(8), np.diff(npz.indptr)),
+                      npz.indices), npz.data)
+    got = m.load("batch", 0, 0, 0)
+    np.testing.assert_array_equal(got, x.toarray()[:8].astype(got.dtype))
+    np.testing.assert_array_equal(dense, got)
+    if dtype != np.int16:
+        assert not np.signbit(got).any()
+
+
 def test_csr_split_files_serve_the_same_npz(mounts, csr, tmp_path):
     x = csr["x"]
     parts = []
