@@ -139,10 +139,14 @@ int main(int argc, char *argv[])
 				 rfs_view_has_npz(fs.view),
 				 rfs_view_batches_per_rank(fs.view),
 				 cli.config.epochs) != 0) {
+		/* world_size x batches per rank is about rows / batch_size,
+		 * whatever world_size is. */
 		fprintf(stderr,
-			"rankfs: world_size x batches per rank is too large "
-			"to number every file (lower world_size or raise "
-			"batch_size)\n");
+			"rankfs: %llu batches per epoch (world_size x batches "
+			"per rank) are too many to number every file of every "
+			"epoch; raise batch_size\n",
+			(unsigned long long)(cli.config.world_size *
+					     rfs_view_batches_per_rank(fs.view)));
 		goto out_view;
 	}
 	se = rfs_ops_session_new(&cli.args, &fs);

@@ -246,7 +246,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			rfs_view_opened(fs->view, &key);
 		}
 	}
-	fuse_reply_open(req, fi);
+	/* Not delivered (the open was interrupted): no release will come. */
+	if (fuse_reply_open(req, fi) != 0 && n.type == RFS_NODE_STATS)
+		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
 }
 
 static void reply_slice(fuse_req_t req, const char *data, size_t len,

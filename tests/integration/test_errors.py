@@ -87,6 +87,8 @@ CASES = [
     ("fetch windows beyond cache_mb", "long",
      "dataset=/v,world_size=1024,batch_size=1024,fetch_factor=8,cache_mb=4",
      ["cache_mb=4", "fetch windows", "1280 MiB", "fetch_factor"]),
+    ("too many batches to number", "huge", "dataset=/x",
+     ["18014398509481984 batches per epoch", "raise batch_size"]),
     ("label longer than memory", "huge",
      "dataset=/x,batch_size=16777216,fetch_factor=1,label=/lab",
      ["label=/lab", "huge.h5", "no memory", "4611686018427387904"]),
