@@ -430,6 +430,27 @@ static void *plan_in_window(void *arg)
 	return NULL;
 }
 
+/* Runs plan_in_window for each of args[0..n) on a thread of its own,
+ * released together; n <= 16. */
+static void plan_at_once(struct same_window_arg *args, int n)
+{
+	pthread_barrier_t start;
+	pthread_t threads[16];
+	assert_true(n <= 16);
+	pthread_barrier_init(&start, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		args[i].start = &start;
+		assert_int_equal(pthread_create(&threads[i], NULL,
+						plan_in_window, &args[i]),
+				 0);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(threads[i], NULL);
+		assert_false(args[i].failed);
+	}
+	pthread_barrier_destroy(&start);
+}
+
 /* Every rank and prefetch thread reaches a new window at about the same
  * time: one of them sorts it, the others wait for that sort instead of
  * doing their own. The window is made large (2^20 rows, some 0.1 s to
@@ -445,24 +466,12 @@ static void test_threads_build_a_window_once(void **state)
 	assert_int_equal(rfs_planner_create(&c, all(UINT64_C(1) << 21), &p),
 			 0);
 	assert_int_equal(rfs_planner_windows_built(p), 0);
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, THREADS);
 	struct same_window_arg args[THREADS];
-	pthread_t threads[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		/* Different batches and ranks, all in window 0. */
-		args[i] = (struct same_window_arg){ .p = p, .start = &start,
-						    .rank = i % 2,
+	for (int i = 0; i < THREADS; i++) /* all in window 0 */
+		args[i] = (struct same_window_arg){ .p = p, .rank = i % 2,
 						    .batch = i / 2,
 						    .rows = 16384 };
-		assert_int_equal(pthread_create(&threads[i], NULL,
-						plan_in_window, &args[i]),
-				 0);
-	}
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(threads[i], NULL);
-		assert_false(args[i].failed);
-	}
+	plan_at_once(args, THREADS);
 	assert_int_equal(rfs_planner_windows_built(p), 1);
 	/* The next window is a build of its own. */
 	int64_t *rows = malloc(16384 * sizeof(*rows));
@@ -470,7 +479,6 @@ static void test_threads_build_a_window_once(void **state)
 	assert_int_equal(rfs_planner_batch(p, 0, 0, 32, rows), 0);
 	assert_int_equal(rfs_planner_windows_built(p), 2);
 	free(rows);
-	pthread_barrier_destroy(&start);
 	rfs_planner_destroy(p);
 }
 
@@ -484,25 +492,13 @@ static void test_many_windows_at_once(void **state)
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "2", "1024", "4"); /* windows of 8192 */
 	assert_int_equal(rfs_planner_create(&c, all(THREADS * 8192), &p), 0);
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, THREADS);
 	struct same_window_arg args[THREADS];
-	pthread_t threads[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		/* Batch 4i of rank 0: the first batch of window i. */
-		args[i] = (struct same_window_arg){ .p = p, .start = &start,
+	for (int i = 0; i < THREADS; i++) /* the first batch of window i */
+		args[i] = (struct same_window_arg){ .p = p,
 						    .batch = 4 * (uint64_t)i,
 						    .rows = 1024 };
-		assert_int_equal(pthread_create(&threads[i], NULL,
-						plan_in_window, &args[i]),
-				 0);
-	}
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(threads[i], NULL);
-		assert_false(args[i].failed);
-	}
+	plan_at_once(args, THREADS);
 	assert_int_equal(rfs_planner_windows_built(p), THREADS);
-	pthread_barrier_destroy(&start);
 	rfs_planner_destroy(p);
 }
 
