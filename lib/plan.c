@@ -37,8 +37,8 @@ struct window {
 
 /* A window some thread is building: others wanting it wait instead of
  * building it too (every rank and prefetch thread arrives at a new window
- * at once). At most MAX_BUILDING are built at a time, so that the memory
- * of builds has a bound (rfs_planner_memory_bound). */
+ * at once). At most max_building (up to MAX_BUILDING) are built at a
+ * time, so that the memory of builds has a bound (rfs_planner_limit). */
 struct building {
 	uint64_t epoch, seq, index;
 	int busy;
@@ -58,6 +58,7 @@ struct rfs_planner {
 	size_t nslots;
 	struct window *slots; /* protected by lock */
 	struct building building[MAX_BUILDING]; /* protected by lock */
+	size_t max_building; /* set before any batch is planned */
 	pthread_cond_t built;
 };
 
@@ -89,6 +90,7 @@ int rfs_planner_create(const struct rfs_config *c,
 	if (rc != 0)
 		goto fail;
 	p->order_unit = rfs_strategy_draws(c->strategy) ? c->block_size : 1;
+	p->max_building = MAX_BUILDING;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->built, NULL);
 	*out = p;
@@ -124,18 +126,40 @@ uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
 	return p->lengths[seq];
 }
 
-size_t rfs_planner_memory_bound(const struct rfs_planner *p)
+/* Bytes of one window's row ids (a sequence may be shorter). */
+static uint64_t window_bytes(const struct rfs_planner *p)
 {
 	uint64_t longest = 0;
-	if (p->config.strategy == RFS_STREAMING)
-		return 0; /* no windows */
 	for (uint64_t s = 0; s < p->layout.sequences; s++)
 		if (p->lengths[s] > longest)
 			longest = p->lengths[s];
 	uint64_t rows = p->layout.window < longest ? p->layout.window :
 						     longest;
+	return rows * sizeof(uint64_t);
+}
+
+size_t rfs_planner_memory_bound(const struct rfs_planner *p)
+{
+	if (p->config.strategy == RFS_STREAMING)
+		return 0; /* no windows */
 	/* The cached windows, and two arrays per build in progress. */
-	return (p->nslots + 2 * MAX_BUILDING) * rows * sizeof(uint64_t);
+	return (p->nslots + 2 * p->max_building) * window_bytes(p);
+}
+
+int rfs_planner_limit(struct rfs_planner *p, size_t budget, size_t *least)
+{
+	uint64_t w = window_bytes(p);
+	*least = 0;
+	if (p->config.strategy == RFS_STREAMING || w == 0)
+		return 0;
+	*least = (p->nslots + 2) * w;
+	uint64_t fit = budget / w; /* windows the budget holds */
+	if (fit < p->nslots + 2)
+		return -ENOSPC;
+	uint64_t builds = (fit - p->nslots) / 2;
+	p->max_building = builds < MAX_BUILDING ? (size_t)builds :
+						  MAX_BUILDING;
+	return 0;
 }
 
 uint64_t rfs_planner_windows_built(struct rfs_planner *p)
@@ -229,7 +253,7 @@ static struct building *find_building(struct rfs_planner *p, uint64_t epoch,
 static struct building *announce(struct rfs_planner *p, uint64_t epoch,
 				 uint64_t seq, uint64_t index)
 {
-	for (size_t i = 0; i < MAX_BUILDING; i++) {
+	for (size_t i = 0; i < p->max_building; i++) {
 		struct building *b = &p->building[i];
 		if (!b->busy) {
 			*b = (struct building){ epoch, seq, index, 1 };

@@ -40,6 +40,12 @@ int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
  * (none for streaming, which builds no windows). */
 size_t rfs_planner_memory_bound(const struct rfs_planner *p);
 
+/* Lowers how many windows may be built at once (8 at most) until the
+ * bound fits in budget bytes; *least is the smallest budget that would
+ * do. Call before planning any batch. @return 0, or -ENOSPC when even the
+ * cached windows and one build do not fit (the planner left as it was). */
+int rfs_planner_limit(struct rfs_planner *p, size_t budget, size_t *least);
+
 /* Windows sorted and permuted since creation (streaming builds none):
  * threads that want a window being built wait for it, so each window is
  * built once while it stays cached. */

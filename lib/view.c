@@ -586,20 +586,23 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		v->config.total_size +=
 			rfs_planner_sequence_length(v->planner, s);
 	size_files(v);
-	/* The planner's row ids come out of the batches' half. */
-	size_t plan_bytes = rfs_planner_memory_bound(v->planner);
-	if (plan_bytes > cache_bytes - chunk_bytes) {
+	/* The planner's row ids come out of the batches' half, and may
+	 * take half of it: fewer windows are built at once if need be. */
+	size_t least;
+	if (rfs_planner_limit(v->planner, (cache_bytes - chunk_bytes) / 2,
+			      &least)) {
 		snprintf(err, errlen,
 			 "cache_mb=%llu is too small for the fetch windows: "
-			 "planning holds up to %llu MiB of row ids "
-			 "(fetch_factor x world_size x batch_size rows per "
-			 "window); raise cache_mb or lower fetch_factor",
+			 "planning needs %llu MiB of row ids, and may take a "
+			 "quarter of cache_mb (fetch_factor x world_size x "
+			 "batch_size rows per window); raise cache_mb or lower "
+			 "fetch_factor",
 			 (unsigned long long)v->config.cache_mb,
-			 (unsigned long long)((plan_bytes + (1 << 20) - 1) >>
-					      20));
+			 (unsigned long long)((least + (1 << 20) - 1) >> 20));
 		rc = -EINVAL;
 		goto fail;
 	}
+	size_t plan_bytes = rfs_planner_memory_bound(v->planner);
 	size_t batch_bytes = cache_bytes - chunk_bytes - plan_bytes;
 	rc = rfs_cache_create(batch_bytes, fill, v, &v->cache);
 	if (rc == 0)

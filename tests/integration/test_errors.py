@@ -82,11 +82,11 @@ CASES = [
     ("negative idle threads", "good", "dataset=/x,max_idle_threads=-1",
      ["max_idle_threads=-1", "from 0 to 1024"]),
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
-    # 4 cached windows of 2^23 rows, and 16 being built: 1280 MiB of row
-    # ids, far beyond the 2 MiB for batches.
+    # 4 cached windows of 2^23 rows and one being built (two arrays):
+    # 384 MiB of row ids, far beyond a quarter of cache_mb.
     ("fetch windows beyond cache_mb", "long",
      "dataset=/v,world_size=1024,batch_size=1024,fetch_factor=8,cache_mb=4",
-     ["cache_mb=4", "fetch windows", "1280 MiB", "fetch_factor"]),
+     ["cache_mb=4", "fetch windows", "384 MiB", "fetch_factor"]),
     ("too many batches to number", "huge", "dataset=/x",
      ["18014398509481984 batches per epoch", "raise batch_size"]),
     ("label longer than memory", "huge",

@@ -510,9 +510,22 @@ static void test_memory_bound(void **state)
 	(void)state;
 	struct rfs_config c;
 	struct rfs_planner *p;
+	size_t least;
 	make_config(&c, "shuffle", "2", "32", "8"); /* windows of 512 */
 	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
 	assert_int_equal(rfs_planner_memory_bound(p), (4 + 16) * 512 * 8);
+	/* A budget of 9 windows: 4 cached, 2 builds (of 2 arrays) at once. */
+	assert_int_equal(rfs_planner_limit(p, 9 * 512 * 8, &least), 0);
+	assert_int_equal(least, (4 + 2) * 512 * 8);
+	assert_int_equal(rfs_planner_memory_bound(p), (4 + 4) * 512 * 8);
+	/* Less than 4 cached windows and one build: refused, unchanged. */
+	assert_int_equal(rfs_planner_limit(p, 6 * 512 * 8 - 1, &least),
+			 -ENOSPC);
+	assert_int_equal(rfs_planner_memory_bound(p), (4 + 4) * 512 * 8);
+	/* With one build at a time, every batch still plans. */
+	assert_int_equal(rfs_planner_limit(p, 6 * 512 * 8, &least), 0);
+	int64_t *expect = plan_epoch(p, &c, 3);
+	free(expect);
 	rfs_planner_destroy(p);
 	assert_int_equal(rfs_planner_create(&c, all(300), &p), 0);
 	assert_int_equal(rfs_planner_memory_bound(p), (4 + 16) * 300 * 8);
