@@ -14,6 +14,7 @@
 #include <fuse_lowlevel.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #define QUEUE_SLOTS 1024
@@ -61,7 +62,17 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 	d->se = se;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
+	/* Termination signals are for the main thread, which ends the loop
+	 * (libfuse keeps them from its own workers the same way). */
+	sigset_t quiet, old;
+	sigemptyset(&quiet);
+	sigaddset(&quiet, SIGTERM);
+	sigaddset(&quiet, SIGINT);
+	sigaddset(&quiet, SIGHUP);
+	sigaddset(&quiet, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &quiet, &old);
 	int rc = -pthread_create(&d->thread, NULL, run, d);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		pthread_cond_destroy(&d->work);
 		pthread_mutex_destroy(&d->lock);
@@ -83,15 +94,21 @@ void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
 	pthread_mutex_unlock(&d->lock);
 }
 
-/* Answers one request if one arrives within POLL_MS. */
+/* Answers one request if one arrives within POLL_MS. An ended session
+ * drops what it receives (libfuse 3.14), and a signal may end it again
+ * at any time: un-ended before every receive. */
 static void serve_one(struct fuse_session *se, struct fuse_buf *buf)
 {
 	struct pollfd p = { .fd = fuse_session_fd(se), .events = POLLIN };
-	if (poll(&p, 1, POLL_MS) != 1)
-		return;
-	int got = fuse_session_receive_buf(se, buf);
+	int got = 0;
+	if (poll(&p, 1, POLL_MS) == 1 && (p.revents & POLLIN)) {
+		fuse_session_reset(se);
+		got = fuse_session_receive_buf(se, buf);
+	}
 	if (got > 0)
 		fuse_session_process_buf(se, buf);
+	else if (p.revents & (POLLERR | POLLHUP))
+		poll(NULL, 0, POLL_MS); /* gone: the notification ends soon */
 }
 
 void rfs_page_drop_destroy(struct rfs_page_drop *d)
@@ -103,9 +120,6 @@ void rfs_page_drop_destroy(struct rfs_page_drop *d)
 	d->stopping = 1;
 	d->count = 0;
 	pthread_cond_signal(&d->work);
-	/* An ended session drops what it receives: un-end it to answer. */
-	if (d->dropping)
-		fuse_session_reset(d->se);
 	while (d->dropping) {
 		pthread_mutex_unlock(&d->lock);
 		serve_one(d->se, &buf);
