@@ -19,8 +19,8 @@ Contenders of a file take turns, epoch by epoch (measure_group), and the
 median of --repeats epochs is reported, after --warmup epochs of each
 that are timed and shown but not counted (paid once per job, like the
 set-up: a fresh mount's first touch of its buffers and mappings).
-Prints rows/s and MB/s for each and the ratios the fetch issue asks for; --json writes the numbers,
---plot a PNG.
+Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
+--json writes the numbers, --plot a PNG.
 
     scripts/bench [--rows 100000] [--json F] [--plot F]
 """

@@ -84,10 +84,10 @@ static struct rfs_npz_csr npz_shape(const struct rfs_view *v,
  * entries add up (so a batch's .npy is its .npz's toarray()), and integers
  * wrap. float16 adds in float32 and rounds once (numpy rounds each sum:
  * only duplicates can tell the two apart). */
-#define SCATTER_ADD(type)                                                  \
+#define SCATTER_ADD(type, into, from)                                      \
 	do {                                                               \
-		type *d = (type *)(void *)dst;                             \
-		const type *s = values;                                    \
+		type *d = (type *)(void *)(into);                          \
+		const type *s = (from);                                    \
 		for (uint64_t i = 0; i < n; i++)                           \
 			for (uint64_t k = csr->start[i];                   \
 			     k < csr->start[i + 1]; k++)                   \
@@ -100,12 +100,16 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst,
 		       uint64_t n, uint64_t ncols)
 {
 	switch (t) {
-	case RFS_INT8: case RFS_UINT8: SCATTER_ADD(uint8_t); break;
-	case RFS_INT16: case RFS_UINT16: SCATTER_ADD(uint16_t); break;
-	case RFS_INT32: case RFS_UINT32: SCATTER_ADD(uint32_t); break;
-	case RFS_INT64: case RFS_UINT64: SCATTER_ADD(uint64_t); break;
-	case RFS_FLOAT32: SCATTER_ADD(float); break;
-	case RFS_FLOAT64: SCATTER_ADD(double); break;
+	case RFS_INT8:
+	case RFS_UINT8: SCATTER_ADD(uint8_t, dst, values); break;
+	case RFS_INT16:
+	case RFS_UINT16: SCATTER_ADD(uint16_t, dst, values); break;
+	case RFS_INT32:
+	case RFS_UINT32: SCATTER_ADD(uint32_t, dst, values); break;
+	case RFS_INT64:
+	case RFS_UINT64: SCATTER_ADD(uint64_t, dst, values); break;
+	case RFS_FLOAT32: SCATTER_ADD(float, dst, values); break;
+	case RFS_FLOAT64: SCATTER_ADD(double, dst, values); break;
 	default: { /* float16 */
 		uint64_t cells = n * ncols, nnz = csr->start[n];
 		float *acc = calloc(cells ? cells : 1, sizeof(float));
@@ -116,11 +120,8 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst,
 			return -ENOMEM;
 		}
 		rfs_convert(RFS_FLOAT32, v, t, values, nnz);
-		unsigned char *half = dst;
-		dst = (unsigned char *)acc;
-		values = v;
-		SCATTER_ADD(float);
-		rfs_convert(t, half, RFS_FLOAT32, acc, cells);
+		SCATTER_ADD(float, acc, v);
+		rfs_convert(t, dst, RFS_FLOAT32, acc, cells);
 		free(acc);
 		free(v);
 	}
