@@ -19,7 +19,7 @@ struct rfs_cache_entry {
 	enum state state;
 	int error; /* set with state READY when fill failed */
 	unsigned refs;
-	void *data;
+	void *data; /* from rfs_cache_fill_buffer(), counted from then on */
 	size_t len;
 	int retired; /* its file was closed: see rfs_cache_retire() */
 	struct rfs_cache_entry *next_in_bucket;
@@ -33,11 +33,12 @@ struct rfs_cache {
 	void *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t filled;
+	pthread_cond_t room; /* an entry was put back or a fill failed */
 	/* All below protected by lock. */
 	struct rfs_cache_entry *buckets[BUCKETS];
 	struct rfs_cache_entry lru; /* sentinel: next is most recent */
 	struct rfs_cache_entry retired; /* sentinel: next retired last */
-	size_t bytes;
+	size_t bytes; /* of every entry with a buffer, being filled or not */
 	size_t retired_bytes, retired_limit; /* of the retired list */
 	uint64_t entries, hits, misses;
 };
@@ -53,6 +54,7 @@ int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 	c->ctx = ctx;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->filled, NULL);
+	pthread_cond_init(&c->room, NULL);
 	c->lru.lru_next = c->lru.lru_prev = &c->lru;
 	c->retired.lru_next = c->retired.lru_prev = &c->retired;
 	c->retired_limit = capacity / RETIRED_SHARE;
@@ -126,6 +128,19 @@ static struct rfs_cache_entry *oldest(struct rfs_cache_entry *list)
 	return list->lru_prev != list ? list->lru_prev : NULL;
 }
 
+/* Drops unreferenced entries, retired ones first, until need more bytes
+ * fit in the capacity or none is left. @return whether they fit. */
+static int make_room(struct rfs_cache *c, size_t need)
+{
+	struct rfs_cache_entry *victim;
+	while (c->bytes + need > c->capacity &&
+	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru)))) {
+		unpark(c, victim);
+		drop(c, victim);
+	}
+	return c->bytes + need <= c->capacity;
+}
+
 static void evict(struct rfs_cache *c)
 {
 	struct rfs_cache_entry *victim;
@@ -134,11 +149,7 @@ static void evict(struct rfs_cache *c)
 		unpark(c, victim);
 		drop(c, victim);
 	}
-	while (c->bytes > c->capacity &&
-	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru)))) {
-		unpark(c, victim);
-		drop(c, victim);
-	}
+	make_room(c, 0);
 }
 
 int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
@@ -169,6 +180,7 @@ void rfs_cache_destroy(struct rfs_cache *c)
 		}
 	}
 	pthread_cond_destroy(&c->filled);
+	pthread_cond_destroy(&c->room);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -189,6 +201,85 @@ static void release_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 		return;
 	park(c, e);
 	evict(c);
+	pthread_cond_broadcast(&c->room); /* evictable now */
+}
+
+struct rfs_cache_fill {
+	struct rfs_cache *cache;
+	struct rfs_cache_entry *entry;
+};
+
+void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len)
+{
+	struct rfs_cache *c = f->cache;
+	struct rfs_cache_entry *e = f->entry;
+	size_t need = rfs_bigbuf_footprint(len);
+	pthread_mutex_lock(&c->lock);
+	if (e->data) {
+		pthread_mutex_unlock(&c->lock);
+		return NULL;
+	}
+	/* What is left once nothing is evictable is held or being filled,
+	 * and comes back when put; with nothing left, one entry bigger than
+	 * the capacity goes ahead alone. */
+	while (!make_room(c, need) && c->bytes > 0)
+		pthread_cond_wait(&c->room, &c->lock);
+	c->bytes += need;
+	pthread_mutex_unlock(&c->lock);
+	void *data = rfs_bigbuf_alloc(len);
+	pthread_mutex_lock(&c->lock);
+	if (data) {
+		e->data = data;
+		e->len = len;
+	} else {
+		c->bytes -= need;
+		pthread_cond_broadcast(&c->room);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return data;
+}
+
+/* Runs fill() for e, a new entry referenced by the caller. Called with the
+ * lock held, which it drops meanwhile. */
+static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
+{
+	struct rfs_cache_fill f = { .cache = c, .entry = e };
+	pthread_mutex_unlock(&c->lock);
+	int rc = c->fill(c->ctx, &e->key, &f);
+	pthread_mutex_lock(&c->lock);
+	e->state = READY;
+	e->error = rc;
+	if (rc != 0) {
+		/* Unlisted now, so new gets retry; waiters still hold
+		 * references and see the error. */
+		table_remove(c, e);
+		c->entries--;
+		if (e->data) {
+			c->bytes -= held(e);
+			rfs_bigbuf_free(e->data, e->len);
+			e->data = NULL;
+			e->len = 0;
+			pthread_cond_broadcast(&c->room);
+		}
+	}
+	pthread_cond_broadcast(&c->filled);
+}
+
+/* A new entry for key, being filled, referenced once. */
+static struct rfs_cache_entry *insert(struct rfs_cache *c,
+				      const struct rfs_cache_key *key)
+{
+	struct rfs_cache_entry *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = *key;
+	e->state = FILLING;
+	e->refs = 1;
+	size_t b = bucket_of(key);
+	e->next_in_bucket = c->buckets[b];
+	c->buckets[b] = e;
+	c->entries++;
+	return e;
 }
 
 int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
@@ -215,37 +306,13 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 	} else {
 		c->misses++;
 		*found = RFS_CACHE_FILLED;
-		e = calloc(1, sizeof(*e));
+		e = insert(c, key);
 		if (!e) {
 			pthread_mutex_unlock(&c->lock);
+			*out = NULL;
 			return -ENOMEM;
 		}
-		e->key = *key;
-		e->state = FILLING;
-		e->refs = 1;
-		size_t b = bucket_of(key);
-		e->next_in_bucket = c->buckets[b];
-		c->buckets[b] = e;
-		c->entries++;
-		pthread_mutex_unlock(&c->lock);
-
-		void *data = NULL;
-		size_t len = 0;
-		int rc = c->fill(c->ctx, key, &data, &len);
-
-		pthread_mutex_lock(&c->lock);
-		e->state = READY;
-		e->error = rc;
-		e->data = rc == 0 ? data : NULL;
-		e->len = rc == 0 ? len : 0;
-		if (rc != 0) {
-			/* Unlisted now, so new gets retry; waiters still
-			 * hold references and see the error. */
-			table_remove(c, e);
-			c->entries--;
-		}
-		c->bytes += held(e);
-		pthread_cond_broadcast(&c->filled);
+		fill_locked(c, e);
 	}
 	int rc = e->error;
 	if (rc != 0) {
@@ -261,11 +328,19 @@ int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
 void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key)
 {
 	pthread_mutex_lock(&c->lock);
-	int present = find(c, key) != NULL;
+	/* Looked up and inserted under one lock: a reader's get in between
+	 * would otherwise be undone as a retirement. */
+	struct rfs_cache_entry *e = find(c, key) ? NULL : insert(c, key);
+	if (e) {
+		c->misses++;
+		fill_locked(c, e);
+		if (e->error == 0) {
+			release_locked(c, e);
+		} else if (--e->refs == 0) {
+			free(e);
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
-	struct rfs_cache_entry *e;
-	if (!present && rfs_cache_get(c, key, &e) == 0)
-		rfs_cache_put(c, e);
 }
 
 void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key)

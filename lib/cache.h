@@ -4,9 +4,16 @@
  * rfs_cache_put(). The first get of a key calls fill() outside the lock;
  * concurrent gets of the same key wait for that one generation instead of
  * starting their own. Unreferenced entries are kept in LRU order while the
- * total stays within the capacity; referenced entries are never evicted, so
- * memory is at most capacity plus what readers hold at that moment. A failed
- * fill is not cached: the next get tries again. Thread-safe. */
+ * total stays within the capacity.
+ *
+ * Entries being filled or held count against the capacity too: a fill
+ * takes its buffer from rfs_cache_fill_buffer(), which evicts unreferenced
+ * entries to make room and otherwise waits for other fills to finish and
+ * other holders to put their entries back. So however many threads get at
+ * once, memory stays within the capacity, or within one entry when a
+ * single entry is bigger. A thread must therefore not hold an entry while
+ * it gets another one of the same cache. A failed fill is not cached: the
+ * next get tries again. Thread-safe. */
 #ifndef RFS_CACHE_H
 #define RFS_CACHE_H
 
@@ -20,14 +27,20 @@ struct rfs_cache_key {
 	uint64_t kind;
 };
 
-/* Builds the bytes of key into a buffer from rfs_bigbuf_alloc(*len), owned
- * by the cache afterwards. On failure it leaves nothing allocated.
- * @return 0 or a negative errno. */
-typedef int (*rfs_cache_fill_fn)(void *ctx, const struct rfs_cache_key *key,
-				 void **data, size_t *len);
-
 struct rfs_cache;
 struct rfs_cache_entry;
+struct rfs_cache_fill; /* one entry being filled */
+
+/* Builds the bytes of key in the buffer it takes from
+ * rfs_cache_fill_buffer(f, ...) (owned by the cache, also on failure).
+ * @return 0 or a negative errno. */
+typedef int (*rfs_cache_fill_fn)(void *ctx, const struct rfs_cache_key *key,
+				 struct rfs_cache_fill *f);
+
+/* The entry's buffer of len bytes, taken once per fill. Waits for room
+ * first (see above).
+ * @return the buffer, or NULL when out of memory (or taken already). */
+void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len);
 
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 		     struct rfs_cache **out);
@@ -60,7 +73,8 @@ void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e);
 
 /* Generates key's entry if it is not there (a get and a put), and
  * otherwise leaves it as it is: a prefetch that arrives after the reader
- * neither counts as a use nor undoes a retirement. */
+ * neither counts as a use nor undoes a retirement. Neither counted as a
+ * hit nor as a miss when the entry is there. */
 void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key);
 
 /* Says key's file was closed: a loader reads each file once, and kept in
@@ -78,7 +92,9 @@ size_t rfs_cache_entry_size(const struct rfs_cache_entry *e);
 struct rfs_cache_counters {
 	uint64_t hits; /* gets served by an existing or pending entry */
 	uint64_t misses; /* gets that ran fill() */
-	uint64_t bytes; /* memory held now (rfs_bigbuf_footprint of each) */
+	/* Memory held now, in buffers being filled too (the
+	 * rfs_bigbuf_footprint of each). */
+	uint64_t bytes;
 	uint64_t entries;
 };
 

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bigbuf.h"
 #include "cache.h"
 #include "log.h"
 
@@ -33,15 +32,15 @@ static int pread_all(int fd, void *dst, size_t len, uint64_t at)
 	return 0;
 }
 
-static int decode(void *ctx, const struct rfs_cache_key *key, void **data,
-		  size_t *len)
+static int decode(void *ctx, const struct rfs_cache_key *key,
+		  struct rfs_cache_fill *f)
 {
 	struct rfs_chunk_cache *cc = ctx;
 	const struct rfs_chunked *c = &cc->sets[key->rank];
 	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
 	unsigned char *stored = malloc(loc->size ? loc->size : 1);
-	unsigned char *out = rfs_bigbuf_alloc(out_len);
+	unsigned char *out = rfs_cache_fill_buffer(f, out_len);
 	unsigned char *scratch = malloc(out_len);
 	int rc = -ENOMEM;
 	if (!stored || !out || !scratch)
@@ -68,12 +67,6 @@ static int decode(void *ctx, const struct rfs_cache_key *key, void **data,
 out:
 	free(stored);
 	free(scratch);
-	if (rc == 0) {
-		*data = out;
-		*len = out_len;
-	} else {
-		rfs_bigbuf_free(out, out_len);
-	}
 	return rc;
 }
 

@@ -169,12 +169,11 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 /* The .npz of a batch: its CSR rows in the served dtype. Uncast values
  * are read straight to their place in the file. */
 static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
-		    void **data, size_t *len)
+		    struct rfs_cache_fill *f)
 {
 	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
 	struct rfs_npz_csr m = npz_shape(v, rows, n);
-	size_t size = rfs_npz_size(&m);
-	unsigned char *buf = rfs_bigbuf_alloc(size);
+	unsigned char *buf = rfs_cache_fill_buffer(f, rfs_npz_size(&m));
 	if (!buf)
 		return -ENOMEM;
 	int cast = v->out_dtype != info->dtype;
@@ -183,10 +182,8 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 				      cast ? NULL :
 					     buf + rfs_npz_values_offset(&m),
 				      &csr);
-	if (rc != 0) {
-		rfs_bigbuf_free(buf, size);
+	if (rc != 0)
 		return rc;
-	}
 	void *values = csr.values;
 	if (cast) {
 		values = malloc(m.nnz * rfs_dtype_size(v->out_dtype) + 1);
@@ -194,17 +191,12 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 			rfs_convert(v->out_dtype, values, info->dtype,
 				    csr.values, m.nnz);
 	}
-	if (values) {
+	if (values)
 		rfs_npz_write(&m, values, csr.cols, csr.start, buf);
-		*data = buf;
-		*len = size;
-		buf = NULL;
-	} else {
+	else
 		rc = -ENOMEM;
-	}
 	if (cast)
 		free(values);
-	rfs_bigbuf_free(buf, size);
 	rfs_csr_free(&csr);
 	return rc;
 }
@@ -226,50 +218,34 @@ static int is_batch(uint64_t kind)
 	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
 }
 
-static int generate(void *ctx, const struct rfs_cache_key *key, void **data,
-		    size_t *len);
+static int generate(void *ctx, const struct rfs_cache_key *key,
+		    struct rfs_cache_fill *f);
 
 /* The cache's fill: generate(), timed for stats.json. */
-static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
-		size_t *len)
+static int fill(void *ctx, const struct rfs_cache_key *key,
+		struct rfs_cache_fill *f)
 {
 	struct rfs_view *v = ctx;
 	uint64_t t0 = now_ns();
-	int rc = generate(ctx, key, data, len);
+	int rc = generate(ctx, key, f);
 	if (rc == 0 && is_batch(key->kind))
 		rfs_stats_generated(v->stats, now_ns() - t0);
 	return rc;
 }
 
-static int generate(void *ctx, const struct rfs_cache_key *key, void **data,
-		    size_t *len)
+/* The .npy of key's kind (rows, index or label) of a batch. */
+static int npy_file(struct rfs_view *v, const struct rfs_cache_key *key,
+		    const int64_t *rows, uint64_t n, struct rfs_cache_fill *f)
 {
-	struct rfs_view *v = ctx;
-	uint64_t shape[2], n = rfs_view_batch_rows(v, key->batch);
+	uint64_t shape[2];
 	int ndims;
 	enum rfs_dtype dtype;
-	int rc = -ENOMEM;
-
-	int64_t *rows = malloc(n * sizeof(*rows));
-	unsigned char *buf = NULL;
-	size_t size = 0;
-	if (!rows)
-		goto fail;
-	rc = rfs_planner_batch(v->planner, key->epoch, key->rank, key->batch,
-			       rows);
-	if (rc != 0)
-		goto fail;
-	if (key->kind == RFS_KIND_NPZ) {
-		rc = npz_file(v, rows, n, data, len);
-		free(rows);
-		return rc;
-	}
 	file_shape(v, key->kind, n, shape, &ndims, &dtype);
-	size = v->file_size[key->kind]
-			   [key->batch + 1 >= rfs_view_batches_per_rank(v)];
-	rc = -ENOMEM;
-	if (!(buf = rfs_bigbuf_alloc(size)))
-		goto fail;
+	unsigned char *buf = rfs_cache_fill_buffer(
+		f, v->file_size[key->kind][key->batch + 1 >=
+					   rfs_view_batches_per_rank(v)]);
+	if (!buf)
+		return -ENOMEM;
 	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
 	/* int64 files are little-endian: the host order on every platform
 	 * we build for; a big-endian port would swap here. */
@@ -283,17 +259,25 @@ static int generate(void *ctx, const struct rfs_cache_key *key, void **data,
 			memcpy(&labels[i], &code, 8);
 		}
 	} else {
-		rc = dense_rows(v, rows, n, buf + header);
-		if (rc != 0)
-			goto fail;
+		return dense_rows(v, rows, n, buf + header);
 	}
-	free(rows);
-	*data = buf;
-	*len = size;
 	return 0;
-fail:
+}
+
+static int generate(void *ctx, const struct rfs_cache_key *key,
+		    struct rfs_cache_fill *f)
+{
+	struct rfs_view *v = ctx;
+	uint64_t n = rfs_view_batch_rows(v, key->batch);
+	int64_t *rows = malloc(n * sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	int rc = rfs_planner_batch(v->planner, key->epoch, key->rank,
+				   key->batch, rows);
+	if (rc == 0)
+		rc = key->kind == RFS_KIND_NPZ ? npz_file(v, rows, n, f) :
+						 npy_file(v, key, rows, n, f);
 	free(rows);
-	rfs_bigbuf_free(buf, size);
 	return rc;
 }
 

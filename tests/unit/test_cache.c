@@ -19,13 +19,31 @@
 struct filler {
 	atomic_int calls;
 	size_t size;
-	int fail_next; /* errno to return once, then succeed */
+	int fail_next; /* errno to return once (buffer taken), then succeed */
 	int sleep_ms;
 	struct rfs_cache_key last;
+	/* Buffers taken and not yet given up by their getters, the most
+	 * seen at once, and how many to wait for (at most 200 ms) before
+	 * a fill returns, so that fills overlap. */
+	atomic_int live, most_live;
+	int overlap;
 };
 
-static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
-		size_t *len)
+static void wait_for_overlap(struct filler *f)
+{
+	int now = atomic_fetch_add(&f->live, 1) + 1;
+	int most = atomic_load(&f->most_live);
+	while (now > most &&
+	       !atomic_compare_exchange_weak(&f->most_live, &most, now))
+		;
+	for (int i = 0; i < 200 && atomic_load(&f->live) < f->overlap; i++) {
+		struct timespec ts = { 0, 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int fill(void *ctx, const struct rfs_cache_key *key,
+		struct rfs_cache_fill *fl)
 {
 	struct filler *f = ctx;
 	static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -37,18 +55,20 @@ static int fill(void *ctx, const struct rfs_cache_key *key, void **data,
 		struct timespec ts = { 0, (long)f->sleep_ms * 1000000L };
 		nanosleep(&ts, NULL);
 	}
+	unsigned char *p = rfs_cache_fill_buffer(fl, f->size);
+	if (!p)
+		return -ENOMEM;
+	if (rfs_cache_fill_buffer(fl, f->size)) /* once only */
+		return -EPROTO;
 	if (f->fail_next) {
 		int rc = f->fail_next;
 		f->fail_next = 0;
 		return -rc;
 	}
-	unsigned char *p = rfs_bigbuf_alloc(f->size);
-	if (!p)
-		return -ENOMEM;
 	memset(p, (int)((key->epoch + key->batch + key->rank + key->kind) & 0xff),
 	       f->size);
-	*data = p;
-	*len = f->size;
+	if (f->overlap)
+		wait_for_overlap(f);
 	return 0;
 }
 
@@ -353,6 +373,8 @@ struct getter {
 	struct rfs_cache *cache;
 	struct rfs_cache_key key;
 	pthread_barrier_t *start;
+	struct filler *filler;
+	atomic_int done;
 	int rc;
 	unsigned char first;
 	const void *data;
@@ -372,21 +394,38 @@ static void *get_thread(void *arg)
 	return NULL;
 }
 
-static void run_getters(struct rfs_cache *c, struct getter *g, int n,
-			struct rfs_cache_key key)
+/* Runs fn on g[0..n) (n <= 8), in threads that start together. */
+static void run_threads(struct getter *g, int n, void *(*fn)(void *))
 {
 	pthread_t t[8];
 	pthread_barrier_t start;
 	pthread_barrier_init(&start, NULL, (unsigned)n);
 	for (int i = 0; i < n; i++) {
-		g[i] = (struct getter){ .cache = c, .key = key,
-					.start = &start };
-		assert_int_equal(pthread_create(&t[i], NULL, get_thread, &g[i]),
-				 0);
+		g[i].start = &start;
+		assert_int_equal(pthread_create(&t[i], NULL, fn, &g[i]), 0);
 	}
 	for (int i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
 	pthread_barrier_destroy(&start);
+}
+
+/* Gets of key in n threads at once. */
+static void run_getters(struct rfs_cache *c, struct getter *g, int n,
+			struct rfs_cache_key key)
+{
+	for (int i = 0; i < n; i++)
+		g[i] = (struct getter){ .cache = c, .key = key };
+	run_threads(g, n, get_thread);
+}
+
+/* Threads each with a key of its own: key_of(i), i from 0. */
+static void run_distinct(struct rfs_cache *c, struct filler *f,
+			 struct getter *g, int n, void *(*fn)(void *))
+{
+	for (int i = 0; i < n; i++)
+		g[i] = (struct getter){ .cache = c, .filler = f,
+					.key = key_of((uint64_t)i) };
+	run_threads(g, n, fn);
 }
 
 static void test_concurrent_gets_fill_once(void **state)
@@ -453,6 +492,85 @@ static void *churn_thread(void *arg)
 	return NULL;
 }
 
+/* Gets its key and gives the buffer up (live) before putting it back. */
+static void *room_thread(void *arg)
+{
+	struct getter *g = arg;
+	struct filler *f = g->filler;
+	struct rfs_cache_entry *e = NULL;
+	pthread_barrier_wait(g->start);
+	g->rc = rfs_cache_get(g->cache, &g->key, &e);
+	if (g->rc == 0) {
+		g->first = *(const unsigned char *)rfs_cache_entry_data(e);
+		atomic_fetch_sub(&f->live, 1);
+		rfs_cache_put(g->cache, e);
+	}
+	return NULL;
+}
+
+static void test_fills_wait_for_room(void **state)
+{
+	(void)state;
+	/* 8 gets of different keys at once, with room for 3 entries: each
+	 * fill waits up to 200 ms for the others, but no more than 3
+	 * buffers are ever taken at once. */
+	struct filler f = { .size = 4096, .overlap = 8 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(3 * 4096, fill, &f, &c), 0);
+	struct getter g[8];
+	run_distinct(c, &f, g, 8, room_thread);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(g[i].rc, 0);
+		assert_int_equal(g[i].first, 1 + i);
+	}
+	assert_int_equal(atomic_load(&f.calls), 8);
+	assert_true(atomic_load(&f.most_live) >= 1);
+	assert_true(atomic_load(&f.most_live) <= 3);
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.bytes <= 3 * 4096 && n.bytes == n.entries * 4096);
+	rfs_cache_destroy(c);
+}
+
+static void *get_one(void *arg)
+{
+	struct getter *g = arg;
+	struct rfs_cache_entry *e = NULL;
+	g->rc = rfs_cache_get(g->cache, &g->key, &e);
+	if (g->rc == 0) {
+		g->first = *(const unsigned char *)rfs_cache_entry_data(e);
+		rfs_cache_put(g->cache, e);
+	}
+	atomic_store(&g->done, 1);
+	return NULL;
+}
+
+static void test_fill_waits_for_held_entry(void **state)
+{
+	(void)state;
+	/* Room for one entry, held by this thread: another thread's fill
+	 * waits until it is put back, then evicts it. */
+	struct filler f = { .size = 200 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	struct rfs_cache_key k1 = key_of(1);
+	struct rfs_cache_entry *held;
+	assert_int_equal(rfs_cache_get(c, &k1, &held), 0);
+	struct getter g = { .cache = c, .key = key_of(2) };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, get_one, &g), 0);
+	struct timespec ts = { 0, 100 * 1000000L };
+	nanosleep(&ts, NULL);
+	assert_int_equal(atomic_load(&g.done), 0);
+	assert_true(counters(c).bytes == 200);
+	rfs_cache_put(c, held);
+	pthread_join(t, NULL);
+	assert_int_equal(g.rc, 0);
+	assert_int_equal(g.first, 3);
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.bytes == 200 && n.entries == 1);
+	rfs_cache_destroy(c);
+}
+
 static void test_concurrent_churn(void **state)
 {
 	(void)state;
@@ -461,22 +579,10 @@ static void test_concurrent_churn(void **state)
 	struct filler f = { .size = 256 };
 	struct rfs_cache *c;
 	assert_int_equal(rfs_cache_create(256 * 8, fill, &f, &c), 0);
-	pthread_t t[8];
 	struct getter g[8];
-	pthread_barrier_t start;
-	pthread_barrier_init(&start, NULL, 8);
-	for (int i = 0; i < 8; i++) {
-		g[i] = (struct getter){ .cache = c, .key = key_of((uint64_t)i),
-					.start = &start };
-		assert_int_equal(pthread_create(&t[i], NULL, churn_thread,
-						&g[i]),
-				 0);
-	}
-	for (int i = 0; i < 8; i++) {
-		pthread_join(t[i], NULL);
+	run_distinct(c, &f, g, 8, churn_thread);
+	for (int i = 0; i < 8; i++)
 		assert_int_equal(g[i].rc, 0);
-	}
-	pthread_barrier_destroy(&start);
 	struct rfs_cache_counters n = counters(c);
 	assert_true(n.hits + n.misses == 8 * 2000);
 	assert_true(n.bytes <= 256 * 8);
@@ -499,6 +605,8 @@ int main(void)
 		cmocka_unit_test(test_concurrent_gets_fill_once),
 		cmocka_unit_test(test_concurrent_gets_share_failure),
 		cmocka_unit_test(test_concurrent_churn),
+		cmocka_unit_test(test_fills_wait_for_room),
+		cmocka_unit_test(test_fill_waits_for_held_entry),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
