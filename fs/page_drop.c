@@ -14,8 +14,9 @@
 #include <fuse_lowlevel.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
+
+#include "quiet_thread.h"
 
 #define QUEUE_SLOTS 1024
 #define POLL_MS 50
@@ -62,17 +63,8 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 	d->se = se;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
-	/* Termination signals are for the main thread, which ends the loop
-	 * (libfuse keeps them from its own workers the same way). */
-	sigset_t quiet, old;
-	sigemptyset(&quiet);
-	sigaddset(&quiet, SIGTERM);
-	sigaddset(&quiet, SIGINT);
-	sigaddset(&quiet, SIGHUP);
-	sigaddset(&quiet, SIGQUIT);
-	pthread_sigmask(SIG_BLOCK, &quiet, &old);
-	int rc = -pthread_create(&d->thread, NULL, run, d);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* libfuse keeps termination signals from its workers the same way. */
+	int rc = rfs_quiet_thread_create(&d->thread, run, d);
 	if (rc != 0) {
 		pthread_cond_destroy(&d->work);
 		pthread_mutex_destroy(&d->lock);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quiet_thread.h"
+
 struct rfs_prefetch {
 	rfs_prefetch_fn fn;
 	void *ctx;
@@ -77,7 +79,8 @@ int rfs_prefetch_create(unsigned threads, size_t queue_cap, rfs_prefetch_fn fn,
 	pthread_mutex_lock(&p->lock);
 	int rc = 0;
 	for (; p->nthreads < threads; p->nthreads++) {
-		rc = -pthread_create(&p->threads[p->nthreads], NULL, worker, p);
+		rc = rfs_quiet_thread_create(&p->threads[p->nthreads], worker,
+					     p);
 		if (rc != 0)
 			break;
 	}

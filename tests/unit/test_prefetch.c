@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -63,6 +64,26 @@ static void test_each_key_once(void **state)
 	pthread_mutex_destroy(&r.gate);
 }
 
+static void note_mask(void *ctx, const struct rfs_cache_key *key)
+{
+	(void)key;
+	pthread_sigmask(SIG_BLOCK, NULL, ctx);
+}
+
+static void test_workers_leave_sigterm_to_the_main_thread(void **state)
+{
+	(void)state;
+	sigset_t seen;
+	sigemptyset(&seen);
+	struct rfs_prefetch *p;
+	assert_int_equal(rfs_prefetch_create(1, 4, note_mask, &seen, &p), 0);
+	struct rfs_cache_key key = { .batch = 1 };
+	assert_int_equal(rfs_prefetch_push(p, &key), 1);
+	wait_done(p, 1);
+	rfs_prefetch_destroy(p);
+	assert_int_equal(sigismember(&seen, SIGTERM), 1);
+}
+
 static void test_full_queue_drops(void **state)
 {
 	(void)state;
@@ -93,6 +114,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_key_once),
 		cmocka_unit_test(test_full_queue_drops),
+		cmocka_unit_test(test_workers_leave_sigterm_to_the_main_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

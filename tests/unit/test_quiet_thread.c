@@ -1,0 +1,49 @@
+/* Unit tests for lib/quiet_thread.c: termination signals blocked in the
+ * new thread only. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <signal.h>
+
+#include "quiet_thread.h"
+
+static void *read_mask(void *arg)
+{
+	pthread_sigmask(SIG_BLOCK, NULL, arg);
+	return NULL;
+}
+
+static void test_blocks_termination_signals_in_the_thread(void **state)
+{
+	(void)state;
+	sigset_t before, in_thread, after;
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	assert_int_equal(sigismember(&before, SIGTERM), 0);
+	pthread_t t;
+	assert_int_equal(rfs_quiet_thread_create(&t, read_mask, &in_thread),
+			 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	int quiet[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
+	for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++)
+		assert_int_equal(sigismember(&in_thread, quiet[i]), 1);
+	/* Synchronous signals still reach it: a blocked SIGBUS would kill
+	 * the process instead of reaching the mapping's handler. */
+	assert_int_equal(sigismember(&in_thread, SIGBUS), 0);
+	assert_int_equal(sigismember(&in_thread, SIGSEGV), 0);
+	/* The caller's own mask is as it was. */
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	for (int s = 1; s < NSIG; s++)
+		assert_int_equal(sigismember(&after, s),
+				 sigismember(&before, s));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_blocks_termination_signals_in_the_thread),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
