@@ -141,6 +141,9 @@ static int make_room(struct rfs_cache *c, size_t need)
 	return c->bytes + need <= c->capacity;
 }
 
+/* Keeps the capacity. An entry bigger than it stays while it is all the
+ * cache holds: a file read in many requests is generated once per open,
+ * not once per request. The next fill evicts it, as does retiring it. */
 static void evict(struct rfs_cache *c)
 {
 	struct rfs_cache_entry *victim;
@@ -149,7 +152,12 @@ static void evict(struct rfs_cache *c)
 		unpark(c, victim);
 		drop(c, victim);
 	}
-	make_room(c, 0);
+	while (c->bytes > c->capacity &&
+	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru))) &&
+	       held(victim) < c->bytes) {
+		unpark(c, victim);
+		drop(c, victim);
+	}
 }
 
 int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
@@ -160,6 +168,7 @@ int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
 		c->capacity -= bytes;
 		c->retired_limit = c->capacity / RETIRED_SHARE;
 		evict(c);
+		make_room(c, 0); /* the room is used elsewhere now */
 		rc = 0;
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -420,6 +420,21 @@ def test_concurrent_first_reads_share_one_generation(mounts, sources):
     assert m.json("stats.json")["cache"]["misses"] == 1
 
 
+def test_batch_bigger_than_the_cache_is_generated_once_per_read(mounts,
+                                                                 tmp_path):
+    """An 8 MiB batch file with cache_mb=8 (4 MiB for files) is read in
+    many requests: all of them are served by one generation."""
+    path = str(tmp_path / "wide.h5")
+    rows = np.random.default_rng(2).random((4096, 1000), dtype=np.float32)
+    write_h5(path, {"x": rows})
+    m = mounts(path, "dataset=/x,world_size=1,batch_size=2048,cache_mb=8,"
+               "prefetch=0")
+    index = m.load("index", 0, 0, 1)
+    before = m.json("stats.json")["cache"]["misses"]
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 1), rows[index])
+    assert m.json("stats.json")["cache"]["misses"] == before + 1
+
+
 def test_fsname_subtype_and_readonly(mounts, sources):
     path, _, _ = sources["h5ad"]
     m = mounts(path, "batch_size=100")

@@ -306,8 +306,19 @@ static void test_entry_bigger_than_capacity(void **state)
 	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[499],
 			 2);
 	rfs_cache_put(c, e);
-	/* Released: dropped right away. */
+	/* Released: kept while it is all the cache holds, so the next
+	 * read of the same file is no new fill. */
 	struct rfs_cache_counters n = counters(c);
+	assert_true(n.bytes == 500 && n.entries == 1);
+	assert_int_equal(get_put(c, &f, 1), 0);
+	/* Another key's fill evicts it first. */
+	assert_int_equal(get_put(c, &f, 2), 1);
+	n = counters(c);
+	assert_true(n.bytes == 500 && n.entries == 1);
+	assert_int_equal(get_put(c, &f, 2), 0);
+	/* Its file closed: dropped. */
+	retire(c, 2);
+	n = counters(c);
 	assert_true(n.bytes == 0 && n.entries == 0);
 	assert_int_equal(get_put(c, &f, 1), 1);
 	rfs_cache_destroy(c);
