@@ -41,6 +41,7 @@ struct rfs_cache {
 	size_t bytes; /* of every entry with a buffer, being filled or not */
 	size_t retired_bytes, retired_limit; /* of the retired list */
 	uint64_t entries, hits, misses;
+	uint64_t next_ticket, turn; /* fills take room in the order asked */
 };
 
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
@@ -143,7 +144,8 @@ static int make_room(struct rfs_cache *c, size_t need)
 
 /* Keeps the capacity. An entry bigger than it stays while it is all the
  * cache holds: a file read in many requests is generated once per open,
- * not once per request. The next fill evicts it, as does retiring it. */
+ * not once per request. A fill that needs the room evicts it, as does
+ * retiring it. */
 static void evict(struct rfs_cache *c)
 {
 	struct rfs_cache_entry *victim;
@@ -230,10 +232,15 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len)
 	}
 	/* What is left once nothing is evictable is held or being filled,
 	 * and comes back when put; with nothing left, one entry bigger than
-	 * the capacity goes ahead alone. */
-	while (!make_room(c, need) && c->bytes > 0)
+	 * the capacity goes ahead alone. In turn: small fills that fit do
+	 * not overtake a big one forever. */
+	uint64_t ticket = c->next_ticket++;
+	while (ticket != c->turn || (!make_room(c, need) && c->bytes > 0))
 		pthread_cond_wait(&c->room, &c->lock);
+	c->turn++;
 	c->bytes += need;
+	if (c->next_ticket != c->turn)
+		pthread_cond_broadcast(&c->room); /* the next in line */
 	pthread_mutex_unlock(&c->lock);
 	void *data = rfs_bigbuf_alloc(len);
 	pthread_mutex_lock(&c->lock);

@@ -27,7 +27,10 @@ struct filler {
 	 * a fill returns, so that fills overlap. */
 	atomic_int live, most_live;
 	int overlap;
+	size_t big_size; /* of keys with batch >= BIG, when set */
 };
+
+#define BIG 1000
 
 static void wait_for_overlap(struct filler *f)
 {
@@ -55,18 +58,19 @@ static int fill(void *ctx, const struct rfs_cache_key *key,
 		struct timespec ts = { 0, (long)f->sleep_ms * 1000000L };
 		nanosleep(&ts, NULL);
 	}
-	unsigned char *p = rfs_cache_fill_buffer(fl, f->size);
+	size_t size = f->big_size && key->batch >= BIG ? f->big_size : f->size;
+	unsigned char *p = rfs_cache_fill_buffer(fl, size);
 	if (!p)
 		return -ENOMEM;
-	if (rfs_cache_fill_buffer(fl, f->size)) /* once only */
+	if (rfs_cache_fill_buffer(fl, size)) /* once only */
 		return -EPROTO;
 	if (f->fail_next) {
 		int rc = f->fail_next;
 		f->fail_next = 0;
 		return -rc;
 	}
-	memset(p, (int)((key->epoch + key->batch + key->rank + key->kind) & 0xff),
-	       f->size);
+	uint64_t sum = key->epoch + key->batch + key->rank + key->kind;
+	memset(p, (int)(sum & 0xff), size);
 	if (f->overlap)
 		wait_for_overlap(f);
 	return 0;
@@ -386,6 +390,9 @@ struct getter {
 	pthread_barrier_t *start;
 	struct filler *filler;
 	atomic_int done;
+	atomic_int *stop; /* set: the threads of a test stop */
+	struct getter *peers; /* the other threads of a test */
+	int npeers;
 	int rc;
 	unsigned char first;
 	const void *data;
@@ -535,7 +542,7 @@ static void test_fills_wait_for_room(void **state)
 		assert_int_equal(g[i].first, 1 + i);
 	}
 	assert_int_equal(atomic_load(&f.calls), 8);
-	assert_true(atomic_load(&f.most_live) >= 1);
+	assert_true(atomic_load(&f.most_live) >= 2); /* not one at a time */
 	assert_true(atomic_load(&f.most_live) <= 3);
 	struct rfs_cache_counters n = counters(c);
 	assert_true(n.bytes <= 3 * 4096 && n.bytes == n.entries * 4096);
@@ -582,6 +589,66 @@ static void test_fill_waits_for_held_entry(void **state)
 	rfs_cache_destroy(c);
 }
 
+/* The small keys' threads get and put keys of their own, holding each
+ * for a millisecond, until stopped (or for 5 s). The big key's thread
+ * gets it once the trickle flows, then says how many of the others were
+ * still going (in first) and stops them. */
+static void *starve_thread(void *arg)
+{
+	struct getter *g = arg;
+	pthread_barrier_wait(g->start);
+	struct timespec t0, now, hold = { 0, 1000000L };
+	if (g->key.batch >= BIG) {
+		struct timespec settle = { 0, 50 * 1000000L };
+		nanosleep(&settle, NULL);
+		struct rfs_cache_entry *e;
+		g->rc = rfs_cache_get(g->cache, &g->key, &e);
+		rfs_cache_put(g->cache, e);
+		int going = 0;
+		for (int i = 0; i < g->npeers; i++)
+			going += !atomic_load(&g->peers[i].done);
+		g->first = (unsigned char)going;
+		atomic_store(g->stop, 1);
+		return NULL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t i = 0; !atomic_load(g->stop); i++) {
+		struct rfs_cache_key k = key_of(g->key.batch * 100 + i % 50);
+		struct rfs_cache_entry *e;
+		if ((g->rc = rfs_cache_get(g->cache, &k, &e)) != 0)
+			break;
+		nanosleep(&hold, NULL);
+		rfs_cache_put(g->cache, e);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec >= 5)
+			break;
+	}
+	atomic_store(&g->done, 1);
+	return NULL;
+}
+
+static void test_big_fill_not_starved_by_small_ones(void **state)
+{
+	(void)state;
+	/* A 900-byte fill among six threads getting and holding 100-byte
+	 * entries in a 1000-byte cache: it needs nearly all of it, and
+	 * before fills took turns it waited until they stopped. */
+	struct filler f = { .size = 100, .big_size = 900 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
+	atomic_int stop = 0;
+	struct getter g[7];
+	for (int i = 0; i < 7; i++)
+		g[i] = (struct getter){ .cache = c, .stop = &stop,
+					.key = key_of(i ? (uint64_t)i : BIG),
+					.peers = g + 1, .npeers = 6 };
+	run_threads(g, 7, starve_thread);
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(g[i].rc, 0);
+	assert_int_equal(g[0].first, 6);
+	rfs_cache_destroy(c);
+}
+
 static void test_concurrent_churn(void **state)
 {
 	(void)state;
@@ -618,6 +685,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_churn),
 		cmocka_unit_test(test_fills_wait_for_room),
 		cmocka_unit_test(test_fill_waits_for_held_entry),
+		cmocka_unit_test(test_big_fill_not_starved_by_small_ones),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
