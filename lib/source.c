@@ -81,6 +81,13 @@ struct rfs_source {
 	struct array indices; /* CSR only */
 	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* the file as it was at open */
+	/* Files that external links of x and indices lead to, watched for
+	 * changes like the source itself. */
+	struct linked_file {
+		char *path;
+		struct stat opened;
+	} linked[2];
+	int nlinked;
 	int anndata; /* obs columns can be named without a path */
 	atomic_int change_logged;
 };
@@ -396,6 +403,38 @@ static int in_source_file(const struct rfs_source *s, hid_t dset)
 	       H5Oget_info(dset, &data) >= 0 && file.fileno == data.fileno;
 }
 
+/* Adds the file an external link led a's dataset to (if it did) to the
+ * files watched for changes. */
+static void watch_linked(struct rfs_source *s, const struct array *a)
+{
+	if (in_source_file(s, a->dset))
+		return;
+	char name[PATH_MAX] = "";
+	hid_t file = H5Iget_file_id(a->dset);
+	if (file >= 0) {
+		H5Fget_name(file, name, sizeof(name));
+		H5Fclose(file);
+	}
+	/* HDF5 opened it by this name, relative to our working directory
+	 * (the same all the daemon's life) or absolute. */
+	struct linked_file l = { .path = realpath(name, NULL) };
+	if (!l.path || stat(l.path, &l.opened) != 0) {
+		rfs_log("source %s dataset %s: the file its external link "
+			"leads to (%s) cannot be watched for changes: %s",
+			s->path, a->name, name, strerror(errno));
+		free(l.path);
+		return;
+	}
+	for (int i = 0; i < s->nlinked; i++) {
+		if (s->linked[i].opened.st_dev == l.opened.st_dev &&
+		    s->linked[i].opened.st_ino == l.opened.st_ino) {
+			free(l.path);
+			return;
+		}
+	}
+	s->linked[s->nlinked++] = l; /* x and indices: two at most */
+}
+
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
 static void choose_read_path(struct rfs_source *s, struct array *a,
 			     const struct rfs_pipeline *pipe)
@@ -478,8 +517,10 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 	a->elem = rfs_dtype_size(a->dtype);
 	a->row_bytes = a->cols * a->elem;
 	rc = read_filters(s, a, &pipe, err, errlen);
-	if (rc == 0)
+	if (rc == 0) {
 		choose_read_path(s, a, &pipe);
+		watch_linked(s, a);
+	}
 close:
 	if (type >= 0)
 		H5Tclose(type);
@@ -955,32 +996,55 @@ size_t rfs_source_row_bytes(const struct rfs_source *s)
 	return s->info.cols * rfs_dtype_size(s->info.dtype);
 }
 
+/* @return 1 when path is the file was describes (identity, size and
+ * mtime), 0 when it changed (now describes it), -1 when it is gone. */
+static int same_file(const char *path, const struct stat *was,
+		     struct stat *now)
+{
+	if (stat(path, now) != 0)
+		return -1;
+	return now->st_dev == was->st_dev && now->st_ino == was->st_ino &&
+	       now->st_size == was->st_size &&
+	       now->st_mtim.tv_sec == was->st_mtim.tv_sec &&
+	       now->st_mtim.tv_nsec == was->st_mtim.tv_nsec;
+}
+
 /*
  * HDF5 reads a truncated file's missing bytes as zeros, and a file replaced
  * or rewritten under the mount would mix old and new rows. Either way a
  * batch could hold wrong bytes, so once the file's identity, size or mtime
- * differs from what was opened, every new read fails with EIO (batches
- * already generated stay served). One stat per fetch is cheap next to it.
+ * differs from what was opened (the source's, or that of a file its
+ * external links lead to), every new read fails with EIO (batches already
+ * generated stay served). One stat per file per fetch is cheap next to it.
  */
 static int check_unchanged(struct rfs_source *s)
 {
 	struct stat now;
+	const char *path = s->path;
 	const struct stat *was = &s->opened;
-	int gone = stat(s->path, &now) != 0;
-	if (!gone && now.st_dev == was->st_dev && now.st_ino == was->st_ino &&
-	    now.st_size == was->st_size &&
-	    now.st_mtim.tv_sec == was->st_mtim.tv_sec &&
-	    now.st_mtim.tv_nsec == was->st_mtim.tv_nsec)
+	int same = same_file(path, was, &now);
+	for (int i = 0; same == 1 && i < s->nlinked; i++) {
+		path = s->linked[i].path;
+		was = &s->linked[i].opened;
+		same = same_file(path, was, &now);
+	}
+	if (same == 1)
 		return 0;
 	if (atomic_exchange(&s->change_logged, 1) == 0) {
-		if (gone)
-			rfs_log("source %s: %s; new batches fail with EIO",
-				s->path, strerror(errno));
+		char what[2 * PATH_MAX + 32];
+		if (path == s->path)
+			snprintf(what, sizeof(what), "source %s", path);
 		else
-			rfs_log("source %s changed under the mount (inode "
-				"%llu -> %llu, size %lld -> %lld, mtime %lld "
-				"-> %lld); new batches fail with EIO",
-				s->path, (unsigned long long)was->st_ino,
+			snprintf(what, sizeof(what), "%s (linked from source %s)",
+				 path, s->path);
+		if (same < 0)
+			rfs_log("%s: %s; new batches fail with EIO", what,
+				strerror(errno));
+		else
+			rfs_log("%s changed under the mount (inode %llu -> "
+				"%llu, size %lld -> %lld, mtime %lld -> %lld); "
+				"new batches fail with EIO",
+				what, (unsigned long long)was->st_ino,
 				(unsigned long long)now.st_ino,
 				(long long)was->st_size,
 				(long long)now.st_size,
@@ -1717,6 +1781,8 @@ void rfs_source_destroy(struct rfs_source *s)
 		H5Fclose(s->file);
 	if (s->fd >= 0)
 		close(s->fd);
+	for (int i = 0; i < s->nlinked; i++)
+		free(s->linked[i].path);
 	free(s->dataset);
 	free(s->path);
 	free(s);

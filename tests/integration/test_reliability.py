@@ -111,6 +111,29 @@ def test_source_changed_under_the_mount(mounts, tmp_path, how):
     assert "EIO" in log or "rows" in log
 
 
+def test_linked_file_changed_under_the_mount(mounts, tmp_path):
+    # The rows live in the file an external link leads to: a change to it
+    # fails new batches like a change to the source itself.
+    x = np.arange(20000, dtype=np.float32).reshape(200, 100)
+    target = tmp_path / "target.h5"
+    write_h5(str(target), {"x": x})
+    link = str(tmp_path / "link.h5")
+    with h5py.File(link, "w") as f:
+        f["x"] = h5py.ExternalLink("target.h5", "/x")
+    m = mounts(link, "dataset=/x,batch_size=10,prefetch=0")
+    index = m.load("index", 0, 0, 0)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    st = os.stat(target)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(OSError) as e:
+        m.load("batch", 0, 0, 1)
+    assert e.value.errno == errno.EIO
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    assert (f"{os.path.realpath(target)} (linked from source "
+            f"{os.path.realpath(link)}) changed under the mount"
+            in m.log_text())
+
+
 def reopen_loop(path, expected, seconds):
     """Opens, reads (when expected is given) and closes path until the
     time is up; exits 1 on wrong bytes."""

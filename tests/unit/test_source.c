@@ -694,6 +694,27 @@ static void test_changed_file_fails(void **state)
 	assert_int_equal(rfs_source_read_rows(s, scattered, N_SCATTERED, out),
 			 -EIO);
 	rfs_source_destroy(s);
+
+	/* The file an external link leads to is watched too. */
+	char *target = strdup(write_f32(f, "target.h5", "/X",
+					H5FX_CONTIGUOUS, ROWS, 0));
+	char *link = strdup(file_in(f, "link.h5"));
+	assert_true(target && link);
+	hid_t file = H5Fcreate(link, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	assert_true(file >= 0);
+	assert_true(H5Lcreate_external(target, "/X", file, "/X", H5P_DEFAULT,
+				       H5P_DEFAULT) >= 0);
+	H5Fclose(file);
+	s = open_ok(link, "/X");
+	check_f32_rows(s, scattered, N_SCATTERED);
+	assert_int_equal(utimensat(AT_FDCWD, target, times, 0), 0);
+	from = log_size();
+	assert_int_equal(rfs_source_read_rows(s, scattered, N_SCATTERED, out),
+			 -EIO);
+	assert_logged_since(from, "target.h5 (linked from source ");
+	rfs_source_destroy(s);
+	free(target);
+	free(link);
 }
 
 int main(void)
