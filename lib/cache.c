@@ -40,7 +40,7 @@ struct rfs_cache {
 	struct rfs_cache_entry retired; /* sentinel: next retired last */
 	size_t bytes; /* of every entry with a buffer, being filled or not */
 	size_t retired_bytes, retired_limit; /* of the retired list */
-	uint64_t entries, hits, misses;
+	uint64_t entries, hits, misses, room_waits;
 	uint64_t next_ticket, turn; /* fills take room in the order asked */
 };
 
@@ -235,8 +235,12 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len)
 	 * the capacity goes ahead alone. In turn: small fills that fit do
 	 * not overtake a big one forever. */
 	uint64_t ticket = c->next_ticket++;
-	while (ticket != c->turn || (!make_room(c, need) && c->bytes > 0))
+	int waited = 0;
+	while (ticket != c->turn || (!make_room(c, need) && c->bytes > 0)) {
+		c->room_waits += !waited;
+		waited = 1;
 		pthread_cond_wait(&c->room, &c->lock);
+	}
 	c->turn++;
 	c->bytes += need;
 	if (c->next_ticket != c->turn)
@@ -399,6 +403,7 @@ void rfs_cache_counters(struct rfs_cache *c, struct rfs_cache_counters *out)
 	*out = (struct rfs_cache_counters){ .hits = c->hits,
 					    .misses = c->misses,
 					    .bytes = c->bytes,
-					    .entries = c->entries };
+					    .entries = c->entries,
+					    .room_waits = c->room_waits };
 	pthread_mutex_unlock(&c->lock);
 }

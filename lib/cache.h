@@ -97,6 +97,7 @@ struct rfs_cache_counters {
 	 * rfs_bigbuf_footprint of each). */
 	uint64_t bytes;
 	uint64_t entries;
+	uint64_t room_waits; /* fills that waited for room */
 };
 
 void rfs_cache_counters(struct rfs_cache *c, struct rfs_cache_counters *out);

@@ -702,12 +702,13 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 	rfs_buf_printf(&b,
 		       ",\n  \"cache\": {\"hits\": %llu, \"misses\": %llu, "
 		       "\"bytes\": %llu, \"entries\": %llu, "
-		       "\"capacity_bytes\": %llu}",
+		       "\"capacity_bytes\": %llu, \"room_waits\": %llu}",
 		       (unsigned long long)cc.hits,
 		       (unsigned long long)cc.misses,
 		       (unsigned long long)cc.bytes,
 		       (unsigned long long)cc.entries,
-		       (unsigned long long)(v->config.cache_mb << 20));
+		       (unsigned long long)(v->config.cache_mb << 20),
+		       (unsigned long long)cc.room_waits);
 	rfs_buf_printf(&b,
 		       ",\n  \"prefetch\": {\"depth\": %llu, \"queued\": %llu, "
 		       "\"done\": %llu, \"dropped\": %llu}\n}\n",

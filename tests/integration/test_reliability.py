@@ -308,8 +308,10 @@ def test_memory_bound_with_concurrent_first_reads(mounts, tmp_path):
         p.join()
         assert p.exitcode == 0  # each saw its rows, byte for byte
     _, peak = rss_mib(m.proc.pid)
+    cache = m.json("stats.json")["cache"]
     print(f"daemon peak RSS {peak:.1f} MiB, cache misses "
-          f"{m.json('stats.json')['cache']['misses']}")
+          f"{cache['misses']}, waits for room {cache['room_waits']}")
+    assert cache["room_waits"] > 0  # and stats.json says so
     if os.environ.get("RANKFS_SANITIZED"):
         return  # as above: RSS says nothing under ASan
     assert peak < 40 + OVERHEAD_MIB

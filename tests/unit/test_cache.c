@@ -546,6 +546,8 @@ static void test_fills_wait_for_room(void **state)
 	assert_true(atomic_load(&f.most_live) <= 3);
 	struct rfs_cache_counters n = counters(c);
 	assert_true(n.bytes <= 3 * 4096 && n.bytes == n.entries * 4096);
+	/* At least the five that found no room; each counted once. */
+	assert_true(n.room_waits >= 5 && n.room_waits <= 8);
 	rfs_cache_destroy(c);
 }
 
@@ -585,7 +587,7 @@ static void test_fill_waits_for_held_entry(void **state)
 	assert_int_equal(g.rc, 0);
 	assert_int_equal(g.first, 3);
 	struct rfs_cache_counters n = counters(c);
-	assert_true(n.bytes == 200 && n.entries == 1);
+	assert_true(n.bytes == 200 && n.entries == 1 && n.room_waits == 1);
 	rfs_cache_destroy(c);
 }
 
