@@ -11,8 +11,8 @@
  * entries to make room and otherwise waits for other fills to finish and
  * other holders to put their entries back. So however many threads get at
  * once, memory stays within the capacity, or within one entry when a
- * single entry is bigger (kept, unreferenced, until the next fill needs
- * the room or it is retired). A thread must therefore not hold an entry
+ * single entry is bigger (kept, unreferenced, until a fill needs the
+ * room or it is retired). A thread must therefore not hold an entry
  * while it gets another one of the same cache. A failed fill is not cached: the
  * next get tries again. Thread-safe. */
 #ifndef RFS_CACHE_H

@@ -415,8 +415,8 @@ static void watch_linked(struct rfs_source *s, const struct array *a)
 		H5Fget_name(file, name, sizeof(name));
 		H5Fclose(file);
 	}
-	/* HDF5 opened it by this name, relative to our working directory
-	 * (the same all the daemon's life) or absolute. */
+	/* HDF5 opened it by this name, absolute or relative to the working
+	 * directory of now: resolved before the daemon leaves it. */
 	struct linked_file l = { .path = realpath(name, NULL) };
 	if (!l.path || stat(l.path, &l.opened) != 0) {
 		rfs_log("source %s dataset %s: the file its external link "
@@ -1030,6 +1030,7 @@ static int check_unchanged(struct rfs_source *s)
 	}
 	if (same == 1)
 		return 0;
+	int gone_why = errno; /* of a failed stat; snprintf may change it */
 	if (atomic_exchange(&s->change_logged, 1) == 0) {
 		char what[2 * PATH_MAX + 32];
 		if (path == s->path)
@@ -1039,7 +1040,7 @@ static int check_unchanged(struct rfs_source *s)
 				 path, s->path);
 		if (same < 0)
 			rfs_log("%s: %s; new batches fail with EIO", what,
-				strerror(errno));
+				strerror(gone_why));
 		else
 			rfs_log("%s changed under the mount (inode %llu -> "
 				"%llu, size %lld -> %lld, mtime %lld -> %lld); "

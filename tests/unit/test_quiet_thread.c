@@ -19,9 +19,12 @@ static void *read_mask(void *arg)
 static void test_blocks_termination_signals_in_the_thread(void **state)
 {
 	(void)state;
-	sigset_t before, in_thread, after;
+	sigset_t before, in_thread, after, term;
+	/* Whatever the mask ctest was started with: SIGTERM open here. */
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 	pthread_sigmask(SIG_BLOCK, NULL, &before);
-	assert_int_equal(sigismember(&before, SIGTERM), 0);
 	pthread_t t;
 	assert_int_equal(rfs_quiet_thread_create(&t, read_mask, &in_thread),
 			 0);
