@@ -81,13 +81,14 @@ struct rfs_source {
 	struct array indices; /* CSR only */
 	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* the file as it was at open */
-	/* Files that external links of x and indices lead to, watched for
-	 * changes like the source itself. */
+	/* Files x and indices are read from besides the source (external
+	 * links, a virtual dataset's sources), watched for changes like the
+	 * source itself. */
 	struct linked_file {
 		char *path;
 		struct stat opened;
-	} linked[2];
-	int nlinked;
+	} *linked;
+	size_t nlinked, linked_cap;
 	int anndata; /* obs columns can be named without a path */
 	atomic_int change_logged;
 };
@@ -403,6 +404,38 @@ static int in_source_file(const struct rfs_source *s, hid_t dset)
 	       H5Oget_info(dset, &data) >= 0 && file.fileno == data.fileno;
 }
 
+/* Watches path (resolved) from now on, once per file.
+ * @return 0, -errno of a failed stat, or -ENOMEM. */
+static int add_linked(struct rfs_source *s, const char *path)
+{
+	struct linked_file l = { .path = realpath(path, NULL) };
+	if (!l.path || stat(l.path, &l.opened) != 0) {
+		int rc = -errno;
+		free(l.path);
+		return rc;
+	}
+	for (size_t i = 0; i < s->nlinked; i++) {
+		if (s->linked[i].opened.st_dev == l.opened.st_dev &&
+		    s->linked[i].opened.st_ino == l.opened.st_ino) {
+			free(l.path);
+			return 0;
+		}
+	}
+	if (s->nlinked == s->linked_cap) {
+		size_t cap = s->linked_cap ? 2 * s->linked_cap : 4;
+		struct linked_file *more =
+			realloc(s->linked, cap * sizeof(*more));
+		if (!more) {
+			free(l.path);
+			return -ENOMEM;
+		}
+		s->linked = more;
+		s->linked_cap = cap;
+	}
+	s->linked[s->nlinked++] = l;
+	return 0;
+}
+
 /* Adds the file an external link led a's dataset to (if it did) to the
  * files watched for changes. */
 static void watch_linked(struct rfs_source *s, const struct array *a)
@@ -417,22 +450,90 @@ static void watch_linked(struct rfs_source *s, const struct array *a)
 	}
 	/* HDF5 opened it by this name, absolute or relative to the working
 	 * directory of now: resolved before the daemon leaves it. */
-	struct linked_file l = { .path = realpath(name, NULL) };
-	if (!l.path || stat(l.path, &l.opened) != 0) {
+	int rc = add_linked(s, name);
+	if (rc != 0)
 		rfs_log("source %s dataset %s: the file its external link "
 			"leads to (%s) cannot be watched for changes: %s",
-			s->path, a->name, name, strerror(errno));
-		free(l.path);
-		return;
+			s->path, a->name, name, strerror(-rc));
+}
+
+/* Whether dir/name (or name alone, with dir NULL) is an existing file;
+ * its path in out. */
+static int exists_at(const char *dir, size_t dir_len, const char *name,
+		     char *out, size_t len)
+{
+	struct stat st;
+	if (dir)
+		snprintf(out, len, "%.*s/%s", (int)dir_len, dir, name);
+	else
+		snprintf(out, len, "%s", name);
+	return stat(out, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Where HDF5 finds a virtual dataset's source file name: as given when
+ * absolute, then under each HDF5_VDS_PREFIX entry (${ORIGIN}: the
+ * source's directory), then beside the source, then as given.
+ * @return whether one exists, its path in out. */
+static int find_vds_file(const struct rfs_source *s, const char *name,
+			 char *out, size_t len)
+{
+	if (name[0] == '/' && exists_at(NULL, 0, name, out, len))
+		return 1;
+	const char *slash = strrchr(name, '/');
+	const char *base = name[0] == '/' ? slash + 1 : name;
+	const char *dir = s->path;
+	size_t dir_len = (size_t)(strrchr(dir, '/') - dir);
+	const char *prefixes = getenv("HDF5_VDS_PREFIX");
+	while (prefixes && *prefixes) {
+		size_t n = strcspn(prefixes, ":");
+		char prefix[PATH_MAX];
+		if (n > 9 && strncmp(prefixes, "${ORIGIN}", 9) == 0)
+			snprintf(prefix, sizeof(prefix), "%.*s%.*s",
+				 (int)dir_len, dir, (int)(n - 9),
+				 prefixes + 9);
+		else
+			snprintf(prefix, sizeof(prefix), "%.*s", (int)n,
+				 prefixes);
+		if (exists_at(prefix, strlen(prefix), base, out, len))
+			return 1;
+		prefixes += n + (prefixes[n] == ':');
 	}
-	for (int i = 0; i < s->nlinked; i++) {
-		if (s->linked[i].opened.st_dev == l.opened.st_dev &&
-		    s->linked[i].opened.st_ino == l.opened.st_ino) {
-			free(l.path);
-			return;
+	return exists_at(dir, dir_len, base, out, len) ||
+	       exists_at(NULL, 0, base, out, len);
+}
+
+/* A virtual dataset reads its rows from other files, and HDF5 serves a
+ * missing one's rows as fill values: each must exist at mount, and is
+ * watched for changes from then on. Names with printf-style patterns
+ * (unlimited mappings) are not checked. */
+static int check_vds_files(struct rfs_source *s, const struct array *a,
+			   char *err, size_t errlen)
+{
+	size_t count = 0;
+	int rc = 0;
+	hid_t dcpl = H5Dget_create_plist(a->dset);
+	if (dcpl < 0 || H5Pget_layout(dcpl) != H5D_VIRTUAL ||
+	    H5Pget_virtual_count(dcpl, &count) < 0)
+		count = 0;
+	for (size_t i = 0; i < count && rc == 0; i++) {
+		char name[PATH_MAX] = "", found[2 * PATH_MAX];
+		if (H5Pget_virtual_filename(dcpl, i, name, sizeof(name)) < 0 ||
+		    strcmp(name, ".") == 0 || strchr(name, '%'))
+			continue;
+		if (!find_vds_file(s, name, found, sizeof(found))) {
+			snprintf(err, errlen,
+				 "%s: dataset %s is a virtual dataset whose "
+				 "source file %s does not exist (HDF5 would "
+				 "serve its rows as fill values)",
+				 s->path, a->name, name);
+			rc = -ENOENT;
+		} else if ((rc = add_linked(s, found)) != 0) {
+			snprintf(err, errlen, "%s: %s", found, strerror(-rc));
 		}
 	}
-	s->linked[s->nlinked++] = l; /* x and indices: two at most */
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	return rc;
 }
 
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
@@ -520,6 +621,7 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 	if (rc == 0) {
 		choose_read_path(s, a, &pipe);
 		watch_linked(s, a);
+		rc = check_vds_files(s, a, err, errlen);
 	}
 close:
 	if (type >= 0)
@@ -1023,7 +1125,7 @@ static int check_unchanged(struct rfs_source *s)
 	const char *path = s->path;
 	const struct stat *was = &s->opened;
 	int same = same_file(path, was, &now);
-	for (int i = 0; same == 1 && i < s->nlinked; i++) {
+	for (size_t i = 0; same == 1 && i < s->nlinked; i++) {
 		path = s->linked[i].path;
 		was = &s->linked[i].opened;
 		same = same_file(path, was, &now);
@@ -1782,8 +1884,9 @@ void rfs_source_destroy(struct rfs_source *s)
 		H5Fclose(s->file);
 	if (s->fd >= 0)
 		close(s->fd);
-	for (int i = 0; i < s->nlinked; i++)
+	for (size_t i = 0; i < s->nlinked; i++)
 		free(s->linked[i].path);
+	free(s->linked);
 	free(s->dataset);
 	free(s->path);
 	free(s);

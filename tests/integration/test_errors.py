@@ -1,7 +1,9 @@
 """Bad input at mount time: one line naming the culprit, a non-zero exit,
 nothing left mounted, in the foreground and in the background."""
+import os
 import re
 
+import h5py
 import numpy as np
 import pytest
 
@@ -45,6 +47,15 @@ def files(tmp_path_factory):
     f["huge"] = write_h5(str(d / "huge.h5"), {
         "x": (None, dict(shape=(2**62, 4), dtype="f4", chunks=(1024, 4))),
         "lab": (None, dict(shape=(2**62,), dtype="i8", chunks=(1024,)))})
+    # A virtual dataset whose one source file is gone.
+    part = write_h5(str(d / "part.h5"), {
+        "x": np.zeros((N, 4), dtype=np.float32)})
+    layout = h5py.VirtualLayout(shape=(N, 4), dtype="f4")
+    layout[:] = h5py.VirtualSource(part, "x", shape=(N, 4))
+    with h5py.File(d / "vds.h5", "w") as v:
+        v.create_virtual_dataset("x", layout)
+    os.unlink(part)
+    f["vds"] = str(d / "vds.h5")
     return f
 
 
@@ -82,6 +93,8 @@ CASES = [
     ("negative idle threads", "good", "dataset=/x,max_idle_threads=-1",
      ["max_idle_threads=-1", "from 0 to 1024"]),
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
+    ("virtual dataset's file missing", "vds", "dataset=/x",
+     ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
     # 4 cached windows of 2^23 rows and one being built (two arrays):
     # 384 MiB of row ids, far beyond a quarter of cache_mb.
     ("fetch windows beyond cache_mb", "long",

@@ -111,15 +111,22 @@ def test_source_changed_under_the_mount(mounts, tmp_path, how):
     assert "EIO" in log or "rows" in log
 
 
-def test_linked_file_changed_under_the_mount(mounts, tmp_path):
-    # The rows live in the file an external link leads to: a change to it
-    # fails new batches like a change to the source itself.
+@pytest.mark.parametrize("how", ["external link", "virtual dataset"])
+def test_linked_file_changed_under_the_mount(mounts, tmp_path, how):
+    # The rows live in the file an external link leads to, or that a
+    # virtual dataset maps: a change to it fails new batches like a change
+    # to the source itself.
     x = np.arange(20000, dtype=np.float32).reshape(200, 100)
     target = tmp_path / "target.h5"
     write_h5(str(target), {"x": x})
     link = str(tmp_path / "link.h5")
     with h5py.File(link, "w") as f:
-        f["x"] = h5py.ExternalLink("target.h5", "/x")
+        if how == "external link":
+            f["x"] = h5py.ExternalLink("target.h5", "/x")
+        else:
+            layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
+            layout[:] = h5py.VirtualSource("target.h5", "x", shape=x.shape)
+            f.create_virtual_dataset("x", layout)
     m = mounts(link, "dataset=/x,batch_size=10,prefetch=0")
     index = m.load("index", 0, 0, 0)
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])

@@ -717,6 +717,42 @@ static void test_changed_file_fails(void **state)
 	free(link);
 }
 
+/* A virtual dataset /X of ROWS x COLS in vds, all read from dataset
+ * /X of file part (named as given). */
+static void write_vds(const char *vds, const char *part)
+{
+	hsize_t dims[2] = { ROWS, COLS };
+	hid_t space = H5Screate_simple(2, dims, NULL);
+	hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	assert_true(H5Pset_virtual(dcpl, space, part, "/X", space) >= 0);
+	hid_t file = H5Fcreate(vds, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	hid_t dset = H5Dcreate2(file, "/X", H5T_NATIVE_FLOAT, space,
+				H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	assert_true(file >= 0 && dset >= 0);
+	H5Dclose(dset);
+	H5Fclose(file);
+	H5Pclose(dcpl);
+	H5Sclose(space);
+}
+
+static void test_virtual_dataset_sources(void **state)
+{
+	struct fixture *f = *state;
+	write_f32(f, "part.h5", "/X", H5FX_CHUNKED, ROWS, 0);
+	char *vds = strdup(file_in(f, "vds.h5"));
+	assert_non_null(vds);
+	write_vds(vds, "part.h5"); /* beside the virtual dataset */
+	struct rfs_source *s = open_ok(vds, "/X");
+	check_f32_rows(s, scattered, N_SCATTERED);
+	rfs_source_destroy(s);
+	/* A source file that is not there: rows of fill values otherwise. */
+	write_vds(vds, "gone.h5");
+	const char *const want[] = { "vds.h5", "/X", "gone.h5",
+				     "does not exist", NULL };
+	expect_open_error(vds, "/X", -ENOENT, want);
+	free(vds);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -752,6 +788,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_injected_read_failure,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changed_file_fails,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_virtual_dataset_sources,
 						setup, teardown),
 	};
 	if (h5fx_tmpdir(log_dir, sizeof(log_dir)) != 0)
