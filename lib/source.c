@@ -1138,8 +1138,8 @@ static int check_unchanged(struct rfs_source *s)
 		if (path == s->path)
 			snprintf(what, sizeof(what), "source %s", path);
 		else
-			snprintf(what, sizeof(what), "%s (linked from source %s)",
-				 path, s->path);
+			snprintf(what, sizeof(what),
+				 "%s (linked from source %s)", path, s->path);
 		if (same < 0)
 			rfs_log("%s: %s; new batches fail with EIO", what,
 				strerror(gone_why));
