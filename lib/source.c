@@ -470,35 +470,47 @@ static int exists_at(const char *dir, size_t dir_len, const char *name,
 	return stat(out, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Whether base is under one of the prefixes HDF5_VDS_PREFIX lists
+ * (':' between them; a leading ${ORIGIN} is the directory dir_len bytes
+ * of dir name, as HDF5 expands it: once, at the start of the whole
+ * list). Its path in out. */
+static int under_vds_prefix(const char *dir, size_t dir_len,
+			    const char *base, char *out, size_t len)
+{
+	const char *env = getenv("HDF5_VDS_PREFIX");
+	if (!env || !*env)
+		return 0;
+	const char *origin = "${ORIGIN}";
+	int expand = strncmp(env, origin, strlen(origin)) == 0;
+	char *list = NULL;
+	if (asprintf(&list, "%.*s%s%s", expand ? (int)dir_len : 0, dir,
+		     expand ? "/" : "", env + (expand ? strlen(origin) : 0)) <
+	    0)
+		return 0;
+	int found = 0;
+	for (char *p = list; !found && *p;) {
+		size_t n = strcspn(p, ":");
+		found = n > 0 && exists_at(p, n, base, out, len);
+		p += n + (p[n] == ':');
+	}
+	free(list);
+	return found;
+}
+
 /* Where HDF5 finds a virtual dataset's source file name: as given when
- * absolute, then under each HDF5_VDS_PREFIX entry (${ORIGIN}: the
- * source's directory), then beside the source, then as given.
+ * absolute, then (its last component when absolute) under the
+ * HDF5_VDS_PREFIX entries, beside the source, and as given.
  * @return whether one exists, its path in out. */
 static int find_vds_file(const struct rfs_source *s, const char *name,
 			 char *out, size_t len)
 {
 	if (name[0] == '/' && exists_at(NULL, 0, name, out, len))
 		return 1;
-	const char *slash = strrchr(name, '/');
-	const char *base = name[0] == '/' ? slash + 1 : name;
+	const char *base = name[0] == '/' ? strrchr(name, '/') + 1 : name;
 	const char *dir = s->path;
 	size_t dir_len = (size_t)(strrchr(dir, '/') - dir);
-	const char *prefixes = getenv("HDF5_VDS_PREFIX");
-	while (prefixes && *prefixes) {
-		size_t n = strcspn(prefixes, ":");
-		char prefix[PATH_MAX];
-		if (n > 9 && strncmp(prefixes, "${ORIGIN}", 9) == 0)
-			snprintf(prefix, sizeof(prefix), "%.*s%.*s",
-				 (int)dir_len, dir, (int)(n - 9),
-				 prefixes + 9);
-		else
-			snprintf(prefix, sizeof(prefix), "%.*s", (int)n,
-				 prefixes);
-		if (exists_at(prefix, strlen(prefix), base, out, len))
-			return 1;
-		prefixes += n + (prefixes[n] == ':');
-	}
-	return exists_at(dir, dir_len, base, out, len) ||
+	return under_vds_prefix(dir, dir_len, base, out, len) ||
+	       exists_at(dir, dir_len, base, out, len) ||
 	       exists_at(NULL, 0, base, out, len);
 }
 
@@ -506,12 +518,12 @@ static int find_vds_file(const struct rfs_source *s, const char *name,
  * missing one's rows as fill values: each must exist at mount, and is
  * watched for changes from then on. Names with printf-style patterns
  * (unlimited mappings) are not checked. */
-static int check_vds_files(struct rfs_source *s, const struct array *a,
+static int check_vds_files(struct rfs_source *s, hid_t dset, const char *what,
 			   char *err, size_t errlen)
 {
 	size_t count = 0;
 	int rc = 0;
-	hid_t dcpl = H5Dget_create_plist(a->dset);
+	hid_t dcpl = H5Dget_create_plist(dset);
 	if (dcpl < 0 || H5Pget_layout(dcpl) != H5D_VIRTUAL ||
 	    H5Pget_virtual_count(dcpl, &count) < 0)
 		count = 0;
@@ -523,9 +535,10 @@ static int check_vds_files(struct rfs_source *s, const struct array *a,
 		if (!find_vds_file(s, name, found, sizeof(found))) {
 			snprintf(err, errlen,
 				 "%s: dataset %s is a virtual dataset whose "
-				 "source file %s does not exist (HDF5 would "
-				 "serve its rows as fill values)",
-				 s->path, a->name, name);
+				 "source file %s does not exist where HDF5 "
+				 "looks (HDF5 would serve its rows as fill "
+				 "values)",
+				 s->path, what, name);
 			rc = -ENOENT;
 		} else if ((rc = add_linked(s, found)) != 0) {
 			snprintf(err, errlen, "%s: %s", found, strerror(-rc));
@@ -621,7 +634,7 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 	if (rc == 0) {
 		choose_read_path(s, a, &pipe);
 		watch_linked(s, a);
-		rc = check_vds_files(s, a, err, errlen);
+		rc = check_vds_files(s, a->dset, a->name, err, errlen);
 	}
 close:
 	if (type >= 0)
@@ -796,6 +809,10 @@ static int open_csr(struct rfs_source *s, hid_t group, char *err,
 		return rc;
 	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
 	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
+	if (dset >= 0 && (rc = check_vds_files(s, dset, name, err, errlen))) {
+		H5Dclose(dset);
+		return rc;
+	}
 	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
 	rc = -EINVAL;
 	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
@@ -1821,6 +1838,14 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 			 "available",
 			 s->path, what, filter);
 		rc = -ENOTSUP;
+		goto out;
+	}
+	/* Read at mount: one served as fill values would go unnoticed. */
+	int vds = codes >= 0 ? check_vds_files(s, codes, what, err, errlen) : 0;
+	if (vds == 0 && cats >= 0)
+		vds = check_vds_files(s, cats, what, err, errlen);
+	if (vds != 0) {
+		rc = vds;
 		goto out;
 	}
 	int64_t n = codes >= 0 ? length_1d(codes) : -1;

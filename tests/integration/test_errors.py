@@ -56,6 +56,16 @@ def files(tmp_path_factory):
         v.create_virtual_dataset("x", layout)
     os.unlink(part)
     f["vds"] = str(d / "vds.h5")
+    # The same for a label column, read once at mount.
+    labpart = write_h5(str(d / "labpart.h5"), {
+        "lab": np.zeros(N, dtype=np.int64)})
+    layout = h5py.VirtualLayout(shape=(N,), dtype="i8")
+    layout[:] = h5py.VirtualSource(labpart, "lab", shape=(N,))
+    with h5py.File(d / "vdslab.h5", "w") as v:
+        v["x"] = np.zeros((N, 4), dtype=np.float32)
+        v.create_virtual_dataset("lab", layout)
+    os.unlink(labpart)
+    f["vdslab"] = str(d / "vdslab.h5")
     return f
 
 
@@ -95,6 +105,8 @@ CASES = [
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
      ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
+    ("virtual label's file missing", "vdslab", "dataset=/x,label=/lab",
+     ["vdslab.h5", "/lab", "labpart.h5", "does not exist"]),
     # 4 cached windows of 2^23 rows and one being built (two arrays):
     # 384 MiB of row ids, far beyond a quarter of cache_mb.
     ("fetch windows beyond cache_mb", "long",

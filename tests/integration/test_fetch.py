@@ -298,6 +298,34 @@ def test_dataset_behind_an_external_link(mounts, tmp_path, kw):
     np.testing.assert_array_equal(got, x[index])
 
 
+@pytest.mark.parametrize("prefix,found", [("${ORIGIN}src", True),
+                                          ("/nowhere:${ORIGIN}src", False)])
+def test_virtual_dataset_under_vds_prefix(mounts, tmp_path, monkeypatch,
+                                          prefix, found):
+    # HDF5 expands ${ORIGIN} (the virtual dataset's directory and a '/')
+    # only at the start of HDF5_VDS_PREFIX: rankfs finds the source file
+    # where the daemon's HDF5 reads it, and refuses what HDF5 would serve
+    # as fill values.
+    x = np.random.default_rng(11).random((64, 8)).astype(np.float32)
+    (tmp_path / "src").mkdir()
+    write_h5(str(tmp_path / "src" / "moved.h5"), {"x": x})
+    layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
+    layout[:] = h5py.VirtualSource("moved.h5", "x", shape=x.shape)
+    path = str(tmp_path / "vds.h5")
+    with h5py.File(path, "w") as f:
+        f.create_virtual_dataset("x", layout)
+    monkeypatch.setenv("HDF5_VDS_PREFIX", prefix)
+    if not found:
+        r = run_rankfs(["-f", "-o", "dataset=/x,batch_size=16", path,
+                        tmp_path])
+        assert r.returncode != 0
+        assert "moved.h5 does not exist" in r.stderr
+        return
+    m = mounts(path, "dataset=/x,batch_size=16,strategy=shuffle")
+    got, index = served_rows(m)
+    np.testing.assert_array_equal(got, x[index])
+
+
 def test_virtual_dataset(mounts, tmp_path):
     # Rows from two files joined by an HDF5 virtual dataset, read through
     # HDF5 (which follows the mapping).
