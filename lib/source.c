@@ -81,9 +81,9 @@ struct rfs_source {
 	struct array indices; /* CSR only */
 	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* the file as it was at open */
-	/* Files x and indices are read from besides the source (external
-	 * links, a virtual dataset's sources), watched for changes like the
-	 * source itself. */
+	/* Files the served rows are read from besides the source (an
+	 * external link's target, a virtual dataset's sources), watched for
+	 * changes like the source itself. */
 	struct linked_file {
 		char *path;
 		struct stat opened;
@@ -515,11 +515,12 @@ static int find_vds_file(const struct rfs_source *s, const char *name,
 }
 
 /* A virtual dataset reads its rows from other files, and HDF5 serves a
- * missing one's rows as fill values: each must exist at mount, and is
- * watched for changes from then on. Names with printf-style patterns
- * (unlimited mappings) are not checked. */
+ * missing one's rows as fill values: each must exist at mount. Those of
+ * the served rows are watched for changes from then on (watch); what is
+ * read whole at mount (indptr, columns) need not be. Names with
+ * printf-style patterns (unlimited mappings) are not checked. */
 static int check_vds_files(struct rfs_source *s, hid_t dset, const char *what,
-			   char *err, size_t errlen)
+			   int watch, char *err, size_t errlen)
 {
 	size_t count = 0;
 	int rc = 0;
@@ -540,7 +541,7 @@ static int check_vds_files(struct rfs_source *s, hid_t dset, const char *what,
 				 "values)",
 				 s->path, what, name);
 			rc = -ENOENT;
-		} else if ((rc = add_linked(s, found)) != 0) {
+		} else if (watch && (rc = add_linked(s, found)) != 0) {
 			snprintf(err, errlen, "%s: %s", found, strerror(-rc));
 		}
 	}
@@ -634,7 +635,7 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 	if (rc == 0) {
 		choose_read_path(s, a, &pipe);
 		watch_linked(s, a);
-		rc = check_vds_files(s, a->dset, a->name, err, errlen);
+		rc = check_vds_files(s, a->dset, a->name, 1, err, errlen);
 	}
 close:
 	if (type >= 0)
@@ -809,7 +810,8 @@ static int open_csr(struct rfs_source *s, hid_t group, char *err,
 		return rc;
 	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
 	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
-	if (dset >= 0 && (rc = check_vds_files(s, dset, name, err, errlen))) {
+	if (dset >= 0 &&
+	    (rc = check_vds_files(s, dset, name, 0, err, errlen)) != 0) {
 		H5Dclose(dset);
 		return rc;
 	}
@@ -1132,8 +1134,8 @@ static int same_file(const char *path, const struct stat *was,
  * HDF5 reads a truncated file's missing bytes as zeros, and a file replaced
  * or rewritten under the mount would mix old and new rows. Either way a
  * batch could hold wrong bytes, so once the file's identity, size or mtime
- * differs from what was opened (the source's, or that of a file its
- * external links lead to), every new read fails with EIO (batches already
+ * differs from what was opened (the source's, or that of a linked file the
+ * served rows come from), every new read fails with EIO (batches already
  * generated stay served). One stat per file per fetch is cheap next to it.
  */
 static int check_unchanged(struct rfs_source *s)
@@ -1841,9 +1843,11 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 		goto out;
 	}
 	/* Read at mount: one served as fill values would go unnoticed. */
-	int vds = codes >= 0 ? check_vds_files(s, codes, what, err, errlen) : 0;
+	int vds = codes >= 0 ? check_vds_files(s, codes, what, 0, err,
+					       errlen) :
+			       0;
 	if (vds == 0 && cats >= 0)
-		vds = check_vds_files(s, cats, what, err, errlen);
+		vds = check_vds_files(s, cats, what, 0, err, errlen);
 	if (vds != 0) {
 		rc = vds;
 		goto out;
