@@ -129,13 +129,19 @@ static struct rfs_cache_entry *oldest(struct rfs_cache_entry *list)
 	return list->lru_prev != list ? list->lru_prev : NULL;
 }
 
+/* The next entry to evict: the oldest retired, else the oldest unused. */
+static struct rfs_cache_entry *next_victim(struct rfs_cache *c)
+{
+	struct rfs_cache_entry *victim = oldest(&c->retired);
+	return victim ? victim : oldest(&c->lru);
+}
+
 /* Drops unreferenced entries, retired ones first, until need more bytes
  * fit in the capacity or none is left. @return whether they fit. */
 static int make_room(struct rfs_cache *c, size_t need)
 {
 	struct rfs_cache_entry *victim;
-	while (c->bytes + need > c->capacity &&
-	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru)))) {
+	while (c->bytes + need > c->capacity && (victim = next_victim(c))) {
 		unpark(c, victim);
 		drop(c, victim);
 	}
@@ -154,8 +160,7 @@ static void evict(struct rfs_cache *c)
 		unpark(c, victim);
 		drop(c, victim);
 	}
-	while (c->bytes > c->capacity &&
-	       ((victim = oldest(&c->retired)) || (victim = oldest(&c->lru))) &&
+	while (c->bytes > c->capacity && (victim = next_victim(c)) &&
 	       held(victim) < c->bytes) {
 		unpark(c, victim);
 		drop(c, victim);
