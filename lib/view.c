@@ -241,9 +241,8 @@ static int npy_file(struct rfs_view *v, const struct rfs_cache_key *key,
 	int ndims;
 	enum rfs_dtype dtype;
 	file_shape(v, key->kind, n, shape, &ndims, &dtype);
-	unsigned char *buf = rfs_cache_fill_buffer(
-		f, v->file_size[key->kind][key->batch + 1 >=
-					   rfs_view_batches_per_rank(v)]);
+	unsigned char *buf = rfs_cache_fill_buffer(f,
+						   rfs_view_file_size(v, key));
 	if (!buf)
 		return -ENOMEM;
 	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
