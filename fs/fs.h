@@ -6,6 +6,7 @@
 
 #include "inode.h"
 #include "page_drop.h"
+#include "passthrough.h"
 #include "view.h"
 
 struct rfs_fs {
@@ -15,6 +16,7 @@ struct rfs_fs {
 	gid_t gid;
 	int direct_io;
 	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
+	struct rfs_passthrough *passthrough; /* NULL: option off */
 };
 
 struct fuse_args;

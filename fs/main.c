@@ -156,6 +156,12 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
+	if (rfs_view_config(fs.view)->passthrough &&
+	    (rc = rfs_passthrough_attach(se, &fs.passthrough)) != 0) {
+		fprintf(stderr, "rankfs: option passthrough: %s\n",
+			strerror(-rc));
+		goto out_unmount;
+	}
 	/* With direct_io nothing of ours is cached. */
 	if (!fs.direct_io &&
 	    (rc = rfs_page_drop_create(se, &fs.page_drop)) != 0) {
@@ -183,6 +189,7 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
+	rfs_passthrough_destroy(fs.passthrough);
 out_view:
 	rfs_view_destroy(fs.view);
 out_opts:

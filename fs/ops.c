@@ -210,6 +210,30 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/* Answers the open of a generated file with its bytes in the kernel's
+ * hands (passthrough.c). A file that fails to generate is opened the
+ * usual way, so that its reads fail as they would without passthrough.
+ * @return 1 answered. */
+static int open_passthrough(fuse_req_t req, struct rfs_fs *fs, fuse_ino_t ino,
+			    const struct rfs_node *n)
+{
+	struct rfs_cache_key key = file_key(fs, n);
+	int rc = rfs_passthrough_share(fs->passthrough, req, ino);
+	if (rc != 0) {
+		struct rfs_cache_entry *e;
+		if (rfs_view_read(fs->view, &key, 0, &e) != 0)
+			return 0;
+		rc = rfs_passthrough_reply_open(fs->passthrough, req, ino,
+						rfs_cache_entry_data(e),
+						rfs_cache_entry_size(e));
+		rfs_view_put(fs->view, e);
+	}
+	/* The kernel serves the bytes: counted as served when handed over. */
+	if (rc == 0)
+		rfs_view_count_bytes(fs->view, key.rank, node_size(fs, n));
+	return rc == 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct rfs_fs *fs = fs_of(req);
@@ -244,6 +268,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (file) {
 			struct rfs_cache_key key = file_key(fs, &n);
 			rfs_view_opened(fs->view, &key);
+			if (fs->passthrough &&
+			    open_passthrough(req, fs, ino, &n))
+				return;
 		}
 	}
 	/* Not delivered (the open was interrupted): no release will come. */
@@ -332,15 +359,19 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct rfs_fs *fs = fs_of(req);
-	struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
 	struct rfs_node n;
-	if (snap)
-		snapshot_put(snap);
+	int file = rfs_inode_node(&fs->space, ino, &n) == 0 &&
+		   (n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE);
+	/* A generated file's handle is set only by a passthrough open. */
+	if (file && fi->fh)
+		rfs_passthrough_release(fs->passthrough, ino);
+	else if (fi->fh)
+		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
-	if (rfs_inode_node(&fs->space, ino, &n) != 0 ||
-	    (n.type != RFS_NODE_FILE && n.type != RFS_NODE_STEP_FILE))
+	if (!file)
 		return;
-	if (fs->page_drop)
+	/* Passthrough files have no pages of ours to drop. */
+	if (fs->page_drop && !fi->fh)
 		rfs_page_drop_push(fs->page_drop, ino);
 	struct rfs_cache_key key = file_key(fs, &n);
 	rfs_view_released(fs->view, &key);

@@ -1,0 +1,281 @@
+/*
+ * Through FUSE, every read of a generated file is a request: a handler
+ * wakes, copies the bytes into the kernel's pages (or the reader's
+ * buffer), and the pages are dropped again at close. With passthrough
+ * the open hands the kernel a file holding the bytes, a memfd filled
+ * once here, and the kernel reads it like any tmpfs file: no request, no
+ * copy in the daemon, no pages to drop, and no context switch per read.
+ *
+ * Each open gets a memfd of its own, closed by the daemon at once: the
+ * kernel keeps it while the file is open or mapped, so an mmap of a
+ * batch stays valid after close, and nothing is ever rewritten under a
+ * reader. Its pages are memory besides cache_mb, one file's worth per
+ * open file (docs/usage.md).
+ *
+ * libfuse 3.14 predates passthrough: the session's I/O is wrapped to
+ * add it to the INIT reply when the kernel offers it, and opens are
+ * answered with the reply written here (passthrough_wire.c).
+ */
+#include "passthrough.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+#include "passthrough_wire.h"
+
+/* An inode opened through passthrough: the kernel takes one backing file
+ * per inode at a time, so every open of it while one is open shares the
+ * first's. */
+struct backed {
+	uint64_t ino;
+	int id; /* backing id; 0 while the first open registers it */
+	unsigned opens;
+	struct backed *next;
+};
+
+struct rfs_passthrough {
+	int fd; /* the session's /dev/fuse */
+	uint64_t init_unique; /* the INIT request offering passthrough */
+	atomic_int on; /* the kernel agreed, and no open was refused */
+	pthread_mutex_t lock;
+	pthread_cond_t registered;
+	struct backed *open; /* protected by lock */
+};
+
+static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
+{
+	struct rfs_passthrough *p = ((struct rfs_fs *)userdata)->passthrough;
+	ssize_t n = read(fd, buf, len);
+	uint64_t unique;
+	if (n > 0 && !atomic_load(&p->on) &&
+	    rfs_wire_init_offers(buf, (size_t)n, &unique))
+		p->init_unique = unique;
+	return n;
+}
+
+/* The INIT reply (header, then fuse_init_out) to the request that offered
+ * passthrough: sent with passthrough asked for. */
+static ssize_t write_init(struct rfs_passthrough *p, int fd,
+			  struct iovec *iov)
+{
+	unsigned char body[256];
+	size_t n = iov[1].iov_len < sizeof(body) ? iov[1].iov_len :
+						   sizeof(body);
+	memcpy(body, iov[1].iov_base, n);
+	if (n != iov[1].iov_len || !rfs_wire_init_ask(body, n))
+		return writev(fd, iov, 2);
+	struct iovec patched[2] = { iov[0], { body, n } };
+	ssize_t rc = writev(fd, patched, 2);
+	if (rc >= 0) {
+		atomic_store(&p->on, 1);
+		rfs_log("FUSE passthrough on: the kernel reads opened files "
+			"from memory the daemon fills once per open");
+	}
+	return rc;
+}
+
+static ssize_t write_reply(int fd, struct iovec *iov, int count,
+			   void *userdata)
+{
+	struct rfs_passthrough *p = ((struct rfs_fs *)userdata)->passthrough;
+	if (p->init_unique && count == 2 &&
+	    iov[0].iov_len == sizeof(struct fuse_out_header) &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique ==
+		    p->init_unique &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->error == 0) {
+		p->init_unique = 0;
+		return write_init(p, fd, iov);
+	}
+	return writev(fd, iov, count);
+}
+
+int rfs_passthrough_attach(struct fuse_session *se,
+			   struct rfs_passthrough **out)
+{
+	static const struct fuse_custom_io io = { .read = read_request,
+						  .writev = write_reply };
+	struct rfs_passthrough *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->fd = fuse_session_fd(se);
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->registered, NULL);
+	*out = p;
+	/* The same descriptor: libfuse still unmounts and closes it. */
+	int rc = fuse_session_custom_io(se, &io, p->fd);
+	if (rc != 0) {
+		rfs_passthrough_destroy(p);
+		*out = NULL;
+	}
+	return rc < 0 ? rc : rc > 0 ? -EINVAL : 0;
+}
+
+void rfs_passthrough_destroy(struct rfs_passthrough *p)
+{
+	if (!p)
+		return;
+	while (p->open) {
+		struct backed *b = p->open;
+		p->open = b->next;
+		free(b);
+	}
+	pthread_cond_destroy(&p->registered);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+/* A memfd holding data[0, len). @return its descriptor or -errno. */
+static int memfd_with(const void *data, size_t len)
+{
+	int fd = memfd_create("rankfs", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)data + done, len - done,
+				   (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int rc = n < 0 ? -errno : -EIO;
+			close(fd);
+			return rc;
+		}
+		done += (size_t)n;
+	}
+	return fd;
+}
+
+static struct backed **find(struct rfs_passthrough *p, uint64_t ino)
+{
+	struct backed **at = &p->open;
+	while (*at && (*at)->ino != ino)
+		at = &(*at)->next;
+	return at;
+}
+
+/* A backing id holding data[0, len). @return it, or -errno. */
+static int register_bytes(struct rfs_passthrough *p, const void *data,
+			  size_t len)
+{
+	int fd = memfd_with(data, len);
+	if (fd < 0)
+		return fd;
+	struct rfs_backing_map map = { .fd = fd };
+	int id = ioctl(p->fd, RFS_DEV_IOC_BACKING_OPEN, &map);
+	int err = errno;
+	close(fd); /* the kernel holds its own reference */
+	if (id > 0)
+		return id;
+	/* Not for want of memory: every open would be refused alike
+	 * (CAP_SYS_ADMIN is missing, most likely). */
+	if (err != ENOMEM && atomic_exchange(&p->on, 0))
+		rfs_log("FUSE passthrough off: registering a file with the "
+			"kernel failed: %s; reads go through FUSE",
+			strerror(err));
+	return -err;
+}
+
+/* One open of ino less; its backing id is dropped with the last. */
+static void drop_open(struct rfs_passthrough *p, uint64_t ino)
+{
+	pthread_mutex_lock(&p->lock);
+	struct backed **at = find(p, ino), *b = *at;
+	if (b && --b->opens == 0) {
+		uint32_t id = (uint32_t)b->id;
+		*at = b->next;
+		free(b);
+		ioctl(p->fd, RFS_DEV_IOC_BACKING_CLOSE, &id);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Answers req with ino's backing id. */
+static void reply(struct rfs_passthrough *p, fuse_req_t req, uint64_t ino,
+		  int id)
+{
+	struct rfs_open_out out;
+	rfs_wire_open_passthrough(&out, 1, id);
+	/* Not delivered (the open was interrupted): no release will come. */
+	if (fuse_reply_buf(req, (const char *)&out, sizeof(out)) != 0)
+		drop_open(p, ino);
+}
+
+/* ino's entry once registered, or NULL; with p->lock held. */
+static struct backed *registered(struct rfs_passthrough *p, uint64_t ino)
+{
+	struct backed *b = *find(p, ino);
+	while (b && b->id == 0) {
+		pthread_cond_wait(&p->registered, &p->lock);
+		b = *find(p, ino);
+	}
+	return b;
+}
+
+int rfs_passthrough_share(struct rfs_passthrough *p, fuse_req_t req,
+			  uint64_t ino)
+{
+	if (!p || !atomic_load(&p->on))
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&p->lock);
+	struct backed *b = registered(p, ino);
+	int id = b ? b->id : 0;
+	if (b)
+		b->opens++;
+	pthread_mutex_unlock(&p->lock);
+	if (!id)
+		return -ENOENT;
+	reply(p, req, ino, id);
+	return 0;
+}
+
+int rfs_passthrough_reply_open(struct rfs_passthrough *p, fuse_req_t req,
+			       uint64_t ino, const void *data, size_t len)
+{
+	if (!p || !atomic_load(&p->on))
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&p->lock);
+	struct backed *b = registered(p, ino);
+	if (b) {
+		b->opens++;
+	} else if ((b = calloc(1, sizeof(*b)))) {
+		/* Registered outside the lock; opens of ino wait for it. */
+		*b = (struct backed){ .ino = ino, .opens = 1, .next = p->open };
+		p->open = b;
+		pthread_mutex_unlock(&p->lock);
+		int id = register_bytes(p, data, len);
+		pthread_mutex_lock(&p->lock);
+		if (id > 0) {
+			b->id = id;
+		} else {
+			*find(p, ino) = b->next;
+			free(b);
+			b = NULL;
+		}
+		pthread_cond_broadcast(&p->registered);
+		if (!b) {
+			pthread_mutex_unlock(&p->lock);
+			return id;
+		}
+	}
+	int id = b ? b->id : 0;
+	pthread_mutex_unlock(&p->lock);
+	if (!id)
+		return -ENOMEM;
+	reply(p, req, ino, id);
+	return 0;
+}
+
+void rfs_passthrough_release(struct rfs_passthrough *p, uint64_t ino)
+{
+	drop_open(p, ino);
+}
