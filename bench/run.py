@@ -6,7 +6,8 @@ node), batch 256, on the same warm files, timing each contender's epoch
 loop only (imports, opening files and mounting are paid once per job):
 
   rankfs           np.load of epoch/0/rank/R/batch/*.npy (or load_npz of
-                   *.npz) through a fresh mount, per strategy
+                   *.npz) through a fresh mount, per strategy, through the
+                   page cache, with direct_io and with passthrough
   h5py+sampler     torch's DistributedSampler indices, 256 at a time,
                    sorted, then h5py fancy indexing
   AnnLoader        anndata's AnnLoader over the backed file, same sampler
@@ -413,7 +414,7 @@ def main():
     group(*[rankfs(f"rankfs {s}{d} (dense)", dense,
                    f"strategy={s}{d.replace(' ', ',')}", ".npy",
                    dense_bytes)
-            for d in ("", " direct_io")
+            for d in ("", " direct_io", " passthrough")
             for s in ("block_shuffle", "shuffle")],
           Contender("h5py+DistributedSampler (dense)",
                     unmounted(h5py_reader(dense), dense_bytes)),
@@ -472,6 +473,18 @@ def main():
         ("rankfs shuffle direct_io / trivial FUSE direct_io",
          ratio("rankfs shuffle direct_io (dense)",
                "trivial FUSE server direct_io (dense files)"), 0.7),
+        ("rankfs shuffle passthrough / h5py+DistributedSampler",
+         ratio("rankfs shuffle passthrough (dense)",
+               "h5py+DistributedSampler (dense)"), 2.0),
+        ("rankfs shuffle passthrough / block_shuffle passthrough",
+         ratio("rankfs shuffle passthrough (dense)",
+               "rankfs block_shuffle passthrough (dense)"), 0.8),
+        ("rankfs shuffle passthrough / trivial FUSE server",
+         ratio("rankfs shuffle passthrough (dense)",
+               "trivial FUSE server (dense files)"), 0.7),
+        ("rankfs shuffle passthrough / trivial FUSE direct_io",
+         ratio("rankfs shuffle passthrough (dense)",
+               "trivial FUSE server direct_io (dense files)"), 0.7),
         ("rankfs shuffle .npz / anndata backed CSR",
          ratio("rankfs shuffle (CSR .npz)",
                "anndata backed CSR+DistributedSampler"), 3.0),
@@ -483,14 +496,14 @@ def main():
     for r in results:
         print(f"{r['name']:44s} {r['rows_per_s']:10.0f} "
               f"{r['mb_per_s']:8.0f} {r['seconds']:7.2f}")
-    print(f"\n{'ratio':52s} {'measured':>8s} {'target':>7s}")
+    print(f"\n{'ratio':56s} {'measured':>8s} {'target':>7s}")
     for name, value, target in ratios:
         if value is None:
             continue
         mark = "" if target is None else \
             (" ok" if value >= target else " BELOW")
         tgt = "-" if target is None else f">= {target:.1f}"
-        print(f"{name:52s} {value:8.2f} {tgt:>7s}{mark}")
+        print(f"{name:56s} {value:8.2f} {tgt:>7s}{mark}")
     machine = {"cpus": os.cpu_count(), "kernel": platform.release(),
                "python": platform.python_version()}
     if args.json:
