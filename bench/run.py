@@ -286,13 +286,16 @@ def measure_group(contenders, rows_per_rank, repeats, warmup):
 # Mounts -------------------------------------------------------------------
 
 class Mounted:
-    def __init__(self, argv, mnt):
-        self.mnt = mnt
-        self.proc = subprocess.Popen(argv)
+    def __init__(self, argv, mnt, log=None):
+        """log: a file for the daemon's stderr (else the bench's)."""
+        self.mnt, self.log = mnt, log
+        self.proc = subprocess.Popen(
+            argv, stderr=open(log, "w") if log else None)
         deadline = time.time() + 60
         while not os.path.ismount(mnt):
             if self.proc.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"bench: {argv[0]} did not mount")
+                said = open(log).read().strip() if log else ""
+                raise SystemExit(f"bench: {argv[0]} did not mount {said}")
             time.sleep(0.05)
 
     def close(self):
@@ -300,8 +303,24 @@ class Mounted:
         self.proc.wait(timeout=60)
 
 
-def rankfs_mount(path, options, mnt):
-    return Mounted([RANKFS, "-f", "-o", options, path, mnt], mnt)
+def rankfs_mount(path, options, mnt, log=None):
+    return Mounted([RANKFS, "-f", "-o", options, path, mnt], mnt, log)
+
+
+def require_passthrough(m):
+    """Exits unless the mount's log says the kernel took passthrough (it
+    is negotiated by the first request, which the listing makes)."""
+    os.listdir(m.mnt)
+    text = ""
+    for _ in range(100):
+        with open(m.log) as f:
+            text = f.read()
+        if "FUSE passthrough o" in text:
+            break
+        time.sleep(0.05)
+    if "FUSE passthrough on" not in text or "passthrough off" in text:
+        m.close()
+        raise SystemExit(f"bench: passthrough is not on: {text.strip()}")
 
 
 def trivial_mount(binary, files, cols, mnt, direct_io=False):
@@ -383,7 +402,9 @@ def main():
         def mount():
             mnt = tempfile.mkdtemp(dir=work)
             m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
-                             f"{options}", mnt)
+                             f"{options}", mnt, f"{mnt}.log")
+            if "passthrough" in options:
+                require_passthrough(m)
             size = nbytes
             if size is None:
                 d = f"{mnt}/epoch/0/rank"

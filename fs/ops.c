@@ -219,6 +219,8 @@ static int open_passthrough(fuse_req_t req, struct rfs_fs *fs, fuse_ino_t ino,
 {
 	struct rfs_cache_key key = file_key(fs, n);
 	int rc = rfs_passthrough_share(fs->passthrough, req, ino);
+	if (rc != 0 && !rfs_passthrough_on(fs->passthrough))
+		return 0; /* refused or not offered: FUSE reads as before */
 	if (rc != 0) {
 		struct rfs_cache_entry *e;
 		if (rfs_view_read(fs->view, &key, 0, &e) != 0)
@@ -271,6 +273,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			if (fs->passthrough &&
 			    open_passthrough(req, fs, ino, &n))
 				return;
+			/* See rfs_passthrough_reply_open(). */
+			if (rfs_passthrough_on(fs->passthrough))
+				fi->direct_io = 1;
 		}
 	}
 	/* Not delivered (the open was interrupted): no release will come. */
@@ -363,7 +368,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	int file = rfs_inode_node(&fs->space, ino, &n) == 0 &&
 		   (n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE);
 	/* A generated file's handle is set only by a passthrough open. */
-	if (file && fi->fh)
+	if (file && fi->fh && fs->passthrough)
 		rfs_passthrough_release(fs->passthrough, ino);
 	else if (fi->fh)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);

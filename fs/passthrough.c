@@ -4,23 +4,24 @@
  * buffer), and the pages are dropped again at close. With passthrough
  * the open hands the kernel a file holding the bytes, a memfd filled
  * once here, and the kernel reads it like any tmpfs file: no request, no
- * copy in the daemon, no pages to drop, and no context switch per read.
+ * copy in the daemon, no pages to drop, no context switch per read.
  *
- * Each open gets a memfd of its own, closed by the daemon at once: the
- * kernel keeps it while the file is open or mapped, so an mmap of a
- * batch stays valid after close, and nothing is ever rewritten under a
- * reader. Its pages are memory besides cache_mb, one file's worth per
- * open file (docs/usage.md).
+ * The kernel takes one backing file per inode at a time (an open of an
+ * inode in another mode, or with another backing file, fails with EIO):
+ * opens of a file while one is open share its memfd, and the last release
+ * unregisters it. A memfd is sealed once filled and never reused: a
+ * mapping of the file keeps its bytes after close.
  *
- * libfuse 3.14 predates passthrough: the session's I/O is wrapped to
- * add it to the INIT reply when the kernel offers it, and opens are
+ * libfuse 3.14 predates passthrough: the session's I/O is wrapped to ask
+ * for it in the INIT reply when the kernel offers it, and opens are
  * answered with the reply written here (passthrough_wire.c).
  */
 #include "passthrough.h"
 
 #include <errno.h>
-#include <pthread.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,54 +33,133 @@
 #include "log.h"
 #include "passthrough_wire.h"
 
-/* An inode opened through passthrough: the kernel takes one backing file
- * per inode at a time, so every open of it while one is open shares the
- * first's. */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U /* Linux 6.3 */
+#endif
+
+/* An inode opened through passthrough, and its backing id. */
 struct backed {
 	uint64_t ino;
-	int id; /* backing id; 0 while the first open registers it */
+	int id; /* 0 while the first open registers it */
 	unsigned opens;
 	struct backed *next;
 };
 
 struct rfs_passthrough {
 	int fd; /* the session's /dev/fuse */
-	uint64_t init_unique; /* the INIT request offering passthrough */
-	atomic_int on; /* the kernel agreed, and no open was refused */
+	_Atomic uint64_t init_unique; /* the INIT request offering it */
+	atomic_int on; /* asked for, and the kernel has not refused */
 	pthread_mutex_t lock;
 	pthread_cond_t registered;
 	struct backed *open; /* protected by lock */
 };
+
+static const char off_reads_fuse[] = "; reads go through FUSE";
 
 static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
 {
 	struct rfs_passthrough *p = ((struct rfs_fs *)userdata)->passthrough;
 	ssize_t n = read(fd, buf, len);
 	uint64_t unique;
-	if (n > 0 && !atomic_load(&p->on) &&
-	    rfs_wire_init_offers(buf, (size_t)n, &unique))
-		p->init_unique = unique;
+	int offers = n > 0 ? rfs_wire_init_offers(buf, (size_t)n, &unique) :
+			     -1;
+	if (offers == 1)
+		atomic_store(&p->init_unique, unique);
+	else if (offers == 0)
+		rfs_log("FUSE passthrough off: the kernel does not offer it "
+			"(Linux 6.9+ built with CONFIG_FUSE_PASSTHROUGH)%s",
+			off_reads_fuse);
 	return n;
 }
 
+/* A memfd holding data[0, len), sealed. @return its descriptor or -errno. */
+static int memfd_with(const void *data, size_t len)
+{
+	int fd = memfd_create("rankfs", MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL) /* before Linux 6.3 */
+		fd = memfd_create("rankfs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)data + done, len - done,
+				   (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int rc = n < 0 ? -errno : -EIO;
+			close(fd);
+			return rc;
+		}
+		done += (size_t)n;
+	}
+	/* Nothing changes it now, not even by mistake. */
+	fcntl(fd, F_ADD_SEALS,
+	      F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	return fd;
+}
+
+/* A backing id for data[0, len). @return it, or -errno. */
+static int register_bytes(struct rfs_passthrough *p, const void *data,
+			  size_t len)
+{
+	int fd = memfd_with(data, len);
+	if (fd < 0)
+		return fd;
+	struct rfs_backing_map map = { .fd = fd };
+	int id = ioctl(p->fd, RFS_DEV_IOC_BACKING_OPEN, &map);
+	int err = errno;
+	close(fd); /* the kernel holds its own reference */
+	if (id > 0)
+		return id;
+	/* Not for want of memory: every open would be refused alike. */
+	if (err != ENOMEM && atomic_exchange(&p->on, 0))
+		rfs_log("FUSE passthrough off: the kernel refused a backing "
+			"file: %s (it needs CAP_SYS_ADMIN outside a user "
+			"namespace)%s", strerror(err), off_reads_fuse);
+	return -err;
+}
+
+static void unregister(struct rfs_passthrough *p, int id)
+{
+	uint32_t arg = (uint32_t)id;
+	if (ioctl(p->fd, RFS_DEV_IOC_BACKING_CLOSE, &arg) != 0)
+		rfs_log("FUSE passthrough: unregistering backing file %d: %s",
+			id, strerror(errno));
+}
+
 /* The INIT reply (header, then fuse_init_out) to the request that offered
- * passthrough: sent with passthrough asked for. */
+ * passthrough: sent asking for it. The kernel takes the reply within the
+ * write, and may send opens at once: `on` is set before, and undone if
+ * the kernel then refuses a backing file (the probe, an empty one). */
 static ssize_t write_init(struct rfs_passthrough *p, int fd,
 			  struct iovec *iov)
 {
 	unsigned char body[256];
-	size_t n = iov[1].iov_len < sizeof(body) ? iov[1].iov_len :
-						   sizeof(body);
-	memcpy(body, iov[1].iov_base, n);
-	if (n != iov[1].iov_len || !rfs_wire_init_ask(body, n))
+	if (iov[1].iov_len > sizeof(body)) {
+		rfs_log("FUSE passthrough off: an INIT reply of %zu bytes%s",
+			iov[1].iov_len, off_reads_fuse);
 		return writev(fd, iov, 2);
-	struct iovec patched[2] = { iov[0], { body, n } };
+	}
+	memcpy(body, iov[1].iov_base, iov[1].iov_len);
+	if (!rfs_wire_init_ask(body, iov[1].iov_len)) {
+		rfs_log("FUSE passthrough off: libfuse's INIT reply has no "
+			"room for it%s", off_reads_fuse);
+		return writev(fd, iov, 2);
+	}
+	struct iovec patched[2] = { iov[0], { body, iov[1].iov_len } };
+	atomic_store(&p->on, 1);
 	ssize_t rc = writev(fd, patched, 2);
-	if (rc >= 0) {
-		atomic_store(&p->on, 1);
+	int err = errno;
+	int id = rc >= 0 ? register_bytes(p, "", 0) : -1;
+	if (id > 0) {
+		unregister(p, id);
 		rfs_log("FUSE passthrough on: the kernel reads opened files "
 			"from memory the daemon fills once per open");
 	}
+	if (rc < 0)
+		atomic_store(&p->on, 0);
+	errno = err;
 	return rc;
 }
 
@@ -87,12 +167,12 @@ static ssize_t write_reply(int fd, struct iovec *iov, int count,
 			   void *userdata)
 {
 	struct rfs_passthrough *p = ((struct rfs_fs *)userdata)->passthrough;
-	if (p->init_unique && count == 2 &&
+	uint64_t init = atomic_load(&p->init_unique);
+	if (init && count == 2 &&
 	    iov[0].iov_len == sizeof(struct fuse_out_header) &&
-	    ((struct fuse_out_header *)iov[0].iov_base)->unique ==
-		    p->init_unique &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique == init &&
 	    ((struct fuse_out_header *)iov[0].iov_base)->error == 0) {
-		p->init_unique = 0;
+		atomic_store(&p->init_unique, 0);
 		return write_init(p, fd, iov);
 	}
 	return writev(fd, iov, count);
@@ -110,7 +190,8 @@ int rfs_passthrough_attach(struct fuse_session *se,
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->registered, NULL);
 	*out = p;
-	/* The same descriptor: libfuse still unmounts and closes it. */
+	/* The mounted descriptor again (libfuse 3.14 only installs the
+	 * hooks): libfuse still unmounts and closes it, once. */
 	int rc = fuse_session_custom_io(se, &io, p->fd);
 	if (rc != 0) {
 		rfs_passthrough_destroy(p);
@@ -133,26 +214,9 @@ void rfs_passthrough_destroy(struct rfs_passthrough *p)
 	free(p);
 }
 
-/* A memfd holding data[0, len). @return its descriptor or -errno. */
-static int memfd_with(const void *data, size_t len)
+int rfs_passthrough_on(struct rfs_passthrough *p)
 {
-	int fd = memfd_create("rankfs", MFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)data + done, len - done,
-				   (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int rc = n < 0 ? -errno : -EIO;
-			close(fd);
-			return rc;
-		}
-		done += (size_t)n;
-	}
-	return fd;
+	return p && atomic_load(&p->on);
 }
 
 static struct backed **find(struct rfs_passthrough *p, uint64_t ino)
@@ -163,26 +227,15 @@ static struct backed **find(struct rfs_passthrough *p, uint64_t ino)
 	return at;
 }
 
-/* A backing id holding data[0, len). @return it, or -errno. */
-static int register_bytes(struct rfs_passthrough *p, const void *data,
-			  size_t len)
+/* ino's entry once registered, or NULL; with p->lock held. */
+static struct backed *registered(struct rfs_passthrough *p, uint64_t ino)
 {
-	int fd = memfd_with(data, len);
-	if (fd < 0)
-		return fd;
-	struct rfs_backing_map map = { .fd = fd };
-	int id = ioctl(p->fd, RFS_DEV_IOC_BACKING_OPEN, &map);
-	int err = errno;
-	close(fd); /* the kernel holds its own reference */
-	if (id > 0)
-		return id;
-	/* Not for want of memory: every open would be refused alike
-	 * (CAP_SYS_ADMIN is missing, most likely). */
-	if (err != ENOMEM && atomic_exchange(&p->on, 0))
-		rfs_log("FUSE passthrough off: registering a file with the "
-			"kernel failed: %s; reads go through FUSE",
-			strerror(err));
-	return -err;
+	struct backed *b = *find(p, ino);
+	while (b && b->id == 0) {
+		pthread_cond_wait(&p->registered, &p->lock);
+		b = *find(p, ino);
+	}
+	return b;
 }
 
 /* One open of ino less; its backing id is dropped with the last. */
@@ -191,10 +244,9 @@ static void drop_open(struct rfs_passthrough *p, uint64_t ino)
 	pthread_mutex_lock(&p->lock);
 	struct backed **at = find(p, ino), *b = *at;
 	if (b && --b->opens == 0) {
-		uint32_t id = (uint32_t)b->id;
 		*at = b->next;
+		unregister(p, b->id);
 		free(b);
-		ioctl(p->fd, RFS_DEV_IOC_BACKING_CLOSE, &id);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -210,22 +262,11 @@ static void reply(struct rfs_passthrough *p, fuse_req_t req, uint64_t ino,
 		drop_open(p, ino);
 }
 
-/* ino's entry once registered, or NULL; with p->lock held. */
-static struct backed *registered(struct rfs_passthrough *p, uint64_t ino)
-{
-	struct backed *b = *find(p, ino);
-	while (b && b->id == 0) {
-		pthread_cond_wait(&p->registered, &p->lock);
-		b = *find(p, ino);
-	}
-	return b;
-}
-
 int rfs_passthrough_share(struct rfs_passthrough *p, fuse_req_t req,
 			  uint64_t ino)
 {
-	if (!p || !atomic_load(&p->on))
-		return -EOPNOTSUPP;
+	/* Whatever `on` says now: an inode with a backing file must be
+	 * opened with it. */
 	pthread_mutex_lock(&p->lock);
 	struct backed *b = registered(p, ino);
 	int id = b ? b->id : 0;
@@ -241,12 +282,13 @@ int rfs_passthrough_share(struct rfs_passthrough *p, fuse_req_t req,
 int rfs_passthrough_reply_open(struct rfs_passthrough *p, fuse_req_t req,
 			       uint64_t ino, const void *data, size_t len)
 {
-	if (!p || !atomic_load(&p->on))
-		return -EOPNOTSUPP;
 	pthread_mutex_lock(&p->lock);
 	struct backed *b = registered(p, ino);
 	if (b) {
 		b->opens++;
+	} else if (!atomic_load(&p->on)) {
+		pthread_mutex_unlock(&p->lock);
+		return -EOPNOTSUPP;
 	} else if ((b = calloc(1, sizeof(*b)))) {
 		/* Registered outside the lock; opens of ino wait for it. */
 		*b = (struct backed){ .ino = ino, .opens = 1, .next = p->open };

@@ -25,9 +25,14 @@ void rfs_passthrough_destroy(struct rfs_passthrough *p);
  * len) itself (the bytes of the first of ino's open files, while any is
  * open). @return 0 answered, with a file handle of 1; a negative errno:
  * nothing was answered (passthrough is off, was refused, or failed),
- * answer as usual. */
+ * answer as usual (with direct_io while rfs_passthrough_on(): an open
+ * through the page cache would keep the kernel from taking a backing file
+ * for ino until it is released). */
 int rfs_passthrough_reply_open(struct rfs_passthrough *p, fuse_req_t req,
 			       uint64_t ino, const void *data, size_t len);
+
+/* 1 while passthrough is asked for and not refused. */
+int rfs_passthrough_on(struct rfs_passthrough *p);
 
 /* Answers req, an open of inode ino, with the bytes ino's open files
  * already share. @return 0 answered; a negative errno: nothing was

@@ -5,8 +5,12 @@
 
 #define PASSTHROUGH_FLAG (UINT64_C(1) << 37) /* FUSE_PASSTHROUGH, 7.40 */
 #define FOPEN_PASSTHROUGH_FLAG (1u << 7)
-/* Linux 6.9 named the first of fuse_init_out's unused words. */
-#define MAX_STACK_DEPTH_AT offsetof(struct fuse_init_out, unused)
+/* The word after flags2, which Linux 6.9 named max_stack_depth: headers
+ * older than that call it unused[0], newer ones move `unused` past it. */
+#define MAX_STACK_DEPTH_AT 36
+_Static_assert(offsetof(struct fuse_init_out, flags2) == 32,
+	       "fuse_init_out.flags2 at 32");
+_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out: 64 bytes");
 /* Ours, stacked on a memfd (tmpfs, depth 0); leaves room for overlayfs
  * on top (FILESYSTEM_MAX_STACK_DEPTH is 2). */
 #define STACK_DEPTH 1u
@@ -23,11 +27,13 @@ int rfs_wire_init_offers(const void *buf, size_t n, uint64_t *unique)
 {
 	struct fuse_in_header h;
 	struct fuse_init_in in;
-	if (n < sizeof(h) + offsetof(struct fuse_init_in, unused))
-		return 0;
+	if (n < sizeof(h))
+		return -1;
 	memcpy(&h, buf, sizeof(h));
 	if (h.opcode != FUSE_INIT)
-		return 0;
+		return -1;
+	if (n < sizeof(h) + offsetof(struct fuse_init_in, unused))
+		return 0; /* an INIT before flags2 (FUSE 7.36) */
 	memset(&in, 0, sizeof(in));
 	memcpy(&in, (const char *)buf + sizeof(h),
 	       n - sizeof(h) < sizeof(in) ? n - sizeof(h) : sizeof(in));
@@ -48,7 +54,9 @@ int rfs_wire_init_ask(void *out, size_t n)
 	if (!(o.flags & FUSE_INIT_EXT))
 		return 0;
 	o.flags2 |= (uint32_t)(PASSTHROUGH_FLAG >> 32);
-	o.unused[0] = STACK_DEPTH;
 	memcpy(out, &o, n < sizeof(o) ? n : sizeof(o));
+	uint32_t depth = STACK_DEPTH;
+	memcpy((unsigned char *)out + MAX_STACK_DEPTH_AT, &depth,
+	       sizeof(depth));
 	return 1;
 }

@@ -28,7 +28,8 @@ void rfs_wire_open_passthrough(struct rfs_open_out *out, uint64_t fh,
 			       int32_t backing_id);
 
 /* buf, n bytes read from /dev/fuse: @return 1 if it is an INIT request
- * that offers passthrough (its unique id in *unique), else 0. */
+ * that offers passthrough (its unique id in *unique), 0 an INIT request
+ * that does not, -1 anything else. */
 int rfs_wire_init_offers(const void *buf, size_t n, uint64_t *unique);
 
 /* out, the n-byte body of an INIT reply (struct fuse_init_out): asks for

@@ -88,7 +88,7 @@ static const struct option_def options[] = {
 	  "bypass the page cache (faster, no mmap; default off)" },
 	{ "passthrough", FLAG, FIELD(passthrough), 0, 1, NULL, 0,
 	  "the kernel reads opened files from memory filled once per open "
-	  "(Linux 6.9+, root; default off)" },
+	  "(Linux 6.9+, CAP_SYS_ADMIN; default off)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
 	  "append logs here when daemonised (default: none)" },
 };

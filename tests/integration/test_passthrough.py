@@ -2,7 +2,9 @@
 memory the daemon fills once per open. The bytes are those of a mount
 without it, reads need no daemon at all, a mapping outlives the cache,
 and failures stay where they were: at read."""
+import ctypes
 import errno
+import mmap
 import os
 import signal
 import threading
@@ -77,9 +79,28 @@ def test_bytes_equal_a_mount_without_it(mounts, sources, kind):
         else:
             np.testing.assert_array_equal(m.load("batch", 1, 1, k),
                                           x[index])
-    assert ON in m.log_text() and ON not in plain.log_text()
+    assert ON in m.log_text() and "passthrough off" not in m.log_text()
+    assert ON not in plain.log_text()
     stats = m.json("stats.json")
     assert sum(r["bytes_served"] for r in stats["ranks"]) >= served
+
+
+def without_daemon(m, read):
+    """Runs read() on a thread while the daemon is stopped. @return
+    (True, None) if it waited for the daemon (10 s), else (False, its
+    result). A thread, not a process: an exiting process would close
+    files, and a close waits for the daemon (FUSE's flush)."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(read()))
+    os.kill(m.proc.pid, signal.SIGSTOP)
+    try:
+        reader.start()
+        reader.join(10)
+        stuck = reader.is_alive()
+    finally:
+        os.kill(m.proc.pid, signal.SIGCONT)
+    reader.join()
+    return stuck, (got[0] if got else None)
 
 
 def test_reads_need_no_daemon(mounts, sources):
@@ -89,39 +110,70 @@ def test_reads_need_no_daemon(mounts, sources):
     m = mounts(path, "world_size=2,batch_size=64,passthrough")
     f = m.file("batch", 0, 1, 3)
     size = os.path.getsize(f)
-    got = []
     with open(f, "rb") as held:  # opened while the daemon runs
-        # A thread, not a process: an exiting process would close the
-        # file, and a close waits for the daemon (FUSE's flush).
-        reader = threading.Thread(target=lambda: got.append(
-            len(os.pread(held.fileno(), size, 100))))
-        os.kill(m.proc.pid, signal.SIGSTOP)
-        try:
-            reader.start()
-            reader.join(10)
-            stuck = reader.is_alive()
-        finally:
-            os.kill(m.proc.pid, signal.SIGCONT)
-        reader.join()
+        stuck, got = without_daemon(
+            m, lambda: len(os.pread(held.fileno(), size, 100)))
     assert not stuck, "a read of an open passthrough file waited for rankfs"
-    assert got == [size - 100]
+    assert got == size - 100
+    assert ON in m.log_text() and "passthrough off" not in m.log_text()
+
+
+def map_and_close(path):
+    """A read-only shared mapping of path whose descriptor is closed at
+    once (numpy's memmap keeps a duplicate open). @return (address,
+    size)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    finally:
+        os.close(fd)
+    assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    return addr, size
+
+
+def copy_out(addr, size):
+    """The bytes at addr, copied by libc's memcpy: a ctypes call lets go
+    of the GIL, so a copy that waits for rankfs does not stop the test's
+    clock (ctypes.string_at would hold it)."""
+    buf = ctypes.create_string_buffer(size)
+    ctypes.CDLL(None).memcpy(buf, ctypes.c_void_p(addr), ctypes.c_size_t(size))
+    return buf.raw
 
 
 def test_mapping_outlives_close_and_cache(mounts, tmp_path):
-    """np.load(mmap_mode='r') keeps the file mapped after closing it; the
-    mapping keeps its bytes while later batches push the file out of a
-    small batch cache."""
-    x = np.arange(400000, dtype=np.float32).reshape(4000, 100)
+    """A mapping of a closed file keeps its bytes while later batches push
+    the file out of a small batch cache, and reading it needs no daemon:
+    the pages are the memfd's, never written again. np.load(mmap_mode=
+    'r') opens a file twice at once: the two opens share its memfd."""
+    x = np.arange(2000000, dtype=np.float32).reshape(20000, 100)
     path = write_h5(str(tmp_path / "s.h5"), {"x": x})
-    m = mounts(path, "dataset=/x,batch_size=100,cache_mb=2,passthrough")
-    first = m.load("batch", 0, 0, 0, mmap_mode="r")
+    m = mounts(path, "dataset=/x,batch_size=100,cache_mb=2,prefetch=0,"
+               "passthrough")
     index = m.load("index", 0, 0, 0)
-    for k in range(1, m.batches()):  # 4 MB of other batches
-        np.testing.assert_array_equal(m.load("batch", 0, 0, k),
-                                      x[m.load("index", 0, 0, k)])
-    assert isinstance(first, np.memmap)
-    np.testing.assert_array_equal(first, x[index])
-    del first
+    shared = m.load("batch", 0, 0, 0, mmap_mode="r")
+    np.testing.assert_array_equal(shared, x[index])
+    del shared  # closes numpy's descriptor: the file is released
+    with open(m.file("batch", 0, 0, 0), "rb") as f:
+        expected = f.read()
+    addr, size = map_and_close(m.file("batch", 0, 0, 0))
+    try:
+        for k in range(1, m.batches()):  # 199 other batches of 40 kB
+            np.testing.assert_array_equal(m.load("batch", 0, 0, k),
+                                          x[m.load("index", 0, 0, k)])
+        # Batch 0 has left the cache: opened again, it is generated again.
+        misses = m.json("stats.json")["cache"]["misses"]
+        np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+        assert m.json("stats.json")["cache"]["misses"] == misses + 1
+        stuck, got = without_daemon(m, lambda: copy_out(addr, size))
+        assert not stuck, "reading the mapping waited for rankfs"
+        assert got == expected
+    finally:
+        ctypes.CDLL(None).munmap(ctypes.c_void_p(addr), ctypes.c_size_t(size))
 
 
 def test_generation_errors_still_fail_the_read(mounts, tmp_path):

@@ -40,10 +40,11 @@ static void test_init_offer_is_read_from_flags2(void **state)
 	/* An older kernel: no offer. */
 	n = init_request(buf, FUSE_INIT_EXT, 0, FUSE_INIT);
 	assert_int_equal(rfs_wire_init_offers(buf, n, &unique), 0);
-	/* Not INIT, or cut short. */
+	/* Not INIT: -1; an INIT too short for flags2: no offer. */
 	n = init_request(buf, FUSE_INIT_EXT, PASSTHROUGH_BIT_IN_FLAGS2,
 			 FUSE_OPEN);
-	assert_int_equal(rfs_wire_init_offers(buf, n, &unique), 0);
+	assert_int_equal(rfs_wire_init_offers(buf, n, &unique), -1);
+	assert_int_equal(rfs_wire_init_offers(buf, 8, &unique), -1);
 	n = init_request(buf, FUSE_INIT_EXT, PASSTHROUGH_BIT_IN_FLAGS2,
 			 FUSE_INIT);
 	assert_int_equal(rfs_wire_init_offers(buf, sizeof(struct
