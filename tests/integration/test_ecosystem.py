@@ -78,8 +78,7 @@ def installed(tmp_path_factory):
     return prefix
 
 
-def test_cmake_install_then_mount_t_fuse(installed, fashion,
-                                                tmp_path):
+def test_cmake_install_then_mount_t_fuse(installed, fashion, tmp_path):
     assert os.access(installed / "bin" / "rankfs", os.X_OK)
     assert (installed / "share" / "man" / "man1" / "rankfs.1").exists()
     mnt = tmp_path / "mnt"
