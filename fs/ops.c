@@ -367,11 +367,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct rfs_node n;
 	int file = rfs_inode_node(&fs->space, ino, &n) == 0 &&
 		   (n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE);
-	/* A generated file's handle is set only by a passthrough open. */
-	if (file && fi->fh && fs->passthrough)
-		rfs_passthrough_release(fs->passthrough, ino);
-	else if (fi->fh)
+	if (!file && fi->fh)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
+	else if (fi->fh) /* only a passthrough open sets a file's handle */
+		rfs_passthrough_release(fs->passthrough, ino);
 	fuse_reply_err(req, 0);
 	if (!file)
 		return;
