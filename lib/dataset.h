@@ -46,6 +46,12 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
 int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
 			  size_t n, void *dst);
 
+/* Where global rows[0..n) lie in memory (rfs_source_mapped_rows() of
+ * their files): at[i] points at row_bytes bytes of rows[i].
+ * @return 0, -EAGAIN (some row's file is not mapped or not in memory),
+ * -EIO (its file changed), -ENOMEM. */
+int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
+			    size_t n, const unsigned char **at);
 /* CSR sources: the stored values of a global row (indptr is in memory). */
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
 

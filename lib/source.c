@@ -1308,6 +1308,17 @@ out:
 	return rc;
 }
 
+int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows)
+{
+	struct array *a = &s->x;
+	if (s->info.sparse || !a->map.map || !rfs_rowmap_resident(&a->map))
+		return -EAGAIN;
+	int rc = check_unchanged(s);
+	if (rc == 0)
+		*rows = a->map.base;
+	return rc;
+}
+
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 {
 	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);

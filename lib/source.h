@@ -53,6 +53,15 @@ size_t rfs_source_row_bytes(const struct rfs_source *s);
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst);
 
+/* Where a dense source's rows lie in memory, for serving them without a
+ * copy: *rows is row 0's bytes (row i at *rows + i * row_bytes, as
+ * rfs_source_read_rows() writes them), in a mapping that lives until
+ * close. Only while the rows are mapped, in the page cache and the file is
+ * unchanged (checked at each call, as a fetch does): bytes are read when
+ * used, so call again per use. @return 0, -EAGAIN (not mapped, or not all
+ * in memory: read the rows instead), -EIO (the file changed, logged). */
+int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows);
+
 /* Stored entries of CSR rows, in the order asked: row i's values are
  * values[start[i] .. start[i+1]) (the source dtype, little-endian), their
  * column ids cols[...]. Owned by the caller: rfs_csr_free(). */

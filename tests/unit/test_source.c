@@ -683,6 +683,9 @@ static void test_changed_file_fails(void **state)
 	assert_logged_since(from, "changing.h5 changed under the mount");
 	/* Still failing: the change is not forgotten. */
 	assert_int_equal(rfs_source_read_rows(s, scattered, 1, out), -EIO);
+	/* Mapped only with memory lent for it (rfs_dataset_open()'s). */
+	const unsigned char *at;
+	assert_int_equal(rfs_source_mapped_rows(s, &at), -EAGAIN);
 	rfs_source_destroy(s);
 
 	/* Truncated under a reader. */
