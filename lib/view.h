@@ -8,10 +8,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "cache.h"
 #include "config.h"
 #include "kind.h"
+#include "npy.h"
 
 struct rfs_view;
 
@@ -61,6 +63,26 @@ int rfs_view_get(struct rfs_view *v, const struct rfs_cache_key *key,
 int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 		  uint64_t off, struct rfs_cache_entry **out);
 void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
+
+/* Pieces of one read served without a copy: 1 MiB of rows of 2 KiB or
+ * more (narrower rows are always generated) and the header fit. */
+#define RFS_VIEW_PIECES_MAX 600
+struct rfs_view_pieces {
+	char header[RFS_NPY_HEADER_MAX];
+	struct iovec iov[RFS_VIEW_PIECES_MAX]; /* header, then the rows */
+	size_t count, bytes;
+};
+
+/* rfs_view_read() of bytes [off, off + size) of a batch .npy without
+ * generating it, when its rows are served as stored (no cast) and lie
+ * mapped in memory (rfs_dataset_mapped_rows()): out->iov points at the
+ * header in out and at the rows in the sources' mappings, read when the
+ * caller copies them (not frozen as a generated batch is). Nothing at
+ * or past the end: count 0. @return 0, or -EAGAIN: use rfs_view_read()
+ * (another kind, rows not in memory, the file changed, no memory). */
+int rfs_view_read_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
+			 uint64_t off, size_t size,
+			 struct rfs_view_pieces *out);
 
 /* The file's content hash, XXH3-64 as 16 hex digits and a NUL (the
  * user.rankfs.xxh3 attribute); generates the file if needed.

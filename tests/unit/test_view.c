@@ -31,21 +31,27 @@ static float value(uint64_t r, uint64_t c)
 	return (float)r * 10.0f + (float)c + 0.5f;
 }
 
-static int write_source(const char *path, uint64_t rows, int ndims)
+static int write_source_cols(const char *path, uint64_t rows, int ndims,
+			     uint64_t cols)
 {
-	float *m = malloc(rows * COLS * sizeof(*m));
+	float *m = malloc(rows * cols * sizeof(*m));
 	if (!m)
 		return -1;
 	for (uint64_t r = 0; r < rows; r++)
-		for (uint64_t c = 0; c < COLS; c++)
-			m[r * COLS + c] = value(r, c);
+		for (uint64_t c = 0; c < cols; c++)
+			m[r * cols + c] = value(r, c);
 	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32,
 				  .ndims = ndims,
-				  .dims = { rows, ndims == 2 ? COLS : 0 },
+				  .dims = { rows, ndims == 2 ? cols : 0 },
 				  .data = m };
 	int rc = h5fx_write(path, &d, 1, 0);
 	free(m);
 	return rc;
+}
+
+static int write_source(const char *path, uint64_t rows, int ndims)
+{
+	return write_source_cols(path, rows, ndims, COLS);
 }
 
 static int setup(void **state)
@@ -326,6 +332,95 @@ static void test_get_is_cached(void **state)
 	rfs_config_free(&c);
 }
 
+/* Reads [off, off + size) of key through rfs_view_read_mapped() and
+ * checks the pieces against the generated file. @return pieces, or -1
+ * when it declined. */
+static int check_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
+			uint64_t off, size_t size)
+{
+	static struct rfs_view_pieces p;
+	if (rfs_view_read_mapped(v, key, off, size, &p) != 0)
+		return -1;
+	struct rfs_cache_entry *e;
+	assert_int_equal(rfs_view_get(v, key, &e), 0);
+	size_t len = rfs_cache_entry_size(e);
+	size_t want = off >= len ? 0 : len - off < size ? len - off : size;
+	assert_int_equal(p.bytes, want);
+	uint64_t at = off;
+	for (size_t i = 0; i < p.count; i++) {
+		assert_true(at + p.iov[i].iov_len <= len);
+		assert_memory_equal(p.iov[i].iov_base,
+				    rfs_cache_entry_data(e) + at,
+				    p.iov[i].iov_len);
+		at += p.iov[i].iov_len;
+	}
+	assert_int_equal(at - off, want);
+	rfs_view_put(v, e);
+	return (int)p.count;
+}
+
+/* Rows of 2 KiB or more served as stored come from the source's mapping,
+ * unconverted: the pieces of any slice are the generated file's bytes;
+ * rows next to each other in the file are one piece. */
+static void test_read_mapped(void **state)
+{
+	struct fixture *f = *state;
+	char wide[PATH_MAX + 32], err[128];
+	snprintf(wide, sizeof(wide), "%s/wide.h5ad", f->dir);
+	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
+	struct rfs_cache_key k = { .epoch = 1, .rank = 1, .batch = 2,
+				   .kind = RFS_KIND_BATCH };
+	const uint64_t len = 128 + 16 * 2400;
+	static const char *const strategies[] = { "streaming", "shuffle" };
+	for (int s = 0; s < 2; s++) {
+		struct rfs_config c;
+		make_config(&c, strategies[s], "5");
+		/* Room to map the 480 KB of rows. */
+		assert_int_equal(rfs_config_set(&c, "cache_mb", "8", err,
+						sizeof(err)),
+				 0);
+		struct rfs_view *v = create_ok(&c, wide);
+		int whole = check_mapped(v, &k, 0, 1 << 20);
+		if (s == 0)
+			assert_int_equal(whole, 2); /* header, 16 rows */
+		else
+			assert_in_range(whole, 3, 17);
+		assert_int_equal(check_mapped(v, &k, 0, 1), 1);
+		assert_int_equal(check_mapped(v, &k, 100, 1000), 2);
+		assert_int_equal(check_mapped(v, &k, 128 + 2399, 2), s ? 2 : 1);
+		assert_true(check_mapped(v, &k, 127, 5000) >= 2);
+		assert_int_equal(check_mapped(v, &k, len - 10, 100), 1);
+		assert_int_equal(check_mapped(v, &k, len, 10), 0);
+		/* Not a batch's rows: generated. */
+		struct rfs_cache_key index = k;
+		index.kind = RFS_KIND_INDEX;
+		assert_int_equal(check_mapped(v, &index, 0, 1 << 20), -1);
+		rfs_view_destroy(v);
+		rfs_config_free(&c);
+	}
+	/* Cast, not mapped (no room), or narrow rows: generated. */
+	static const char *const declined[][2] = {
+		{ "dtype", "float64" }, { "cache_mb", "1" }, { NULL, NULL } };
+	for (int d = 0; d < 3; d++) {
+		struct rfs_config c;
+		make_config(&c, "shuffle", "5");
+		if (declined[d][0] && strcmp(declined[d][0], "cache_mb"))
+			assert_int_equal(rfs_config_set(&c, "cache_mb", "8",
+							err, sizeof(err)),
+					 0);
+		if (declined[d][0])
+			assert_int_equal(rfs_config_set(&c, declined[d][0],
+							declined[d][1], err,
+							sizeof(err)),
+					 0);
+		struct rfs_view *v = create_ok(&c, declined[d][0] ? wide :
+								    f->path);
+		assert_int_equal(check_mapped(v, &k, 0, 1 << 20), -1);
+		rfs_view_destroy(v);
+		rfs_config_free(&c);
+	}
+}
+
 static void test_opened_prefetches_ahead(void **state)
 {
 	struct fixture *f = *state;
@@ -517,6 +612,7 @@ int main(void)
 		cmocka_unit_test(test_opened_prefetches_ahead),
 		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
+		cmocka_unit_test(test_read_mapped),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
