@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "fs.h"
+#include "pwritev_all.h"
 
 #define IMMUTABLE_TIMEOUT 86400.0
 
@@ -210,6 +211,43 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/* A generated file's bytes into a passthrough memfd. */
+struct open_fill {
+	struct rfs_fs *fs;
+	struct rfs_cache_key key;
+	uint64_t size;
+};
+
+/* Pieces taken from the sources' mappings while they are there (the
+ * kernel copies the rows straight into the memfd); from there on, or
+ * from the start, the file generated. */
+static int fill_open(void *ctx, int fd)
+{
+	struct open_fill *f = ctx;
+	struct rfs_view *v = f->fs->view;
+	struct rfs_view_pieces *pieces = malloc(sizeof(*pieces));
+	uint64_t off = 0;
+	int rc = pieces ? 0 : -ENOMEM;
+	while (rc == 0 && off < f->size &&
+	       rfs_view_read_mapped(v, &f->key, off, 1 << 20, pieces) == 0) {
+		rc = rfs_pwritev_all(fd, pieces->iov, pieces->count,
+					   off);
+		off += pieces->bytes;
+	}
+	free(pieces);
+	if (rc != 0 || off >= f->size)
+		return rc;
+	struct rfs_cache_entry *e;
+	rc = rfs_view_read(v, &f->key, off, &e);
+	if (rc != 0)
+		return rc;
+	struct iovec rest = { (char *)rfs_cache_entry_data(e) + off,
+			      rfs_cache_entry_size(e) - off };
+	rc = rfs_pwritev_all(fd, &rest, 1, off);
+	rfs_view_put(v, e);
+	return rc;
+}
+
 /* Answers the open of a generated file with its bytes in the kernel's
  * hands (passthrough.c). A file that fails to generate is opened the
  * usual way, so that its reads fail as they would without passthrough.
@@ -217,22 +255,16 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static int open_passthrough(fuse_req_t req, struct rfs_fs *fs, fuse_ino_t ino,
 			    const struct rfs_node *n)
 {
-	struct rfs_cache_key key = file_key(fs, n);
+	struct open_fill f = { fs, file_key(fs, n), node_size(fs, n) };
 	int rc = rfs_passthrough_share(fs->passthrough, req, ino);
 	if (rc != 0 && !rfs_passthrough_on(fs->passthrough))
 		return 0; /* refused or not offered: FUSE reads as before */
-	if (rc != 0) {
-		struct rfs_cache_entry *e;
-		if (rfs_view_read(fs->view, &key, 0, &e) != 0)
-			return 0;
+	if (rc != 0)
 		rc = rfs_passthrough_reply_open(fs->passthrough, req, ino,
-						rfs_cache_entry_data(e),
-						rfs_cache_entry_size(e));
-		rfs_view_put(fs->view, e);
-	}
+						fill_open, &f);
 	/* The kernel serves the bytes: counted as served when handed over. */
 	if (rc == 0)
-		rfs_view_count_bytes(fs->view, key.rank, node_size(fs, n));
+		rfs_view_count_bytes(fs->view, f.key.rank, f.size);
 	return rc == 0;
 }
 

@@ -72,26 +72,19 @@ static ssize_t read_request(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-/* A memfd holding data[0, len), sealed. @return its descriptor or -errno. */
-static int memfd_with(const void *data, size_t len)
+/* A memfd holding what fill writes (nothing: fill NULL), sealed.
+ * @return its descriptor or -errno. */
+static int memfd_with(rfs_passthrough_fill *fill, void *ctx)
 {
 	int fd = memfd_create("rankfs", MFD_CLOEXEC | MFD_NOEXEC_SEAL);
 	if (fd < 0 && errno == EINVAL) /* before Linux 6.3 */
 		fd = memfd_create("rankfs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)data + done, len - done,
-				   (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int rc = n < 0 ? -errno : -EIO;
-			close(fd);
-			return rc;
-		}
-		done += (size_t)n;
+	int rc = fill ? fill(ctx, fd) : 0;
+	if (rc != 0) {
+		close(fd);
+		return rc;
 	}
 	/* Nothing changes it now, not even by mistake. */
 	fcntl(fd, F_ADD_SEALS,
@@ -99,11 +92,11 @@ static int memfd_with(const void *data, size_t len)
 	return fd;
 }
 
-/* A backing id for data[0, len). @return it, or -errno. */
-static int register_bytes(struct rfs_passthrough *p, const void *data,
-			  size_t len)
+/* A backing id for what fill writes. @return it, or -errno. */
+static int register_bytes(struct rfs_passthrough *p,
+			  rfs_passthrough_fill *fill, void *ctx)
 {
-	int fd = memfd_with(data, len);
+	int fd = memfd_with(fill, ctx);
 	if (fd < 0)
 		return fd;
 	struct rfs_backing_map map = { .fd = fd };
@@ -151,7 +144,7 @@ static ssize_t write_init(struct rfs_passthrough *p, int fd,
 	atomic_store(&p->on, 1);
 	ssize_t rc = writev(fd, patched, 2);
 	int err = errno;
-	int id = rc >= 0 ? register_bytes(p, "", 0) : -1;
+	int id = rc >= 0 ? register_bytes(p, NULL, NULL) : -1;
 	if (id > 0) {
 		unregister(p, id);
 		rfs_log("FUSE passthrough on: the kernel reads opened files "
@@ -280,7 +273,8 @@ int rfs_passthrough_share(struct rfs_passthrough *p, fuse_req_t req,
 }
 
 int rfs_passthrough_reply_open(struct rfs_passthrough *p, fuse_req_t req,
-			       uint64_t ino, const void *data, size_t len)
+			       uint64_t ino, rfs_passthrough_fill *fill,
+			       void *ctx)
 {
 	pthread_mutex_lock(&p->lock);
 	struct backed *b = registered(p, ino);
@@ -294,7 +288,7 @@ int rfs_passthrough_reply_open(struct rfs_passthrough *p, fuse_req_t req,
 		*b = (struct backed){ .ino = ino, .opens = 1, .next = p->open };
 		p->open = b;
 		pthread_mutex_unlock(&p->lock);
-		int id = register_bytes(p, data, len);
+		int id = register_bytes(p, fill, ctx);
 		pthread_mutex_lock(&p->lock);
 		if (id > 0) {
 			b->id = id;

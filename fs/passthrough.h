@@ -21,15 +21,20 @@ int rfs_passthrough_attach(struct fuse_session *se,
 /* After the session is destroyed. Accepts NULL. */
 void rfs_passthrough_destroy(struct rfs_passthrough *p);
 
-/* Answers req, an open of inode ino, so that the kernel serves data[0,
- * len) itself (the bytes of the first of ino's open files, while any is
- * open). @return 0 answered, with a file handle of 1; a negative errno:
+/* Writes a file's bytes into fd, a new memfd, from offset 0.
+ * @return 0 or a negative errno. */
+typedef int rfs_passthrough_fill(void *ctx, int fd);
+
+/* Answers req, an open of inode ino, so that the kernel serves the bytes
+ * fill(ctx) writes itself (those of the first of ino's open files, while
+ * any is open). @return 0 answered, with a file handle of 1; a negative errno:
  * nothing was answered (passthrough is off, was refused, or failed),
  * answer as usual (with direct_io while rfs_passthrough_on(): an open
  * through the page cache would keep the kernel from taking a backing file
  * for ino until it is released). */
 int rfs_passthrough_reply_open(struct rfs_passthrough *p, fuse_req_t req,
-			       uint64_t ino, const void *data, size_t len);
+			       uint64_t ino, rfs_passthrough_fill *fill,
+			       void *ctx);
 
 /* 1 while passthrough is asked for and not refused. */
 int rfs_passthrough_on(struct rfs_passthrough *p);

@@ -27,8 +27,10 @@ def sources(tmp_path_factory):
     gz = rng.random((N, 9))
     csr = sp.random(N, 300, density=0.05, format="csr", dtype=np.float32,
                     random_state=rng)
+    wide = rng.random((N, 600), dtype=np.float32)  # filled from the mapping
     return {
         "dense": (write_h5ad(str(d / "dense.h5ad"), dense), dense, ""),
+        "wide": (write_h5ad(str(d / "wide.h5ad"), wide), wide, ""),
         "gzip": (write_h5(str(d / "gz.h5"), {
             "g": (gz, dict(chunks=(64, 9), compression="gzip",
                            shuffle=True))}), gz, "dataset=/g"),
@@ -51,7 +53,7 @@ def every_file(m):
     return out
 
 
-@pytest.mark.parametrize("kind", ["dense", "gzip", "csr"])
+@pytest.mark.parametrize("kind", ["dense", "wide", "gzip", "csr"])
 def test_bytes_equal_a_mount_without_it(mounts, sources, kind):
     path, x, extra = sources[kind]
     o = ",".join(p for p in (extra, "world_size=2,batch_size=64,seed=5")
@@ -83,6 +85,8 @@ def test_bytes_equal_a_mount_without_it(mounts, sources, kind):
     assert ON not in plain.log_text()
     stats = m.json("stats.json")
     assert sum(r["bytes_served"] for r in stats["ranks"]) >= served
+    if kind == "wide":  # memfds filled from the source's mapping
+        assert stats["generation"]["batches"] == 0
 
 
 def without_daemon(m, read):
