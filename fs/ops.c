@@ -229,9 +229,9 @@ static int fill_open(void *ctx, int fd)
 	uint64_t off = 0;
 	int rc = pieces ? 0 : -ENOMEM;
 	while (rc == 0 && off < f->size &&
-	       rfs_view_read_mapped(v, &f->key, off, 1 << 20, pieces) == 0) {
-		rc = rfs_pwritev_all(fd, pieces->iov, pieces->count,
-					   off);
+	       rfs_view_read_mapped(v, &f->key, off, 1 << 20, pieces) == 0 &&
+	       pieces->bytes) {
+		rc = rfs_pwritev_all(fd, pieces->iov, pieces->count, off);
 		off += pieces->bytes;
 	}
 	free(pieces);

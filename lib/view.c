@@ -637,6 +637,12 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					 info->dtype;
 	v->mapped = !v->sparse && v->out_dtype == info->dtype &&
 		    rfs_dataset_row_bytes(v->dataset) >= MAPPED_ROW_BYTES_MIN;
+	/* Files that were not mapped never will be: no planning per read
+	 * only to fall back. */
+	for (size_t i = 0; i < rfs_dataset_files(v->dataset); i++)
+		if (strcmp(rfs_dataset_file(v->dataset, i)->read_path,
+			   "mmap") != 0)
+			v->mapped = 0;
 	free(v->config.dataset);
 	v->config.dataset = strdup(rfs_dataset_info(v->dataset)->dataset);
 	if (!v->config.dataset)
