@@ -225,16 +225,15 @@ static int fill_open(void *ctx, int fd)
 {
 	struct open_fill *f = ctx;
 	struct rfs_view *v = f->fs->view;
-	struct rfs_view_pieces *pieces = malloc(sizeof(*pieces));
+	struct rfs_view_pieces pieces;
 	uint64_t off = 0;
-	int rc = pieces ? 0 : -ENOMEM;
+	int rc = 0;
 	while (rc == 0 && off < f->size &&
-	       rfs_view_read_mapped(v, &f->key, off, 1 << 20, pieces) == 0 &&
-	       pieces->bytes) {
-		rc = rfs_pwritev_all(fd, pieces->iov, pieces->count, off);
-		off += pieces->bytes;
+	       rfs_view_read_mapped(v, &f->key, off, 1 << 20, &pieces) == 0 &&
+	       pieces.bytes) {
+		rc = rfs_pwritev_all(fd, pieces.iov, pieces.count, off);
+		off += pieces.bytes;
 	}
-	free(pieces);
 	if (rc != 0 || off >= f->size)
 		return rc;
 	struct rfs_cache_entry *e;

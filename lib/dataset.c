@@ -318,13 +318,6 @@ int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
 			    size_t n, const unsigned char **at)
 {
 	size_t rb = rfs_dataset_row_bytes(d);
-	const unsigned char *one;
-	if (d->nfiles == 1) {
-		int rc = rfs_source_mapped_rows(d->files[0], &one);
-		for (size_t i = 0; i < n && rc == 0; i++)
-			at[i] = one + (uint64_t)rows[i] * rb;
-		return rc;
-	}
 	/* Each file is asked once, when a row first needs it. */
 	const unsigned char **base = calloc(d->nfiles, sizeof(*base));
 	int rc = base ? 0 : -ENOMEM;

@@ -490,13 +490,10 @@ static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 }
 
 /* Where the rows of key's batch (n rows) lie in memory, if they do; *at
- * is the caller's to free. @return rfs_dataset_mapped_rows()'s, or
- * -EAGAIN when the batch is not served from the mapping. */
+ * is the caller's to free. @return rfs_dataset_mapped_rows()'s. */
 static int map_batch(struct rfs_view *v, const struct rfs_cache_key *key,
 		     uint64_t n, const unsigned char ***at)
 {
-	if (!v->mapped || key->kind != RFS_KIND_BATCH)
-		return -EAGAIN;
 	int64_t *rows = malloc((n + 1) * sizeof(*rows));
 	const unsigned char **ptr = malloc((n + 1) * sizeof(*ptr));
 	int rc = rows && ptr ? rfs_planner_batch(v->planner, key->epoch,
@@ -516,17 +513,14 @@ int rfs_view_read_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
 			 uint64_t off, size_t size,
 			 struct rfs_view_pieces *out)
 {
+	if (!v->mapped || key->kind != RFS_KIND_BATCH)
+		return -EAGAIN;
 	uint64_t t0 = now_ns(), n = rfs_view_batch_rows(v, key->batch);
 	size_t rb = rfs_dataset_row_bytes(v->dataset);
-	uint64_t shape[2];
-	int ndims;
-	enum rfs_dtype dtype;
-	file_shape(v, key->kind, n, shape, &ndims, &dtype);
-	size_t head = rfs_npy_header(dtype, ndims, shape, out->header);
-	uint64_t end = head + n * rb;
+	uint64_t end = rfs_view_file_size(v, key), head = end - n * rb;
 	out->count = out->bytes = 0;
 	if (off >= end)
-		return v->mapped && key->kind == RFS_KIND_BATCH ? 0 : -EAGAIN;
+		return 0;
 	if (size > end - off)
 		size = (size_t)(end - off);
 	const unsigned char **at;
@@ -534,6 +528,11 @@ int rfs_view_read_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
 		return -EAGAIN;
 	uint64_t pos = off, stop = off + size;
 	if (pos < head) {
+		uint64_t shape[2];
+		int ndims;
+		enum rfs_dtype dtype;
+		file_shape(v, key->kind, n, shape, &ndims, &dtype);
+		rfs_npy_header(dtype, ndims, shape, out->header);
 		size_t len = (size_t)((stop < head ? stop : head) - pos);
 		out->iov[out->count++] = (struct iovec){ out->header + pos,
 							 len };
@@ -572,7 +571,8 @@ static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 	struct rfs_view *v = ctx;
 	/* Served from the mapping when read: nothing to make ahead. */
 	const unsigned char **at;
-	if (map_batch(v, key, rfs_view_batch_rows(v, key->batch), &at) == 0) {
+	if (v->mapped && key->kind == RFS_KIND_BATCH &&
+	    map_batch(v, key, rfs_view_batch_rows(v, key->batch), &at) == 0) {
 		free(at);
 		return;
 	}
