@@ -300,7 +300,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = file && fs->direct_io;
 		if (file) {
 			struct rfs_cache_key key = file_key(fs, &n);
-			rfs_view_opened(fs->view, &key);
+			rfs_view_opened(fs->view, &key,
+					rfs_passthrough_on(fs->passthrough));
 			if (fs->passthrough &&
 			    open_passthrough(req, fs, ino, &n))
 				return;
@@ -330,14 +331,6 @@ static void read_file(fuse_req_t req, const struct rfs_node *n, size_t size,
 {
 	struct rfs_fs *fs = fs_of(req);
 	struct rfs_cache_key key = file_key(fs, n);
-	struct rfs_view_pieces pieces;
-	if (rfs_view_read_mapped(fs->view, &key, (uint64_t)off, size,
-				 &pieces) == 0) {
-		rfs_view_count_bytes(fs->view, n->rank, pieces.bytes);
-		/* The kernel copies the rows from the source's mapping. */
-		fuse_reply_iov(req, pieces.iov, (int)pieces.count);
-		return;
-	}
 	struct rfs_cache_entry *e;
 	int rc = rfs_view_read(fs->view, &key, (uint64_t)off, &e);
 	if (rc != 0) {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ struct rfs_view {
 	enum rfs_dtype out_dtype; /* of batch files */
 	int sparse; /* CSR source: dense .npy built from CSR, and .npz */
 	int mapped; /* batch rows as stored: rfs_view_read_mapped() may */
+	atomic_int filled_at_open; /* of the last open (rfs_view_opened) */
 	uint64_t view_id;
 	uint64_t kinds;
 	uint64_t file_size[RFS_KIND_COUNT][2]; /* [kind][0 full, 1 last] */
@@ -569,9 +571,10 @@ int rfs_view_read_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
 static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 {
 	struct rfs_view *v = ctx;
-	/* Served from the mapping when read: nothing to make ahead. */
+	/* Filled from the mapping when opened: nothing to make ahead. */
 	const unsigned char **at;
-	if (v->mapped && key->kind == RFS_KIND_BATCH &&
+	if (atomic_load(&v->filled_at_open) && v->mapped &&
+	    key->kind == RFS_KIND_BATCH &&
 	    map_batch(v, key, rfs_view_batch_rows(v, key->batch), &at) == 0) {
 		free(at);
 		return;
@@ -844,10 +847,15 @@ void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key)
 	rfs_cache_retire(v->cache, key);
 }
 
-void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
+void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
+		     int filled_at_open)
 {
 	if (!is_batch(key->kind))
 		return;
+	/* Read first: the same value, stored on every open, would bounce
+	 * the line between cores. */
+	if (atomic_load(&v->filled_at_open) != !!filled_at_open)
+		atomic_store(&v->filled_at_open, !!filled_at_open);
 	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
 			       rfs_view_batch_rows(v, key->batch));
 	if (!v->prefetch)

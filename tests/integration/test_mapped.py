@@ -1,8 +1,9 @@
-"""Rows of 2 KiB or more, stored as served and held in the page cache,
-are served straight from the source's mapping: the kernel copies them
-into the reply, and nothing is generated or cached. The bytes are those
-a generating mount serves, and a change to the source fails their reads
-with EIO, as it fails new batches."""
+"""Under -o passthrough, an open of a batch whose rows are 2 KiB or more,
+stored as served and held in the page cache fills its memfd straight
+from the source's mapping: nothing is generated, cached or prefetched.
+The bytes are those a generating mount serves; reads through FUSE (no
+passthrough) still generate; and a change to the source fails new opens'
+reads with EIO."""
 import errno
 import os
 
@@ -30,14 +31,15 @@ def generated(m):
     return m.json("stats.json")["generation"]["batches"]
 
 
-@pytest.mark.parametrize("io", ["", ",direct_io"])
 @pytest.mark.parametrize("strategy", ["shuffle", "streaming"])
-def test_bytes_equal_a_generating_mount(mounts, wide, io, strategy):
+def test_bytes_equal_a_generating_mount(mounts, wide, strategy):
     path, x = wide
-    o = f"world_size=2,batch_size=32,strategy={strategy},seed=3{io}"
-    m = mounts(path, o)
-    # 2 MiB of cache leaves 1 MiB for the 1.5 MB of rows: not mapped.
+    o = f"world_size=2,batch_size=32,strategy={strategy},seed=3"
+    m = mounts(path, o + ",passthrough")
+    # Through FUSE, and 2 MiB of cache leaves 1 MiB for the 1.5 MB of
+    # rows: not mapped.
     gen = mounts(path, o + ",cache_mb=2")
+    fuse = mounts(path, o)  # mapped, read through FUSE
     assert m.json("dataset.json")["read_path"] == "mmap"
     assert gen.json("dataset.json")["read_path"] == "pread"
     for name in batch_files(m):
@@ -50,14 +52,18 @@ def test_bytes_equal_a_generating_mount(mounts, wide, io, strategy):
                               (128 + 2559, 5000), (len(got) - 3, 10)):
                 assert os.pread(f.fileno(), size, off) == \
                     got[off:off + size], (name, off, size)
+        with open(name.replace(m.mnt, fuse.mnt, 1), "rb") as f:
+            assert f.read() == got
         assert len(got) == os.path.getsize(name)
     for k in range(m.batches()):
         np.testing.assert_array_equal(m.load("batch", 1, 0, k),
                                       x[m.load("index", 1, 0, k)])
-    # Nothing generated, prefetch included; the other mount generated all
-    # (and prefetched beyond).
+    # Nothing generated, prefetch included; the FUSE mounts generated
+    # all (and prefetched beyond).
+    assert "FUSE passthrough on" in m.log_text()
     assert generated(m) == 0
-    assert generated(gen) >= len(batch_files(m))
+    for other in (gen, fuse):
+        assert generated(other) >= len(batch_files(m))
     for r in m.json("stats.json")["ranks"]:
         reads = r["first_reads"]
         assert reads["ready"] >= 2 * m.batches(), reads
@@ -71,7 +77,7 @@ def test_rows_of_several_files(mounts, tmp_path):
         write_h5ad(str(tmp_path / f"part{i}.h5ad"), p)
     x = np.concatenate(parts)
     m = mounts([str(tmp_path / "part0.h5ad"), str(tmp_path / "part1.h5ad")],
-               "world_size=2,batch_size=40,seed=1")
+               "world_size=2,batch_size=40,seed=1,passthrough")
     seen = []
     for r in (0, 1):
         for k in range(m.batches()):
@@ -85,13 +91,14 @@ def test_rows_of_several_files(mounts, tmp_path):
 
 def test_cast_and_narrow_rows_are_generated(mounts, wide, tmp_path):
     path, x = wide
-    m = mounts(path, "batch_size=32,dtype=float64")
+    m = mounts(path, "batch_size=32,dtype=float64,passthrough")
     np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
                                   x[m.load("index", 0, 0, 1)])
     assert generated(m) >= 1
     narrow = np.arange(600 * 500, dtype=np.float32).reshape(600, 500)
     write_h5(str(tmp_path / "narrow.h5"), {"x": narrow})  # 2000-byte rows
-    n = mounts(str(tmp_path / "narrow.h5"), "dataset=/x,batch_size=32")
+    n = mounts(str(tmp_path / "narrow.h5"),
+               "dataset=/x,batch_size=32,passthrough")
     assert n.json("dataset.json")["read_path"] == "mmap"
     np.testing.assert_array_equal(n.load("batch", 0, 0, 1),
                                   narrow[n.load("index", 0, 0, 1)])
@@ -99,11 +106,11 @@ def test_cast_and_narrow_rows_are_generated(mounts, wide, tmp_path):
 
 
 @pytest.mark.parametrize("how", ["replaced", "deleted", "truncated"])
-def test_source_changed_fails_reads_of_mapped_rows(mounts, tmp_path, how):
+def test_source_changed_fails_new_opens(mounts, tmp_path, how):
     path = tmp_path / "s.h5ad"
     x = np.random.default_rng(13).random((N, D), dtype=np.float32)
     write_h5ad(str(path), x)
-    m = mounts(str(path), "batch_size=32,prefetch=0,direct_io")
+    m = mounts(str(path), "batch_size=32,prefetch=0,passthrough")
     index = m.load("index", 0, 0, 0)
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
     if how == "replaced":
@@ -113,8 +120,8 @@ def test_source_changed_fails_reads_of_mapped_rows(mounts, tmp_path, how):
         os.unlink(path)
     else:
         os.truncate(path, os.path.getsize(path) // 3)
-    # Mapped rows are read at each read: a batch read before the change
-    # fails too (a generated one would still be served).
+    # Nothing of batch 0 was generated: opened again, it fails too (a
+    # generated batch would still be served from the cache).
     for k in (0, 1):
         with pytest.raises(OSError) as e:
             m.load("batch", 0, 0, k)

@@ -318,7 +318,7 @@ static void test_get_is_cached(void **state)
 	assert_true(a == b);
 	rfs_view_put(v, a);
 	rfs_view_put(v, b);
-	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 });
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 }, 0);
 	rfs_view_count_bytes(v, 1, 448);
 	char *sj;
 	size_t len;
@@ -421,6 +421,45 @@ static void test_read_mapped(void **state)
 	}
 }
 
+/* Opens filled at once from the mapping (passthrough) leave nothing to
+ * prefetch for such batches; FUSE reads of them still get it ahead. */
+static void test_filled_at_open_skips_prefetch(void **state)
+{
+	struct fixture *f = *state;
+	char wide[PATH_MAX + 32], err[64];
+	snprintf(wide, sizeof(wide), "%s/wide2.h5ad", f->dir);
+	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
+	for (int filled = 1; filled >= 0; filled--) {
+		struct rfs_config c;
+		make_config(&c, "shuffle", "5");
+		assert_int_equal(rfs_config_set(&c, "prefetch", "3", err,
+						sizeof(err)),
+				 0);
+		assert_int_equal(rfs_config_set(&c, "cache_mb", "8", err,
+						sizeof(err)),
+				 0);
+		struct rfs_view *v = create_ok(&c, wide);
+		rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 },
+				filled);
+		char *sj = NULL;
+		size_t len;
+		for (int i = 0; i < 2000; i++) {
+			free(sj);
+			assert_int_equal(rfs_view_stats_json(v, &sj, &len),
+					 0);
+			if (strstr(sj, "\"done\": 3"))
+				break;
+			usleep(1000);
+		}
+		assert_non_null(strstr(sj, "\"done\": 3"));
+		assert_non_null(strstr(sj, filled ? "\"misses\": 0" :
+						    "\"misses\": 3"));
+		free(sj);
+		rfs_view_destroy(v);
+		rfs_config_free(&c);
+	}
+}
+
 static void test_opened_prefetches_ahead(void **state)
 {
 	struct fixture *f = *state;
@@ -430,7 +469,8 @@ static void test_opened_prefetches_ahead(void **state)
 	assert_int_equal(rfs_config_set(&c, "prefetch", "3", err, sizeof(err)),
 			 0);
 	struct rfs_view *v = create_ok(&c, f->path);
-	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 });
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 },
+			0);
 	/* Batches 5, 6, 7 of rank 1 get generated in the background. */
 	char *sj = NULL;
 	size_t len;
@@ -613,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
 		cmocka_unit_test(test_read_mapped),
+		cmocka_unit_test(test_filled_at_open_skips_prefetch),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
