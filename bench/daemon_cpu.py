@@ -15,6 +15,10 @@ server, each with and without direct_io.
 With --csr it reads the CSR file's .npz batches instead (scipy's
 load_npz), page cache only, and no trivial server.
 
+With --distinct it also measures the trivial server serving each file
+from its own bytes in memory (trivialfs.c's "distinct") instead of its
+one zero page.
+
 With --builds A,B it compares rankfs binaries instead: each round mounts
 every build in turn (the first of --strategies, plus --options) and
 measures it as above; the medians over --rounds come last. To A/B two
@@ -22,6 +26,11 @@ commits, build the older one in a git worktree:
 
     git worktree add /tmp/old REV && (cd /tmp/old && scripts/build)
     bench/daemon_cpu.py --builds /tmp/old/build/rankfs,build/rankfs
+
+With --builds and --turns, every build is mounted at once and they take
+turns per epoch, as scripts/bench's contenders do (epochs of one build
+then lie seconds apart); each epoch's daemon CPU and time are printed.
+A build may be a script that runs rankfs with more options (-o prefetch=0).
 """
 import argparse
 import os
@@ -108,6 +117,41 @@ def compare(args):
               f"epoch {statistics.median(x[1] for x in xs):5.3f} s")
 
 
+def turns(args):
+    path = source(args, "dense")
+    strategy = args.strategies.split(",")[0]
+    work = tempfile.mkdtemp(prefix="rankfs-cpu-")
+    mounted = []
+    try:
+        for b in args.builds.split(","):
+            mnt = tempfile.mkdtemp(dir=work)
+            run.RANKFS = os.path.abspath(b)
+            mounted.append((b, run.rankfs_mount(
+                path, f"world_size={run.RANKS},batch_size={run.BATCH},"
+                f"strategy={strategy}"
+                + (f",{args.options}" if args.options else ""), mnt),
+                run.rankfs_reader(mnt, ".npy")))
+        got = {b: [] for b, _, _ in mounted}
+        for epoch in range(args.epochs + 1):
+            line = []
+            for b, m, setup in mounted:
+                before = cpu_seconds(m.proc.pid)
+                wall = run.measure_once(b, setup, epoch)[0]
+                cpu = cpu_seconds(m.proc.pid) - before
+                line.append(f"{b} {cpu:.2f}/{wall:.2f}")
+                if epoch:  # epoch 0 is the warm-up
+                    got[b].append((cpu, wall))
+            print(f"epoch {epoch} daemon CPU/epoch s: " + " | ".join(line))
+        for b, xs in got.items():
+            print(f"median {b:29s} daemon CPU "
+                  f"{1000 * statistics.median(x[0] for x in xs):6.0f} "
+                  f"ms/epoch, epoch "
+                  f"{statistics.median(x[1] for x in xs):5.3f} s")
+    finally:
+        for _, m, _ in mounted:
+            m.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=4)
@@ -124,9 +168,14 @@ def main():
                     help="with --builds: rounds of every build")
     ap.add_argument("--options", default="",
                     help="with --builds: extra mount options (direct_io)")
+    ap.add_argument("--turns", action="store_true",
+                    help="with --builds: all mounted, taking turns per "
+                    "epoch")
+    ap.add_argument("--distinct", action="store_true",
+                    help="also the trivial server with distinct bytes")
     args = ap.parse_args()
     if args.builds:
-        return compare(args)
+        return turns(args) if args.turns else compare(args)
     if args.csr:
         return csr(args)
     path = source(args, "dense")
@@ -140,14 +189,16 @@ def main():
             measure_rankfs(f"rankfs {strategy}{suffix}", path, strategy,
                            "direct_io" if direct_io else "", ".npy",
                            args.epochs, work)
-        mnt = tempfile.mkdtemp(dir=work)
-        m = run.trivial_mount(trivialfs, nb * (args.epochs + 1), args.cols,
-                              mnt, direct_io)
-        try:
-            per_epoch("trivial FUSE server" + suffix, m,
-                      run.trivial_reader(mnt, nb), args.epochs)
-        finally:
-            m.close()
+        for distinct in (False, True)[:1 + args.distinct]:
+            mnt = tempfile.mkdtemp(dir=work)
+            m = run.trivial_mount(trivialfs, nb * (args.epochs + 1),
+                                  args.cols, mnt, direct_io, distinct)
+            try:
+                per_epoch("trivial FUSE server" + suffix +
+                          (" distinct" if distinct else ""), m,
+                          run.trivial_reader(mnt, nb), args.epochs)
+            finally:
+                m.close()
 
 
 if __name__ == "__main__":

@@ -323,9 +323,11 @@ def require_passthrough(m):
         raise SystemExit(f"bench: passthrough is not on: {text.strip()}")
 
 
-def trivial_mount(binary, files, cols, mnt, direct_io=False):
+def trivial_mount(binary, files, cols, mnt, direct_io=False,
+                  distinct=False):
     m = Mounted([binary, mnt, str(RANKS), str(files), str(BATCH), str(cols)]
-                + (["direct_io"] if direct_io else []), mnt)
+                + (["direct_io"] if direct_io else [])
+                + (["distinct"] if distinct else []), mnt)
     # What rankfs does for its own mount: 1 MiB readahead.
     with open("/proc/self/mountinfo") as f:
         dev = next(line.split()[2] for line in f

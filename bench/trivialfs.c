@@ -6,7 +6,13 @@
  * a file's pages dropped when it is released) and does nothing else, so
  * reading it measures FUSE alone.
  *
- *   trivialfs MOUNT RANKS FILES ROWS COLS [direct_io]
+ * The shared buffer is never written past the header, so its pages are
+ * the kernel's zero page: every reply copies the same 4 KiB, always in
+ * the CPU's cache. With "distinct", each of a rank's first 256 files
+ * (then again in turn) has its own bytes (ones) in memory, as a server
+ * of real data would: what that costs is bench/daemon_cpu.py --distinct.
+ *
+ *   trivialfs MOUNT RANKS FILES ROWS COLS [direct_io] [distinct]
  *
  * It stays in the foreground; unmount with fusermount3 -u.
  */
@@ -20,6 +26,7 @@
 
 static unsigned long ranks, files, size;
 static char *content;
+static unsigned long slots; /* distinct: files per rank with own bytes */
 static int direct_io;
 static struct fuse_session *se;
 
@@ -78,14 +85,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t n, off_t off,
 		    struct fuse_file_info *fi)
 {
-	(void)ino, (void)fi;
+	(void)fi;
 	if ((unsigned long)off >= size) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	if (n > size - (unsigned long)off)
 		n = size - (unsigned long)off;
-	fuse_reply_buf(req, content + off, n);
+	const char *file = content;
+	if (slots) {
+		unsigned long k = ino - 2 - ranks; /* rank * files + index */
+		file += ((k / files) * slots + k % files % slots) * size;
+	}
+	fuse_reply_buf(req, file + off, n);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
@@ -106,7 +118,7 @@ int main(int argc, char *argv[])
 {
 	if (argc < 6) {
 		fprintf(stderr, "usage: trivialfs MOUNT RANKS FILES ROWS COLS "
-				"[direct_io]\n");
+				"[direct_io] [distinct]\n");
 		return 2;
 	}
 	unsigned long rows = strtoul(argv[4], NULL, 10);
@@ -124,7 +136,22 @@ int main(int argc, char *argv[])
 	memset(content + 10 + len, ' ', 117 - (size_t)len);
 	content[127] = '\n';
 
-	direct_io = argc > 6 && strcmp(argv[6], "direct_io") == 0;
+	for (int i = 6; i < argc; i++) {
+		direct_io |= strcmp(argv[i], "direct_io") == 0;
+		if (strcmp(argv[i], "distinct") == 0)
+			slots = files < 256 ? files : 256;
+	}
+	if (slots) {
+		char *all = malloc(ranks * slots * size);
+		if (!all)
+			return 1;
+		for (unsigned long f = 0; f < ranks * slots; f++) {
+			memcpy(all + f * size, content, 128);
+			memset(all + f * size + 128, 1, size - 128);
+		}
+		free(content);
+		content = all;
+	}
 	char *fargv[] = { argv[0], "-o", "ro,fsname=trivialfs" };
 	struct fuse_args args = FUSE_ARGS_INIT(3, fargv);
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
