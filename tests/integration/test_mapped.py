@@ -113,6 +113,7 @@ def test_source_changed_fails_new_opens(mounts, tmp_path, how):
     m = mounts(str(path), "batch_size=32,prefetch=0,passthrough")
     index = m.load("index", 0, 0, 0)
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    held = open(m.file("batch", 0, 0, 2), "rb")  # open across the change
     if how == "replaced":
         write_h5ad(str(tmp_path / "new.h5ad"), x + 1)
         os.replace(tmp_path / "new.h5ad", path)
@@ -126,6 +127,10 @@ def test_source_changed_fails_new_opens(mounts, tmp_path, how):
         with pytest.raises(OSError) as e:
             m.load("batch", 0, 0, k)
         assert e.value.errno == errno.EIO
+    # A file open before the change keeps its bytes.
+    with held:
+        np.testing.assert_array_equal(np.load(held),
+                                      x[m.load("index", 0, 0, 2)])
     assert m.json("config.json")["batch_size"] == 32
     assert m.proc.poll() is None
     log = m.log_text()
