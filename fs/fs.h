@@ -6,6 +6,7 @@
 
 #include "inode.h"
 #include "page_drop.h"
+#include "page_store.h"
 #include "passthrough.h"
 #include "view.h"
 
@@ -16,6 +17,7 @@ struct rfs_fs {
 	gid_t gid;
 	int direct_io;
 	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
+	struct rfs_page_store *page_store; /* NULL: files are not stored */
 	struct rfs_passthrough *passthrough; /* NULL: option off */
 };
 

@@ -81,6 +81,14 @@ static void bound_allocator(void)
 	mallopt(M_ARENA_MAX, 4);
 }
 
+static int notify_store(void *se, uint64_t ino, const void *data,
+			size_t len)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	bv.buf[0].mem = (void *)data;
+	return fuse_lowlevel_notify_store(se, (fuse_ino_t)ino, 0, &bv, 0);
+}
+
 static int run_loop(struct fuse_session *se, struct rfs_cli *cli)
 {
 	if (cli->fuse.singlethread)
@@ -169,6 +177,14 @@ int main(int argc, char *argv[])
 			strerror(-rc));
 		goto out_unmount;
 	}
+	/* Passthrough files are filled at open their own way. */
+	if (!fs.direct_io && !rfs_view_config(fs.view)->passthrough &&
+	    (rc = rfs_page_store_create(notify_store, se, &fs.page_store)) !=
+		    0) {
+		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
+		rfs_page_drop_destroy(fs.page_drop);
+		goto out_unmount;
+	}
 	raise_readahead(cli.mountpoint);
 	if (!cli.fuse.foreground) {
 		if (!cli.config.log_file)
@@ -182,7 +198,9 @@ int main(int argc, char *argv[])
 									    1;
 	if (status != 0)
 		rfs_log("session loop failed: %d", rc);
+	/* The drop's shutdown may answer opens: the store goes after it. */
 	rfs_page_drop_destroy(fs.page_drop);
+	rfs_page_store_destroy(fs.page_store);
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:

@@ -52,6 +52,12 @@ static struct rfs_cache_key file_key(struct rfs_fs *fs,
 	return key;
 }
 
+/* A generated file: a batch, index or label file of an epoch or step. */
+static int is_file(const struct rfs_node *n)
+{
+	return n->type == RFS_NODE_FILE || n->type == RFS_NODE_STEP_FILE;
+}
+
 static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
 {
 	size_t len = 0;
@@ -78,8 +84,7 @@ static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
  * it twice). zipfile's many small reads of an .npz want a large buffer. */
 static blksize_t preferred_io_size(const struct rfs_node *n)
 {
-	int file = n->type == RFS_NODE_FILE || n->type == RFS_NODE_STEP_FILE;
-	return file && n->kind != RFS_KIND_NPZ ? 4096 : 1 << 20;
+	return is_file(n) && n->kind != RFS_KIND_NPZ ? 4096 : 1 << 20;
 }
 
 static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
@@ -102,10 +107,7 @@ static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 	st->st_blksize = preferred_io_size(n);
 	/* No file is empty: a file size of 0 means it could not be
 	 * computed (out of memory), which must not be cached for a day. */
-	return st->st_size == 0 && (n->type == RFS_NODE_FILE ||
-				    n->type == RFS_NODE_STEP_FILE) ?
-		       -ENOMEM :
-		       0;
+	return st->st_size == 0 && is_file(n) ? -ENOMEM : 0;
 }
 
 static double attr_timeout(const struct rfs_node *n)
@@ -267,6 +269,31 @@ static int open_passthrough(fuse_req_t req, struct rfs_fs *fs, fuse_ino_t ino,
 	return rc == 0;
 }
 
+/* Counts the open of a generated file, and stores the file's bytes in
+ * the page cache before its first open is answered (page_store.c): its
+ * reads are then the kernel's alone. A file that fails to generate is not
+ * stored, and its reads fail as before.
+ * @return 0, or -ENOMEM: not counted. */
+static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
+			 const struct rfs_cache_key *key)
+{
+	int rc = rfs_page_store_open(fs->page_store, ino);
+	if (rc != 1)
+		return rc;
+	struct rfs_cache_entry *e;
+	if (rfs_view_read(fs->view, key, 0, &e) != 0) {
+		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
+		return 0;
+	}
+	size_t len = rfs_cache_entry_size(e);
+	/* Counted when handed over: the daemon sees no reads of it. */
+	if (rfs_page_store_fill(fs->page_store, ino, rfs_cache_entry_data(e),
+				len) == 0)
+		rfs_view_count_bytes(fs->view, key->rank, len);
+	rfs_view_put(fs->view, e);
+	return 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct rfs_fs *fs = fs_of(req);
@@ -294,8 +321,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uintptr_t)snap;
 		fi->direct_io = 1;
 	} else {
-		int file = n.type == RFS_NODE_FILE ||
-			   n.type == RFS_NODE_STEP_FILE;
+		int file = is_file(&n);
 		fi->keep_cache = 1;
 		fi->direct_io = file && fs->direct_io;
 		if (file) {
@@ -308,11 +334,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			/* See rfs_passthrough_reply_open(). */
 			if (rfs_passthrough_on(fs->passthrough))
 				fi->direct_io = 1;
+			if (fs->page_store &&
+			    store_at_open(fs, ino, &key) != 0) {
+				fuse_reply_err(req, ENOMEM);
+				return;
+			}
 		}
 	}
 	/* Not delivered (the open was interrupted): no release will come. */
-	if (fuse_reply_open(req, fi) != 0 && n.type == RFS_NODE_STATS)
+	if (fuse_reply_open(req, fi) == 0)
+		return;
+	if (n.type == RFS_NODE_STATS)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
+	else if (fs->page_store && is_file(&n))
+		rfs_page_store_close(fs->page_store, ino);
 }
 
 static void reply_slice(fuse_req_t req, const char *data, size_t len,
@@ -398,7 +433,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct rfs_fs *fs = fs_of(req);
 	struct rfs_node n;
 	int file = rfs_inode_node(&fs->space, ino, &n) == 0 &&
-		   (n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE);
+		   is_file(&n);
 	if (!file && fi->fh)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
 	else if (fi->fh) /* only a passthrough open sets a file's handle */
@@ -406,6 +441,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 	if (!file)
 		return;
+	if (fs->page_store)
+		rfs_page_store_close(fs->page_store, ino);
 	/* Passthrough files have no pages of ours to drop. */
 	if (fs->page_drop && !fi->fh)
 		rfs_page_drop_push(fs->page_drop, ino);
@@ -497,8 +534,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char hash[17];
 	if (decode(req, ino, &n) != 0)
 		return;
-	if ((n.type != RFS_NODE_FILE && n.type != RFS_NODE_STEP_FILE) ||
-	    strcmp(name, XATTR_HASH) != 0) {
+	if (!is_file(&n) || strcmp(name, XATTR_HASH) != 0) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -519,8 +555,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct rfs_node n;
 	if (decode(req, ino, &n) != 0)
 		return;
-	int has = n.type == RFS_NODE_FILE || n.type == RFS_NODE_STEP_FILE;
-	size_t len = has ? sizeof(XATTR_HASH) : 0; /* names end in NUL */
+	/* Names end in NUL. */
+	size_t len = is_file(&n) ? sizeof(XATTR_HASH) : 0;
 	if (size == 0)
 		fuse_reply_xattr(req, len);
 	else if (size < len)

@@ -10,7 +10,9 @@ import ctypes
 import json
 import mmap
 import os
+import signal
 import subprocess
+import threading
 import time
 
 import h5py
@@ -236,3 +238,21 @@ class PageCacheProbe:
 
     def close(self):
         self.libc.munmap(self.addr, self.size)
+
+
+def without_daemon(m, read):
+    """Runs read() on a thread while the daemon is stopped. @return
+    (True, None) if it waited for the daemon (10 s), else (False, its
+    result). A thread, not a process: an exiting process would close
+    files, and a close waits for the daemon (FUSE's flush)."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(read()))
+    os.kill(m.proc.pid, signal.SIGSTOP)
+    try:
+        reader.start()
+        reader.join(10)
+        stuck = reader.is_alive()
+    finally:
+        os.kill(m.proc.pid, signal.SIGCONT)
+    reader.join()
+    return stuck, (got[0] if got else None)

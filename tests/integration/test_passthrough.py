@@ -6,14 +6,12 @@ import ctypes
 import errno
 import mmap
 import os
-import signal
-import threading
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import write_h5, write_h5ad
+from conftest import without_daemon, write_h5, write_h5ad
 
 ON = "FUSE passthrough on"
 N = 1000
@@ -87,24 +85,6 @@ def test_bytes_equal_a_mount_without_it(mounts, sources, kind):
     assert sum(r["bytes_served"] for r in stats["ranks"]) >= served
     if kind == "wide":  # memfds filled from the source's mapping
         assert stats["generation"]["batches"] == 0
-
-
-def without_daemon(m, read):
-    """Runs read() on a thread while the daemon is stopped. @return
-    (True, None) if it waited for the daemon (10 s), else (False, its
-    result). A thread, not a process: an exiting process would close
-    files, and a close waits for the daemon (FUSE's flush)."""
-    got = []
-    reader = threading.Thread(target=lambda: got.append(read()))
-    os.kill(m.proc.pid, signal.SIGSTOP)
-    try:
-        reader.start()
-        reader.join(10)
-        stuck = reader.is_alive()
-    finally:
-        os.kill(m.proc.pid, signal.SIGCONT)
-    reader.join()
-    return stuck, (got[0] if got else None)
 
 
 def test_reads_need_no_daemon(mounts, sources):

@@ -1,0 +1,119 @@
+/*
+ * A page-cache read of a 1 MB batch file reaches the daemon as five
+ * requests, as the kernel's readahead grows (16 KiB, 64, 256, 512, the
+ * rest), each a round trip through the daemon and a wake-up of the reader.
+ * Stored in the page cache (FUSE's store notification) before the open is
+ * answered, the file is read by the kernel alone.
+ *
+ * The store takes the lock of every page of the file, and a page stays
+ * locked while a read of it waits for the daemon. From a request handler
+ * it could wait for a read that only the handlers waiting with it would
+ * answer (page_drop.c met that). So a file is stored only when none of its
+ * files is open in the kernel (opens answered, less releases), and other
+ * opens of it wait until the store ends: no read of it can be waiting. A
+ * mapping holds its file, and the kernel sends a file's release only after
+ * its last read was answered. A file open already is not stored again.
+ */
+#include "page_store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+struct open_file {
+	struct open_file *next;
+	uint64_t ino;
+	unsigned opens;
+	int filling; /* its first open has not called fill yet */
+};
+
+struct rfs_page_store {
+	rfs_page_store_send *send;
+	void *ctx;
+	pthread_mutex_t lock;
+	pthread_cond_t filled; /* a fill ended */
+	struct open_file *open; /* protected by lock */
+};
+
+int rfs_page_store_create(rfs_page_store_send *send, void *ctx,
+			  struct rfs_page_store **out)
+{
+	struct rfs_page_store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->send = send;
+	s->ctx = ctx;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->filled, NULL);
+	*out = s;
+	return 0;
+}
+
+void rfs_page_store_destroy(struct rfs_page_store *s)
+{
+	if (!s)
+		return;
+	while (s->open) {
+		struct open_file *f = s->open;
+		s->open = f->next;
+		free(f);
+	}
+	pthread_cond_destroy(&s->filled);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* A scan: there are as many open files as readers, a few dozen. */
+static struct open_file **find(struct rfs_page_store *s, uint64_t ino)
+{
+	struct open_file **at = &s->open;
+	while (*at && (*at)->ino != ino)
+		at = &(*at)->next;
+	return at;
+}
+
+int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
+{
+	pthread_mutex_lock(&s->lock);
+	struct open_file *f = *find(s, ino);
+	int first = !f;
+	if (first) {
+		f = calloc(1, sizeof(*f));
+		if (!f) {
+			pthread_mutex_unlock(&s->lock);
+			return -ENOMEM;
+		}
+		*f = (struct open_file){ .next = s->open, .ino = ino,
+					 .filling = 1 };
+		s->open = f;
+	}
+	f->opens++;
+	while (!first && f->filling)
+		pthread_cond_wait(&s->filled, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return first;
+}
+
+int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
+			const void *data, size_t len)
+{
+	int rc = data ? s->send(s->ctx, ino, data, len) : 0;
+	pthread_mutex_lock(&s->lock);
+	struct open_file *f = *find(s, ino);
+	if (f)
+		f->filling = 0;
+	pthread_cond_broadcast(&s->filled);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void rfs_page_store_close(struct rfs_page_store *s, uint64_t ino)
+{
+	pthread_mutex_lock(&s->lock);
+	struct open_file **at = find(s, ino), *f = *at;
+	if (f && --f->opens == 0) {
+		*at = f->next;
+		free(f);
+	}
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,89 @@
+"""Files stored at open: through the page cache (the default), a batch
+file's bytes are handed to the kernel before its open is answered, so its
+reads never reach the daemon; with direct_io they all do."""
+import io
+import os
+
+import numpy as np
+import pytest
+
+from conftest import without_daemon, write_h5ad
+
+N, D = 1000, 24
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    d = tmp_path_factory.mktemp("store")
+    x = np.random.default_rng(11).random((N, D), dtype=np.float32)
+    return write_h5ad(str(d / "x.h5ad"), x), x
+
+
+def read_all(fd, size):
+    got = bytearray()
+    while len(got) < size:
+        piece = os.pread(fd, size - len(got), len(got))
+        if not piece:
+            break
+        got += piece
+    return bytes(got)
+
+
+def open_then_read_stopped(m, f):
+    """Opens f while the daemon runs, and reads it whole while it is
+    stopped. @return (stuck, the bytes, f's size), as without_daemon."""
+    size = os.path.getsize(f)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        stuck, got = without_daemon(m, lambda: read_all(fd, size))
+    finally:
+        os.close(fd)
+    return stuck, got, size
+
+
+@pytest.mark.parametrize("extra", ["", ",-s"])
+def test_reads_after_open_need_no_daemon(mounts, source, extra):
+    """Opened while the daemon runs, the file is read whole while it is
+    stopped: the bytes are the source rows of the batch's index file. One
+    loop thread (-s) stores as well."""
+    path, x = source
+    options = "world_size=2,batch_size=64,seed=5" + extra.replace(",-s", "")
+    m = mounts(path, options, extra=("-s",) if extra else ())
+    index = m.load("index", 2, 1, 3)
+    stuck, got, size = open_then_read_stopped(m, m.file("batch", 2, 1, 3))
+    assert not stuck, "a read of a stored file waited for rankfs"
+    assert len(got) == size
+    np.testing.assert_array_equal(np.load(io.BytesIO(got)), x[index])
+    # Counted once, when stored: no read of it reached the daemon (the
+    # index file read above is counted too).
+    served = m.json("stats.json")["ranks"][1]["bytes_served"]
+    assert served == size + os.path.getsize(m.file("index", 2, 1, 3))
+
+
+def test_direct_io_reads_reach_the_daemon(mounts, source):
+    """The same read with direct_io waits for the daemon: what the test
+    above tells apart."""
+    path, _ = source
+    m = mounts(path, "world_size=2,batch_size=64,direct_io")
+    stuck, got, size = open_then_read_stopped(m, m.file("batch", 0, 0, 0))
+    assert stuck
+    assert len(got) == size
+
+
+def test_open_while_open_elsewhere_is_served(mounts, source):
+    """A second open of a file that is open already is not stored (a read
+    of it may be waiting for the daemon) and reads the same bytes, also
+    once the first is closed and its pages dropped."""
+    path, x = source
+    m = mounts(path, "world_size=2,batch_size=64")
+    index = m.load("index", 0, 0, 1)
+    f = m.file("batch", 0, 0, 1)
+    size = os.path.getsize(f)
+    with open(f, "rb") as first:
+        with open(f, "rb") as second:
+            a = read_all(first.fileno(), size)
+            b = read_all(second.fileno(), size)
+    np.testing.assert_array_equal(np.load(io.BytesIO(a)), x[index])
+    assert a == b
+    for _ in range(3):  # reopened after closes: stored or read again
+        np.testing.assert_array_equal(np.load(f), x[index])

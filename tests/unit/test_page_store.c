@@ -1,0 +1,114 @@
+/* Unit tests for fs/page_store.c: only an open of a file with no other
+ * file of it open stores, and other opens wait for that store. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "page_store.h"
+
+struct sent {
+	uint64_t ino;
+	const void *data;
+	size_t len;
+	int calls;
+	int rc; /* what the send returns */
+};
+
+static int record(void *ctx, uint64_t ino, const void *data, size_t len)
+{
+	struct sent *s = ctx;
+	s->ino = ino;
+	s->data = data;
+	s->len = len;
+	s->calls++;
+	return s->rc;
+}
+
+static void test_first_open_stores_later_ones_do_not(void **state)
+{
+	(void)state;
+	struct sent sent = { 0 };
+	struct rfs_page_store *s;
+	assert_int_equal(rfs_page_store_create(record, &sent, &s), 0);
+	static const char bytes[] = "batch bytes";
+	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_fill(s, 7, bytes, sizeof(bytes)), 0);
+	assert_int_equal(sent.calls, 1);
+	assert_int_equal(sent.ino, 7);
+	assert_ptr_equal(sent.data, bytes);
+	assert_int_equal(sent.len, sizeof(bytes));
+	/* Open already: its pages may be read right now. */
+	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	/* Another file is first on its own. */
+	assert_int_equal(rfs_page_store_open(s, 8), 1);
+	assert_int_equal(rfs_page_store_fill(s, 8, NULL, 0), 0);
+	assert_int_equal(sent.calls, 1); /* nothing to send: not sent */
+	rfs_page_store_close(s, 7);
+	assert_int_equal(rfs_page_store_open(s, 7), 0); /* one still open */
+	rfs_page_store_close(s, 7);
+	rfs_page_store_close(s, 7);
+	/* All closed: the next open stores again. */
+	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	sent.rc = -ENOENT;
+	assert_int_equal(rfs_page_store_fill(s, 7, bytes, 3), -ENOENT);
+	/* A failed send still lets the others go on. */
+	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	rfs_page_store_close(s, 7);
+	rfs_page_store_close(s, 7);
+	rfs_page_store_close(s, 8);
+	rfs_page_store_close(s, 9); /* never opened: nothing to do */
+	rfs_page_store_destroy(s);
+	rfs_page_store_destroy(NULL);
+}
+
+struct opener {
+	struct rfs_page_store *s;
+	int returned; /* read with the store's lock not held: atomics */
+	int rc;
+};
+
+static void *open_seven(void *arg)
+{
+	struct opener *o = arg;
+	o->rc = rfs_page_store_open(o->s, 7);
+	__atomic_store_n(&o->returned, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* A second open waits until the first one's store has ended: until then
+ * its reader must not read the pages the store is writing. */
+static void test_second_open_waits_for_the_store(void **state)
+{
+	(void)state;
+	struct sent sent = { 0 };
+	struct rfs_page_store *s;
+	assert_int_equal(rfs_page_store_create(record, &sent, &s), 0);
+	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	struct opener o = { .s = s };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, open_seven, &o), 0);
+	usleep(100 * 1000);
+	assert_int_equal(__atomic_load_n(&o.returned, __ATOMIC_SEQ_CST), 0);
+	assert_int_equal(rfs_page_store_fill(s, 7, "x", 1), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(sent.calls, 1);
+	/* Forgotten at destroy (LeakSanitizer checks). */
+	rfs_page_store_destroy(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_first_open_stores_later_ones_do_not),
+		cmocka_unit_test(test_second_open_waits_for_the_store),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
