@@ -132,6 +132,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * kernel's 12 would queue a few ranks' readers behind each other. */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
+	/* Every listing with attributes, not only its first request. */
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -170,10 +172,31 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, attr_timeout(&n));
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+/* A listing's entry with its attributes, as a lookup would answer (plus),
+ * so that opening the files of a listed directory needs no lookup each.
+ * Not for "." and "..", nor .npz files, whose size may read indptr: the
+ * kernel looks those up when they are used.
+ * @return the bytes it took, which may exceed size (then not added). */
+static size_t add_entry(fuse_req_t req, char *buf, size_t size,
+			const char *name, const struct rfs_node *child,
+			const struct stat *st, off_t next, int plus)
 {
-	(void)fi;
+	struct rfs_fs *fs = fs_of(req);
+	if (!plus)
+		return fuse_add_direntry(req, buf, size, name, st, next);
+	struct fuse_entry_param e = { .attr = *st };
+	if (child && child->kind != RFS_KIND_NPZ &&
+	    fill_attr(fs, child, &e.attr) == 0) {
+		e.ino = e.attr.st_ino;
+		e.attr_timeout = attr_timeout(child);
+		e.entry_timeout = IMMUTABLE_TIMEOUT;
+	}
+	return fuse_add_direntry_plus(req, buf, size, name, &e, next);
+}
+
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     int plus)
+{
 	struct rfs_fs *fs = fs_of(req);
 	struct rfs_node dir, child;
 	if (decode(req, ino, &dir) != 0)
@@ -193,7 +216,8 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	for (uint64_t i = (uint64_t)off; i < count + 2; i++) {
 		char name[64];
 		struct stat st = { .st_mode = S_IFDIR };
-		if (i < 2) {
+		int dot = i < 2;
+		if (dot) {
 			strcpy(name, i == 0 ? "." : "..");
 			st.st_ino = i == 0 ? ino : FUSE_ROOT_ID;
 		} else {
@@ -203,14 +227,29 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_mode = rfs_node_is_dir(&child) ? S_IFDIR :
 							       S_IFREG;
 		}
-		size_t need = fuse_add_direntry(req, buf + used, size - used,
-						name, &st, (off_t)(i + 1));
+		size_t need = add_entry(req, buf + used, size - used, name,
+					dot ? NULL : &child, &st,
+					(off_t)(i + 1), plus);
 		if (need > size - used)
 			break;
 		used += need;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, 1);
 }
 
 /* A generated file's bytes into a passthrough memfd. */
@@ -576,6 +615,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
 	.open = op_open,
 	.read = op_read,
 	.release = op_release,

@@ -12,8 +12,8 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from conftest import (PageCacheProbe, plan, source_rows, write_h5,
-                      write_h5ad, mount_entry, unescape)
+from conftest import (PageCacheProbe, plan, source_rows, without_daemon,
+                      write_h5, write_h5ad, mount_entry, unescape)
 
 N, D = 1000, 16
 
@@ -194,6 +194,24 @@ def test_listing_modes_sizes_inodes(mounts, sources):
         assert os.stat(m.path(p)).st_ino == st.st_ino  # stable
         inodes.add(st.st_ino)
     assert len(inodes) == 10  # distinct
+
+
+def test_listed_files_need_no_lookup(mounts, sources):
+    """A listing carries each file's attributes (readdirplus): once its
+    directory is listed, a file is stat'ed while the daemon is stopped,
+    and its size is that of its bytes. A file not listed waits."""
+    path, _, _ = sources["h5ad"]
+    m = mounts(path, "world_size=2,batch_size=100")
+    d = m.path("epoch/1/rank/0/batch")
+    names = os.listdir(d)
+    stuck, st = without_daemon(m, lambda: os.stat(f"{d}/{names[3]}"))
+    assert not stuck, "a stat of a listed file waited for rankfs"
+    with open(f"{d}/{names[3]}", "rb") as f:
+        assert len(f.read()) == st.st_size
+    assert st.st_ino == os.stat(f"{d}/{names[3]}").st_ino
+    stuck, _ = without_daemon(
+        m, lambda: os.stat(m.path("epoch/2/rank/0/batch/000003.npy")))
+    assert stuck
 
 
 def test_size_known_before_generation(mounts, sources):
