@@ -81,6 +81,8 @@ static void bound_allocator(void)
 	mallopt(M_ARENA_MAX, 4);
 }
 
+/* page_store.c sends through this, so that it stays free of FUSE and is
+ * unit tested with a send of its own. */
 static int notify_store(void *se, uint64_t ino, const void *data,
 			size_t len)
 {
@@ -177,7 +179,8 @@ int main(int argc, char *argv[])
 			strerror(-rc));
 		goto out_unmount;
 	}
-	/* Passthrough files are filled at open their own way. */
+	/* Passthrough files are filled at open their own way; when the kernel
+	 * refuses passthrough, reads go through rankfs, not stored. */
 	if (!fs.direct_io && !rfs_view_config(fs.view)->passthrough &&
 	    (rc = rfs_page_store_create(notify_store, se, &fs.page_store)) !=
 		    0) {

@@ -3,9 +3,11 @@
  *
  * Everything except stats.json is immutable for the life of the mount, so
  * entries and attributes carry long timeouts and open() keeps the page
- * cache; each close of a generated file then drops its pages (see
- * op_release). stats.json changes on every read; it reports size 0 like a
- * /proc file and is opened direct_io with a snapshot taken at open.
+ * cache, into which a generated file's bytes are stored before its first
+ * open is answered (page_store.c); each close of it then drops its pages
+ * (see op_release). Listings carry attributes (readdirplus). stats.json
+ * changes on every read; it reports size 0 like a /proc file and is
+ * opened direct_io with a snapshot taken at open.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -132,8 +134,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * kernel's 12 would queue a few ranks' readers behind each other. */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
-	/* Every listing with attributes, not only its first request. */
-	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -174,6 +174,9 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 /* A listing's entry with its attributes, as a lookup would answer (plus),
  * so that opening the files of a listed directory needs no lookup each.
+ * The kernel asks for them on a listing's first request (and after
+ * lookups in the directory): its default, which keeps a huge step/ rank
+ * directory from becoming as many cached inodes.
  * Not for "." and "..", nor .npz files, whose size may read indptr: the
  * kernel looks those up when they are used.
  * @return the bytes it took, which may exceed size (then not added). */
@@ -319,6 +322,7 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	int rc = rfs_page_store_open(fs->page_store, ino);
 	if (rc != 1)
 		return rc;
+	rfs_page_drop_cancel(fs->page_drop, ino);
 	struct rfs_cache_entry *e;
 	if (rfs_view_read(fs->view, key, 0, &e) != 0) {
 		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
@@ -380,13 +384,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			}
 		}
 	}
-	/* Not delivered (the open was interrupted): no release will come. */
+	/* Not delivered (the connection was aborted): no release will come,
+	 * and nothing else would drop what was stored. */
 	if (fuse_reply_open(req, fi) == 0)
 		return;
-	if (n.type == RFS_NODE_STATS)
+	if (n.type == RFS_NODE_STATS) {
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
-	else if (fs->page_store && is_file(&n))
+	} else if (fs->page_store && is_file(&n)) {
 		rfs_page_store_close(fs->page_store, ino);
+		rfs_page_drop_push(fs->page_drop, ino);
+	}
 }
 
 static void reply_slice(fuse_req_t req, const char *data, size_t len,

@@ -29,6 +29,8 @@ struct rfs_page_drop {
 	uint64_t queue[QUEUE_SLOTS]; /* protected by lock */
 	size_t head, count; /* protected by lock */
 	int dropping; /* a notification in flight, protected by lock */
+	uint64_t dropping_ino; /* its inode, protected by lock */
+	pthread_cond_t dropped; /* a notification returned */
 	int stopping; /* protected by lock */
 };
 
@@ -45,11 +47,13 @@ static void *run(void *arg)
 		d->head = (d->head + 1) % QUEUE_SLOTS;
 		d->count--;
 		d->dropping = 1;
+		d->dropping_ino = ino;
 		pthread_mutex_unlock(&d->lock);
 		/* Fails only when the mount is gone: nothing left to drop. */
 		fuse_lowlevel_notify_inval_inode(d->se, (fuse_ino_t)ino, 0, 0);
 		pthread_mutex_lock(&d->lock);
 		d->dropping = 0;
+		pthread_cond_broadcast(&d->dropped);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
@@ -63,9 +67,11 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 	d->se = se;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
+	pthread_cond_init(&d->dropped, NULL);
 	/* libfuse keeps termination signals from its workers the same way. */
 	int rc = rfs_quiet_thread_create(&d->thread, run, d);
 	if (rc != 0) {
+		pthread_cond_destroy(&d->dropped);
 		pthread_cond_destroy(&d->work);
 		pthread_mutex_destroy(&d->lock);
 		free(d);
@@ -83,6 +89,21 @@ void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
 		d->count++;
 		pthread_cond_signal(&d->work);
 	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+void rfs_page_drop_cancel(struct rfs_page_drop *d, uint64_t ino)
+{
+	pthread_mutex_lock(&d->lock);
+	size_t kept = 0;
+	for (size_t i = 0; i < d->count; i++) {
+		uint64_t queued = d->queue[(d->head + i) % QUEUE_SLOTS];
+		if (queued != ino)
+			d->queue[(d->head + kept++) % QUEUE_SLOTS] = queued;
+	}
+	d->count = kept;
+	while (d->dropping && d->dropping_ino == ino)
+		pthread_cond_wait(&d->dropped, &d->lock);
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -120,6 +141,7 @@ void rfs_page_drop_destroy(struct rfs_page_drop *d)
 	pthread_mutex_unlock(&d->lock);
 	pthread_join(d->thread, NULL);
 	free(buf.mem);
+	pthread_cond_destroy(&d->dropped);
 	pthread_cond_destroy(&d->work);
 	pthread_mutex_destroy(&d->lock);
 	free(d);

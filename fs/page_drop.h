@@ -17,6 +17,12 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out);
  * needs the memory. Thread-safe. */
 void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino);
 
+/* Forgets the drops of ino queued, and waits for one in progress: the
+ * file's pages are about to be stored afresh (page_store.c), and a drop
+ * queued by an earlier release must not undo that. Only when no file of
+ * ino is open: a drop then never waits for a read. Thread-safe. */
+void rfs_page_drop_cancel(struct rfs_page_drop *d, uint64_t ino);
+
 /* Stops the thread, forgetting what is queued. Call after the session
  * loop has ended and before the session is unmounted: a drop in progress
  * may wait for a read only a request handler would answer, so until it

@@ -8,11 +8,11 @@
  * The store takes the lock of every page of the file, and a page stays
  * locked while a read of it waits for the daemon. From a request handler
  * it could wait for a read that only the handlers waiting with it would
- * answer (page_drop.c met that). So a file is stored only when none of its
- * files is open in the kernel (opens answered, less releases), and other
+ * answer (page_drop.c met that). So an inode is stored only when the
+ * kernel has no open file of it (opens answered, less releases), and other
  * opens of it wait until the store ends: no read of it can be waiting. A
  * mapping holds its file, and the kernel sends a file's release only after
- * its last read was answered. A file open already is not stored again.
+ * its last read was answered. An inode open already is not stored again.
  */
 #include "page_store.h"
 
@@ -20,8 +20,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-struct open_file {
-	struct open_file *next;
+struct open_inode {
+	struct open_inode *next;
 	uint64_t ino;
 	unsigned opens;
 	int filling; /* its first open has not called fill yet */
@@ -32,7 +32,7 @@ struct rfs_page_store {
 	void *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t filled; /* a fill ended */
-	struct open_file *open; /* protected by lock */
+	struct open_inode *open; /* protected by lock */
 };
 
 int rfs_page_store_create(rfs_page_store_send *send, void *ctx,
@@ -54,7 +54,7 @@ void rfs_page_store_destroy(struct rfs_page_store *s)
 	if (!s)
 		return;
 	while (s->open) {
-		struct open_file *f = s->open;
+		struct open_inode *f = s->open;
 		s->open = f->next;
 		free(f);
 	}
@@ -64,9 +64,9 @@ void rfs_page_store_destroy(struct rfs_page_store *s)
 }
 
 /* A scan: there are as many open files as readers, a few dozen. */
-static struct open_file **find(struct rfs_page_store *s, uint64_t ino)
+static struct open_inode **find(struct rfs_page_store *s, uint64_t ino)
 {
-	struct open_file **at = &s->open;
+	struct open_inode **at = &s->open;
 	while (*at && (*at)->ino != ino)
 		at = &(*at)->next;
 	return at;
@@ -75,7 +75,7 @@ static struct open_file **find(struct rfs_page_store *s, uint64_t ino)
 int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 {
 	pthread_mutex_lock(&s->lock);
-	struct open_file *f = *find(s, ino);
+	struct open_inode *f = *find(s, ino);
 	int first = !f;
 	if (first) {
 		f = calloc(1, sizeof(*f));
@@ -83,7 +83,7 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 			pthread_mutex_unlock(&s->lock);
 			return -ENOMEM;
 		}
-		*f = (struct open_file){ .next = s->open, .ino = ino,
+		*f = (struct open_inode){ .next = s->open, .ino = ino,
 					 .filling = 1 };
 		s->open = f;
 	}
@@ -99,7 +99,7 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 {
 	int rc = data ? s->send(s->ctx, ino, data, len) : 0;
 	pthread_mutex_lock(&s->lock);
-	struct open_file *f = *find(s, ino);
+	struct open_inode *f = *find(s, ino);
 	if (f)
 		f->filling = 0;
 	pthread_cond_broadcast(&s->filled);
@@ -110,7 +110,7 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 void rfs_page_store_close(struct rfs_page_store *s, uint64_t ino)
 {
 	pthread_mutex_lock(&s->lock);
-	struct open_file **at = find(s, ino), *f = *at;
+	struct open_inode **at = find(s, ino), *f = *at;
 	if (f && --f->opens == 0) {
 		*at = f->next;
 		free(f);

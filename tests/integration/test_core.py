@@ -203,12 +203,13 @@ def test_listed_files_need_no_lookup(mounts, sources):
     path, _, _ = sources["h5ad"]
     m = mounts(path, "world_size=2,batch_size=100")
     d = m.path("epoch/1/rank/0/batch")
-    names = os.listdir(d)
-    stuck, st = without_daemon(m, lambda: os.stat(f"{d}/{names[3]}"))
+    listed = {e.name: e.inode() for e in os.scandir(d)}
+    name = sorted(listed)[3]
+    stuck, st = without_daemon(m, lambda: os.stat(f"{d}/{name}"))
     assert not stuck, "a stat of a listed file waited for rankfs"
-    with open(f"{d}/{names[3]}", "rb") as f:
+    assert st.st_ino == listed[name]
+    with open(f"{d}/{name}", "rb") as f:
         assert len(f.read()) == st.st_size
-    assert st.st_ino == os.stat(f"{d}/{names[3]}").st_ino
     stuck, _ = without_daemon(
         m, lambda: os.stat(m.path("epoch/2/rank/0/batch/000003.npy")))
     assert stuck

@@ -47,8 +47,8 @@ def test_reads_after_open_need_no_daemon(mounts, source, extra):
     stopped: the bytes are the source rows of the batch's index file. One
     loop thread (-s) stores as well."""
     path, x = source
-    options = "world_size=2,batch_size=64,seed=5" + extra.replace(",-s", "")
-    m = mounts(path, options, extra=("-s",) if extra else ())
+    m = mounts(path, "world_size=2,batch_size=64,seed=5",
+               extra=("-s",) if extra else ())
     index = m.load("index", 2, 1, 3)
     stuck, got, size = open_then_read_stopped(m, m.file("batch", 2, 1, 3))
     assert not stuck, "a read of a stored file waited for rankfs"
@@ -71,9 +71,9 @@ def test_direct_io_reads_reach_the_daemon(mounts, source):
 
 
 def test_open_while_open_elsewhere_is_served(mounts, source):
-    """A second open of a file that is open already is not stored (a read
-    of it may be waiting for the daemon) and reads the same bytes, also
-    once the first is closed and its pages dropped."""
+    """Two opens of one file at once (the second is not stored: a read of
+    it may be waiting for the daemon) read the source rows, and so do
+    opens after they are closed and the pages dropped."""
     path, x = source
     m = mounts(path, "world_size=2,batch_size=64")
     index = m.load("index", 0, 0, 1)
