@@ -85,5 +85,9 @@ def test_open_while_open_elsewhere_is_served(mounts, source):
             b = read_all(second.fileno(), size)
     np.testing.assert_array_equal(np.load(io.BytesIO(a)), x[index])
     assert a == b
+    # Stored once (its size counted at that open); the second open read
+    # the pages the first stored, and reached rankfs only to open.
+    served = m.json("stats.json")["ranks"][0]["bytes_served"]
+    assert served == size + os.path.getsize(m.file("index", 0, 0, 1))
     for _ in range(3):  # reopened after closes: stored or read again
         np.testing.assert_array_equal(np.load(f), x[index])
