@@ -24,6 +24,7 @@ import argparse
 import datetime
 import json
 import os
+import sys
 
 import h5py
 import numpy as np
@@ -127,7 +128,13 @@ def main():
         print(json.dumps({"mode": "baseline" if args.baseline else "rankfs",
                           "accuracy": accuracy, "rows": rows,
                           "disjoint": bool(disjoint)}), flush=True)
-    dist.destroy_process_group()
+    # Leave once both ranks are done, without torch 1.13's exit-time
+    # destructors: destroying the DDP reducer joins a gloo thread that may
+    # be waiting for the GIL the destructor holds (a rank hung so, at 100 %
+    # CPU, after printing its result).
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
