@@ -240,6 +240,25 @@ class PageCacheProbe:
         self.libc.munmap(self.addr, self.size)
 
 
+def wait_stopped(pid, deadline=10.0):
+    """Waits until every thread of pid is stopped: a stop signal reaches
+    each thread on its own, and one still running (slower under ASan) may
+    take a request first."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                continue  # a thread that ended
+        if states and all(st in "tT" for st in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"rankfs ({pid}) did not stop within {deadline} s")
+
+
 def without_daemon(m, read):
     """Runs read() on a thread while the daemon is stopped. @return
     (True, None) if it waited for the daemon (10 s), else (False, its
@@ -249,6 +268,7 @@ def without_daemon(m, read):
     reader = threading.Thread(target=lambda: got.append(read()))
     os.kill(m.proc.pid, signal.SIGSTOP)
     try:
+        wait_stopped(m.proc.pid)
         reader.start()
         reader.join(10)
         stuck = reader.is_alive()
