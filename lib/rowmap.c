@@ -150,12 +150,36 @@ int rfs_rowmap_resident(struct rfs_rowmap *m)
 int rfs_rowmap_copy(const struct rfs_rowmap *m, uint64_t off, size_t len,
 		    void *dst)
 {
+	size_t failed;
+	return rfs_rowmap_gather(m, &off, 1, len, &dst, &failed);
+}
+
+/* How far into the next piece a gather touches ahead: a random row's
+ * first page costs a TLB miss and cache misses that the hardware
+ * prefetcher, which stops at page edges, does not hide. */
+#define TOUCH_AHEAD 4096
+
+int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *offs,
+		      size_t n, size_t len, void *const *to, size_t *failed)
+{
 	sigjmp_buf env;
-	if (sigsetjmp(env, 0) != 0)
+	volatile size_t k = 0; /* read after the jump */
+	if (sigsetjmp(env, 0) != 0) {
+		*failed = k;
 		return -EIO;
+	}
 	guard = &env;
 	atomic_signal_fence(memory_order_seq_cst);
-	memcpy(dst, m->base + off, len);
+	size_t ahead = len < TOUCH_AHEAD ? len : TOUCH_AHEAD;
+	for (size_t i = 0; i < n; i++) {
+		k = i;
+		if (i + 1 < n) {
+			const unsigned char *next = m->base + offs[i + 1];
+			for (size_t b = 0; b < ahead; b += 64)
+				__builtin_prefetch(next + b);
+		}
+		memcpy(to[i], m->base + offs[i], len);
+	}
 	atomic_signal_fence(memory_order_seq_cst);
 	guard = NULL;
 	return 0;

@@ -655,6 +655,18 @@ static void close_array(struct array *a)
 	free(a->name);
 }
 
+/* Logs a copy of rows [first, first + count) that hit the end of the
+ * file. @return -EIO. */
+static int copy_failed(struct rfs_source *s, struct array *a,
+		       uint64_t first, uint64_t count)
+{
+	rfs_log("source %s dataset %s: read of rows [%llu, %llu) failed: "
+		"file ends before the data (SIGBUS in the mapping)",
+		s->path, a->name, (unsigned long long)first,
+		(unsigned long long)(first + count));
+	return -EIO;
+}
+
 /* len bytes at byte off of a's mapping to dst, for rows [first, first +
  * count) (named when it fails). */
 static int copy_mapped(struct rfs_source *s, struct array *a, uint64_t off,
@@ -662,11 +674,26 @@ static int copy_mapped(struct rfs_source *s, struct array *a, uint64_t off,
 {
 	if (rfs_rowmap_copy(&a->map, off, len, dst) == 0)
 		return 0;
-	rfs_log("source %s dataset %s: read of rows [%llu, %llu) failed: "
-		"file ends before the data (SIGBUS in the mapping)",
-		s->path, a->name, (unsigned long long)first,
-		(unsigned long long)(first + count));
-	return -EIO;
+	return copy_failed(s, a, first, count);
+}
+
+/* Rows rows[k] of a's mapping to to[k], k < m. */
+static int gather_mapped(struct rfs_source *s, struct array *a,
+			 const uint64_t *rows, size_t m,
+			 unsigned char *const *to)
+{
+	uint64_t *offs = malloc((m ? m : 1) * sizeof(*offs));
+	if (!offs)
+		return -ENOMEM;
+	for (size_t k = 0; k < m; k++)
+		offs[k] = rows[k] * a->row_bytes;
+	size_t failed;
+	int rc = rfs_rowmap_gather(&a->map, offs, m, a->row_bytes,
+				   (void *const *)to, &failed);
+	free(offs);
+	if (rc != 0)
+		rc = copy_failed(s, a, rows[failed], 1);
+	return rc;
 }
 
 static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,
@@ -1228,13 +1255,8 @@ static int read_sorted(struct rfs_source *s, struct array *a,
 static int fetch_sorted(struct rfs_source *s, struct array *a,
 			const uint64_t *rows, size_t m, unsigned char *const *to)
 {
-	if (rfs_rowmap_resident(&a->map)) {
-		for (size_t k = 0; k < m; k++)
-			if (copy_mapped(s, a, rows[k] * a->row_bytes,
-					a->row_bytes, to[k], rows[k], 1) != 0)
-				return -EIO;
-		return 0;
-	}
+	if (rfs_rowmap_resident(&a->map))
+		return gather_mapped(s, a, rows, m, to);
 	struct iovec *iov = malloc((m ? m : 1) * sizeof(*iov));
 	struct rfs_fetch_run *runs = malloc((m ? m : 1) * sizeof(*runs));
 	size_t nruns = 0, failed = 0;

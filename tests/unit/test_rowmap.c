@@ -115,6 +115,42 @@ static void test_copies_match_the_file(void **state)
 	drop_file(&f);
 }
 
+/* A gather copies each piece to its own buffer, in any order of
+ * offsets, and names the first piece past the end of a shrunk file. */
+static void test_gather_copies_each_piece(void **state)
+{
+	(void)state;
+	struct file f;
+	make_file(&f);
+	struct rfs_rowmap m;
+	assert_int_equal(rfs_rowmap_open(&m, f.fd, 0, f.size), 0);
+	enum { LEN = 3000, N = 5 };
+	uint64_t offs[N] = { 9 * f.page + 5, 0, f.page - 1, 9 * f.page + 5,
+			     f.size - LEN };
+	unsigned char *out = calloc(N, LEN);
+	assert_non_null(out);
+	void *to[N];
+	for (size_t k = 0; k < N; k++)
+		to[k] = out + k * LEN;
+	size_t failed = 99;
+	assert_int_equal(rfs_rowmap_gather(&m, offs, N, LEN, to, &failed), 0);
+	assert_int_equal(failed, 99); /* untouched on success */
+	for (size_t k = 0; k < N; k++)
+		assert_memory_equal(to[k], f.data + offs[k], LEN);
+	assert_int_equal(rfs_rowmap_gather(&m, offs, 0, LEN, to, &failed), 0);
+
+	assert_int_equal(truncate(f.path, (off_t)(4 * f.page)), 0);
+	uint64_t cut[N] = { 0, f.page, 2 * f.page, 20 * f.page, f.page };
+	assert_int_equal(rfs_rowmap_gather(&m, cut, N, LEN, to, &failed),
+			 -EIO);
+	assert_int_equal(failed, 3);
+	for (size_t k = 0; k < 3; k++)
+		assert_memory_equal(to[k], f.data + cut[k], LEN);
+	free(out);
+	rfs_rowmap_close(&m);
+	drop_file(&f);
+}
+
 /* Forgets when the probe last ran, so the next question probes. */
 static int resident_now(struct rfs_rowmap *m)
 {
@@ -224,6 +260,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copies_match_the_file),
+		cmocka_unit_test(test_gather_copies_each_piece),
 		cmocka_unit_test(test_resident_follows_the_page_cache),
 		cmocka_unit_test(test_shrunk_file_is_eio_not_sigbus),
 		cmocka_unit_test(test_other_sigbus_still_kills),
