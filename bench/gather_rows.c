@@ -1,0 +1,123 @@
+/*
+ * What a shuffled epoch's row gather costs, outside FUSE: rankfs's read of
+ * rows (rfs_source_read_rows: each batch's rows sorted and copied out of
+ * the source's mapping, the next row touched ahead) against a plain
+ * memcpy per row from the same mapping, into the same buffers, in
+ * alternating rounds. The file must be in the page cache (scripts/bench
+ * reads it in; rows are mapped only then).
+ *
+ *     build/rankfs-bench-gather data/bench/dense-100000.h5ad [ROUNDS]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chunks.h"
+#include "permute.h"
+#include "rowsort.h"
+#include "source.h"
+
+#define BATCH 256
+#define BUFFERS 32 /* rotate as a batch cache does */
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s FILE.h5ad [ROUNDS]\n", argv[0]);
+		return 2;
+	}
+	int rounds = argc > 2 ? atoi(argv[2]) : 9;
+	char err[512];
+	struct rfs_chunk_cache *chunks;
+	struct rfs_source *s;
+	/* Room for the whole array: rankfs maps it only if cache_mb has. */
+	if (rfs_chunk_cache_create((size_t)8 << 30, &chunks) != 0 ||
+	    rfs_source_open(argv[1], NULL, chunks, &s, err, sizeof(err)) != 0) {
+		fprintf(stderr, "gather: %s\n", err);
+		return 1;
+	}
+	const unsigned char *base;
+	if (rfs_source_mapped_rows(s, &base) != 0) {
+		fprintf(stderr, "gather: %s: rows not mapped (not dense and "
+			"contiguous, or not in the page cache)\n", argv[1]);
+		return 1;
+	}
+	size_t rb = rfs_source_row_bytes(s);
+	uint64_t n = rfs_source_info(s)->rows / BATCH * BATCH;
+	uint64_t *rows = malloc(n * sizeof(*rows));
+	uint64_t *tmp = malloc(BATCH * sizeof(*tmp));
+	unsigned char *buf[BUFFERS];
+	double *t[2] = { malloc(rounds * sizeof(double)),
+			 malloc(rounds * sizeof(double)) };
+	if (!rows || !tmp || !t[0] || !t[1])
+		return 1;
+	for (int b = 0; b < BUFFERS; b++)
+		if (!(buf[b] = malloc(BATCH * rb)))
+			return 1;
+	/* One shuffled epoch, each batch's rows sorted as a fetch sorts them
+	 * (so both sides copy in the same order). */
+	struct rfs_permute p;
+	rfs_permute_init(&p, n, rfs_permute_key(0, 0, 0, 0));
+	rfs_permute_apply_range(&p, 0, n, rows);
+	for (uint64_t i = 0; i < n; i += BATCH)
+		rfs_sort_u64(rows + i, tmp, BATCH);
+
+	for (int r = -1; r < rounds; r++) { /* round -1 warms up */
+		for (int way = 0; way < 2; way++) {
+			double t0 = now_ms();
+			for (uint64_t i = 0; i < n; i += BATCH) {
+				unsigned char *to = buf[(i / BATCH) % BUFFERS];
+				if (way == 0) {
+					for (size_t k = 0; k < BATCH; k++)
+						memcpy(to + k * rb,
+						       base + rows[i + k] * rb,
+						       rb);
+				} else if (rfs_source_read_rows(
+						   s, (const int64_t *)rows + i,
+						   BATCH, to) != 0) {
+					fputs("gather: read failed\n",
+					      stderr);
+					return 1;
+				}
+			}
+			if (r >= 0)
+				t[way][r] = now_ms() - t0;
+		}
+	}
+	printf("%llu rows of %zu bytes, batches of %d, %d rounds "
+	       "(median, min-max ms per epoch)\n",
+	       (unsigned long long)n, rb, BATCH, rounds);
+	double med[2];
+	const char *name[2] = { "memcpy per row", "rfs_source_read_rows" };
+	for (int way = 0; way < 2; way++) {
+		qsort(t[way], rounds, sizeof(double), cmp_double);
+		med[way] = t[way][rounds / 2];
+		printf("%-22s %7.1f  %.1f-%.1f\n", name[way], med[way],
+		       t[way][0], t[way][rounds - 1]);
+	}
+	printf("ratio rfs_source_read_rows / memcpy: %.2f\n", med[1] / med[0]);
+	for (int b = 0; b < BUFFERS; b++)
+		free(buf[b]);
+	free(rows);
+	free(tmp);
+	free(t[0]);
+	free(t[1]);
+	rfs_source_destroy(s);
+	rfs_chunk_cache_destroy(chunks);
+	return 0;
+}
