@@ -150,17 +150,19 @@ int rfs_rowmap_resident(struct rfs_rowmap *m)
 int rfs_rowmap_copy(const struct rfs_rowmap *m, uint64_t off, size_t len,
 		    void *dst)
 {
+	unsigned char *to = dst;
 	size_t failed;
-	return rfs_rowmap_gather(m, &off, 1, len, &dst, &failed);
+	return rfs_rowmap_gather(m, &off, 1, 1, len, &to, &failed);
 }
 
-/* How far into the next piece a gather touches ahead: a random row's
- * first page costs a TLB miss and cache misses that the hardware
- * prefetcher, which stops at page edges, does not hide. */
-#define TOUCH_AHEAD 4096
+/* How far into the next piece a gather prefetches: a random row's first
+ * cache lines miss, and the hardware prefetcher, which follows streams
+ * and stops at page edges, does not fetch them ahead. */
+#define PREFETCH_AHEAD 4096
 
-int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *offs,
-		      size_t n, size_t len, void *const *to, size_t *failed)
+int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *at,
+		      uint64_t unit, size_t n, size_t len,
+		      unsigned char *const *to, size_t *failed)
 {
 	sigjmp_buf env;
 	volatile size_t k = 0; /* read after the jump */
@@ -170,15 +172,17 @@ int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *offs,
 	}
 	guard = &env;
 	atomic_signal_fence(memory_order_seq_cst);
-	size_t ahead = len < TOUCH_AHEAD ? len : TOUCH_AHEAD;
+	size_t ahead = len < PREFETCH_AHEAD ? len : PREFETCH_AHEAD;
 	for (size_t i = 0; i < n; i++) {
 		k = i;
-		if (i + 1 < n) {
-			const unsigned char *next = m->base + offs[i + 1];
+		/* Keeps the copy of piece i after k names it. */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (i + 1 < n) { /* a hint: never faults */
+			const unsigned char *next = m->base + at[i + 1] * unit;
 			for (size_t b = 0; b < ahead; b += 64)
 				__builtin_prefetch(next + b);
 		}
-		memcpy(to[i], m->base + offs[i], len);
+		memcpy(to[i], m->base + at[i] * unit, len);
 	}
 	atomic_signal_fence(memory_order_seq_cst);
 	guard = NULL;

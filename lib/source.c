@@ -682,18 +682,11 @@ static int gather_mapped(struct rfs_source *s, struct array *a,
 			 const uint64_t *rows, size_t m,
 			 unsigned char *const *to)
 {
-	uint64_t *offs = malloc((m ? m : 1) * sizeof(*offs));
-	if (!offs)
-		return -ENOMEM;
-	for (size_t k = 0; k < m; k++)
-		offs[k] = rows[k] * a->row_bytes;
 	size_t failed;
-	int rc = rfs_rowmap_gather(&a->map, offs, m, a->row_bytes,
-				   (void *const *)to, &failed);
-	free(offs);
-	if (rc != 0)
-		rc = copy_failed(s, a, rows[failed], 1);
-	return rc;
+	if (rfs_rowmap_gather(&a->map, rows, a->row_bytes, m, a->row_bytes,
+			      to, &failed) == 0)
+		return 0;
+	return copy_failed(s, a, rows[failed], 1);
 }
 
 static int pread_run(struct rfs_source *s, struct array *a, uint64_t first,

@@ -116,7 +116,8 @@ static void test_copies_match_the_file(void **state)
 }
 
 /* A gather copies each piece to its own buffer, in any order of
- * offsets, and names the first piece past the end of a shrunk file. */
+ * offsets, rows given as numbers and a row size too, and names the first
+ * piece past the end of a shrunk file, one cut in mid-copy included. */
 static void test_gather_copies_each_piece(void **state)
 {
 	(void)state;
@@ -129,23 +130,39 @@ static void test_gather_copies_each_piece(void **state)
 			     f.size - LEN };
 	unsigned char *out = calloc(N, LEN);
 	assert_non_null(out);
-	void *to[N];
+	unsigned char *to[N];
 	for (size_t k = 0; k < N; k++)
 		to[k] = out + k * LEN;
 	size_t failed = 99;
-	assert_int_equal(rfs_rowmap_gather(&m, offs, N, LEN, to, &failed), 0);
+	assert_int_equal(rfs_rowmap_gather(&m, offs, 1, N, LEN, to, &failed),
+			 0);
 	assert_int_equal(failed, 99); /* untouched on success */
 	for (size_t k = 0; k < N; k++)
 		assert_memory_equal(to[k], f.data + offs[k], LEN);
-	assert_int_equal(rfs_rowmap_gather(&m, offs, 0, LEN, to, &failed), 0);
+	assert_int_equal(rfs_rowmap_gather(&m, offs, 1, 0, LEN, to, &failed),
+			 0);
+
+	uint64_t rows[N] = { 7, 0, 20, 3, f.size / LEN - 1 };
+	memset(out, 0, N * LEN);
+	assert_int_equal(rfs_rowmap_gather(&m, rows, LEN, N, LEN, to, &failed),
+			 0);
+	for (size_t k = 0; k < N; k++)
+		assert_memory_equal(to[k], f.data + rows[k] * LEN, LEN);
 
 	assert_int_equal(truncate(f.path, (off_t)(4 * f.page)), 0);
-	uint64_t cut[N] = { 0, f.page, 2 * f.page, 20 * f.page, f.page };
-	assert_int_equal(rfs_rowmap_gather(&m, cut, N, LEN, to, &failed),
-			 -EIO);
-	assert_int_equal(failed, 3);
-	for (size_t k = 0; k < 3; k++)
-		assert_memory_equal(to[k], f.data + cut[k], LEN);
+	uint64_t cut[][N] = {
+		{ 0, f.page, 2 * f.page, 20 * f.page, f.page },
+		{ 0, f.page, 2 * f.page, 4 * f.page - 100, 0 }, /* mid-copy */
+	};
+	for (size_t c = 0; c < 2; c++) {
+		memset(out, 0, N * LEN);
+		assert_int_equal(rfs_rowmap_gather(&m, cut[c], 1, N, LEN, to,
+						   &failed),
+				 -EIO);
+		assert_int_equal(failed, 3);
+		for (size_t k = 0; k < 3; k++)
+			assert_memory_equal(to[k], f.data + cut[c][k], LEN);
+	}
 	free(out);
 	rfs_rowmap_close(&m);
 	drop_file(&f);
