@@ -42,7 +42,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int rounds = argc > 2 ? atoi(argv[2]) : 9;
-	char err[512];
+	if (rounds < 1) {
+		fprintf(stderr, "gather: ROUNDS must be 1 or more\n");
+		return 2;
+	}
+	char err[512] = "out of memory";
 	struct rfs_chunk_cache *chunks;
 	struct rfs_source *s;
 	/* Room for the whole array: rankfs maps it only if cache_mb has. */
@@ -59,6 +63,11 @@ int main(int argc, char **argv)
 	}
 	size_t rb = rfs_source_row_bytes(s);
 	uint64_t n = rfs_source_info(s)->rows / BATCH * BATCH;
+	if (n == 0) {
+		fprintf(stderr, "gather: %s: fewer rows than a batch (%d)\n",
+			argv[1], BATCH);
+		return 1;
+	}
 	uint64_t *rows = malloc(n * sizeof(*rows));
 	uint64_t *tmp = malloc(BATCH * sizeof(*tmp));
 	unsigned char *buf[BUFFERS];
@@ -76,6 +85,9 @@ int main(int argc, char **argv)
 	rfs_permute_apply_range(&p, 0, n, rows);
 	for (uint64_t i = 0; i < n; i += BATCH)
 		rfs_sort_u64(rows + i, tmp, BATCH);
+	unsigned char *check = malloc(BATCH * rb);
+	if (!check)
+		return 1;
 
 	for (int r = -1; r < rounds; r++) { /* round -1 warms up */
 		for (int way = 0; way < 2; way++) {
@@ -98,6 +110,16 @@ int main(int argc, char **argv)
 			if (r >= 0)
 				t[way][r] = now_ms() - t0;
 		}
+		/* Both ways left the last batch's rows in the same buffer:
+		 * a gather that copied nothing cannot pass for fast. */
+		unsigned char *last = buf[(n / BATCH - 1) % BUFFERS];
+		for (size_t k = 0; k < BATCH; k++)
+			memcpy(check + k * rb, base + rows[n - BATCH + k] * rb,
+			       rb);
+		if (memcmp(check, last, BATCH * rb) != 0) {
+			fputs("gather: rows differ from the mapping\n", stderr);
+			return 1;
+		}
 	}
 	printf("%llu rows of %zu bytes, batches of %d, %d rounds "
 	       "(median, min-max ms per epoch)\n",
@@ -113,6 +135,7 @@ int main(int argc, char **argv)
 	printf("ratio rfs_source_read_rows / memcpy: %.2f\n", med[1] / med[0]);
 	for (int b = 0; b < BUFFERS; b++)
 		free(buf[b]);
+	free(check);
 	free(rows);
 	free(tmp);
 	free(t[0]);
