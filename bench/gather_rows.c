@@ -1,18 +1,27 @@
 /*
  * What a shuffled epoch's row gather costs, outside FUSE: rankfs's read of
  * rows (rfs_source_read_rows: each batch's rows sorted and copied out of
- * the source's mapping, the next row touched ahead) against a plain
- * memcpy per row from the same mapping, into the same buffers, in
- * alternating rounds. The file must be in the page cache (scripts/bench
+ * the source's mapping, the next row prefetched) against a plain memcpy
+ * per row from the same mapping, into the same buffers, in alternating
+ * rounds, in CPU time. The file must be in the page cache (scripts/bench
  * reads it in; rows are mapped only then).
  *
  *     build/rankfs-bench-gather data/bench/dense-100000.h5ad [ROUNDS]
+ *         [switch]
+ *
+ * "switch" pins the program to CPU 0 beside two processes that wake each
+ * other through pipes there, so the gather is switched out and back in
+ * thousands of times a second, as in a FUSE daemon serving readers.
  */
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chunks.h"
 #include "permute.h"
@@ -25,8 +34,52 @@
 static double now_ms(void)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* How often this process was switched out while runnable. */
+static long involuntary_switches(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long n = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "nonvoluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Pins the caller to CPU 0 and starts two processes there that pass a
+ * byte back and forth, one of them pausing 20 us per turn. @return the
+ * first one's pid (killing its group ends both), or -1. */
+static pid_t start_switching(void)
+{
+	cpu_set_t cpu0;
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	int there[2], back[2];
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0) != 0 ||
+	    pipe(there) != 0 || pipe(back) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	/* Both end with their parent, whatever way it exits. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	char c = 0;
+	if (fork() == 0 && prctl(PR_SET_PDEATHSIG, SIGKILL) == 0)
+		for (;;)
+			if (read(there[0], &c, 1) != 1 ||
+			    write(back[1], &c, 1) != 1)
+				_exit(0);
+	for (;;) {
+		if (write(there[1], &c, 1) != 1 || read(back[0], &c, 1) != 1)
+			_exit(0);
+		usleep(20);
+	}
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -38,9 +91,11 @@ static int cmp_double(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s FILE.h5ad [ROUNDS]\n", argv[0]);
+		fprintf(stderr, "usage: %s FILE.h5ad [ROUNDS] [switch]\n",
+			argv[0]);
 		return 2;
 	}
+	int switched = argc > 3 && strcmp(argv[3], "switch") == 0;
 	int rounds = argc > 2 ? atoi(argv[2]) : 9;
 	if (rounds < 1) {
 		fprintf(stderr, "gather: ROUNDS must be 1 or more\n");
@@ -89,6 +144,13 @@ int main(int argc, char **argv)
 	if (!check)
 		return 1;
 
+	pid_t switching = switched ? start_switching() : 0;
+	if (switching < 0) {
+		perror("gather: switch");
+		return 1;
+	}
+	long switches = involuntary_switches();
+	double cpu = now_ms();
 	for (int r = -1; r < rounds; r++) { /* round -1 warms up */
 		for (int way = 0; way < 2; way++) {
 			double t0 = now_ms();
@@ -121,9 +183,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	printf("%llu rows of %zu bytes, batches of %d, %d rounds "
-	       "(median, min-max ms per epoch)\n",
-	       (unsigned long long)n, rb, BATCH, rounds);
+	switches = involuntary_switches() - switches;
+	cpu = now_ms() - cpu;
+	printf("%llu rows of %zu bytes, batches of %d, %d rounds%s "
+	       "(median, min-max CPU ms per epoch)\n",
+	       (unsigned long long)n, rb, BATCH, rounds,
+	       switched ? ", switched on CPU 0" : "");
 	double med[2];
 	const char *name[2] = { "memcpy per row", "rfs_source_read_rows" };
 	for (int way = 0; way < 2; way++) {
@@ -133,6 +198,10 @@ int main(int argc, char **argv)
 		       t[way][0], t[way][rounds - 1]);
 	}
 	printf("ratio rfs_source_read_rows / memcpy: %.2f\n", med[1] / med[0]);
+	printf("switched out while runnable: %ld times, %.0f per CPU second\n",
+	       switches, switches / (cpu / 1e3));
+	if (switching > 0)
+		kill(switching, SIGKILL);
 	for (int b = 0; b < BUFFERS; b++)
 		free(buf[b]);
 	free(check);
