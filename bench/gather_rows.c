@@ -54,7 +54,8 @@ static long involuntary_switches(void)
 
 /* Pins the caller to CPU 0 and starts two processes there that pass a
  * byte back and forth, one of them pausing 20 us per turn. @return the
- * first one's pid (killing its group ends both), or -1. */
+ * first one's pid (killing it ends both: each dies with its parent), or
+ * -1. */
 static pid_t start_switching(void)
 {
 	cpu_set_t cpu0;
