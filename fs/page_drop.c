@@ -69,7 +69,7 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 	pthread_cond_init(&d->work, NULL);
 	pthread_cond_init(&d->dropped, NULL);
 	/* libfuse keeps termination signals from its workers the same way. */
-	int rc = rfs_quiet_thread_create(&d->thread, run, d);
+	int rc = rfs_quiet_thread_create(&d->thread, "rankfs-drop", run, d);
 	if (rc != 0) {
 		pthread_cond_destroy(&d->dropped);
 		pthread_cond_destroy(&d->work);

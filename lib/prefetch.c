@@ -79,8 +79,8 @@ int rfs_prefetch_create(unsigned threads, size_t queue_cap, rfs_prefetch_fn fn,
 	pthread_mutex_lock(&p->lock);
 	int rc = 0;
 	for (; p->nthreads < threads; p->nthreads++) {
-		rc = rfs_quiet_thread_create(&p->threads[p->nthreads], worker,
-					     p);
+		rc = rfs_quiet_thread_create(&p->threads[p->nthreads],
+					     "rankfs-prefetch", worker, p);
 		if (rc != 0)
 			break;
 	}

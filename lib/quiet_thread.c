@@ -2,8 +2,8 @@
 
 #include <signal.h>
 
-int rfs_quiet_thread_create(pthread_t *thread, void *(*fn)(void *),
-			    void *arg)
+int rfs_quiet_thread_create(pthread_t *thread, const char *name,
+			    void *(*fn)(void *), void *arg)
 {
 	sigset_t quiet, old;
 	sigemptyset(&quiet);
@@ -15,5 +15,8 @@ int rfs_quiet_thread_create(pthread_t *thread, void *(*fn)(void *),
 	pthread_sigmask(SIG_BLOCK, &quiet, &old);
 	int rc = -pthread_create(thread, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* A name only helps whoever looks: not having one is no error. */
+	if (rc == 0)
+		pthread_setname_np(*thread, name);
 	return rc;
 }

@@ -10,9 +10,10 @@
 #include <pthread.h>
 
 /* pthread_create() with SIGTERM, SIGINT, SIGHUP and SIGQUIT blocked in the
- * new thread (synchronous signals such as SIGBUS still reach it).
- * @return 0 or a negative errno. */
-int rfs_quiet_thread_create(pthread_t *thread, void *(*fn)(void *),
-			    void *arg);
+ * new thread (synchronous signals such as SIGBUS still reach it), named
+ * name (at most 15 characters) for top -H, ps -L and perf: the daemon's
+ * FUSE workers keep the process's name. @return 0 or a negative errno. */
+int rfs_quiet_thread_create(pthread_t *thread, const char *name,
+			    void *(*fn)(void *), void *arg);
 
 #endif

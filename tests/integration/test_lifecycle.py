@@ -131,3 +131,30 @@ def test_log_file_keeps_serve_errors(tmp_path):
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)])
     assert wait_gone(mnt)
+
+
+def thread_names(pid):
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a FUSE worker that just ended
+            pass
+    return names
+
+
+@pytest.mark.parametrize("options,prefetchers,droppers", [
+    ("threads=3", 3, 1),
+    ("threads=1,direct_io", 1, 0),  # nothing cached: no page drops
+])
+def test_helper_threads_are_named(mounts, source, options, prefetchers,
+                                  droppers):
+    """top -H and perf tell the batch generators and the page dropper
+    from the FUSE workers, which keep the process's name."""
+    m = mounts(source, f"dataset=/x,batch_size=10,{options}")
+    assert len(m.load("batch", 0, 0, 0)) == 10
+    names = thread_names(m.proc.pid)
+    assert names.count("rankfs-prefetch") == prefetchers, names
+    assert names.count("rankfs-drop") == droppers, names
+    assert "rankfs" in names, names  # the main thread

@@ -1,5 +1,5 @@
 /* Unit tests for lib/quiet_thread.c: termination signals blocked in the
- * new thread only. */
+ * new thread only, and the thread named. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <string.h>
 
 #include "quiet_thread.h"
 
@@ -26,8 +27,12 @@ static void test_blocks_termination_signals_in_the_thread(void **state)
 	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 	pthread_sigmask(SIG_BLOCK, NULL, &before);
 	pthread_t t;
-	assert_int_equal(rfs_quiet_thread_create(&t, read_mask, &in_thread),
+	assert_int_equal(rfs_quiet_thread_create(&t, "rankfs-test",
+						 read_mask, &in_thread),
 			 0);
+	char name[16];
+	assert_int_equal(pthread_getname_np(t, name, sizeof(name)), 0);
+	assert_string_equal(name, "rankfs-test");
 	assert_int_equal(pthread_join(t, NULL), 0);
 	int quiet[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
 	for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++)
