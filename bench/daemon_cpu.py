@@ -19,6 +19,12 @@ With --distinct it also measures the trivial server serving each file
 from its own bytes in memory (trivialfs.c's "distinct") instead of its
 one zero page.
 
+With --each it prints every epoch: its time, the daemon's CPU in it per
+thread name (rankfs-prefetch generates batches, rankfs-drop drops pages
+at release, rankfs are the FUSE handlers, whose opens store batches in
+the page cache), and the daemon's CPU in an idle second after it (work
+left for later, such as the next epoch's prefetch).
+
 With --builds A,B it compares rankfs binaries instead: each round mounts
 every build in turn (the first of --strategies, plus --options) and
 measures it as above; the medians over --rounds come last. To A/B two
@@ -36,6 +42,7 @@ import argparse
 import os
 import statistics
 import tempfile
+import time
 
 import run
 
@@ -48,6 +55,23 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / HZ  # utime, stime
 
 
+def thread_seconds(pid):
+    """CPU seconds of pid's threads, summed per thread name (rankfs's:
+    rankfs-prefetch, rankfs-drop, and rankfs for the FUSE handlers)."""
+    by_name = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:  # a handler thread that just ended
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        by_name[name] = (by_name.get(name, 0) +
+                         (int(fields[11]) + int(fields[12])) / HZ)
+    return by_name
+
+
 def machine_seconds():
     """Busy and idle CPU seconds of the whole machine, all cores."""
     with open("/proc/stat") as f:
@@ -56,11 +80,32 @@ def machine_seconds():
     return (sum(ticks) - idle) / HZ, idle / HZ
 
 
-def per_epoch(name, mounted, setup, epochs):
-    run.measure_once(name, setup, 0)
+def one_epoch(name, mounted, setup, epoch, each):
+    """@return the epoch's seconds. each: also prints the daemon's CPU
+    in it and in the second after it (work it left for later), which
+    the sums then include."""
+    pid = mounted.proc.pid
+    before, threads = cpu_seconds(pid), thread_seconds(pid)
+    wall = run.measure_once(name, setup, epoch)[0]
+    if each:
+        during = cpu_seconds(pid)
+        by_name = thread_seconds(pid)
+        time.sleep(1)
+        after = cpu_seconds(pid)
+        # Threads that ended in the epoch are in the total only.
+        split = ", ".join(f"{n} {1000 * (t - threads.get(n, 0)):.0f}"
+                          for n, t in sorted(by_name.items()))
+        print(f"  {name} epoch {epoch}: {wall:.3f} s, daemon CPU "
+              f"{1000 * (during - before):4.0f} ms ({split}), in the "
+              f"second after {1000 * (after - during):3.0f} ms")
+    return wall
+
+
+def per_epoch(name, mounted, setup, epochs, each=False):
+    one_epoch(name, mounted, setup, 0, each)
     before = cpu_seconds(mounted.proc.pid)
     busy0, idle0 = machine_seconds()
-    wall = sum(run.measure_once(name, setup, e)[0]
+    wall = sum(one_epoch(name, mounted, setup, e, each)
                for e in range(1, epochs + 1))
     busy1, idle1 = machine_seconds()
     cpu = cpu_seconds(mounted.proc.pid) - before
@@ -80,13 +125,15 @@ def source(args, kind):
     return path
 
 
-def measure_rankfs(name, path, strategy, options, ext, epochs, work):
+def measure_rankfs(name, path, strategy, options, ext, epochs, work,
+                   each=False):
     mnt = tempfile.mkdtemp(dir=work)
     m = run.rankfs_mount(path, f"world_size={run.RANKS},"
                          f"batch_size={run.BATCH},strategy={strategy}"
                          + (f",{options}" if options else ""), mnt)
     try:
-        return per_epoch(name, m, run.rankfs_reader(mnt, ext), epochs)
+        return per_epoch(name, m, run.rankfs_reader(mnt, ext), epochs,
+                         each)
     finally:
         m.close()
 
@@ -173,6 +220,11 @@ def main():
                     "epoch")
     ap.add_argument("--distinct", action="store_true",
                     help="also the trivial server with distinct bytes")
+    ap.add_argument("--each", action="store_true",
+                    help="print every epoch, its daemon CPU per thread "
+                    "name, and the daemon's CPU in the second after it "
+                    "(idle: the machine's busy and idle times then count "
+                    "those seconds too)")
     args = ap.parse_args()
     if args.builds:
         return turns(args) if args.turns else compare(args)
@@ -188,7 +240,7 @@ def main():
         for strategy in args.strategies.split(","):
             measure_rankfs(f"rankfs {strategy}{suffix}", path, strategy,
                            "direct_io" if direct_io else "", ".npy",
-                           args.epochs, work)
+                           args.epochs, work, args.each)
         for distinct in (False, True)[:1 + args.distinct]:
             mnt = tempfile.mkdtemp(dir=work)
             m = run.trivial_mount(trivialfs, nb * (args.epochs + 1),
@@ -196,7 +248,8 @@ def main():
             try:
                 per_epoch("trivial FUSE server" + suffix +
                           (" distinct" if distinct else ""), m,
-                          run.trivial_reader(mnt, nb), args.epochs)
+                          run.trivial_reader(mnt, nb), args.epochs,
+                          args.each)
             finally:
                 m.close()
 
