@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "sampler.h"
 
 /* keep[] &= the rows filter "COLUMN:V1|V2" keeps. */
@@ -386,6 +388,29 @@ void rfs_selection_free(struct rfs_selection *s)
 	free(s->kept);
 	rfs_column_free(&s->label);
 	*s = (struct rfs_selection){ 0 };
+}
+
+/* h and n bytes at p, hashed into a new h: each part's length goes into
+ * the seed, so that parts never run into one another. */
+static uint64_t chain(uint64_t h, const void *p, uint64_t n)
+{
+	return XXH3_64bits_withSeed(n ? p : NULL, (size_t)n, h + n);
+}
+
+uint64_t rfs_selection_digest(const struct rfs_selection *s)
+{
+	int weighted = 0;
+	for (uint64_t i = 0; s->seqs && i < s->sequences; i++)
+		weighted |= s->seqs[i].cdf != NULL;
+	if (!s->kept && !s->has_label && !weighted)
+		return 0;
+	uint64_t h = chain(0, s->kept, s->kept ? s->kept_rows * 8 : 0);
+	h = chain(h, s->label.codes, s->has_label ? s->label.rows * 8 : 0);
+	for (uint64_t i = 0; s->seqs && i < s->sequences; i++) {
+		const struct rfs_rowset *r = &s->seqs[i];
+		h = chain(h, r->cdf, r->cdf ? r->length * sizeof(*r->cdf) : 0);
+	}
+	return h ? h : 1; /* 0 says: nothing from columns */
 }
 
 int64_t rfs_selection_label(const struct rfs_selection *s, uint64_t row)

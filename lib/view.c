@@ -373,6 +373,10 @@ static int compute_view_id(struct rfs_view *v)
 	struct rfs_buf b = { 0 };
 	rfs_buf_printf(&b, "fingerprint=%016llx\n",
 		       (unsigned long long)rfs_dataset_fingerprint(v->dataset));
+	uint64_t columns = rfs_selection_digest(&v->selection);
+	if (columns)
+		rfs_buf_printf(&b, "columns=%016llx\n",
+			       (unsigned long long)columns);
 	rfs_config_render_identity(&v->config, &b);
 	char *text;
 	size_t len;

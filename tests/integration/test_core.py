@@ -148,6 +148,37 @@ def test_two_mounts_serve_identical_bytes(mounts, sources):
     assert os.stat(a.path(f)).st_ino == os.stat(b.path(f)).st_ino
 
 
+def test_view_id_covers_the_obs_columns_read(mounts, tmp_path):
+    """Two .h5ad files with the same X and obs columns that differ: their
+    files differ with label=, filter= or weights=, and so do their
+    view_ids; without those options they are the same."""
+    import pandas as pd
+    x = np.random.default_rng(3).random((200, 4), dtype=np.float32)
+    paths = []
+    for name, shift in (("a", 0), ("b", 1)):
+        k = (np.arange(200) + shift) % 3
+        obs = pd.DataFrame({
+            "cell_type": pd.Categorical(np.array(["t", "b", "nk"])[k]),
+            "w": (k + 1).astype(np.float64)},
+            index=[f"cell{i}" for i in range(200)])
+        paths.append(write_h5ad(str(tmp_path / f"{name}.h5ad"), x, obs))
+
+    def id_and_bytes(options, kind):
+        pair = [mounts(p, f"batch_size=20,{options}") for p in paths]
+        ids = [m.json("config.json")["view_id"] for m in pair]
+        data = [open(m.file(kind, 0, 0, 1), "rb").read() for m in pair]
+        return ids, data
+
+    ids, data = id_and_bytes("seed=1", "batch")
+    assert ids[0] == ids[1] and data[0] == data[1]
+    for options, kind in (("label=cell_type", "label"),
+                          ("filter=cell_type:nk", "index"),
+                          ("strategy=weighted,weights=w", "index")):
+        ids, data = id_and_bytes(options, kind)
+        assert data[0] != data[1], options
+        assert ids[0] != ids[1], options
+
+
 def test_config_json_resolves_defaults(mounts, sources):
     path, _, _ = sources["h5ad"]
     c = mounts(path, "batch_size=10").json("config.json")

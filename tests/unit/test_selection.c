@@ -299,6 +299,53 @@ static void test_file_partition(void **state)
 	assert_non_null(strstr(err, "partition=file works with"));
 }
 
+static uint64_t digest_of(struct rfs_dataset *d, const char *const *kv)
+{
+	struct rfs_selection s;
+	char err[512];
+	if (build(d, kv, &s, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	uint64_t h = rfs_selection_digest(&s);
+	rfs_selection_free(&s);
+	return h;
+}
+
+/* The digest follows what the columns gave, not the option text or the
+ * files' layout: none without columns, equal for the same rows and codes
+ * from one file or three, different when the kept rows, the label codes
+ * or the weights differ. */
+static void test_digest(void **state)
+{
+	struct fixture *f = *state;
+	const char *train[] = { "filter", "split:train", NULL };
+	const char *val[] = { "filter", "split:val", NULL };
+	const char *ct[] = { "label", "ct", NULL };
+	const char *age[] = { "label", "age", NULL };
+	const char *w[] = { "strategy", "weighted", "weights", "weight",
+			    NULL };
+	const char *w_age[] = { "strategy", "weighted", "weights", "age",
+				NULL };
+	const char *w_seeded[] = { "strategy", "weighted", "weights",
+				   "weight", "seed", "9", NULL };
+	assert_true(digest_of(f->one, NULL) == 0);
+	const char *plain[] = { "strategy", "shuffle", NULL };
+	assert_true(digest_of(f->one, plain) == 0);
+	uint64_t h[] = { digest_of(f->one, train), digest_of(f->one, val),
+			 digest_of(f->one, ct), digest_of(f->one, age),
+			 digest_of(f->one, w), digest_of(f->one, w_age) };
+	size_t n = sizeof(h) / sizeof(h[0]);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(h[i] != 0);
+		for (size_t j = i + 1; j < n; j++)
+			assert_true(h[i] != h[j]);
+	}
+	assert_true(digest_of(f->one, train) == h[0]);
+	assert_true(digest_of(f->three, train) == h[0]);
+	assert_true(digest_of(f->three, ct) == h[2]);
+	/* The seed is an option: view_id has it already. */
+	assert_true(digest_of(f->one, w_seeded) == h[4]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +355,7 @@ int main(void)
 		cmocka_unit_test(test_weighted),
 		cmocka_unit_test(test_class_balanced_weights),
 		cmocka_unit_test(test_file_partition),
+		cmocka_unit_test(test_digest),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
