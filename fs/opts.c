@@ -22,9 +22,9 @@ static const struct fuse_opt templates[] = {
 
 /* libfuse's own -o options that rankfs passes through unchanged. */
 static const char *const fuse_keys[] = {
-	"allow_other", "default_permissions", "fsname", "subtype",
-	"auto_unmount", "max_read", "max_threads", "max_idle_threads",
-	"clone_fd", "debug", "ro", NULL
+	"allow_other", "allow_root", "default_permissions", "fsname",
+	"subtype", "auto_unmount", "max_read", "max_threads",
+	"max_idle_threads", "clone_fd", "debug", "ro", NULL
 };
 
 /* mount(8) and fstab options that mean nothing to a read-only FUSE
@@ -105,6 +105,25 @@ static int check_thread_count(const char *key, const char *value)
 	return -1;
 }
 
+/* One line naming the option and every one accepted (mount(8)'s words,
+ * which are dropped, left out). */
+static void unknown_option(const char *key)
+{
+	struct rfs_buf b = { 0 };
+	rfs_buf_printf(&b, "rankfs: unknown option '%s'; rankfs's options: ",
+		       key);
+	rfs_config_render_names(&b);
+	rfs_buf_printf(&b, "; libfuse's: ");
+	for (size_t i = 0; fuse_keys[i]; i++)
+		rfs_buf_printf(&b, "%s%s", i ? ", " : "", fuse_keys[i]);
+	rfs_buf_printf(&b, " (rankfs --help says what each does)\n");
+	if (b.failed || !b.data)
+		fprintf(stderr, "rankfs: unknown option '%s'\n", key);
+	else
+		fputs(b.data, stderr);
+	rfs_buf_free(&b);
+}
+
 static int take_option(struct parse_state *st, const char *arg)
 {
 	char err[256], key[64];
@@ -134,10 +153,7 @@ static int take_option(struct parse_state *st, const char *arg)
 	}
 	if (is_ignored_key(key))
 		return 0; /* mount(8)'s: drop */
-	fprintf(stderr,
-		"rankfs: unknown option '%s' (see rankfs --help for the "
-		"accepted options)\n",
-		key);
+	unknown_option(key);
 	return -1;
 }
 

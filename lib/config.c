@@ -403,6 +403,12 @@ void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b)
 	}
 }
 
+void rfs_config_render_names(struct rfs_buf *b)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		rfs_buf_printf(b, "%s%s", i ? ", " : "", options[i].name);
+}
+
 void rfs_config_render_help(struct rfs_buf *b)
 {
 	char choices[128];

@@ -82,6 +82,9 @@ void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b);
 /* Appends a help paragraph: one line per option with default and values. */
 void rfs_config_render_help(struct rfs_buf *b);
 
+/* Appends every option's name, comma-separated, in help order. */
+void rfs_config_render_names(struct rfs_buf *b);
+
 const char *rfs_strategy_name(uint64_t strategy);
 const char *rfs_partition_name(uint64_t partition);
 

@@ -8,12 +8,17 @@ import os
 import stat
 import time
 import multiprocessing as mp
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
 
 from conftest import (PageCacheProbe, plan, source_rows, without_daemon,
-                      write_h5, write_h5ad, mount_entry, unescape)
+                      write_h5, write_h5ad, mount_entry, unescape,
+                      start_daemon, wait_mounted)
 
 N, D = 1000, 16
 
@@ -494,6 +499,46 @@ def test_fsname_subtype_and_readonly(mounts, sources):
     assert fields[0] == os.path.realpath(path)
     assert fields[2] == "fuse.rankfs"
     assert "ro" in fields[3].split(",")
+
+
+@pytest.mark.parametrize("option,others_read", [
+    ("", False), ("allow_other", True), ("allow_root", False)])
+def test_access_by_other_users(sources, option, others_read):
+    """libfuse's access options: by default only the mounting user (root
+    here) reads; allow_other opens the mount to every user; allow_root
+    to root as well, which libfuse enforces itself (the kernel is told
+    allow_other)."""
+    path, _, _ = sources["h5ad"]
+    # Somewhere user nobody may walk to (pytest's tmp_path is 0700).
+    top = tempfile.mkdtemp(prefix="rankfs-access-")
+    os.chmod(top, 0o755)
+    mnt = os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    log = os.path.join(top, "log")
+    proc = start_daemon(mnt, [path], ",".join(
+        o for o in ("batch_size=100", option) if o), log=log)
+    try:
+        wait_mounted(mnt, proc, log)
+        kernel = mount_entry(mnt)[3].split(",")
+        assert ("allow_other" in kernel) == bool(option)
+        assert len(os.listdir(os.path.join(mnt, "epoch/0/rank/0/batch")))
+        as_nobody = subprocess.run(
+            [sys.executable, "-c",
+             "import os, sys; sys.stdout.write(open(sys.argv[1]).read())",
+             os.path.join(mnt, "config.json")],
+            user=65534, group=65534, capture_output=True, text=True)
+        if others_read:
+            assert as_nobody.returncode == 0, as_nobody.stderr
+            assert '"view_id"' in as_nobody.stdout
+        else:
+            assert as_nobody.returncode != 0
+            assert "Permission denied" in as_nobody.stderr
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], check=False)
+        proc.wait(timeout=30)
+        shutil.rmtree(top, ignore_errors=True)
+    assert proc.returncode == 0, open(log).read() if os.path.exists(log) \
+        else ""
 
 
 def test_source_is_never_written(mounts, sources, tmp_path):
