@@ -405,6 +405,23 @@ def test_closed_files_are_retired_from_the_batch_cache(mounts, tmp_path,
     assert m.json("stats.json")["cache"]["misses"] == misses
 
 
+def test_batch_names_grow_past_six_digits(mounts, tmp_path):
+    """A rank with more than 10^6 batches names them with 7 digits, all
+    of them: the width is fixed per mount, so names sort in order."""
+    n = 1_000_001
+    x = np.arange(n, dtype=np.float32).reshape(n, 1)
+    path = write_h5(str(tmp_path / "long.h5"), {"x": x})
+    m = mounts(path, "dataset=/x,batch_size=1,strategy=streaming")
+    d = m.path("epoch/0/rank/0/batch")
+    assert m.file("batch", 0, 0, n - 1) == f"{d}/1000000.npy"
+    for k in (0, 123456, n - 1):
+        np.testing.assert_array_equal(
+            np.load(f"{d}/{k:07d}.npy"), x[k:k + 1])
+    for name in ("000000.npy", "00000000.npy", f"{n:07d}.npy"):
+        with pytest.raises(FileNotFoundError):
+            os.stat(f"{d}/{name}")
+
+
 def test_direct_io(mounts, sources):
     path, dataset, _ = sources["h5ad"]
     src = source_rows(path, dataset)
@@ -419,6 +436,15 @@ def test_direct_io(mounts, sources):
         assert f.read(333) == whole[1000:1333]
         f.seek(len(whole) - 5)
         assert f.read(100) == whole[-5:]
+    # The trade documented for direct_io: no shared mapping (libfuse
+    # 3.14 cannot ask the kernel for one), so np.load(mmap_mode=) fails.
+    with open(m.file("batch", 0, 1, 2), "rb") as f:
+        with pytest.raises(OSError) as e:
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        assert e.value.errno == errno.ENODEV
+    with pytest.raises(OSError) as e:
+        m.load("batch", 0, 1, 2, mmap_mode="r")
+    assert e.value.errno == errno.ENODEV
 
 
 @pytest.mark.parametrize("direct_io", [False, True])

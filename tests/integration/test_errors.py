@@ -66,6 +66,15 @@ def files(tmp_path_factory):
         v.create_virtual_dataset("lab", layout)
     os.unlink(labpart)
     f["vdslab"] = str(d / "vdslab.h5")
+    # Cut short after it was written: HDF5 refuses it at open.
+    f["truncated"] = write_h5(str(d / "cut.h5"), {
+        "x": rng.random((N, 4), dtype=np.float32)})
+    os.truncate(f["truncated"], os.path.getsize(f["truncated"]) // 2)
+    # A directory of files that differ in dtype only.
+    (d / "mixed").mkdir()
+    write_h5(str(d / "mixed" / "a.h5"), {"x": np.zeros((N, 4), "f4")})
+    write_h5(str(d / "mixed" / "b.h5"), {"x": np.zeros((N, 4), "f8")})
+    f["mixed"] = str(d / "mixed")
     return f
 
 
@@ -104,6 +113,12 @@ CASES = [
     ("negative idle threads", "good", "dataset=/x,max_idle_threads=-1",
      ["max_idle_threads=-1", "from 0 to 1024"]),
     ("group instead of dataset", "h5ad", "dataset=/obs", ["/obs", "group"]),
+    ("truncated source", "truncated", "dataset=/x",
+     ["cut.h5", "cannot open as HDF5"]),
+    ("files differ in dtype", "mixed", "dataset=/x",
+     ["b.h5", "float64", "a.h5", "float32", "must agree"]),
+    ("label column missing", "h5ad", "label=nope",
+     ["label=nope", "ok.h5ad", "'nope' not found"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
      ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
     ("virtual label's file missing", "vdslab", "dataset=/x,label=/lab",

@@ -367,7 +367,10 @@ def test_truncated_chunked_source_is_eio(mounts, tmp_path):
     with pytest.raises(OSError) as e:
         m.load("batch", 0, 0, 0)
     assert e.value.errno == 5
-    assert "t.h5" in m.log_text()
+    rows = np.unique(m.load("index", 0, 0, 0))
+    log = m.log_text()
+    assert "t.h5" in log and "/x" in log
+    assert f"rows {rows[0]}..{rows[-1]} ({len(rows)} rows)" in log, log
 
 
 def mapped_rss_kib(pid, path):
