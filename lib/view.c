@@ -604,6 +604,7 @@ static int start_prefetch(struct rfs_view *v, size_t cache_bytes)
 	v->prefetch_depth = c->prefetch < fits ? c->prefetch : fits;
 	if (c->prefetch && !v->prefetch_depth)
 		v->prefetch_depth = 1;
+	c->prefetch = v->prefetch_depth; /* config.json: the depth in use */
 	v->readers = calloc(c->world_size * RFS_KIND_COUNT,
 			    sizeof(*v->readers));
 	if (!v->readers)

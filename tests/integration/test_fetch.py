@@ -445,6 +445,16 @@ def test_contiguous_rows_mapped_while_in_page_cache(mounts, tmp_path):
     assert mapped_rss_kib(small.proc.pid, path) == 0
 
 
+def test_config_shows_the_prefetch_depth_in_use(mounts, dense):
+    """prefetch= beyond what half the batch cache holds is cut to that,
+    and config.json, which shows effective values, says so."""
+    m = mounts(dense["gz"], "world_size=2,batch_size=50,prefetch=60000,"
+               "cache_mb=4")
+    depth = m.json("config.json")["prefetch"]
+    assert 1 <= depth < 60000
+    assert m.json("stats.json")["prefetch"]["depth"] == depth
+
+
 def test_prefetch_serves_sequential_reads_from_memory(mounts, dense):
     m = mounts(dense["gz"], "world_size=2,batch_size=50,prefetch=4,"
                "fetch_factor=2")
