@@ -115,6 +115,61 @@ def test_cmake_install_then_mount_t_fuse(installed, fashion, tmp_path):
         subprocess.run(["umount", str(mnt)])
 
 
+@pytest.fixture
+def rankfs_in_usr_local(installed):
+    """`cmake --install` to /usr/local, as usage.md tells: mount -t
+    fuse.rankfs finds `rankfs` only in the default PATH where mount(8)
+    clears PATH. A link to the binary just installed stands in for the
+    installation and is removed afterwards. An install of one's own found
+    there is not touched; it must then be this build, or the test fails
+    saying so."""
+    link = "/usr/local/bin/rankfs"
+    ours = os.path.join(installed, "bin", "rankfs")
+    made = False
+    if not os.path.lexists(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(ours, link)
+        made = True
+    elif open(link, "rb").read() != open(ours, "rb").read():
+        pytest.fail(f"{link} is another build of rankfs: install this one "
+                    "(cmake --install build) or remove it to run this test")
+    try:
+        yield link
+    finally:
+        if made:
+            os.unlink(link)
+
+
+def test_mount_t_fuse_rankfs_and_fstab(rankfs_in_usr_local, fashion,
+                                       tmp_path):
+    """The type usage.md and the systemd example use: mount -t
+    fuse.rankfs, and an fstab line of that type."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "fuse.rankfs", fashion, str(mnt),
+                        "-o", "dataset=/images,world_size=2,defaults"],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1"]
+        assert f"{fashion} {mnt} fuse.rankfs ro," in \
+            open("/proc/self/mounts").read()
+    finally:
+        subprocess.run(["umount", str(mnt)])
+    assert not is_mounted(mnt)
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"{fashion} {mnt} fuse.rankfs "
+                     "dataset=/images,world_size=3,noauto,nofail 0 0\n")
+    r = subprocess.run(["mount", "-T", str(fstab), str(mnt)],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1", "2"]
+    finally:
+        subprocess.run(["umount", str(mnt)])
+    assert not is_mounted(mnt)
+
+
 def test_man_page_renders_every_option():
     help_text = run_rankfs(["--help"]).stdout
     options = [line.split()[1].split("=")[0] for line in
