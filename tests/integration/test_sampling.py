@@ -185,6 +185,36 @@ def test_weighted_follows_weights(mounts, atlas):
     assert len(np.unique(drawn)) < len(drawn)
 
 
+def test_weighted_draws_pass_chi_square(mounts, tmp_path):
+    """Weights of eight sizes, 1 to 8: the draws of five epochs, counted
+    per weight class and per row, against counts proportional to the
+    weights (chi-square, each at p > 0.001; the seed makes it
+    deterministic). Rows of one class must not be favoured over others
+    of the same weight: the per-row test sees that, a two-group test
+    could not."""
+    n = 4000
+    w = (np.arange(n) % 8 + 1).astype(np.float64)
+    path = write_h5(str(tmp_path / "graded.h5"), {
+        "x": np.zeros((n, 2), dtype=np.float32), "w": w})
+    m = mounts(path, "dataset=/x,world_size=2,batch_size=100,"
+               "strategy=weighted,weights=/w,seed=4")
+    drawn = np.concatenate([np.concatenate(all_index(m, e, 2))
+                            for e in range(5)])
+    assert len(drawn) == 5 * n
+    per_row = np.bincount(drawn, minlength=n)
+    expected_row = w / w.sum() * len(drawn)
+    by_row = stats.chisquare(per_row, expected_row)
+    per_class = np.bincount(np.arange(n) % 8, weights=per_row)
+    expected_class = np.bincount(np.arange(n) % 8, weights=expected_row)
+    by_class = stats.chisquare(per_class, expected_class)
+    print("weighted: per class", per_class, "p =", by_class.pvalue,
+          "; per row p =", by_row.pvalue)
+    assert by_class.pvalue > 0.001
+    assert by_row.pvalue > 0.001
+    # The test can fail: the same draws against equal weights.
+    assert stats.chisquare(per_class).pvalue < 1e-10
+
+
 def test_weighted_total_size_and_blocks(mounts, atlas):
     m = mounts(atlas["path"], "batch_size=100,strategy=weighted,"
                "weights=weight,total_size=1000,block_size=10")
