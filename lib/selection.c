@@ -404,8 +404,15 @@ uint64_t rfs_selection_digest(const struct rfs_selection *s)
 		weighted |= s->seqs[i].cdf != NULL;
 	if (!s->kept && !s->has_label && !weighted)
 		return 0;
-	uint64_t h = chain(0, s->kept, s->kept ? s->kept_rows * 8 : 0);
-	h = chain(h, s->label.codes, s->has_label ? s->label.rows * 8 : 0);
+	uint64_t h = chain(0, s->kept,
+			   s->kept ? s->kept_rows * sizeof(*s->kept) : 0);
+	h = chain(h, s->label.codes,
+		  s->has_label ? s->label.rows * sizeof(*s->label.codes) : 0);
+	/* The names too: dataset.json lists them, and a renamed category
+	 * keeps its codes. */
+	for (uint64_t i = 0; s->has_label && i < s->label.ncategories; i++)
+		h = chain(h, s->label.categories[i],
+			  strlen(s->label.categories[i]) + 1);
 	for (uint64_t i = 0; s->seqs && i < s->sequences; i++) {
 		const struct rfs_rowset *r = &s->seqs[i];
 		h = chain(h, r->cdf, r->cdf ? r->length * sizeof(*r->cdf) : 0);

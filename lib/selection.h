@@ -33,7 +33,8 @@ int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
 void rfs_selection_free(struct rfs_selection *s);
 
 /* What the selection took from the sources' columns (the rows filters
- * keep, the label codes, the weights' cumulative sums), hashed: view_id
+ * keep, the label codes and category names, the weights' cumulative
+ * sums), hashed: view_id
  * includes it, so mounts of files that differ only in those columns get
  * different ids. 0 when it took nothing from columns (the ids of such
  * mounts are as before the columns were hashed). */

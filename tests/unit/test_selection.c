@@ -344,6 +344,27 @@ static void test_digest(void **state)
 	assert_true(digest_of(f->three, ct) == h[2]);
 	/* The seed is an option: view_id has it already. */
 	assert_true(digest_of(f->one, w_seeded) == h[4]);
+
+	/* The same codes under other category names. */
+	char renamed[PATH_MAX + 32], err[512];
+	snprintf(renamed, sizeof(renamed), "%s/renamed.h5ad", f->dir);
+	int8_t codes[ROWS];
+	for (int r = 0; r < ROWS; r++)
+		codes[r] = ct_of(r);
+	const char *names[] = { "x", "y", "z" };
+	assert_int_equal(write_file(renamed, 0, ROWS), 0);
+	assert_int_equal(h5fx_add_categorical(renamed, "ct2", codes, ROWS,
+					      names, 3),
+			 0);
+	char *paths[] = { renamed };
+	struct rfs_dataset *d;
+	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
+			 0);
+	const char *ct2[] = { "label", "ct2", NULL };
+	assert_true(digest_of(d, ct) == h[2]);
+	assert_true(digest_of(d, ct2) != h[2]);
+	rfs_dataset_destroy(d);
 }
 
 int main(void)
