@@ -56,20 +56,29 @@ def cpu_seconds(pid):
 
 
 def thread_seconds(pid):
-    """CPU seconds of pid's threads, summed per thread name (rankfs's:
+    """{tid: (name, CPU seconds)} of pid's threads (rankfs's names:
     rankfs-prefetch, rankfs-drop, and rankfs for the FUSE handlers)."""
-    by_name = {}
+    threads = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
         except FileNotFoundError:  # a handler thread that just ended
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        by_name[name] = (by_name.get(name, 0) +
-                         (int(fields[11]) + int(fields[12])) / HZ)
-    return by_name
+        threads[tid] = (stat[stat.index("(") + 1:stat.rindex(")")],
+                        (int(fields[11]) + int(fields[12])) / HZ)
+    return threads
+
+
+def by_name(before, after):
+    """CPU seconds per thread name between two thread_seconds(); threads
+    that ended in between count in the process's total only."""
+    spent = {}
+    for tid, (name, secs) in after.items():
+        spent[name] = spent.get(name, 0) + secs - before.get(tid,
+                                                            (name, 0))[1]
+    return spent
 
 
 def machine_seconds():
@@ -89,12 +98,11 @@ def one_epoch(name, mounted, setup, epoch, each):
     wall = run.measure_once(name, setup, epoch)[0]
     if each:
         during = cpu_seconds(pid)
-        by_name = thread_seconds(pid)
+        spent = by_name(threads, thread_seconds(pid))
         time.sleep(1)
         after = cpu_seconds(pid)
-        # Threads that ended in the epoch are in the total only.
-        split = ", ".join(f"{n} {1000 * (t - threads.get(n, 0)):.0f}"
-                          for n, t in sorted(by_name.items()))
+        split = ", ".join(f"{n} {1000 * t:.0f}"
+                          for n, t in sorted(spent.items()))
         print(f"  {name} epoch {epoch}: {wall:.3f} s, daemon CPU "
               f"{1000 * (during - before):4.0f} ms ({split}), in the "
               f"second after {1000 * (after - during):3.0f} ms")

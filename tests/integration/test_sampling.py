@@ -186,10 +186,10 @@ def test_weighted_follows_weights(mounts, atlas):
 
 
 def test_weighted_draws_pass_chi_square(mounts, tmp_path):
-    """Weights of eight sizes, 1 to 8: the draws of five epochs, counted
-    per weight class and per row, against counts proportional to the
-    weights (chi-square, each at p > 0.001; the seed makes it
-    deterministic). Rows of one class must not be favoured over others
+    """Weights of eight sizes, 1 to 8: the draws of 25 epochs (5.5 or
+    more expected per row), counted per weight class and per row,
+    against counts proportional to the weights (chi-square, each at
+    p > 0.001; the seed makes it deterministic). Rows of one class must not be favoured over others
     of the same weight: the per-row test sees that, a two-group test
     could not."""
     n = 4000
@@ -199,8 +199,8 @@ def test_weighted_draws_pass_chi_square(mounts, tmp_path):
     m = mounts(path, "dataset=/x,world_size=2,batch_size=100,"
                "strategy=weighted,weights=/w,seed=4")
     drawn = np.concatenate([np.concatenate(all_index(m, e, 2))
-                            for e in range(5)])
-    assert len(drawn) == 5 * n
+                            for e in range(25)])
+    assert len(drawn) == 25 * n
     per_row = np.bincount(drawn, minlength=n)
     expected_row = w / w.sum() * len(drawn)
     by_row = stats.chisquare(per_row, expected_row)
