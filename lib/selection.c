@@ -319,13 +319,6 @@ static int check_combination(const struct rfs_config *c, char *err,
 				      "strategy=weighted", c->weights);
 		return -EINVAL;
 	}
-	if (c->total_size && !draws) {
-		snprintf(err, errlen,
-			 "option total_size needs strategy=weighted or "
-			 "class_balanced (the other strategies serve every "
-			 "row once)");
-		return -EINVAL;
-	}
 	if (draws && c->partition == RFS_PARTITION_FILE) {
 		snprintf(err, errlen,
 			 "option partition=file works with streaming, shuffle "

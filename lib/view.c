@@ -18,6 +18,7 @@
 #include "npz.h"
 #include "plan.h"
 #include "prefetch.h"
+#include "sampler.h"
 #include "selection.h"
 #include "stats.h"
 
@@ -617,6 +618,29 @@ static int start_prefetch(struct rfs_view *v, size_t cache_bytes)
 				   prefetch_one, v, &v->prefetch);
 }
 
+/* total_size sets the draws of weighted and class_balanced; the other
+ * strategies serve each of their L rows once. config.json shows L for
+ * every strategy, so L itself is taken back, and nothing else. */
+static int check_total_size(const struct rfs_view *v, char *err,
+			    size_t errlen)
+{
+	const struct rfs_config *c = &v->config;
+	if (!c->total_size || rfs_strategy_draws(c->strategy))
+		return 0;
+	uint64_t rows = 0;
+	for (uint64_t s = 0; s < v->selection.sequences; s++)
+		rows += v->selection.seqs[s].length;
+	if (c->total_size == rows)
+		return 0;
+	snprintf(err, errlen,
+		 "option total_size=%llu: strategy=%s serves each of its %llu "
+		 "rows once (total_size sets the draws of weighted and "
+		 "class_balanced)",
+		 (unsigned long long)c->total_size,
+		 rfs_strategy_name(c->strategy), (unsigned long long)rows);
+	return -EINVAL;
+}
+
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen)
@@ -659,6 +683,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	if (rc == 0)
 		rc = rfs_selection_build(&v->config, v->dataset, &v->selection,
 					 err, errlen);
+	if (rc == 0)
+		rc = check_total_size(v, err, errlen);
 	if (rc != 0)
 		goto fail;
 	rc = rfs_planner_create(&v->config, v->selection.seqs, &v->planner);

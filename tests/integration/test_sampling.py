@@ -215,6 +215,37 @@ def test_weighted_draws_pass_chi_square(mounts, tmp_path):
     assert stats.chisquare(per_class).pvalue < 1e-10
 
 
+def options_from_config(config):
+    """config.json's effective options as -o text: nulls left out, a
+    flag as 0 or 1, one filter= per filter."""
+    out = []
+    for key, value in config.items():
+        if key == "view_id" or value is None:
+            continue
+        if isinstance(value, list):
+            out += [f"{key}={v}" for v in value]
+        elif isinstance(value, bool):
+            out.append(f"{key}={int(value)}")
+        else:
+            out.append(f"{key}={value}")
+    return ",".join(out)
+
+
+@pytest.mark.parametrize("options", [
+    "world_size=2,batch_size=100",
+    "world_size=2,batch_size=100,strategy=shuffle,label=cell_type,"
+    "filter=split:train|val,filter=cell_type:NK|B cell,drop_last=0",
+    "batch_size=50,strategy=weighted,weights=weight,total_size=3000",
+    "batch_size=50,strategy=class_balanced,label=cell_type,smoothing=0.5",
+])
+def test_config_json_mounts_again(mounts, atlas, options):
+    """config.json, given back as -o, mounts the same view: what another
+    node needs to reproduce a mount from its config.json alone."""
+    first = mounts(atlas["path"], options).json("config.json")
+    again = mounts(atlas["path"], options_from_config(first))
+    assert again.json("config.json") == first
+
+
 def test_weighted_total_size_and_blocks(mounts, atlas):
     m = mounts(atlas["path"], "batch_size=100,strategy=weighted,"
                "weights=weight,total_size=1000,block_size=10")
@@ -475,7 +506,9 @@ BAD = [
     ("strategy=weighted,weights=cell_type", "cannot be weights"),
     ("label=weight", "float column cannot be a label"),
     ("weights=weight", "needs strategy=weighted"),
-    ("total_size=10", "total_size needs strategy=weighted"),
+    ("total_size=10", "total_size=10: strategy=block_shuffle serves each "
+     "of its 6000 rows once"),
+    ("filter=split:train,total_size=6000", "total_size=6000"),
     ("filter=split:training", "no value 'training'"),
     ("filter=split", "expected COLUMN:VALUE1|VALUE2"),
     ("filter=age:old", "'old' is not a number"),
