@@ -78,6 +78,23 @@ def installed(tmp_path_factory):
     return prefix
 
 
+def mount8(args, mnt, ranks, mounts_line=None):
+    """Mounts through mount(8) with args, checks that epoch/0/rank lists
+    ranks ranks (and that /proc/self/mounts holds mounts_line), and
+    unmounts."""
+    r = subprocess.run(["mount"] + args, capture_output=True, text=True,
+                       timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert os.listdir(mnt / "epoch/0/rank") == \
+            [str(k) for k in range(ranks)]
+        if mounts_line:
+            assert mounts_line in open("/proc/self/mounts").read()
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert not is_mounted(mnt)
+
+
 def test_cmake_install_then_mount_t_fuse(installed, fashion, tmp_path):
     assert os.access(installed / "bin" / "rankfs", os.X_OK)
     assert (installed / "share" / "man" / "man1" / "rankfs.1").exists()
@@ -88,31 +105,16 @@ def test_cmake_install_then_mount_t_fuse(installed, fashion, tmp_path):
     # as in a container short of some capability): the installed binary
     # is named the other way mount.fuse3 knows, PROGRAM#SOURCE. mount.fuse3
     # passes rw, dev, suid...: accepted, the mount stays ro.
-    r = subprocess.run(["mount", "-t", "fuse",
-                        f"{installed}/bin/rankfs#{fashion}", str(mnt),
-                        "-o", "dataset=/images,world_size=2,noatime"],
-                       capture_output=True, text=True, timeout=60)
-    try:
-        assert r.returncode == 0, r.stderr
-        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1"]
-        fields = open("/proc/self/mounts").read()
-        assert f"{mnt} fuse.rankfs ro," in fields
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-    assert not is_mounted(mnt)
+    mount8(["-t", "fuse", f"{installed}/bin/rankfs#{fashion}", str(mnt),
+            "-o", "dataset=/images,world_size=2,noatime"], mnt, 2,
+           f"{mnt} fuse.rankfs ro,")
 
     # An /etc/fstab line, from a file of our own.
     fstab = tmp_path / "fstab"
     fstab.write_text(f"{installed}/bin/rankfs#{fashion} {mnt} fuse "
                      "dataset=/images,world_size=3,nofail,_netdev,"
                      "x-systemd.requires-mounts-for=/data,noauto 0 0\n")
-    r = subprocess.run(["mount", "-T", str(fstab), str(mnt)],
-                       capture_output=True, text=True, timeout=60)
-    try:
-        assert r.returncode == 0, r.stderr
-        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1", "2"]
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
+    mount8(["-T", str(fstab), str(mnt)], mnt, 3)
 
 
 @pytest.fixture
@@ -152,28 +154,13 @@ def test_mount_t_fuse_rankfs_and_fstab(rankfs_in_usr_local, fashion,
     fuse.rankfs, and an fstab line of that type."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "fuse.rankfs", fashion, str(mnt),
-                        "-o", "dataset=/images,world_size=2,defaults"],
-                       capture_output=True, text=True, timeout=60)
-    try:
-        assert r.returncode == 0, r.stderr
-        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1"]
-        assert f"{fashion} {mnt} fuse.rankfs ro," in \
-            open("/proc/self/mounts").read()
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-    assert not is_mounted(mnt)
+    mount8(["-t", "fuse.rankfs", fashion, str(mnt),
+            "-o", "dataset=/images,world_size=2,defaults"], mnt, 2,
+           f"{fashion} {mnt} fuse.rankfs ro,")
     fstab = tmp_path / "fstab"
     fstab.write_text(f"{fashion} {mnt} fuse.rankfs "
                      "dataset=/images,world_size=3,noauto,nofail 0 0\n")
-    r = subprocess.run(["mount", "-T", str(fstab), str(mnt)],
-                       capture_output=True, text=True, timeout=60)
-    try:
-        assert r.returncode == 0, r.stderr
-        assert os.listdir(mnt / "epoch/0/rank") == ["0", "1", "2"]
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-    assert not is_mounted(mnt)
+    mount8(["-T", str(fstab), str(mnt)], mnt, 3)
 
 
 def test_man_page_renders_every_option():

@@ -189,9 +189,9 @@ def test_weighted_draws_pass_chi_square(mounts, tmp_path):
     """Weights of eight sizes, 1 to 8: the draws of 25 epochs (5.5 or
     more expected per row), counted per weight class and per row,
     against counts proportional to the weights (chi-square, each at
-    p > 0.001; the seed makes it deterministic). Rows of one class must not be favoured over others
-    of the same weight: the per-row test sees that, a two-group test
-    could not."""
+    p > 0.001; the seed makes it deterministic). Rows of one class must
+    not be favoured over others of the same weight: the per-row test
+    sees that, a two-group test could not."""
     n = 4000
     w = (np.arange(n) % 8 + 1).astype(np.float64)
     path = write_h5(str(tmp_path / "graded.h5"), {
