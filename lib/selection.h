@@ -34,10 +34,10 @@ void rfs_selection_free(struct rfs_selection *s);
 
 /* What the selection took from the sources' columns (the rows filters
  * keep, the label codes and category names, the weights' cumulative
- * sums), hashed: view_id
- * includes it, so mounts of files that differ only in those columns get
- * different ids. 0 when it took nothing from columns (the ids of such
- * mounts are as before the columns were hashed). */
+ * sums), hashed: view_id includes it, so mounts of files that differ only
+ * in those columns get different ids. 0 when it took nothing from
+ * columns (the ids of such mounts are as before the columns were
+ * hashed). */
 uint64_t rfs_selection_digest(const struct rfs_selection *s);
 
 /* The label code of a global row (int64 codes, -1 missing; the value for
