@@ -19,11 +19,12 @@ With --distinct it also measures the trivial server serving each file
 from its own bytes in memory (trivialfs.c's "distinct") instead of its
 one zero page.
 
-With --each it prints every epoch: its time, the daemon's CPU in it per
-thread name (rankfs-prefetch generates batches, rankfs-drop drops pages
-at release, rankfs are the FUSE handlers, whose opens store batches in
-the page cache), and the daemon's CPU in an idle second after it (work
-left for later, such as the next epoch's prefetch).
+With --each it prints every epoch: its time, the daemon's CPU in it and
+how often its threads were switched out while runnable, per thread name
+(rankfs-prefetch generates batches, rankfs-drop drops pages at release,
+rankfs are the FUSE handlers, whose opens store batches in the page
+cache), and the daemon's CPU in an idle second after it (work left for
+later, such as the next epoch's prefetch).
 
 With --builds A,B it compares rankfs binaries instead: each round mounts
 every build in turn (the first of --strategies, plus --options) and
@@ -56,28 +57,36 @@ def cpu_seconds(pid):
 
 
 def thread_seconds(pid):
-    """{tid: (name, CPU seconds)} of pid's threads (rankfs's names:
-    rankfs-prefetch, rankfs-drop, and rankfs for the FUSE handlers)."""
+    """{tid: (name, CPU seconds, times switched out while runnable)} of
+    pid's threads (rankfs's names: rankfs-prefetch, rankfs-drop, and
+    rankfs for the FUSE handlers)."""
     threads = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                status = f.read()
         except FileNotFoundError:  # a handler thread that just ended
             continue
         fields = stat.rsplit(")", 1)[1].split()
+        switched = int(status.split("nonvoluntary_ctxt_switches:")[1]
+                       .split()[0])
         threads[tid] = (stat[stat.index("(") + 1:stat.rindex(")")],
-                        (int(fields[11]) + int(fields[12])) / HZ)
+                        (int(fields[11]) + int(fields[12])) / HZ, switched)
     return threads
 
 
 def by_name(before, after):
-    """CPU seconds per thread name between two thread_seconds(); threads
-    that ended in between count in the process's total only."""
+    """{name: [CPU seconds, switches out while runnable]} between two
+    thread_seconds(); threads that ended in between count in the
+    process's total only."""
     spent = {}
-    for tid, (name, secs) in after.items():
-        spent[name] = spent.get(name, 0) + secs - before.get(tid,
-                                                            (name, 0))[1]
+    for tid, (name, secs, switched) in after.items():
+        was = before.get(tid, (name, 0, 0))
+        got = spent.setdefault(name, [0, 0])
+        got[0] += secs - was[1]
+        got[1] += switched - was[2]
     return spent
 
 
@@ -101,8 +110,8 @@ def one_epoch(name, mounted, setup, epoch, each):
         spent = by_name(threads, thread_seconds(pid))
         time.sleep(1)
         after = cpu_seconds(pid)
-        split = ", ".join(f"{n} {1000 * t:.0f}"
-                          for n, t in sorted(spent.items()))
+        split = ", ".join(f"{n} {1000 * t:.0f} ms, {k} switched out"
+                          for n, (t, k) in sorted(spent.items()))
         print(f"  {name} epoch {epoch}: {wall:.3f} s, daemon CPU "
               f"{1000 * (during - before):4.0f} ms ({split}), in the "
               f"second after {1000 * (after - during):3.0f} ms")
