@@ -12,9 +12,10 @@
  *   anndata write) has its chunk addresses taken from HDF5's index once;
  *   chunks are then read with pread and decoded in the calling thread
  *   (chunks.c), through an LRU of decoded chunks;
- * - anything else (other filters, big-endian, compact, unallocated chunks)
- *   goes through H5Dread, one hyperslab per run of adjacent rows (never a
- *   large union selection: building those is quadratic in 1.10).
+ * - anything else (other filters, big-endian, compact, unallocated chunks,
+ *   external raw data files, virtual datasets) goes through H5Dread, one
+ *   hyperslab per run of adjacent rows (never a large union selection:
+ *   building those is quadratic in 1.10).
  *
  * A fetch is sorted and adjacent rows are merged into runs; rows are then
  * copied to their places in the batch. A short read (the file was
@@ -75,6 +76,9 @@ struct rfs_source {
 	char *path;
 	char *dataset;
 	hid_t file;
+	/* Served datasets are opened with it: their external raw data files
+	 * are named from the mount's working directory. */
+	hid_t dapl;
 	int fd; /* read-only: pread and chunk reads */
 	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
 	struct array x; /* dense rows, or a CSR's data */
@@ -514,11 +518,52 @@ static int find_vds_file(const struct rfs_source *s, const char *name,
 	       exists_at(NULL, 0, base, out, len);
 }
 
+/* HDF5 opens a virtual dataset's source at the first read of its rows, by
+ * a name it resolves then, possibly from the working directory, which the
+ * daemon leaves for "/"; what it cannot open it serves as fill values.
+ * One element of mapping i read now opens it where it was checked, and
+ * HDF5 keeps it open. */
+static void open_vds_source(hid_t dset, hid_t dcpl, size_t i)
+{
+	hid_t vspace = H5Pget_virtual_vspace(dcpl, i);
+	hid_t space = H5Dget_space(dset);
+	hid_t type = H5Dget_type(dset);
+	hsize_t at[2 * H5S_MAX_RANK] = { 0 }, one[H5S_MAX_RANK];
+	unsigned char value[64];
+	int ndims = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+	H5S_sel_type sel = vspace >= 0 ? H5Sget_select_type(vspace)
+					: H5S_SEL_ERROR;
+	int first = sel == H5S_SEL_ALL ||
+		    (sel == H5S_SEL_HYPERSLABS &&
+		     H5Sget_select_hyper_blocklist(vspace, 0, 1, at) >= 0) ||
+		    (sel == H5S_SEL_POINTS &&
+		     H5Sget_select_elem_pointlist(vspace, 0, 1, at) >= 0);
+	for (int d = 0; d < H5S_MAX_RANK; d++)
+		one[d] = 1;
+	if (first && ndims > 0 && type >= 0 &&
+	    H5Tget_size(type) <= sizeof(value) &&
+	    H5Sselect_hyperslab(space, H5S_SELECT_SET, at, NULL, one, NULL) >=
+		    0) {
+		hid_t mem = H5Screate_simple(1, one, NULL);
+		if (mem >= 0) {
+			H5Dread(dset, type, mem, space, H5P_DEFAULT, value);
+			H5Sclose(mem);
+		}
+	}
+	if (type >= 0)
+		H5Tclose(type);
+	if (space >= 0)
+		H5Sclose(space);
+	if (vspace >= 0)
+		H5Sclose(vspace);
+}
+
 /* A virtual dataset reads its rows from other files, and HDF5 serves a
  * missing one's rows as fill values: each must exist at mount. Those of
- * the served rows are watched for changes from then on (watch); what is
- * read whole at mount (indptr, columns) need not be. Names with
- * printf-style patterns (unlimited mappings) are not checked. */
+ * the served rows are opened (open_vds_source) and watched for changes
+ * from then on (watch); what is read whole at mount (indptr, columns)
+ * need not be. Names with printf-style patterns (unlimited mappings) are
+ * not checked. */
 static int check_vds_files(struct rfs_source *s, hid_t dset, const char *what,
 			   int watch, char *err, size_t errlen)
 {
@@ -543,7 +588,106 @@ static int check_vds_files(struct rfs_source *s, hid_t dset, const char *what,
 			rc = -ENOENT;
 		} else if (watch && (rc = add_linked(s, found)) != 0) {
 			snprintf(err, errlen, "%s: %s", found, strerror(-rc));
+		} else if (watch) {
+			open_vds_source(dset, dcpl, i);
 		}
+	}
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	return rc;
+}
+
+/* Where HDF5 1.10 opens the external raw data file name of a dataset: as
+ * named when absolute, else under HDF5_EXTFILE_PREFIX when that is set
+ * (a leading ${ORIGIN} is the source's directory), else in the working
+ * directory (H5Pset_efile_prefix's documentation says the file's
+ * directory; the library's code does not). A relative prefix would name
+ * other files once the daemon has left the working directory: refused.
+ * @return 0, -EINVAL (the prefix is relative) or -errno of getcwd. */
+static int external_file_path(const struct rfs_source *s, const char *name,
+			      char *out, size_t len)
+{
+	const char *env = getenv("HDF5_EXTFILE_PREFIX");
+	const char *origin = "${ORIGIN}";
+	char cwd[PATH_MAX];
+	if (name[0] == '/') {
+		snprintf(out, len, "%s", name);
+	} else if (env && *env && strcmp(env, ".") != 0) {
+		if (strncmp(env, origin, strlen(origin)) == 0)
+			snprintf(out, len, "%.*s/%s/%s",
+				 (int)(strrchr(s->path, '/') - s->path),
+				 s->path, env + strlen(origin), name);
+		else if (env[0] == '/')
+			snprintf(out, len, "%s%s%s", env,
+				 ends_with(env, "/") ? "" : "/", name);
+		else
+			return -EINVAL;
+	} else if (getcwd(cwd, sizeof(cwd))) {
+		snprintf(out, len, "%s%s%s", cwd,
+			 ends_with(cwd, "/") ? "" : "/", name);
+	} else {
+		return -errno;
+	}
+	return 0;
+}
+
+/* A dataset in external raw data files (H5Pset_external): HDF5 opens
+ * them at every read and serves what a short one lacks as zeros. Each
+ * must hold the bytes the dataset takes from it, and is watched for
+ * changes like the source. */
+static int check_external_files(struct rfs_source *s, const struct array *a,
+				char *err, size_t errlen)
+{
+	hid_t dcpl = H5Dget_create_plist(a->dset);
+	int count = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
+	uint64_t left = a->rows * a->row_bytes;
+	int rc = 0;
+	for (int i = 0; i < count && left > 0 && rc == 0; i++) {
+		char name[PATH_MAX] = "", path[2 * PATH_MAX] = "";
+		off_t offset = 0;
+		hsize_t size = 0;
+		struct stat st;
+		if (H5Pget_external(dcpl, (unsigned)i, sizeof(name), name,
+				    &offset, &size) < 0) {
+			snprintf(err, errlen, "%s: dataset %s: cannot read "
+				 "its list of external files", s->path,
+				 a->name);
+			rc = -EINVAL;
+			break;
+		}
+		uint64_t take = size < left ? size : left; /* or UNLIMITED */
+		left -= take;
+		rc = external_file_path(s, name, path, sizeof(path));
+		int fd = rc == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (rc == -EINVAL) {
+			snprintf(err, errlen,
+				 "%s: dataset %s is stored in external file "
+				 "%s, and HDF5_EXTFILE_PREFIX (%s) is a "
+				 "relative directory: rankfs reads from / "
+				 "once mounted; give an absolute one, or one "
+				 "that starts with ${ORIGIN}",
+				 s->path, a->name, name,
+				 getenv("HDF5_EXTFILE_PREFIX"));
+		} else if (rc != 0 || fd < 0 || fstat(fd, &st) != 0) {
+			rc = rc ? rc : -errno;
+			snprintf(err, errlen,
+				 "%s: dataset %s is stored in external file "
+				 "%s, which cannot be read at %s: %s",
+				 s->path, a->name, name, path, strerror(-rc));
+		} else if ((uint64_t)st.st_size < (uint64_t)offset + take) {
+			rc = -EINVAL;
+			snprintf(err, errlen,
+				 "%s: dataset %s reads %llu bytes at offset "
+				 "%lld of its external file %s, which has "
+				 "%lld (HDF5 would serve the rest as zeros)",
+				 s->path, a->name, (unsigned long long)take,
+				 (long long)offset, path,
+				 (long long)st.st_size);
+		} else if ((rc = add_linked(s, path)) != 0) {
+			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		}
+		if (fd >= 0)
+			close(fd);
 	}
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
@@ -563,7 +707,8 @@ static void choose_read_path(struct rfs_source *s, struct array *a,
 	a->path = READ_HDF5;
 	if (direct && layout == H5D_CONTIGUOUS && pipe->count == 0) {
 		haddr_t offset = H5Dget_offset(a->dset);
-		if (offset != HADDR_UNDEF) { /* else never written */
+		/* Else never written, or in external files. */
+		if (offset != HADDR_UNDEF) {
 			a->offset = offset;
 			a->path = READ_PREAD;
 			map_array(s, a);
@@ -597,7 +742,7 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 	struct rfs_pipeline pipe = { 0 };
 	int rc = -EINVAL;
 	a->name = strdup(name);
-	a->dset = H5Dopen2(s->file, name, H5P_DEFAULT);
+	a->dset = H5Dopen2(s->file, name, s->dapl);
 	if (!a->name || a->dset < 0) {
 		snprintf(err, errlen, "%s: cannot open dataset %s", s->path,
 			 name);
@@ -637,6 +782,8 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 		watch_linked(s, a);
 		rc = check_vds_files(s, a->dset, a->name, 1, err, errlen);
 	}
+	if (rc == 0)
+		rc = check_external_files(s, a, err, errlen);
 close:
 	if (type >= 0)
 		H5Tclose(type);
@@ -1050,7 +1197,7 @@ int rfs_source_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: out of memory", path);
 		return rc;
 	}
-	s->file = H5I_INVALID_HID;
+	s->file = s->dapl = H5I_INVALID_HID;
 	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
 	s->fd = -1;
@@ -1093,6 +1240,16 @@ int rfs_source_open(const char *path, const char *dataset,
 	if (s->file < 0) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s: cannot open as HDF5", path);
+		goto fail;
+	}
+	/* HDF5 names external raw data files when it reads them, from the
+	 * working directory of then: the daemon's is "/". */
+	char cwd[PATH_MAX];
+	s->dapl = H5Pcreate(H5P_DATASET_ACCESS);
+	if (s->dapl < 0 || (getcwd(cwd, sizeof(cwd)) &&
+			    H5Pset_efile_prefix(s->dapl, cwd) < 0)) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 		goto fail;
 	}
 	s->anndata = is_anndata(s->file, s->path);
@@ -1937,6 +2094,8 @@ void rfs_source_destroy(struct rfs_source *s)
 	free(s->indptr);
 	if (s->file >= 0)
 		H5Fclose(s->file);
+	if (s->dapl >= 0)
+		H5Pclose(s->dapl);
 	if (s->fd >= 0)
 		close(s->fd);
 	for (size_t i = 0; i < s->nlinked; i++)

@@ -66,6 +66,15 @@ def files(tmp_path_factory):
         v.create_virtual_dataset("lab", layout)
     os.unlink(labpart)
     f["vdslab"] = str(d / "vdslab.h5")
+    # External raw data files: one gone, one cut short (HDF5 would fail
+    # every read of the first, and serve zeros for what the second lacks).
+    for key in ("extgone", "extshort"):
+        with h5py.File(d / f"{key}.h5", "w") as h:
+            h.create_dataset("x", data=np.ones((N, 4), "f4"), external=[
+                (str(d / f"{key}.raw"), 0, h5py.h5f.UNLIMITED)])
+        f[key] = str(d / f"{key}.h5")
+    os.unlink(d / "extgone.raw")
+    os.truncate(d / "extshort.raw", N * 16 - 4)
     # Cut short after it was written: HDF5 refuses it at open.
     f["truncated"] = write_h5(str(d / "cut.h5"), {
         "x": rng.random((N, 4), dtype=np.float32)})
@@ -121,6 +130,11 @@ CASES = [
      ["label=nope", "ok.h5ad", "'nope' not found"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
      ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
+    ("external file missing", "extgone", "dataset=/x",
+     ["extgone.h5", "/x", "external file", "extgone.raw", "No such file"]),
+    ("external file short", "extshort", "dataset=/x",
+     ["extshort.h5", "reads 4800 bytes", "extshort.raw", "has 4796",
+      "zeros"]),
     ("virtual label's file missing", "vdslab", "dataset=/x,label=/lab",
      ["vdslab.h5", "/lab", "labpart.h5", "does not exist"]),
     # 4 cached windows of 2^23 rows and one being built (two arrays):

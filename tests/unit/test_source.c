@@ -756,6 +756,138 @@ static void test_virtual_dataset_sources(void **state)
 	free(vds);
 }
 
+/* Runs at the end of a test that left the working directory. */
+static void back_to(const char *dir)
+{
+	assert_int_equal(chdir(dir), 0);
+}
+
+/* Three virtual dataset sources, named relative to the working directory
+ * of the open and found only there: their rows are right after the
+ * working directory changed (the daemon's is "/"), not fill values. */
+static void test_virtual_sources_opened_where_checked(void **state)
+{
+	struct fixture *f = *state;
+	char cwd[PATH_MAX];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	float *m = f32_matrix(ROWS, COLS);
+	const hsize_t cut[] = { 0, 17, 33, ROWS };
+	hsize_t dims[2] = { ROWS, COLS };
+	hid_t vspace = H5Screate_simple(2, dims, NULL);
+	hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	assert_int_equal(mkdir(file_in(f, "vds"), 0700), 0);
+	assert_int_equal(chdir(f->dir), 0);
+	for (int k = 0; k < 3; k++) {
+		char name[16];
+		snprintf(name, sizeof(name), "part%d.h5", k);
+		struct h5fx_dataset d = {
+			.name = "/X", .type = H5FX_F32, .ndims = 2,
+			.dims = { cut[k + 1] - cut[k], COLS },
+			.layout = H5FX_CONTIGUOUS, .data = m + cut[k] * COLS
+		};
+		assert_int_equal(h5fx_write(file_in(f, name), &d, 1, 0), 0);
+		hsize_t start[2] = { cut[k], 0 }, count[2] = { d.dims[0],
+							       COLS };
+		hid_t src = H5Screate_simple(2, count, NULL);
+		assert_true(H5Sselect_hyperslab(vspace, H5S_SELECT_SET, start,
+						NULL, count, NULL) >= 0);
+		assert_true(H5Pset_virtual(dcpl, vspace, name, "/X", src) >=
+			    0);
+		H5Sclose(src);
+	}
+	char *vds = strdup(file_in(f, "vds/vds.h5"));
+	hid_t file = H5Fcreate(vds, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	H5Sselect_all(vspace);
+	hid_t dset = H5Dcreate2(file, "/X", H5T_NATIVE_FLOAT, vspace,
+				H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	assert_true(file >= 0 && dset >= 0);
+	H5Dclose(dset);
+	H5Fclose(file);
+	H5Pclose(dcpl);
+	H5Sclose(vspace);
+	free(m);
+	struct rfs_source *s = open_ok(vds, "/X");
+	back_to("/");
+	check_f32_rows(s, scattered, N_SCATTERED);
+	rfs_source_destroy(s);
+	back_to(cwd);
+	free(vds);
+}
+
+/* A dataset /X of ROWS x COLS float32 whose bytes are in the external
+ * file raw (named as given, its bytes from offset 100, written from the
+ * working directory). */
+static void write_external(const char *path, const char *raw)
+{
+	float *m = f32_matrix(ROWS, COLS);
+	hsize_t dims[2] = { ROWS, COLS };
+	hid_t space = H5Screate_simple(2, dims, NULL);
+	hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	assert_true(H5Pset_external(dcpl, raw, 100, H5F_UNLIMITED) >= 0);
+	hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	hid_t dset = H5Dcreate2(file, "/X", H5T_NATIVE_FLOAT, space,
+				H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	assert_true(file >= 0 && dset >= 0);
+	assert_true(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
+			     H5P_DEFAULT, m) >= 0);
+	H5Dclose(dset);
+	H5Fclose(file);
+	H5Pclose(dcpl);
+	H5Sclose(space);
+	free(m);
+}
+
+/* External raw data files are named, as HDF5 names them, from the
+ * working directory of the open, which the daemon then leaves; one that
+ * is missing or short is refused at open (HDF5 would fail every read, or
+ * serve zeros), and a change to one fails reads like the source's. */
+static void test_external_storage(void **state)
+{
+	struct fixture *f = *state;
+	char cwd[PATH_MAX];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(f->dir), 0);
+	char *path = strdup(file_in(f, "ext.h5"));
+	char *raw = strdup(file_in(f, "ext.raw"));
+	write_external(path, "ext.raw");
+	struct rfs_source *s = open_ok(path, "/X");
+	assert_string_equal(rfs_source_info(s)->layout, "contiguous");
+	back_to("/");
+	check_f32_rows(s, scattered, N_SCATTERED);
+	/* Another file now where the rows were read from. */
+	struct timespec times[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, raw, times, 0), 0);
+	long from = log_size();
+	float out[COLS];
+	assert_int_equal(rfs_source_read_rows(s, scattered, 1, out), -EIO);
+	assert_logged_since(from, "ext.raw");
+	rfs_source_destroy(s);
+
+	/* From elsewhere, the same name is another (missing) file. */
+	const char *const missing[] = { path, "/X", "external file ext.raw",
+					"cannot be read at /ext.raw",
+					"No such file", NULL };
+	expect_open_error(path, "/X", -ENOENT, missing);
+	/* Or under HDF5_EXTFILE_PREFIX, which must not be relative. (HDF5
+	 * reads it once, at its start: its ${ORIGIN} is tested through a
+	 * mount, in a process of its own.) */
+	assert_int_equal(setenv("HDF5_EXTFILE_PREFIX", "raw", 1), 0);
+	const char *const relative[] = { path, "HDF5_EXTFILE_PREFIX (raw)",
+					 "relative", NULL };
+	expect_open_error(path, "/X", -EINVAL, relative);
+	assert_int_equal(unsetenv("HDF5_EXTFILE_PREFIX"), 0);
+
+	/* A short file: HDF5 would serve the rest as zeros. */
+	assert_int_equal(truncate(raw, 100 + ROWS * COLS * 4 - 1), 0);
+	assert_int_equal(chdir(f->dir), 0);
+	const char *const shorter[] = { path, "/X", "1200 bytes at offset 100",
+					raw, "has 1299", "zeros", NULL };
+	expect_open_error(path, "/X", -EINVAL, shorter);
+	back_to(cwd);
+	free(path);
+	free(raw);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -792,6 +924,11 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changed_file_fails,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_virtual_sources_opened_where_checked, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_external_storage, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_virtual_dataset_sources,
 						setup, teardown),
 	};
