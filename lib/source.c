@@ -631,16 +631,33 @@ static int external_file_path(const struct rfs_source *s, const char *name,
 	return 0;
 }
 
+/* The bytes of dataset dset's raw data (at most UINT64_MAX). */
+static uint64_t raw_bytes(hid_t dset)
+{
+	hid_t space = H5Dget_space(dset), type = H5Dget_type(dset);
+	hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : 0;
+	size_t elem = type >= 0 ? H5Tget_size(type) : 0;
+	uint64_t bytes;
+	if (n <= 0 || __builtin_mul_overflow((uint64_t)n, elem, &bytes))
+		bytes = n <= 0 ? 0 : UINT64_MAX;
+	if (type >= 0)
+		H5Tclose(type);
+	if (space >= 0)
+		H5Sclose(space);
+	return bytes;
+}
+
 /* A dataset in external raw data files (H5Pset_external): HDF5 opens
  * them at every read and serves what a short one lacks as zeros. Each
- * must hold the bytes the dataset takes from it, and is watched for
- * changes like the source. */
-static int check_external_files(struct rfs_source *s, const struct array *a,
-				char *err, size_t errlen)
+ * must hold the bytes the dataset takes from it; those of the served rows
+ * are watched for changes like the source (watch). */
+static int check_external_files(struct rfs_source *s, hid_t dset,
+				const char *what, int watch, char *err,
+				size_t errlen)
 {
-	hid_t dcpl = H5Dget_create_plist(a->dset);
+	hid_t dcpl = H5Dget_create_plist(dset);
 	int count = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
-	uint64_t left = a->rows * a->row_bytes;
+	uint64_t left = count > 0 ? raw_bytes(dset) : 0;
 	int rc = 0;
 	for (int i = 0; i < count && left > 0 && rc == 0; i++) {
 		char name[PATH_MAX] = "", path[2 * PATH_MAX] = "";
@@ -651,7 +668,7 @@ static int check_external_files(struct rfs_source *s, const struct array *a,
 				    &offset, &size) < 0) {
 			snprintf(err, errlen, "%s: dataset %s: cannot read "
 				 "its list of external files", s->path,
-				 a->name);
+				 what);
 			rc = -EINVAL;
 			break;
 		}
@@ -666,24 +683,25 @@ static int check_external_files(struct rfs_source *s, const struct array *a,
 				 "relative directory: rankfs reads from / "
 				 "once mounted; give an absolute one, or one "
 				 "that starts with ${ORIGIN}",
-				 s->path, a->name, name,
+				 s->path, what, name,
 				 getenv("HDF5_EXTFILE_PREFIX"));
 		} else if (rc != 0 || fd < 0 || fstat(fd, &st) != 0) {
 			rc = rc ? rc : -errno;
 			snprintf(err, errlen,
 				 "%s: dataset %s is stored in external file "
 				 "%s, which cannot be read at %s: %s",
-				 s->path, a->name, name, path, strerror(-rc));
-		} else if ((uint64_t)st.st_size < (uint64_t)offset + take) {
+				 s->path, what, name, path, strerror(-rc));
+		} else if ((uint64_t)st.st_size < take ||
+			   (uint64_t)st.st_size - take < (uint64_t)offset) {
 			rc = -EINVAL;
 			snprintf(err, errlen,
 				 "%s: dataset %s reads %llu bytes at offset "
 				 "%lld of its external file %s, which has "
 				 "%lld (HDF5 would serve the rest as zeros)",
-				 s->path, a->name, (unsigned long long)take,
+				 s->path, what, (unsigned long long)take,
 				 (long long)offset, path,
 				 (long long)st.st_size);
-		} else if ((rc = add_linked(s, path)) != 0) {
+		} else if (watch && (rc = add_linked(s, path)) != 0) {
 			snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 		}
 		if (fd >= 0)
@@ -692,6 +710,17 @@ static int check_external_files(struct rfs_source *s, const struct array *a,
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
 	return rc;
+}
+
+/* Checks the files other than the source that dataset dset's raw data
+ * is read from (check_vds_files, check_external_files). */
+static int check_linked_storage(struct rfs_source *s, hid_t dset,
+				const char *what, int watch, char *err,
+				size_t errlen)
+{
+	int rc = check_vds_files(s, dset, what, watch, err, errlen);
+	return rc ? rc : check_external_files(s, dset, what, watch, err,
+					      errlen);
 }
 
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
@@ -780,10 +809,9 @@ static int open_array(struct rfs_source *s, const char *name, int want_ndims,
 	if (rc == 0) {
 		choose_read_path(s, a, &pipe);
 		watch_linked(s, a);
-		rc = check_vds_files(s, a->dset, a->name, 1, err, errlen);
+		rc = check_linked_storage(s, a->dset, a->name, 1, err,
+					  errlen);
 	}
-	if (rc == 0)
-		rc = check_external_files(s, a, err, errlen);
 close:
 	if (type >= 0)
 		H5Tclose(type);
@@ -978,7 +1006,7 @@ static int open_csr(struct rfs_source *s, hid_t group, char *err,
 	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
 	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
 	if (dset >= 0 &&
-	    (rc = check_vds_files(s, dset, name, 0, err, errlen)) != 0) {
+	    (rc = check_linked_storage(s, dset, name, 0, err, errlen)) != 0) {
 		H5Dclose(dset);
 		return rc;
 	}
@@ -2026,11 +2054,15 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 		goto out;
 	}
 	/* Read at mount: one served as fill values would go unnoticed. */
-	int vds = codes >= 0 ? check_vds_files(s, codes, what, 0, err,
-					       errlen) :
-			       0;
-	if (vds == 0 && cats >= 0)
-		vds = check_vds_files(s, cats, what, 0, err, errlen);
+	int vds = 0;
+	for (int k = 0; k < 2 && vds == 0; k++) {
+		hid_t dset = k == 0 ? codes : cats;
+		char dset_name[sizeof(path) + 16] = "";
+		if (dset >= 0 && H5Iget_name(dset, dset_name,
+					     sizeof(dset_name)) > 0)
+			vds = check_linked_storage(s, dset, dset_name, 0, err,
+						   errlen);
+	}
 	if (vds != 0) {
 		rc = vds;
 		goto out;

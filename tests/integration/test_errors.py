@@ -75,6 +75,13 @@ def files(tmp_path_factory):
         f[key] = str(d / f"{key}.h5")
     os.unlink(d / "extgone.raw")
     os.truncate(d / "extshort.raw", N * 16 - 4)
+    # The same for a label column, read once at mount.
+    with h5py.File(d / "extlab.h5", "w") as h:
+        h["x"] = np.zeros((N, 4), dtype=np.float32)
+        h.create_dataset("lab", data=np.ones(N, "i8"), external=[
+            (str(d / "extlab.raw"), 0, h5py.h5f.UNLIMITED)])
+    f["extlab"] = str(d / "extlab.h5")
+    os.truncate(d / "extlab.raw", N * 4)
     # Cut short after it was written: HDF5 refuses it at open.
     f["truncated"] = write_h5(str(d / "cut.h5"), {
         "x": rng.random((N, 4), dtype=np.float32)})
@@ -135,6 +142,8 @@ CASES = [
     ("external file short", "extshort", "dataset=/x",
      ["extshort.h5", "reads 4800 bytes", "extshort.raw", "has 4796",
       "zeros"]),
+    ("external label file short", "extlab", "dataset=/x,label=/lab",
+     ["extlab.h5", "/lab", "extlab.raw", "has 1200", "zeros"]),
     ("virtual label's file missing", "vdslab", "dataset=/x,label=/lab",
      ["vdslab.h5", "/lab", "labpart.h5", "does not exist"]),
     # 4 cached windows of 2^23 rows and one being built (two arrays):
