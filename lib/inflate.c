@@ -6,11 +6,14 @@
 
 int rfs_pipeline_supported(const struct rfs_pipeline *p)
 {
-	for (int i = 0; i < p->count; i++)
-		if (p->ids[i] != RFS_FILTER_DEFLATE &&
-		    p->ids[i] != RFS_FILTER_SHUFFLE)
-			return 0;
-	return 1;
+	/* Every stage's output is the decoded chunk's size only in this
+	 * order (what h5py and anndata write); HDF5 reads the others. */
+	int i = 0;
+	if (i < p->count && p->ids[i] == RFS_FILTER_SHUFFLE)
+		i++;
+	if (i < p->count && p->ids[i] == RFS_FILTER_DEFLATE)
+		i++;
+	return i == p->count;
 }
 
 /* HDF5's shuffle stores byte 0 of every element, then byte 1, ...; the

@@ -16,7 +16,8 @@ struct rfs_pipeline {
 	int ids[RFS_FILTERS_MAX]; /* in the order HDF5 applied them */
 };
 
-/* 1 when every filter of the pipeline can be decoded here. */
+/* 1 when the pipeline can be decoded here: shuffle, deflate, both in
+ * that order, or none. */
 int rfs_pipeline_supported(const struct rfs_pipeline *p);
 
 /* Decodes one stored chunk (src, stored bytes) into out (out_len bytes:

@@ -229,7 +229,9 @@ static int map_type(hid_t type, enum rfs_dtype *dt, hid_t *mem)
 	}
 	if (cls == H5T_FLOAT && size == 2) {
 		/* HDF5 1.10 has no predefined half type; h5py writes IEEE
-		 * binary16 as a custom float. Read it as itself, in LE. */
+		 * binary16 as a custom float, built this way. Another 2-byte
+		 * float (its exponent bias, say) differs from it, and HDF5
+		 * converts it. */
 		size_t spos, epos, esize, mpos, msize;
 		if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) <
 			    0 ||
@@ -237,8 +239,9 @@ static int map_type(hid_t type, enum rfs_dtype *dt, hid_t *mem)
 		    msize != 10)
 			return -ENOTSUP;
 		*dt = RFS_FLOAT16;
-		*mem = H5Tcopy(type);
-		if (*mem < 0 || H5Tset_order(*mem, H5T_ORDER_LE) < 0)
+		*mem = H5Tcopy(H5T_IEEE_F32LE);
+		if (*mem < 0 || H5Tset_fields(*mem, 15, 10, 5, 0, 10) < 0 ||
+		    H5Tset_size(*mem, 2) < 0 || H5Tset_ebias(*mem, 15) < 0)
 			return -ENOTSUP;
 		return 0;
 	}

@@ -404,6 +404,46 @@ def test_virtual_dataset(mounts, tmp_path):
     np.testing.assert_array_equal(got, x[index])
 
 
+def test_half_with_another_exponent_bias_is_converted(mounts, tmp_path):
+    # A 2-byte float laid out like IEEE binary16 but with bias 16: its
+    # bits are not numpy's float16; HDF5 converts it to the real one.
+    v = (np.arange(24, dtype=np.float32).reshape(12, 2) - 5) / 4
+    path = str(tmp_path / "bias16.h5")
+    with h5py.File(path, "w") as f:
+        t = h5py.h5t.IEEE_F32LE.copy()
+        t.set_fields(15, 10, 5, 0, 10)
+        t.set_size(2)
+        t.set_ebias(16)
+        d = h5py.h5d.create(f.id, b"x", t, h5py.h5s.create_simple(v.shape))
+        d.write(h5py.h5s.ALL, h5py.h5s.ALL, v)
+    m = mounts(path, "dataset=/x,batch_size=4,strategy=shuffle")
+    assert m.json("dataset.json")["read_path"] == "hdf5"
+    got, index = served_rows(m)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, v[index].astype(np.float16))
+
+
+@pytest.mark.parametrize("filters", [("deflate", "shuffle"),
+                                     ("deflate", "deflate")])
+def test_other_filter_orders_read_through_hdf5(mounts, tmp_path, filters):
+    # Valid pipelines h5py does not write: decoding them as shuffle then
+    # deflate would fail every read; HDF5 reads them.
+    x = np.arange(240, dtype=np.int32).reshape(40, 6)
+    path = str(tmp_path / "order.h5")
+    with h5py.File(path, "w") as f:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((8, 6))
+        for name in filters:
+            dcpl.set_deflate(4) if name == "deflate" else dcpl.set_shuffle()
+        d = h5py.h5d.create(f.id, b"x", h5py.h5t.STD_I32LE,
+                            h5py.h5s.create_simple(x.shape), dcpl)
+        d.write(h5py.h5s.ALL, h5py.h5s.ALL, x)
+    m = mounts(path, "dataset=/x,batch_size=8,strategy=shuffle")
+    assert m.json("dataset.json")["read_path"] == "hdf5"
+    got, index = served_rows(m)
+    np.testing.assert_array_equal(got, x[index])
+
+
 def test_fletcher32_falls_back_to_hdf5(mounts, tmp_path):
     x = np.arange(3000, dtype=np.float32).reshape(300, 10)
     path = write_h5(str(tmp_path / "f.h5"), {

@@ -87,11 +87,34 @@ static void test_bad_chunks_are_eio(void **state)
 	assert_false(rfs_pipeline_supported(&lzf));
 }
 
+/* Decoded here: shuffle then deflate, each at most once. Another order
+ * or a repeat (valid HDF5, which reads it) would hand a stage bytes of
+ * the wrong size: HDF5 reads those. */
+static void test_supported_orders(void **state)
+{
+	(void)state;
+	const int S = RFS_FILTER_SHUFFLE, D = RFS_FILTER_DEFLATE;
+	const struct rfs_pipeline yes[] = { { 0, { 0 } },
+					    { 1, { S } },
+					    { 1, { D } },
+					    { 2, { S, D } } },
+				  no[] = { { 2, { D, S } },
+					   { 2, { D, D } },
+					   { 2, { S, S } },
+					   { 3, { S, D, D } },
+					   { 2, { S, 32000 } } };
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		assert_true(rfs_pipeline_supported(&yes[i]));
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		assert_false(rfs_pipeline_supported(&no[i]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipelines),
 		cmocka_unit_test(test_bad_chunks_are_eio),
+		cmocka_unit_test(test_supported_orders),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
