@@ -23,10 +23,11 @@
 
 struct rank_counters {
 	_Atomic uint64_t batches, bytes;
-	_Atomic uint64_t last_epoch, last_batch, last_open_s;
 	_Atomic uint64_t found[3];
 	_Atomic uint64_t wait_ns;
 	pthread_mutex_t ring_lock;
+	/* The last open, one snapshot: protected by ring_lock. */
+	uint64_t last_epoch, last_batch, last_open_s;
 	uint64_t ring_second[RING]; /* protected by ring_lock */
 	uint64_t ring_rows[RING]; /* protected by ring_lock */
 };
@@ -67,7 +68,6 @@ void rfs_stats_destroy(struct rfs_stats *s)
 }
 
 #define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
-#define SET(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 #define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
 void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
@@ -76,10 +76,10 @@ void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
 	struct rank_counters *c = &s->per_rank[rank];
 	uint64_t t = now_s();
 	ADD(c->batches, 1);
-	SET(c->last_epoch, epoch);
-	SET(c->last_batch, batch);
-	SET(c->last_open_s, t);
 	pthread_mutex_lock(&c->ring_lock);
+	c->last_epoch = epoch;
+	c->last_batch = batch;
+	c->last_open_s = t;
 	if (c->ring_second[t % RING] != t) {
 		c->ring_second[t % RING] = t;
 		c->ring_rows[t % RING] = 0;
@@ -107,14 +107,24 @@ void rfs_stats_generated(struct rfs_stats *s, uint64_t ns)
 	ADD(s->generated[b < BUCKETS ? b : BUCKETS - 1], 1);
 }
 
-/* Rows opened in the last RATE_SECONDS whole seconds, per second. */
-static double rows_per_s(struct rank_counters *c, uint64_t t)
+struct last_open {
+	uint64_t epoch, batch, seconds_ago;
+};
+
+/* Rows opened in the last RATE_SECONDS whole seconds, per second, and the
+ * last open (an open after t, while rendering, is 0 seconds ago). */
+static double rows_per_s(struct rank_counters *c, uint64_t t,
+			 struct last_open *last)
 {
 	uint64_t rows = 0;
 	pthread_mutex_lock(&c->ring_lock);
 	for (int i = 0; i < RING; i++)
 		if (c->ring_second[i] < t && c->ring_second[i] + RATE_SECONDS >= t)
 			rows += c->ring_rows[i];
+	*last = (struct last_open){
+		c->last_epoch, c->last_batch,
+		t > c->last_open_s ? t - c->last_open_s : 0
+	};
 	pthread_mutex_unlock(&c->ring_lock);
 	return (double)rows / RATE_SECONDS;
 }
@@ -144,21 +154,22 @@ void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 		uint64_t reads = ready + waited + made;
 		batches += nb;
 		bytes += by;
+		struct last_open last;
+		double rate = rows_per_s(c, t, &last);
 		rfs_buf_printf(&ranks,
 			       "%s\n    {\"rank\": %llu, \"batches_served\": "
 			       "%llu, \"bytes_served\": %llu, \"rows_per_s\": "
 			       "%.1f, ",
 			       r ? "," : "", (unsigned long long)r,
 			       (unsigned long long)nb, (unsigned long long)by,
-			       rows_per_s(c, t));
+			       rate);
 		if (nb)
 			rfs_buf_printf(&ranks,
 				       "\"last_opened\": {\"epoch\": %llu, "
 				       "\"batch\": %llu, \"seconds_ago\": %llu}, ",
-				       (unsigned long long)GET(c->last_epoch),
-				       (unsigned long long)GET(c->last_batch),
-				       (unsigned long long)(t -
-							    GET(c->last_open_s)));
+				       (unsigned long long)last.epoch,
+				       (unsigned long long)last.batch,
+				       (unsigned long long)last.seconds_ago);
 		else
 			rfs_buf_printf(&ranks, "\"last_opened\": null, ");
 		rfs_buf_printf(&ranks,

@@ -5,9 +5,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "stats.h"
 
@@ -54,6 +57,56 @@ static void test_counters_per_rank(void **state)
 	rfs_stats_destroy(s);
 }
 
+struct opener {
+	struct rfs_stats *stats;
+	atomic_int stop;
+};
+
+/* Opens batch i of epoch i, i = 0, 1, ... */
+static void *open_batches(void *arg)
+{
+	struct opener *o = arg;
+	for (uint64_t i = 0; !atomic_load(&o->stop); i++)
+		rfs_stats_batch_opened(o->stats, 0, i, i, 1);
+	return NULL;
+}
+
+/* Rendered while a rank opens batches, across a second's turn: the last
+ * open is one open (its epoch and batch agree) and never in the future
+ * (seconds_ago wrapped to 2^64 - 1 for an open after the render began). */
+static void test_last_open_is_one_snapshot(void **state)
+{
+	(void)state;
+	struct opener o = { 0 };
+	assert_int_equal(rfs_stats_create(1, &o.stats), 0);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, open_batches, &o), 0);
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	int renders = 0;
+	do {
+		char *j = render(o.stats);
+		const char *at = strstr(j, "\"last_opened\": {");
+		unsigned long long epoch, batch, ago;
+		if (at) {
+			assert_int_equal(sscanf(at, "\"last_opened\": {\"epoch\": "
+						    "%llu, \"batch\": %llu, "
+						    "\"seconds_ago\": %llu",
+						&epoch, &batch, &ago),
+					 3);
+			assert_true(epoch == batch);
+			assert_true(ago <= 1);
+			renders++;
+		}
+		free(j);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < start.tv_sec + 2); /* a turn of the second */
+	atomic_store(&o.stop, 1);
+	pthread_join(t, NULL);
+	assert_true(renders > 0);
+	rfs_stats_destroy(o.stats);
+}
+
 static void test_generation_quantiles(void **state)
 {
 	(void)state;
@@ -85,6 +138,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters_per_rank),
 		cmocka_unit_test(test_generation_quantiles),
+		cmocka_unit_test(test_last_open_is_one_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
