@@ -202,16 +202,25 @@ static int parse_real(const char *s, double *out)
 	return *end == '\0' && isfinite(*out) ? 0 : -EINVAL;
 }
 
-/* The shortest decimal text that reads back as v exactly. */
+/* The shortest decimal text that reads back as v exactly, without an
+ * exponent: config.json's values are options parse_real reads again. */
 static void render_real(double v, struct rfs_buf *b)
 {
 	char text[40];
-	for (int digits = 1; digits <= 17; digits++) {
+	int digits = 1;
+	for (; digits <= 17; digits++) {
 		snprintf(text, sizeof(text), "%.*g", digits, v);
 		if (strtod(text, NULL) == v)
 			break;
 	}
-	rfs_buf_printf(b, "%s", text);
+	const char *e = strchr(text, 'e');
+	if (!e) {
+		rfs_buf_printf(b, "%s", text);
+		return;
+	}
+	/* d significant digits from 10^exp down: d - 1 - exp decimals. */
+	int decimals = digits - 1 - atoi(e + 1);
+	rfs_buf_printf(b, "%.*f", decimals > 0 ? decimals : 0, v);
 }
 
 static void list_choices(const struct option_def *o, char *s, size_t n)

@@ -169,6 +169,32 @@ static void test_new_options_render(void **state)
 	rfs_config_free(&c);
 }
 
+/* Values %g writes with an exponent render as decimals that the option
+ * parser reads back to the same value (config.json mounts again). */
+static void test_small_reals_render_as_decimals(void **state)
+{
+	(void)state;
+	const char *values[] = { "0.00001", "0.000012345",
+				 "0.0000000000000000000000000000001", "1" };
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		struct rfs_config c, again;
+		rfs_config_init(&c);
+		rfs_config_init(&again);
+		set_ok(&c, "smoothing", values[i]);
+		char *id = render(&c, 1);
+		const char *at = strstr(id, "smoothing=");
+		assert_non_null(at);
+		char text[64];
+		assert_int_equal(sscanf(at, "smoothing=%63[^\n]", text), 1);
+		assert_null(strchr(text, 'e'));
+		set_ok(&again, "smoothing", text);
+		assert_true(again.smoothing == c.smoothing);
+		free(id);
+		rfs_config_free(&c);
+		rfs_config_free(&again);
+	}
+}
+
 static void test_text_is_copied(void **state)
 {
 	(void)state;
@@ -524,6 +550,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copy_is_deep),
 		cmocka_unit_test(test_new_options_render),
+		cmocka_unit_test(test_small_reals_render_as_decimals),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_option_sets),
 		cmocka_unit_test(test_text_is_copied),
