@@ -675,10 +675,17 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		if (strcmp(rfs_dataset_file(v->dataset, i)->read_path,
 			   "mmap") != 0)
 			v->mapped = 0;
+	/* config.json and view_id show what was resolved, one way for each
+	 * view: layer=counts is dataset=/layers/counts, and no dtype= the
+	 * source's dtype (so its options mount the same view again). */
 	free(v->config.dataset);
 	v->config.dataset = strdup(rfs_dataset_info(v->dataset)->dataset);
 	if (!v->config.dataset)
 		goto oom;
+	free(v->config.layer);
+	v->config.layer = NULL;
+	v->config.raw = 0;
+	v->config.dtype = v->out_dtype + 1;
 	rc = check_sizes(v, err, errlen);
 	if (rc == 0)
 		rc = rfs_selection_build(&v->config, v->dataset, &v->selection,

@@ -246,6 +246,44 @@ def test_config_json_mounts_again(mounts, atlas, options):
     assert again.json("config.json") == first
 
 
+@pytest.fixture(scope="module")
+def layered(tmp_path_factory):
+    """An .h5ad with a float64 layer and a raw copy of its float32 X."""
+    import anndata
+    d = tmp_path_factory.mktemp("layered")
+    x = np.random.default_rng(8).random((600, 5), dtype=np.float32)
+    ad = anndata.AnnData(
+        X=x, obs=pd.DataFrame(index=[f"c{i}" for i in range(600)]),
+        var=pd.DataFrame(index=[f"g{j}" for j in range(5)]))
+    ad.layers["counts"] = (x * 10).astype(np.float64)
+    ad.raw = ad
+    path = str(d / "layered.h5ad")
+    ad.write_h5ad(path)
+    return path
+
+
+@pytest.mark.parametrize("options,same_as", [
+    ("batch_size=50,layer=counts", "batch_size=50,dataset=/layers/counts"),
+    ("batch_size=50,raw", "batch_size=50,dataset=/raw/X"),
+    ("batch_size=50,dtype=float32", "batch_size=50"),
+    ("batch_size=50,layer=counts,dtype=float16", None),
+])
+def test_config_json_shows_the_matrix_and_dtype_resolved(
+        mounts, layered, options, same_as):
+    """config.json names the matrix by its path and the dtype served, so
+    that it mounts again, and equal views spelt differently have one
+    view_id."""
+    first = mounts(layered, options).json("config.json")
+    assert first["layer"] is None and not first["raw"]
+    assert first["dataset"].startswith("/")
+    assert first["dtype"] in ("float16", "float32", "float64")
+    again = mounts(layered, options_from_config(first))
+    assert again.json("config.json") == first
+    if same_as:
+        other = mounts(layered, same_as).json("config.json")
+        assert other["view_id"] == first["view_id"]
+
+
 def test_weighted_total_size_and_blocks(mounts, atlas):
     m = mounts(atlas["path"], "batch_size=100,strategy=weighted,"
                "weights=weight,total_size=1000,block_size=10")
