@@ -38,16 +38,45 @@ void rfs_buf_printf(struct rfs_buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
+/* Bytes in the well-formed UTF-8 sequence of 2 to 4 bytes at p (RFC
+ * 3629: no overlong forms, surrogates or code points past U+10FFFF), or
+ * 0. */
+static size_t utf8_sequence(const unsigned char *p)
+{
+	size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : 2;
+	unsigned lo = 0x80, hi = 0xbf; /* the second byte's range */
+	if (p[0] < 0xc2 || p[0] > 0xf4)
+		return 0;
+	if (p[0] == 0xe0)
+		lo = 0xa0;
+	else if (p[0] == 0xed)
+		hi = 0x9f;
+	else if (p[0] == 0xf0)
+		lo = 0x90;
+	else if (p[0] == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
 void rfs_buf_json_string(struct rfs_buf *b, const char *s)
 {
 	rfs_buf_printf(b, "\"");
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		size_t n = *p >= 0x80 ? utf8_sequence(p) : 1;
 		if (*p == '"' || *p == '\\')
 			rfs_buf_printf(b, "\\%c", *p);
 		else if (*p < 0x20)
 			rfs_buf_printf(b, "\\u%04x", *p);
+		else if (n == 0) /* Python's surrogateescape: fsencode undoes */
+			rfs_buf_printf(b, "\\udc%02x", *p);
 		else
-			rfs_buf_printf(b, "%c", *p);
+			rfs_buf_printf(b, "%.*s", (int)n, (const char *)p);
+		p += n ? n - 1 : 0;
 	}
 	rfs_buf_printf(b, "\"");
 }

@@ -17,7 +17,10 @@ struct rfs_buf {
 void rfs_buf_printf(struct rfs_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Appends s as a JSON string literal, quotes included. */
+/* Appends s as a JSON string literal, quotes included. A byte that is not
+ * part of well-formed UTF-8 (a file name can hold any) is written as the
+ * escaped lone surrogate U+DC00 + byte, as Python's surrogateescape
+ * decodes it: json.load then os.fsencode give the bytes back. */
 void rfs_buf_json_string(struct rfs_buf *b, const char *s);
 
 /* @return 0 and hands b->data to the caller, or -ENOMEM (b is freed). */

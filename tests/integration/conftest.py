@@ -51,7 +51,8 @@ def is_mounted(path):
 def mount_entry(path):
     """The /proc/self/mounts fields of the mount at path, or None."""
     real = os.path.realpath(path)
-    with open("/proc/self/mounts") as f:
+    # Fields are bytes: a source's name (fsname) need not be UTF-8.
+    with open("/proc/self/mounts", errors="surrogateescape") as f:
         for line in f:
             fields = line.split()
             if unescape(fields[1]) == real:

@@ -3,6 +3,7 @@ disjoint and cover the epoch, mounts agree, epochs differ, the namespace
 behaves like an immutable read-only tree."""
 import errno
 import hashlib
+import json
 import mmap
 import os
 import stat
@@ -527,6 +528,21 @@ def test_fsname_subtype_and_readonly(mounts, sources):
     assert fields[0] == os.path.realpath(path)
     assert fields[2] == "fuse.rankfs"
     assert "ro" in fields[3].split(",")
+
+
+def test_json_names_a_file_name_that_is_not_utf8(mounts, tmp_path):
+    """A file name may hold any byte; JSON must be UTF-8. Such bytes are
+    escaped as Python's surrogateescape decodes them: json.load reads
+    dataset.json and config.json, and os.fsencode gives the name back."""
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9.h5")
+    write_h5(name, {"x": np.zeros((40, 2), np.float32)})
+    m = mounts(name, "dataset=/x,batch_size=8")
+    with open(m.path("dataset.json"), encoding="utf-8") as f:
+        text = f.read()
+    assert "\\udce9" in text
+    path = json.loads(text)["sources"][0]["path"]
+    assert os.fsencode(path) == os.fsencode(os.path.realpath(name))
+    m.json("config.json")
 
 
 @pytest.mark.parametrize("option,others_read", [

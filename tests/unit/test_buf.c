@@ -107,6 +107,25 @@ static void test_json_string_escaping(void **state)
 	/* 0x20 and above, including DEL and UTF-8, pass through. */
 	expect_json(" ~\x7f", "\" ~\x7f\"");
 	expect_json("caf\xc3\xa9", "\"caf\xc3\xa9\"");
+	expect_json("\xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf",
+		    "\"\xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"");
+}
+
+/* Bytes outside well-formed UTF-8 become escaped lone surrogates
+ * (U+DC00 + byte), one per byte: what Python's surrogateescape gives. */
+static void test_json_bytes_that_are_not_utf8(void **state)
+{
+	(void)state;
+	expect_json("caf\xe9.h5", "\"caf\\udce9.h5\"");
+	expect_json("\xff\xfe", "\"\\udcff\\udcfe\"");
+	expect_json("\xc0\xaf", "\"\\udcc0\\udcaf\"");   /* overlong '/' */
+	expect_json("\xed\xa0\x80", /* a surrogate */
+		    "\"\\udced\\udca0\\udc80\"");
+	expect_json("\xf4\x90\x80\x80",                 /* past U+10FFFF */
+		    "\"\\udcf4\\udc90\\udc80\\udc80\"");
+	expect_json("\xe2\x82", "\"\\udce2\\udc82\""); /* cut short */
+	expect_json("\xc3", "\"\\udcc3\"");               /* at the end */
+	expect_json("\x80\"", "\"\\udc80\\\"\"");
 }
 
 static void test_json_every_control_char(void **state)
@@ -172,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_printf_grows_over_many_kb),
 		cmocka_unit_test(test_json_string_escaping),
 		cmocka_unit_test(test_json_every_control_char),
+		cmocka_unit_test(test_json_bytes_that_are_not_utf8),
 		cmocka_unit_test(test_json_appends_to_existing),
 		cmocka_unit_test(test_finish_failed_buffer),
 		cmocka_unit_test(test_free_resets),
