@@ -333,6 +333,15 @@ int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
 	return rc;
 }
 
+uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d)
+{
+	uint64_t most = 0;
+	for (size_t f = 0; f < d->nfiles; f++)
+		if (rfs_source_info(d->files[f])->max_row_nnz > most)
+			most = rfs_source_info(d->files[f])->max_row_nnz;
+	return most;
+}
+
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)
 {
 	size_t f = file_of(d, row);

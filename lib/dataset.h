@@ -55,6 +55,9 @@ int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
 /* CSR sources: the stored values of a global row (indptr is in memory). */
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
 
+/* CSR: the stored values of the fullest row of any file. */
+uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d);
+
 /* CSR sources: the entries of global rows[0..n), in that order
  * (rfs_source_read_csr() over the files; values as there).
  * @return 0, -EIO, -ENOMEM. */

@@ -1023,9 +1023,14 @@ static int open_csr(struct rfs_source *s, hid_t group, char *err,
 				       H5S_ALL, H5P_DEFAULT, s->indptr) < 0)
 			rc = -EIO;
 	}
-	for (uint64_t r = 0; r < shape[0] && rc == 0; r++)
+	for (uint64_t r = 0; r < shape[0] && rc == 0; r++) {
 		if (s->indptr[r] < 0 || s->indptr[r] > s->indptr[r + 1])
 			rc = -EINVAL;
+		else if ((uint64_t)(s->indptr[r + 1] - s->indptr[r]) >
+			 s->info.max_row_nnz)
+			s->info.max_row_nnz =
+				(uint64_t)(s->indptr[r + 1] - s->indptr[r]);
+	}
 	if (rc == 0 && (uint64_t)s->indptr[shape[0]] > s->x.rows)
 		rc = -EINVAL;
 	if (space >= 0)

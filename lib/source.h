@@ -25,6 +25,7 @@ struct rfs_source_info {
 	int direct; /* rows are read outside HDF5 (pread or chunks) */
 	int sparse; /* a CSR matrix (anndata's csr_matrix) */
 	uint64_t nnz; /* CSR: stored values */
+	uint64_t max_row_nnz; /* CSR: of the fullest row (duplicates count) */
 	enum rfs_dtype index_dtype; /* CSR: of the stored column ids */
 	int has_var; /* an AnnData var table names the columns */
 	uint64_t var_fingerprint; /* XXH3 of the var names, if has_var */

@@ -416,16 +416,19 @@ static int check_sizes(struct rfs_view *v, char *err, size_t errlen)
 			 (unsigned long long)row_bytes);
 		return -EINVAL;
 	}
-	/* A full CSR batch as .npz (value plus an 8-byte index per cell)
-	 * must stay a plain zip, below 4 GiB. */
+	/* A batch of the fullest rows as .npz (value plus an 8-byte index
+	 * per stored value) must stay a plain zip, below 4 GiB. A row holds
+	 * at most cols values, or more where column ids repeat. */
 	uint64_t npz_cell = rfs_dtype_size(v->out_dtype) + 8;
-	if (v->sparse &&
-	    c->batch_size * info->cols > NPZ_BYTES_MAX / npz_cell) {
+	uint64_t per_row = info->cols;
+	if (v->sparse && rfs_dataset_max_row_nnz(v->dataset) > per_row)
+		per_row = rfs_dataset_max_row_nnz(v->dataset);
+	if (v->sparse && per_row > NPZ_BYTES_MAX / npz_cell / c->batch_size) {
 		snprintf(err, errlen,
-			 "batch_size=%llu: a dense-as-CSR batch of %llu "
-			 "columns could make a .npz over 3.5 GiB",
+			 "batch_size=%llu: a batch of rows of up to %llu "
+			 "stored values could make a .npz over 3.5 GiB",
 			 (unsigned long long)c->batch_size,
-			 (unsigned long long)info->cols);
+			 (unsigned long long)per_row);
 		return -EINVAL;
 	}
 	return 0;

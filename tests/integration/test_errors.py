@@ -82,6 +82,15 @@ def files(tmp_path_factory):
             (str(d / "extlab.raw"), 0, h5py.h5f.UNLIMITED)])
     f["extlab"] = str(d / "extlab.h5")
     os.truncate(d / "extlab.raw", N * 4)
+    # A CSR matrix of 4 columns whose row 3 repeats them: 400 values.
+    with h5py.File(d / "dups.h5", "w") as h:
+        g = h.create_group("X")
+        g.attrs.update({"encoding-type": "csr_matrix",
+                        "encoding-version": "0.1.0", "shape": (10, 4)})
+        g["data"] = np.ones(400, "f4")
+        g["indices"] = np.arange(400, dtype="i4") % 4
+        g["indptr"] = np.array([0, 0, 0, 0] + [400] * 7, "i8")
+    f["dups"] = str(d / "dups.h5")
     # Cut short after it was written: HDF5 refuses it at open.
     f["truncated"] = write_h5(str(d / "cut.h5"), {
         "x": rng.random((N, 4), dtype=np.float32)})
@@ -144,6 +153,11 @@ CASES = [
       "zeros"]),
     ("external label file short", "extlab", "dataset=/x,label=/lab",
      ["extlab.h5", "/lab", "extlab.raw", "has 1200", "zeros"]),
+    # 2^20 rows of up to 400 values (plus 8-byte ids) pass 3.5 GiB; of 4
+    # (the columns) they would not.
+    ("npz over 4 GiB with repeated columns", "dups",
+     "dataset=/X,batch_size=1048576",
+     ["batch_size=1048576", "400 stored values", ".npz over 3.5 GiB"]),
     ("virtual label's file missing", "vdslab", "dataset=/x,label=/lab",
      ["vdslab.h5", "/lab", "labpart.h5", "does not exist"]),
     # 4 cached windows of 2^23 rows and one being built (two arrays):
