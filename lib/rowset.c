@@ -29,9 +29,7 @@ int rfs_rowset_set_weights(struct rfs_rowset *r,
 	double *cdf = malloc((r->length ? r->length : 1) * sizeof(*cdf));
 	if (!cdf)
 		return -ENOMEM;
-	/* long double keeps the running sum exact enough for 10^9 rows. */
-	long double sum = 0;
-	uint64_t last = r->length;
+	double most = 0;
 	for (uint64_t v = 0; v < r->length; v++) {
 		double w = weight(ctx, rfs_rowset_row(r, v));
 		if (!(w >= 0) || isinf(w)) {
@@ -39,6 +37,19 @@ int rfs_rowset_set_weights(struct rfs_rowset *r,
 			free(cdf);
 			return -EINVAL;
 		}
+		most = w > most ? w : most;
+	}
+	/* Weights near DBL_MAX would sum to infinity, and subnormal ones
+	 * draw with a few bits: such weights are scaled by a power of two
+	 * (exactly, so the shares stay) to a largest weight in [1, 2). */
+	int scale = most > 0x1p500 || (most > 0 && most < 0x1p-500) ?
+			    -ilogb(most) :
+			    0;
+	/* long double keeps the running sum exact enough for 10^9 rows. */
+	long double sum = 0;
+	uint64_t last = r->length;
+	for (uint64_t v = 0; v < r->length; v++) {
+		double w = ldexp(weight(ctx, rfs_rowset_row(r, v)), scale);
 		if (w > 0)
 			last = v;
 		sum += w;

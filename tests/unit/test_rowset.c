@@ -97,6 +97,47 @@ static void test_weights_through_base(void **state)
 	rfs_rowset_free(&r);
 }
 
+static double extreme_weight(void *ctx, uint64_t row)
+{
+	const double *w = ctx;
+	return w[row];
+}
+
+/* Weights whose sum overflows a double, or that are subnormal, keep
+ * their shares: equal weights split u's range evenly. */
+static void test_extreme_weights_keep_their_shares(void **state)
+{
+	(void)state;
+	const double huge = 1e308, tiny = 5e-324;
+	const double equal_huge[8] = { huge, huge, huge, huge,
+				       huge, huge, huge, huge },
+		     equal_tiny[8] = { tiny, tiny, tiny, tiny,
+				       tiny, tiny, tiny, tiny },
+		     two_huge[8] = { huge, huge, 1, 1, 1, 1, 1, 1 };
+	const double *cases[] = { equal_huge, equal_tiny };
+	for (int c = 0; c < 2; c++) {
+		struct rfs_rowset r = { .length = 8 };
+		uint64_t bad;
+		assert_int_equal(rfs_rowset_set_weights(&r, extreme_weight,
+							(void *)cases[c],
+							&bad),
+				 0);
+		/* The middle of each eighth of [0, 2^53). */
+		for (uint64_t k = 0; k < 8; k++)
+			assert_true(rfs_rowset_draw(&r, (2 * k + 1) << 49) ==
+				    k);
+		rfs_rowset_free(&r);
+	}
+	struct rfs_rowset r = { .length = 8 };
+	uint64_t bad;
+	assert_int_equal(rfs_rowset_set_weights(&r, extreme_weight,
+						(void *)two_huge, &bad),
+			 0);
+	assert_true(rfs_rowset_draw(&r, UINT64_C(1) << 51) == 0);
+	assert_true(rfs_rowset_draw(&r, UINT64_C(3) << 51) == 1);
+	rfs_rowset_free(&r);
+}
+
 static void test_bad_weights(void **state)
 {
 	(void)state;
@@ -128,6 +169,7 @@ int main(void)
 		cmocka_unit_test(test_draws_follow_weights_exactly),
 		cmocka_unit_test(test_weights_through_base),
 		cmocka_unit_test(test_bad_weights),
+		cmocka_unit_test(test_extreme_weights_keep_their_shares),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
