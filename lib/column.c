@@ -1,9 +1,12 @@
 #include "column.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "convert.h"
 
 void rfs_column_free(struct rfs_column *c)
 {
@@ -158,6 +161,7 @@ static int to_real(struct rfs_column *c)
 	c->codes = NULL;
 	c->reals = reals;
 	c->kind = RFS_COLUMN_REAL;
+	c->real_sizes = 1u << 8;
 	return 0;
 }
 
@@ -192,6 +196,7 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src)
 		dst->codes = k;
 	}
 	dst->boolean = dst->boolean && src->boolean;
+	dst->real_sizes |= src->real_sizes;
 	dst->rows = n;
 	rfs_column_free(src);
 	return 0;
@@ -247,11 +252,58 @@ static int parse_number(const struct rfs_column *c, const char *v,
 	return *end ? -EINVAL : 0;
 }
 
+/* Whether value x of a REAL column is the filter value d as its file
+ * stored it: 0.1 typed is 0.100000001490116 in a float32 column. */
+static int same_real(const struct rfs_column *c, double x, double d)
+{
+	unsigned sizes = c->real_sizes ? c->real_sizes : 1u << 8;
+	if ((sizes & (1u << 8)) && x == d)
+		return 1;
+	if ((sizes & (1u << 4)) && x == (double)(float)d)
+		return 1;
+	if (sizes & (1u << 2)) {
+		uint16_t half;
+		double back;
+		rfs_convert(RFS_FLOAT16, &half, RFS_FLOAT64, &d, 1);
+		rfs_convert(RFS_FLOAT64, &back, RFS_FLOAT16, &half, 1);
+		return x == back;
+	}
+	return 0;
+}
+
+/* Up to 10 of the numeric column's distinct values, for an error. */
+static void list_numbers(const struct rfs_column *c, char *out, size_t n)
+{
+	double seen[10];
+	size_t count = 0, used = 0;
+	int more = 0;
+	out[0] = '\0';
+	for (uint64_t r = 0; r < c->rows && !more; r++) {
+		double x = rfs_column_real(c, r);
+		size_t k = 0;
+		while (k < count && seen[k] != x && !(isnan(x) && isnan(seen[k])))
+			k++;
+		if (k < count)
+			continue;
+		if (count == 10) {
+			more = 1;
+			break;
+		}
+		seen[count++] = x;
+		if (used + 1 < n)
+			used += (size_t)snprintf(out + used, n - used, "%s%.9g",
+						 count > 1 ? ", " : "", x);
+	}
+	if (more && used + 1 < n)
+		snprintf(out + used, n - used, ", ...");
+}
+
 int rfs_column_keep(const struct rfs_column *c, const char *values,
 		    uint8_t *keep, char *err, size_t errlen)
 {
 	char *list = strdup(values), *save = NULL;
-	uint8_t *wanted = NULL;
+	char **given = NULL;
+	uint64_t *category = NULL, *hits = NULL;
 	int64_t *ints = NULL;
 	double *reals = NULL;
 	size_t count = 0;
@@ -261,14 +313,17 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 	size_t cap = 1;
 	for (const char *p = values; *p; p++)
 		cap += *p == '|';
-	wanted = calloc(c->ncategories ? c->ncategories : 1, 1);
+	given = calloc(cap, sizeof(*given));
+	category = calloc(cap, sizeof(*category));
+	hits = calloc(cap, sizeof(*hits));
 	ints = calloc(cap, sizeof(*ints));
 	reals = calloc(cap, sizeof(*reals));
-	if (!wanted || !ints || !reals)
+	if (!given || !category || !hits || !ints || !reals)
 		goto out;
 	rc = 0;
 	for (char *v = strtok_r(list, "|", &save); v && rc == 0;
 	     v = strtok_r(NULL, "|", &save)) {
+		given[count] = v;
 		if (c->kind != RFS_COLUMN_CODES) {
 			rc = parse_number(c, v, &ints[count], &reals[count]);
 			if (rc != 0)
@@ -289,27 +344,45 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 			snprintf(err, errlen, "no value '%s' (values: %s)", v,
 				 known);
 			rc = -EINVAL;
-		} else {
-			wanted[k] = 1;
 		}
+		category[count++] = k;
 	}
 	for (uint64_t r = 0; r < c->rows && rc == 0; r++) {
 		int hit = 0;
-		if (c->kind == RFS_COLUMN_CODES) {
-			hit = c->codes[r] >= 0 && wanted[c->codes[r]];
-		} else {
-			for (size_t k = 0; k < count && !hit; k++)
-				hit = c->kind == RFS_COLUMN_INT ?
-					      c->codes[r] == ints[k] :
-					      c->reals[r] == reals[k];
+		for (size_t k = 0; k < count; k++) {
+			int same = c->kind == RFS_COLUMN_CODES ?
+					   c->codes[r] >= 0 &&
+						   (uint64_t)c->codes[r] ==
+							   category[k] :
+				   c->kind == RFS_COLUMN_INT ?
+					   c->codes[r] == ints[k] :
+					   same_real(c, c->reals[r], reals[k]);
+			hits[k] += (uint64_t)same;
+			hit |= same;
 		}
 		keep[r] &= (uint8_t)hit;
+	}
+	/* Every value must be some row's: a typo among right values would
+	 * otherwise only thin the rows out. */
+	for (size_t k = 0; k < count && rc == 0; k++) {
+		if (hits[k])
+			continue;
+		char known[200];
+		if (c->kind == RFS_COLUMN_CODES)
+			list_categories(c, known, sizeof(known));
+		else
+			list_numbers(c, known, sizeof(known));
+		snprintf(err, errlen, "no row has value '%s' (values: %s)",
+			 given[k], known);
+		rc = -EINVAL;
 	}
 out:
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	free(list);
-	free(wanted);
+	free(given);
+	free(category);
+	free(hits);
 	free(ints);
 	free(reals);
 	return rc;

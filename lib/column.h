@@ -21,6 +21,9 @@ struct rfs_column {
 	uint64_t rows;
 	int64_t *codes; /* CODES and INT; owned */
 	double *reals; /* REAL; owned */
+	/* REAL: bit N set when some part stored N-byte floats (2, 4, 8; an
+	 * integer part counts as 8): a filter value is rounded to each. */
+	unsigned real_sizes;
 	char **categories; /* CODES; owned, each owned */
 	uint64_t ncategories;
 	int boolean; /* CODES from a bool: categories "False", "True" */

@@ -1966,6 +1966,7 @@ static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
 {
 	hid_t type = H5Dget_type(dset);
 	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+	size_t size = type >= 0 ? H5Tget_size(type) : 8;
 	hid_t cats = -1;
 	int rc = -ENOTSUP;
 	if (type >= 0)
@@ -1986,6 +1987,8 @@ static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
 	case H5T_FLOAT:
 		out->kind = RFS_COLUMN_REAL;
 		out->rows = n;
+		/* As stored: filter values are rounded to it (column.c). */
+		out->real_sizes = 1u << (size == 2 || size == 4 ? size : 8);
 		out->reals = calloc(n ? n : 1, sizeof(double));
 		return out->reals ? read_numbers(dset, H5T_NATIVE_DOUBLE,
 						 out->reals) :

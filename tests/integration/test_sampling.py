@@ -550,12 +550,27 @@ BAD = [
     ("filter=split:training", "no value 'training'"),
     ("filter=split", "expected COLUMN:VALUE1|VALUE2"),
     ("filter=age:old", "'old' is not a number"),
+    ("filter=age:20|81", "no row has value '81' (values: "),
     ("filter=cell_type:NK,filter=split:nothing", "filter=split:nothing"),
     ("smoothing=2", "smoothing=2"),
     ("partition=file,world_size=2", "1 source files for world_size 2"),
     ("strategy=weighted,weights=weight,partition=file",
      "partition=file works with"),
 ]
+
+
+def test_filter_on_a_float32_column_matches_the_value_shown(mounts,
+                                                             tmp_path):
+    """numpy shows float32 0.1 as 0.1: filter=/f:0.1 keeps its rows
+    (rounded as the column stores it), not none."""
+    f = np.float32([0.1, 0.25, 0.5, 0.7] * 10)
+    path = write_h5(str(tmp_path / "f32.h5"), {
+        "x": np.arange(80, dtype=np.float32).reshape(40, 2), "f": f})
+    m = mounts(path, "dataset=/x,batch_size=5,filter=/f:0.1|0.7")
+    kept = np.sort(np.concatenate(m.epoch_index(0, 0)))
+    np.testing.assert_array_equal(
+        kept, np.flatnonzero((f == np.float32(0.1)) |
+                             (f == np.float32(0.7))))
 
 
 @pytest.mark.parametrize("opts,words", BAD, ids=[b[0] for b in BAD])

@@ -178,6 +178,61 @@ static void test_keep_bool_int_real(void **state)
 	rfs_column_free(&f);
 }
 
+/* Filter values are rounded to the width the column's file stored:
+ * "0.1" is 0.100000001490116 in float32 and 0.0999755859375 in float16,
+ * and matches only there. A value no row has is named, with values
+ * rows have. */
+static void test_keep_reals_as_stored(void **state)
+{
+	(void)state;
+	uint8_t keep[3];
+	char err[256];
+	double as32[] = { (double)0.1f, 0.5, 0.1 };
+	struct rfs_column f32 = reals(as32, 3);
+	f32.real_sizes = 1u << 4;
+	memset(keep, 1, 3);
+	assert_int_equal(rfs_column_keep(&f32, "0.1", keep, err, sizeof(err)),
+			 0);
+	assert_true(keep[0] && !keep[1] && !keep[2]);
+	rfs_column_free(&f32);
+
+	double as16[] = { 0.0999755859375, 0.1 };
+	struct rfs_column f16 = reals(as16, 2);
+	f16.real_sizes = 1u << 2;
+	memset(keep, 1, 2);
+	assert_int_equal(rfs_column_keep(&f16, "0.1", keep, err, sizeof(err)),
+			 0);
+	assert_true(keep[0] && !keep[1]);
+	rfs_column_free(&f16);
+
+	/* float64 (or unknown): exact only. */
+	double as64[] = { (double)0.1f, 0.1 };
+	struct rfs_column f64 = reals(as64, 2);
+	memset(keep, 1, 2);
+	assert_int_equal(rfs_column_keep(&f64, "0.1", keep, err, sizeof(err)),
+			 0);
+	assert_true(!keep[0] && keep[1]);
+	/* nan equals nothing, 7 is no row's: both named. */
+	assert_int_equal(rfs_column_keep(&f64, "0.1|nan", keep, err,
+					 sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "no row has value 'nan'"));
+	assert_int_equal(rfs_column_keep(&f64, "7", keep, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "no row has value '7' (values: "
+				    "0.100000001, 0.1)"));
+	rfs_column_free(&f64);
+
+	/* Duplicates in the list are one value, found. */
+	int64_t v[] = { 3, 4 };
+	struct rfs_column i = ints(v, 2);
+	memset(keep, 1, 2);
+	assert_int_equal(rfs_column_keep(&i, "3|3", keep, err, sizeof(err)),
+			 0);
+	assert_true(keep[0] && !keep[1]);
+	rfs_column_free(&i);
+}
+
 static void test_from_strings_sorted_categories(void **state)
 {
 	(void)state;
@@ -223,6 +278,7 @@ int main(void)
 		cmocka_unit_test(test_append_numeric),
 		cmocka_unit_test(test_keep_categories),
 		cmocka_unit_test(test_keep_bool_int_real),
+		cmocka_unit_test(test_keep_reals_as_stored),
 		cmocka_unit_test(test_from_strings_sorted_categories),
 		cmocka_unit_test(test_bool_categories_take_bool_spellings),
 	};

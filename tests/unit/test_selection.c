@@ -171,9 +171,16 @@ static void test_filters_and(void **state)
 	const char *none[] = { "filter", "split:val", "filter", "ct:a", NULL };
 	assert_int_equal(build(f->one, none, &s, err, sizeof(err)), 0);
 	rfs_selection_free(&s);
-	const char *empty[] = { "filter", "ct:a", "filter", "age:99", NULL };
+	const char *empty[] = { "filter", "age:30", "filter", "age:31", NULL };
 	assert_int_equal(build(f->one, empty, &s, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "no row matches"));
+	/* A value no row has, beside ones rows have: named, with those
+	 * there are. */
+	const char *absent[] = { "filter", "age:31|99", NULL };
+	assert_int_equal(build(f->one, absent, &s, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "filter=age:31|99"));
+	assert_non_null(strstr(err, "no row has value '99' (values: 30, 31, "
+				    "32)"));
 	const char *typo[] = { "filter", "celltype:a", NULL };
 	assert_int_equal(build(f->one, typo, &s, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "filter=celltype:a"));
