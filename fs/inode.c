@@ -34,7 +34,6 @@
 
 #define EPOCH_BASE 16
 #define NAME_MAX_LEN 255
-#define STEP_MIN_WIDTH 9
 
 static const struct {
 	const char *name;
@@ -108,9 +107,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 	if (mul_add(epochs_listed, batches, 0, &s->steps_listed) ||
 	    mul_add(RFS_EPOCH_LIMIT, batches, 0, &s->steps))
 		return -EOVERFLOW;
-	s->step_width = rfs_decimal_digits(s->steps_listed - 1);
-	if (s->step_width < STEP_MIN_WIDTH)
-		s->step_width = STEP_MIN_WIDTH;
+	s->step_width = rfs_step_name_width(epochs_listed, batches);
 	if (s->step_width < 20 && s->steps > pow10_u64(s->step_width))
 		s->steps = pow10_u64(s->step_width);
 	if (mul_add(s->slots, s->steps, kinds, &s->per_step_rank) ||

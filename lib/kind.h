@@ -18,4 +18,10 @@ enum rfs_kind {
 /* "batch", "index", "label"; NULL for NPZ and beyond (no directory). */
 const char *rfs_kind_name(uint64_t kind);
 
+#define RFS_STEP_MIN_WIDTH 9
+
+/* Digits in step file names: 9, or more when the steps of the listed
+ * epochs (epochs x batches per rank) need them. */
+unsigned rfs_step_name_width(uint64_t epochs, uint64_t batches);
+
 #endif

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "convert.h"
 #include "dataset.h"
+#include "kind.h"
 #include "npy.h"
 #include "npz.h"
 #include "plan.h"
@@ -379,6 +380,11 @@ static int compute_view_id(struct rfs_view *v)
 		rfs_buf_printf(&b, "columns=%016llx\n",
 			       (unsigned long long)columns);
 	rfs_config_render_identity(&v->config, &b);
+	/* epochs is no byte-changing option, but it can widen step names. */
+	unsigned width = rfs_step_name_width(v->config.epochs,
+					     rfs_view_batches_per_rank(v));
+	if (width > RFS_STEP_MIN_WIDTH)
+		rfs_buf_printf(&b, "step_digits=%u\n", width);
 	char *text;
 	size_t len;
 	int rc = rfs_buf_finish(&b, &text, &len);

@@ -154,6 +154,22 @@ def test_two_mounts_serve_identical_bytes(mounts, sources):
     assert os.stat(a.path(f)).st_ino == os.stat(b.path(f)).st_ino
 
 
+def test_view_id_covers_the_step_name_width(mounts, tmp_path):
+    """epochs changes no bytes, but when epochs x batches per rank passes
+    10^9 the step names take 10 digits: another view_id then."""
+    path = write_h5(str(tmp_path / "s.h5"), {
+        "x": np.arange(60, dtype=np.float32).reshape(30, 2)})
+    o = "dataset=/x,batch_size=10"  # 3 batches per rank
+    ids = {}
+    for epochs in (10, 20, 400000000):
+        m = mounts(path, f"{o},epochs={epochs}")
+        ids[epochs] = m.json("config.json")["view_id"]
+        digits = 10 if epochs == 400000000 else 9
+        assert os.path.exists(m.path("step/rank/0/" + "5".zfill(digits) +
+                                     ".npy"))
+    assert ids[10] == ids[20] != ids[400000000]
+
+
 def test_view_id_covers_the_obs_columns_read(mounts, tmp_path):
     """Two .h5ad files with the same X and obs columns that differ: their
     files differ with label=, filter= or weights=, and so do their
