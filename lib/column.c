@@ -252,23 +252,23 @@ static int parse_number(const struct rfs_column *c, const char *v,
 	return *end ? -EINVAL : 0;
 }
 
-/* Whether value x of a REAL column is the filter value d as its file
- * stored it: 0.1 typed is 0.100000001490116 in a float32 column. */
-static int same_real(const struct rfs_column *c, double x, double d)
+/* The forms filter value d takes in a REAL column's files, as each width
+ * they used stores it (0.1 is 0.100000001490116 in float32): up to 3. */
+static size_t stored_forms(const struct rfs_column *c, double d,
+			   double forms[3])
 {
 	unsigned sizes = c->real_sizes ? c->real_sizes : 1u << 8;
-	if ((sizes & (1u << 8)) && x == d)
-		return 1;
-	if ((sizes & (1u << 4)) && x == (double)(float)d)
-		return 1;
+	size_t n = 0;
+	if (sizes & (1u << 8))
+		forms[n++] = d;
+	if (sizes & (1u << 4))
+		forms[n++] = (double)(float)d;
 	if (sizes & (1u << 2)) {
 		uint16_t half;
-		double back;
 		rfs_convert(RFS_FLOAT16, &half, RFS_FLOAT64, &d, 1);
-		rfs_convert(RFS_FLOAT64, &back, RFS_FLOAT16, &half, 1);
-		return x == back;
+		rfs_convert(RFS_FLOAT64, &forms[n++], RFS_FLOAT16, &half, 1);
 	}
-	return 0;
+	return n;
 }
 
 /* Up to 10 of the numeric column's distinct values, for an error. */
@@ -281,7 +281,8 @@ static void list_numbers(const struct rfs_column *c, char *out, size_t n)
 	for (uint64_t r = 0; r < c->rows && !more; r++) {
 		double x = rfs_column_real(c, r);
 		size_t k = 0;
-		while (k < count && seen[k] != x && !(isnan(x) && isnan(seen[k])))
+		while (k < count && seen[k] != x &&
+		       !(isnan(x) && isnan(seen[k])))
 			k++;
 		if (k < count)
 			continue;
@@ -303,9 +304,11 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 {
 	char *list = strdup(values), *save = NULL;
 	char **given = NULL;
-	uint64_t *category = NULL, *hits = NULL;
+	uint64_t *category = NULL, *hits = NULL, *per_category = NULL;
+	uint8_t *wanted = NULL;
 	int64_t *ints = NULL;
-	double *reals = NULL;
+	double (*forms)[3] = NULL;
+	size_t *nforms = NULL;
 	size_t count = 0;
 	int rc = -ENOMEM;
 	if (!list)
@@ -313,24 +316,31 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 	size_t cap = 1;
 	for (const char *p = values; *p; p++)
 		cap += *p == '|';
+	uint64_t ncat = c->ncategories ? c->ncategories : 1;
 	given = calloc(cap, sizeof(*given));
 	category = calloc(cap, sizeof(*category));
 	hits = calloc(cap, sizeof(*hits));
 	ints = calloc(cap, sizeof(*ints));
-	reals = calloc(cap, sizeof(*reals));
-	if (!given || !category || !hits || !ints || !reals)
+	forms = calloc(cap, sizeof(*forms));
+	nforms = calloc(cap, sizeof(*nforms));
+	wanted = calloc(ncat, 1);
+	per_category = calloc(ncat, sizeof(*per_category));
+	if (!given || !category || !hits || !ints || !forms || !nforms ||
+	    !wanted || !per_category)
 		goto out;
 	rc = 0;
 	for (char *v = strtok_r(list, "|", &save); v && rc == 0;
 	     v = strtok_r(NULL, "|", &save)) {
 		given[count] = v;
 		if (c->kind != RFS_COLUMN_CODES) {
-			rc = parse_number(c, v, &ints[count], &reals[count]);
+			double d = 0;
+			rc = parse_number(c, v, &ints[count], &d);
 			if (rc != 0)
 				snprintf(err, errlen,
 					 "'%s' is not a number (column is "
 					 "%s)",
 					 v, rfs_column_kind_name(c));
+			nforms[count] = stored_forms(c, d, forms[count]);
 			count++;
 			continue;
 		}
@@ -344,19 +354,25 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 			snprintf(err, errlen, "no value '%s' (values: %s)", v,
 				 known);
 			rc = -EINVAL;
+		} else {
+			wanted[k] = 1;
 		}
 		category[count++] = k;
 	}
 	for (uint64_t r = 0; r < c->rows && rc == 0; r++) {
 		int hit = 0;
-		for (size_t k = 0; k < count; k++) {
-			int same = c->kind == RFS_COLUMN_CODES ?
-					   c->codes[r] >= 0 &&
-						   (uint64_t)c->codes[r] ==
-							   category[k] :
-				   c->kind == RFS_COLUMN_INT ?
-					   c->codes[r] == ints[k] :
-					   same_real(c, c->reals[r], reals[k]);
+		if (c->kind == RFS_COLUMN_CODES) {
+			hit = c->codes[r] >= 0 && wanted[c->codes[r]];
+			per_category[c->codes[r] >= 0 ? c->codes[r] : 0] +=
+				(uint64_t)hit;
+		}
+		for (size_t k = 0; k < count && c->kind != RFS_COLUMN_CODES;
+		     k++) {
+			int same = 0;
+			for (size_t f = 0; f < nforms[k] && !same; f++)
+				same = c->kind == RFS_COLUMN_INT ?
+					       c->codes[r] == ints[k] :
+					       c->reals[r] == forms[k][f];
 			hits[k] += (uint64_t)same;
 			hit |= same;
 		}
@@ -365,7 +381,8 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 	/* Every value must be some row's: a typo among right values would
 	 * otherwise only thin the rows out. */
 	for (size_t k = 0; k < count && rc == 0; k++) {
-		if (hits[k])
+		if (c->kind == RFS_COLUMN_CODES ? per_category[category[k]] :
+						  hits[k])
 			continue;
 		char known[200];
 		if (c->kind == RFS_COLUMN_CODES)
@@ -383,8 +400,11 @@ out:
 	free(given);
 	free(category);
 	free(hits);
+	free(per_category);
+	free(wanted);
 	free(ints);
-	free(reals);
+	free(forms);
+	free(nforms);
 	return rc;
 }
 
