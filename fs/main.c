@@ -35,12 +35,11 @@ static void unescape_octal(char *s)
 /* The kernel gives a FUSE mount 128 KiB of readahead whatever init asks;
  * its backing device's read_ahead_kb can be raised by root. Found through
  * mountinfo, since stat()ing our own mount before the loop runs would
- * deadlock. Best effort: logged, never fatal. */
+ * deadlock (mountpoint is resolved already, opts.c). Best effort: logged,
+ * never fatal. */
 static void raise_readahead(const char *mountpoint)
 {
-	char real[4096], line[8192], dev[64] = "";
-	if (!realpath(mountpoint, real))
-		return;
+	char line[8192], dev[64] = "";
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return;
@@ -49,7 +48,7 @@ static void raise_readahead(const char *mountpoint)
 		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
 			continue;
 		unescape_octal(point);
-		if (strcmp(point, real) == 0)
+		if (strcmp(point, mountpoint) == 0)
 			snprintf(dev, sizeof(dev), "%s", majmin);
 	}
 	fclose(f);
@@ -188,12 +187,13 @@ int main(int argc, char *argv[])
 		rfs_page_drop_destroy(fs.page_drop);
 		goto out_unmount;
 	}
+	/* A user's mount cannot raise readahead: said in the log, not on
+	 * the terminal of a mount that worked. */
+	if (!cli.fuse.foreground && !cli.config.log_file)
+		rfs_log_silence_stderr();
 	raise_readahead(cli.mountpoint);
-	if (!cli.fuse.foreground) {
-		if (!cli.config.log_file)
-			rfs_log_silence_stderr();
+	if (!cli.fuse.foreground)
 		rfs_daemon_ready();
-	}
 
 	rc = run_loop(se, &cli);
 	/* libfuse 3.14 returns the number of the signal that ended the loop. */

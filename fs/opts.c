@@ -1,6 +1,7 @@
 #include "opts.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,20 +90,64 @@ static void print_help(void)
 }
 
 /* libfuse 3.14 takes any number for its thread counts (max_threads=0
- * runs one handler; -1 becomes 2^32 - 1): checked here as ours are. */
-static int check_thread_count(const char *key, const char *value)
+ * runs one handler; -1 becomes 2^32 - 1), and its other options' values
+ * are found wrong only after the sources are open, in lines of its own
+ * (or fusermount3's): checked here as ours are. */
+static int check_fuse_value(const char *key, const char *value)
 {
+	static const char *const flags[] = { "allow_other", "allow_root",
+					     "default_permissions",
+					     "auto_unmount", "clone_fd",
+					     "debug", "ro", NULL };
 	int idle = strcmp(key, "max_idle_threads") == 0;
 	uint64_t n;
-	if (!idle && strcmp(key, "max_threads") != 0)
-		return 0;
-	if (value && rfs_parse_u64(value, strlen(value), 1024, 1, &n) == 0 &&
-	    n >= (uint64_t)!idle)
-		return 0;
-	fprintf(stderr,
-		"rankfs: option %s=%s: expected an integer from %d to 1024\n",
-		key, value ? value : "", !idle);
-	return -1;
+	for (size_t i = 0; flags[i]; i++) {
+		if (strcmp(key, flags[i]) == 0 && value) {
+			fprintf(stderr,
+				"rankfs: option %s=%s: %s takes no value\n",
+				key, value, key);
+			return -1;
+		}
+	}
+	if (idle || strcmp(key, "max_threads") == 0) {
+		if (value &&
+		    rfs_parse_u64(value, strlen(value), 1024, 1, &n) == 0 &&
+		    n >= (uint64_t)!idle)
+			return 0;
+		fprintf(stderr,
+			"rankfs: option %s=%s: expected an integer from %d "
+			"to 1024\n",
+			key, value ? value : "", !idle);
+		return -1;
+	}
+	if (strcmp(key, "max_read") == 0 &&
+	    (!value || rfs_parse_u64(value, strlen(value), UINT32_MAX, 1,
+				     &n) != 0 ||
+	     n == 0)) {
+		fprintf(stderr,
+			"rankfs: option max_read=%s: expected an integer from "
+			"1 to %u\n",
+			value ? value : "", UINT32_MAX);
+		return -1;
+	}
+	if (strcmp(key, "fsname") == 0 &&
+	    (!value || !*value || strlen(value) > 1024)) {
+		fprintf(stderr,
+			"rankfs: option fsname=%.40s%s: expected a name of 1 "
+			"to 1024 bytes\n",
+			value ? value : "",
+			value && strlen(value) > 40 ? "..." : "");
+		return -1;
+	}
+	if (strcmp(key, "subtype") == 0 &&
+	    (!value || strcmp(value, "rankfs") != 0)) {
+		fprintf(stderr,
+			"rankfs: option subtype=%s: a rankfs mount's subtype "
+			"is rankfs (fuse.rankfs)\n",
+			value ? value : "");
+		return -1;
+	}
+	return 0;
 }
 
 /* One line naming the option and every one accepted (mount(8)'s words,
@@ -145,7 +190,7 @@ static int take_option(struct parse_state *st, const char *arg)
 		return -1;
 	}
 	if (is_fuse_key(key)) {
-		if (check_thread_count(key, eq ? eq + 1 : NULL) != 0)
+		if (check_fuse_value(key, eq ? eq + 1 : NULL) != 0)
 			return -1;
 		st->has_fsname |= strcmp(key, "fsname") == 0;
 		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
@@ -192,8 +237,17 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 			       -1;
 	}
 	case FUSE_OPT_KEY_OPT:
-		if (arg[0] == '-')
-			return 1; /* -f, -d, -s: for fuse_parse_cmdline */
+		if (strcmp(arg, "-f") == 0 || strcmp(arg, "-d") == 0 ||
+		    strcmp(arg, "-s") == 0)
+			return 1; /* for fuse_parse_cmdline */
+		if (arg[0] == '-') {
+			fprintf(stderr,
+				"rankfs: unknown option '%s'; rankfs takes -f, "
+				"-d, -s, -o OPTION[,OPTION...], "
+				"--log-file=PATH, -h, -V\n",
+				arg);
+			return -1;
+		}
 		return take_option(st, arg);
 	default:
 		return 1;
@@ -215,19 +269,47 @@ static char *escape_option_value(const char *s)
 	return out;
 }
 
-static int check_mountpoint(const char *path)
+/* The mountpoint, made absolute and real as libfuse's own command line
+ * parser makes it: the daemon leaves the working directory (fusermount3
+ * would unmount a relative one from "/"), fusermount3 refuses a symbolic
+ * link, and "m/" names the mount itself, which nothing may look up
+ * before the loop serves (main.c). And no source may lie under it: the
+ * mount would hide the file it reads. */
+static int resolve_mountpoint(struct rfs_cli *cli)
 {
 	struct stat st;
-	if (stat(path, &st) != 0) {
-		fprintf(stderr, "rankfs: mountpoint %s: %s\n", path,
+	char *real = realpath(cli->mountpoint, NULL);
+	if (!real || stat(real, &st) != 0) {
+		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli->mountpoint,
 			strerror(errno));
+		free(real);
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "rankfs: mountpoint %s: not a directory\n",
-			path);
+			cli->mountpoint);
+		free(real);
 		return -1;
 	}
+	size_t len = strlen(real);
+	for (size_t i = 0; i < cli->nsources; i++) {
+		char *src = realpath(cli->sources[i], NULL);
+		int hidden = src && strncmp(src, real, len) == 0 &&
+			     (src[len] == '/' || src[len] == '\0' ||
+			      strcmp(real, "/") == 0);
+		if (hidden)
+			fprintf(stderr,
+				"rankfs: mountpoint %s: source %s lies under "
+				"it, and the mount would hide it\n",
+				cli->mountpoint, cli->sources[i]);
+		free(src);
+		if (hidden) {
+			free(real);
+			return -1;
+		}
+	}
+	free(cli->mountpoint);
+	cli->mountpoint = real;
 	return 0;
 }
 
@@ -278,7 +360,7 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 		return -1;
 	}
 	cli->mountpoint = cli->sources[--cli->nsources];
-	if (check_mountpoint(cli->mountpoint) != 0)
+	if (resolve_mountpoint(cli) != 0)
 		return -1;
 	if (add_fixed_options(cli, st.has_fsname) != 0) {
 		fprintf(stderr, "rankfs: out of memory\n");

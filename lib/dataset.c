@@ -75,7 +75,16 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 			rc = -ENOMEM;
 			break;
 		}
-		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+		/* One that cannot be looked at (a dangling link, an I/O
+		 * error) fails the mount: skipped, this node would serve
+		 * another row space than the others, silently. */
+		if (stat(path, &st) != 0) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			free(path);
+			break;
+		}
+		if (!S_ISREG(st.st_mode)) {
 			free(path);
 			continue;
 		}
@@ -101,6 +110,33 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 	return rc;
 }
 
+/* A file given twice (as itself, through a link, or in a directory also
+ * given) would serve its rows twice over: refused. */
+static int check_distinct(const struct path_list *l, char *err,
+			  size_t errlen)
+{
+	struct stat *st = calloc(l->count ? l->count : 1, sizeof(*st));
+	int rc = st ? 0 : -ENOMEM;
+	for (size_t i = 0; i < l->count && rc == 0; i++) {
+		if (stat(l->items[i], &st[i]) != 0)
+			continue; /* opening it says why */
+		for (size_t j = 0; j < i && rc == 0; j++) {
+			if (st[j].st_dev == st[i].st_dev &&
+			    st[j].st_ino == st[i].st_ino && st[j].st_nlink) {
+				snprintf(err, errlen,
+					 "%s: the same file as %s: each file "
+					 "may be given once",
+					 l->items[i], l->items[j]);
+				rc = -EINVAL;
+			}
+		}
+	}
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	free(st);
+	return rc;
+}
+
 static int expand(char *const *paths, size_t n, struct path_list *l,
 		  char *err, size_t errlen)
 {
@@ -114,7 +150,7 @@ static int expand(char *const *paths, size_t n, struct path_list *l,
 		if (rc != 0)
 			return rc;
 	}
-	return 0;
+	return check_distinct(l, err, errlen);
 }
 
 /* Every file must serve rows of the same shape and type as the first. */

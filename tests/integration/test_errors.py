@@ -95,6 +95,11 @@ def files(tmp_path_factory):
     f["truncated"] = write_h5(str(d / "cut.h5"), {
         "x": rng.random((N, 4), dtype=np.float32)})
     os.truncate(f["truncated"], os.path.getsize(f["truncated"]) // 2)
+    # A directory whose *.h5 entry cannot be looked at (a dangling link).
+    (d / "broken").mkdir()
+    write_h5(str(d / "broken" / "a.h5"), {"x": np.zeros((N, 4), "f4")})
+    os.symlink(d / "gone.h5", d / "broken" / "b.h5")
+    f["broken"] = str(d / "broken")
     # A directory of files that differ in dtype only.
     (d / "mixed").mkdir()
     write_h5(str(d / "mixed" / "a.h5"), {"x": np.zeros((N, 4), "f4")})
@@ -142,6 +147,16 @@ CASES = [
      ["cut.h5", "cannot open as HDF5"]),
     ("files differ in dtype", "mixed", "dataset=/x",
      ["b.h5", "float64", "a.h5", "float32", "must agree"]),
+    ("directory entry unreadable", "broken", "dataset=/x",
+     ["broken/b.h5", "No such file"]),
+    ("libfuse flag with a value", "good", "dataset=/x,allow_other=5",
+     ["allow_other=5", "takes no value"]),
+    ("libfuse number not a number", "good", "dataset=/x,max_read=abc",
+     ["max_read=abc", "integer from 1"]),
+    ("empty fsname", "good", "dataset=/x,fsname=",
+     ["fsname=", "1 to 1024 bytes"]),
+    ("another subtype", "good", "dataset=/x,subtype=foo",
+     ["subtype=foo", "subtype is rankfs"]),
     ("label column missing", "h5ad", "label=nope",
      ["label=nope", "ok.h5ad", "'nope' not found"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
@@ -209,6 +224,49 @@ def test_mount_errors(files, tmp_path, case, foreground):
             raise AssertionError("a failed mount was left behind")
 
 
+@pytest.mark.parametrize("args,words", [
+    (["--bogus"], ["'--bogus'", "-o OPTION", "--log-file=PATH"]),
+    (["--log-file"], ["'--log-file'", "--log-file=PATH"]),
+    (["-x"], ["'-x'"]),
+])
+def test_unknown_dash_options(files, tmp_path, args, words):
+    """Refused by rankfs, before any source is opened (a bad source does
+    not hide it), in one line naming what rankfs takes."""
+    r = run_rankfs(args + ["-o", "dataset=/nope", files["good"], tmp_path])
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("rankfs: ")
+    for w in words:
+        assert w in lines[0]
+
+
+def test_source_given_twice(files, tmp_path):
+    """Its rows would be served twice over: as itself, or through a
+    directory and a link."""
+    d = tmp_path / "d"
+    d.mkdir()
+    os.symlink(files["good"], d / "same.h5")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for sources in ([files["good"], files["good"]],
+                    [files["good"], str(d)]):
+        r = run_rankfs(["-o", "dataset=/x"] + sources + [mnt])
+        assert r.returncode != 0
+        assert "the same file as" in r.stderr and "given once" in r.stderr
+        assert not is_mounted(mnt)
+
+
+def test_mountpoint_hiding_a_source(files, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    write_h5(str(d / "a.h5"), {"x": np.zeros((N, 4), np.float32)})
+    for source in (str(d / "a.h5"), str(d)):
+        r = run_rankfs(["-o", "dataset=/x", source, d])
+        assert r.returncode != 0
+        assert f"mountpoint {d}: source {source} lies under it" in r.stderr
+        assert not is_mounted(d)
+
+
 def test_mountpoint_errors(files, tmp_path):
     r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path / "none"])
     assert r.returncode != 0 and "none" in r.stderr and \
@@ -221,7 +279,9 @@ def test_mountpoint_errors(files, tmp_path):
     assert r.returncode != 0 and "SOURCE" in r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = run_rankfs(["-o", "dataset=/x", files["good"], empty, tmp_path])
+    (tmp_path / "mnt").mkdir()
+    r = run_rankfs(["-o", "dataset=/x", files["good"], empty,
+                    tmp_path / "mnt"])
     assert r.returncode != 0 and "no *.h5ad or *.h5 files" in r.stderr \
         and str(empty) in r.stderr
 

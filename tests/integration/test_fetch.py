@@ -318,8 +318,9 @@ def test_virtual_dataset_under_vds_prefix(mounts, tmp_path, monkeypatch,
         f.create_virtual_dataset("x", layout)
     monkeypatch.setenv("HDF5_VDS_PREFIX", prefix)
     if not found:
+        (tmp_path / "mnt").mkdir()
         r = run_rankfs(["-f", "-o", "dataset=/x,batch_size=16", path,
-                        tmp_path])
+                        tmp_path / "mnt"])
         assert r.returncode != 0
         assert "moved.h5 does not exist" in r.stderr
         return

@@ -44,6 +44,28 @@ def daemon_pids(mnt):
     return pids
 
 
+@pytest.mark.parametrize("spelling", ["mnt/", "mnt//", "link", "./mnt/."])
+def test_mountpoint_spellings(source, tmp_path, spelling):
+    """A trailing slash once hung the daemon (it looked up its own mount
+    before serving); a link to a directory failed in fusermount3. All
+    name the same directory, mounted by its real path, from any working
+    directory."""
+    (tmp_path / "mnt").mkdir()
+    os.symlink("mnt", tmp_path / "link")
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10", source,
+                        spelling], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=30)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == ""
+        assert is_mounted(tmp_path / "mnt")
+        assert np.load(tmp_path / "mnt/epoch/0/rank/0/batch/000000.npy"
+                       ).shape == (10, 4)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(tmp_path / "mnt")])
+    assert wait_gone(tmp_path / "mnt")
+
+
 def test_background_start_returns_once_mounted(source, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()

@@ -439,7 +439,7 @@ def test_partition_file_gives_whole_files(mounts, split_atlas):
     assert len(r0) == len(r1) == 2600 // 100 * 100
     assert len(np.unique(r0)) == len(r0)
     r = run_rankfs(["-o", "world_size=4,partition=file", *split_atlas,
-                    "/tmp"])
+                    m.mnt])
     assert r.returncode != 0 and "partition=file" in r.stderr and \
         "3 source files" in r.stderr
 
