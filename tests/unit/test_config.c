@@ -13,7 +13,10 @@
 #include "buf.h"
 #include "config.h"
 
-static char *render(const struct rfs_config *c, int identity)
+/* noinline: inlined at -O3, gcc 12 takes the returned string for a
+ * pointer to the local `out` (-Wdangling-pointer). */
+__attribute__((noinline)) static char *render(const struct rfs_config *c,
+					      int identity)
 {
 	struct rfs_buf b = { 0 };
 	char *out = NULL;
