@@ -464,6 +464,13 @@ static void watch_linked(struct rfs_source *s, const struct array *a)
 			s->path, a->name, name, strerror(-rc));
 }
 
+/* The length of the source's directory in its (absolute) path: what
+ * HDF5's ${ORIGIN} stands for. */
+static size_t source_dir_len(const struct rfs_source *s)
+{
+	return (size_t)(strrchr(s->path, '/') - s->path);
+}
+
 /* Whether dir/name (or name alone, with dir NULL) is an existing file;
  * its path in out. */
 static int exists_at(const char *dir, size_t dir_len, const char *name,
@@ -515,7 +522,7 @@ static int find_vds_file(const struct rfs_source *s, const char *name,
 		return 1;
 	const char *base = name[0] == '/' ? strrchr(name, '/') + 1 : name;
 	const char *dir = s->path;
-	size_t dir_len = (size_t)(strrchr(dir, '/') - dir);
+	size_t dir_len = source_dir_len(s);
 	return under_vds_prefix(dir, dir_len, base, out, len) ||
 	       exists_at(dir, dir_len, base, out, len) ||
 	       exists_at(NULL, 0, base, out, len);
@@ -604,8 +611,9 @@ static int check_vds_files(struct rfs_source *s, hid_t dset, const char *what,
  * named when absolute, else under HDF5_EXTFILE_PREFIX when that is set
  * (a leading ${ORIGIN} is the source's directory), else in the working
  * directory (H5Pset_efile_prefix's documentation says the file's
- * directory; the library's code does not). A relative prefix would name
- * other files once the daemon has left the working directory: refused.
+ * directory; the library's code does not). A relative prefix, "." too,
+ * would name other files once the daemon has left the working directory
+ * (the variable outranks the mount's access property): refused.
  * @return 0, -EINVAL (the prefix is relative) or -errno of getcwd. */
 static int external_file_path(const struct rfs_source *s, const char *name,
 			      char *out, size_t len)
@@ -615,10 +623,10 @@ static int external_file_path(const struct rfs_source *s, const char *name,
 	char cwd[PATH_MAX];
 	if (name[0] == '/') {
 		snprintf(out, len, "%s", name);
-	} else if (env && *env && strcmp(env, ".") != 0) {
+	} else if (env && *env) {
 		if (strncmp(env, origin, strlen(origin)) == 0)
 			snprintf(out, len, "%.*s/%s/%s",
-				 (int)(strrchr(s->path, '/') - s->path),
+				 (int)source_dir_len(s),
 				 s->path, env + strlen(origin), name);
 		else if (env[0] == '/')
 			snprintf(out, len, "%s%s%s", env,
@@ -667,7 +675,8 @@ static int check_external_files(struct rfs_source *s, hid_t dset,
 		off_t offset = 0;
 		hsize_t size = 0;
 		struct stat st;
-		if (H5Pget_external(dcpl, (unsigned)i, sizeof(name), name,
+		/* HDF5 1.10 copies with strncpy: room left for the NUL. */
+		if (H5Pget_external(dcpl, (unsigned)i, sizeof(name) - 1, name,
 				    &offset, &size) < 0) {
 			snprintf(err, errlen, "%s: dataset %s: cannot read "
 				 "its list of external files", s->path,
@@ -2069,10 +2078,14 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 	for (int k = 0; k < 2 && vds == 0; k++) {
 		hid_t dset = k == 0 ? codes : cats;
 		char dset_name[sizeof(path) + 16] = "";
-		if (dset >= 0 && H5Iget_name(dset, dset_name,
-					     sizeof(dset_name)) > 0)
-			vds = check_linked_storage(s, dset, dset_name, 0, err,
-						   errlen);
+		if (dset >= 0)
+			vds = check_linked_storage(
+				s, dset,
+				H5Iget_name(dset, dset_name,
+					    sizeof(dset_name)) > 0 ?
+					dset_name :
+					what,
+				0, err, errlen);
 	}
 	if (vds != 0) {
 		rc = vds;

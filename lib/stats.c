@@ -75,8 +75,8 @@ void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
 {
 	struct rank_counters *c = &s->per_rank[rank];
 	uint64_t t = now_s();
-	ADD(c->batches, 1);
 	pthread_mutex_lock(&c->ring_lock);
+	ADD(c->batches, 1); /* with the last open: one snapshot */
 	c->last_epoch = epoch;
 	c->last_batch = batch;
 	c->last_open_s = t;
@@ -108,7 +108,7 @@ void rfs_stats_generated(struct rfs_stats *s, uint64_t ns)
 }
 
 struct last_open {
-	uint64_t epoch, batch, seconds_ago;
+	uint64_t batches, epoch, batch, seconds_ago;
 };
 
 /* Rows opened in the last RATE_SECONDS whole seconds, per second, and the
@@ -122,7 +122,7 @@ static double rows_per_s(struct rank_counters *c, uint64_t t,
 		if (c->ring_second[i] < t && c->ring_second[i] + RATE_SECONDS >= t)
 			rows += c->ring_rows[i];
 	*last = (struct last_open){
-		c->last_epoch, c->last_batch,
+		GET(c->batches), c->last_epoch, c->last_batch,
 		t > c->last_open_s ? t - c->last_open_s : 0
 	};
 	pthread_mutex_unlock(&c->ring_lock);
@@ -147,15 +147,15 @@ void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 	struct rfs_buf ranks = { 0 };
 	for (uint64_t r = 0; r < s->ranks; r++) {
 		struct rank_counters *c = &s->per_rank[r];
-		uint64_t nb = GET(c->batches), by = GET(c->bytes);
+		struct last_open last;
+		double rate = rows_per_s(c, t, &last);
+		uint64_t nb = last.batches, by = GET(c->bytes);
 		uint64_t ready = GET(c->found[RFS_FOUND_READY]);
 		uint64_t waited = GET(c->found[RFS_FOUND_WAITED]);
 		uint64_t made = GET(c->found[RFS_FOUND_GENERATED]);
 		uint64_t reads = ready + waited + made;
 		batches += nb;
 		bytes += by;
-		struct last_open last;
-		double rate = rows_per_s(c, t, &last);
 		rfs_buf_printf(&ranks,
 			       "%s\n    {\"rank\": %llu, \"batches_served\": "
 			       "%llu, \"bytes_served\": %llu, \"rows_per_s\": "

@@ -67,12 +67,14 @@ herr_t __wrap_H5Dread(hid_t dset, hid_t mem_type, hid_t mem_space,
 struct fixture {
 	char dir[PATH_MAX];
 	char path[PATH_MAX + 32];
+	char cwd[PATH_MAX]; /* restored at teardown: some tests leave it */
 };
 
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	if (!f || h5fx_tmpdir(f->dir, sizeof(f->dir)) != 0) {
+	if (!f || !getcwd(f->cwd, sizeof(f->cwd)) ||
+	    h5fx_tmpdir(f->dir, sizeof(f->dir)) != 0) {
 		free(f);
 		return -1;
 	}
@@ -85,6 +87,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
+	if (chdir(f->cwd) != 0)
+		return -1;
 	h5fx_rmtree(f->dir);
 	free(f);
 	return 0;
@@ -875,6 +879,11 @@ static void test_external_storage(void **state)
 	const char *const relative[] = { path, "HDF5_EXTFILE_PREFIX (raw)",
 					 "relative", NULL };
 	expect_open_error(path, "/X", -EINVAL, relative);
+	/* "." is the working directory of each read, for HDF5. */
+	assert_int_equal(setenv("HDF5_EXTFILE_PREFIX", ".", 1), 0);
+	const char *const dot[] = { path, "HDF5_EXTFILE_PREFIX (.)",
+				    "relative", NULL };
+	expect_open_error(path, "/X", -EINVAL, dot);
 	assert_int_equal(unsetenv("HDF5_EXTFILE_PREFIX"), 0);
 
 	/* A short file: HDF5 would serve the rest as zeros. */
