@@ -54,7 +54,7 @@ struct parse_state {
 	struct rfs_cli *cli;
 	int action; /* 1: help or version printed */
 	int failed;
-	int has_fsname;
+	int has_fsname, has_subtype;
 };
 
 static int is_fuse_key(const char *key)
@@ -130,21 +130,13 @@ static int check_fuse_value(const char *key, const char *value)
 			value ? value : "", UINT32_MAX);
 		return -1;
 	}
-	if (strcmp(key, "fsname") == 0 &&
+	if ((strcmp(key, "fsname") == 0 || strcmp(key, "subtype") == 0) &&
 	    (!value || !*value || strlen(value) > 1024)) {
 		fprintf(stderr,
-			"rankfs: option fsname=%.40s%s: expected a name of 1 "
-			"to 1024 bytes\n",
-			value ? value : "",
+			"rankfs: option %s=%.40s%s: expected a name of 1 to "
+			"1024 bytes\n",
+			key, value ? value : "",
 			value && strlen(value) > 40 ? "..." : "");
-		return -1;
-	}
-	if (strcmp(key, "subtype") == 0 &&
-	    (!value || strcmp(value, "rankfs") != 0)) {
-		fprintf(stderr,
-			"rankfs: option subtype=%s: a rankfs mount's subtype "
-			"is rankfs (fuse.rankfs)\n",
-			value ? value : "");
 		return -1;
 	}
 	return 0;
@@ -193,6 +185,7 @@ static int take_option(struct parse_state *st, const char *arg)
 		if (check_fuse_value(key, eq ? eq + 1 : NULL) != 0)
 			return -1;
 		st->has_fsname |= strcmp(key, "fsname") == 0;
+		st->has_subtype |= strcmp(key, "subtype") == 0;
 		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
 		return 1; /* libfuse's: keep */
 	}
@@ -314,9 +307,11 @@ static int resolve_mountpoint(struct rfs_cli *cli)
 }
 
 /* Options every rankfs mount gets: read-only, permissions checked by the
- * kernel from our 0444/0555 modes, named after its source, unmounted by
- * fusermount3 if the daemon dies. */
-static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
+ * kernel from our 0444/0555 modes, named after its source and of subtype
+ * rankfs unless told otherwise, unmounted by fusermount3 if the daemon
+ * dies. */
+static int add_fixed_options(struct rfs_cli *cli, int has_fsname,
+			     int has_subtype)
 {
 	/* Absolute, so mount(8) and df show where the data lives: the first
 	 * SOURCE names a mount of several. */
@@ -327,7 +322,8 @@ static int add_fixed_options(struct rfs_cli *cli, int has_fsname)
 	free(real);
 	if (!value)
 		return -1;
-	if (asprintf(&opt, "-oro,default_permissions,subtype=rankfs,auto_unmount%s%s",
+	if (asprintf(&opt, "-oro,default_permissions,auto_unmount%s%s%s",
+		     has_subtype ? "" : ",subtype=rankfs",
 		     has_fsname ? "" : ",fsname=", has_fsname ? "" : value) <
 	    0)
 		opt = NULL;
@@ -362,7 +358,7 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 	cli->mountpoint = cli->sources[--cli->nsources];
 	if (resolve_mountpoint(cli) != 0)
 		return -1;
-	if (add_fixed_options(cli, st.has_fsname) != 0) {
+	if (add_fixed_options(cli, st.has_fsname, st.has_subtype) != 0) {
 		fprintf(stderr, "rankfs: out of memory\n");
 		return -1;
 	}

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int reserve(struct rfs_buf *b, size_t extra)
 {
@@ -79,6 +80,29 @@ void rfs_buf_json_string(struct rfs_buf *b, const char *s)
 		p += n ? n - 1 : 0;
 	}
 	rfs_buf_printf(b, "\"");
+}
+
+void rfs_buf_decimal(struct rfs_buf *b, double v,
+		     int (*same)(const void *ctx, double typed),
+		     const void *ctx)
+{
+	char text[40];
+	int digits = 1;
+	for (; digits < 17; digits++) {
+		snprintf(text, sizeof(text), "%.*g", digits, v);
+		double typed = strtod(text, NULL);
+		if (same ? same(ctx, typed) : typed == v)
+			break;
+	}
+	snprintf(text, sizeof(text), "%.*g", digits, v);
+	const char *e = strchr(text, 'e');
+	if (!e) {
+		rfs_buf_printf(b, "%s", text);
+		return;
+	}
+	/* d significant digits from 10^exp down: d - 1 - exp decimals. */
+	int decimals = digits - 1 - atoi(e + 1);
+	rfs_buf_printf(b, "%.*f", decimals > 0 ? decimals : 0, v);
 }
 
 int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len)

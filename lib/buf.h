@@ -23,6 +23,13 @@ void rfs_buf_printf(struct rfs_buf *b, const char *fmt, ...)
  * decodes it: json.load then os.fsencode give the bytes back. */
 void rfs_buf_json_string(struct rfs_buf *b, const char *s);
 
+/* Appends the shortest decimal text for v, without an exponent (option
+ * values are decimals), that same(ctx, value read back) accepts; same
+ * NULL: that reads back as v exactly. */
+void rfs_buf_decimal(struct rfs_buf *b, double v,
+		     int (*same)(const void *ctx, double typed),
+		     const void *ctx);
+
 /* @return 0 and hands b->data to the caller, or -ENOMEM (b is freed). */
 int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "convert.h"
 
 void rfs_column_free(struct rfs_column *c)
@@ -226,15 +227,21 @@ static int boolish(const struct rfs_column *c)
 	return f && t;
 }
 
+/* b's text into out (n bytes), ending in "..." when it does not fit. */
+static void finish_list(struct rfs_buf *b, char *out, size_t n)
+{
+	snprintf(out, n, "%s", b->failed || !b->data ? "" : b->data);
+	if (b->data && !b->failed && b->len >= n && n > 4)
+		strcpy(out + n - 4, "...");
+	rfs_buf_free(b);
+}
+
 static void list_categories(const struct rfs_column *c, char *out, size_t n)
 {
-	size_t used = 0;
-	out[0] = '\0';
-	for (uint64_t i = 0; i < c->ncategories && used + 1 < n; i++)
-		used += (size_t)snprintf(out + used, n - used, "%s%s",
-					 i ? ", " : "", c->categories[i]);
-	if (used >= n && n > 4)
-		strcpy(out + n - 4, "...");
+	struct rfs_buf b = { 0 };
+	for (uint64_t i = 0; i < c->ncategories && b.len < n; i++)
+		rfs_buf_printf(&b, "%s%s", i ? ", " : "", c->categories[i]);
+	finish_list(&b, out, n);
 }
 
 static int parse_number(const struct rfs_column *c, const char *v,
@@ -271,14 +278,31 @@ static size_t stored_forms(const struct rfs_column *c, double d,
 	return n;
 }
 
-/* Up to 10 of the numeric column's distinct values, for an error. */
+struct stored_value {
+	const struct rfs_column *column;
+	double value;
+};
+
+/* Whether typed, as a filter value, matches the stored value. */
+static int types_as(const void *ctx, double typed)
+{
+	const struct stored_value *s = ctx;
+	double forms[3];
+	size_t n = stored_forms(s->column, typed, forms);
+	for (size_t i = 0; i < n; i++)
+		if (forms[i] == s->value)
+			return 1;
+	return 0;
+}
+
+/* Up to 10 of the numeric column's distinct values, for an error, each
+ * as it would be typed in a filter (0.1 for float32's 0.1). */
 static void list_numbers(const struct rfs_column *c, char *out, size_t n)
 {
+	struct rfs_buf b = { 0 };
 	double seen[10];
-	size_t count = 0, used = 0;
-	int more = 0;
-	out[0] = '\0';
-	for (uint64_t r = 0; r < c->rows && !more; r++) {
+	size_t count = 0;
+	for (uint64_t r = 0; r < c->rows; r++) {
 		double x = rfs_column_real(c, r);
 		size_t k = 0;
 		while (k < count && seen[k] != x &&
@@ -287,16 +311,18 @@ static void list_numbers(const struct rfs_column *c, char *out, size_t n)
 		if (k < count)
 			continue;
 		if (count == 10) {
-			more = 1;
+			rfs_buf_printf(&b, ", ...");
 			break;
 		}
 		seen[count++] = x;
-		if (used + 1 < n)
-			used += (size_t)snprintf(out + used, n - used, "%s%.9g",
-						 count > 1 ? ", " : "", x);
+		rfs_buf_printf(&b, "%s", count > 1 ? ", " : "");
+		if (c->kind == RFS_COLUMN_INT)
+			rfs_buf_printf(&b, "%lld", (long long)c->codes[r]);
+		else
+			rfs_buf_decimal(&b, x, types_as,
+					&(struct stored_value){ c, x });
 	}
-	if (more && used + 1 < n)
-		snprintf(out + used, n - used, ", ...");
+	finish_list(&b, out, n);
 }
 
 int rfs_column_keep(const struct rfs_column *c, const char *values,

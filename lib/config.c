@@ -202,26 +202,6 @@ static int parse_real(const char *s, double *out)
 	return *end == '\0' && isfinite(*out) ? 0 : -EINVAL;
 }
 
-/* The shortest decimal text that reads back as v exactly, without an
- * exponent: config.json's values are options parse_real reads again. */
-static void render_real(double v, struct rfs_buf *b)
-{
-	char text[40];
-	int digits = 1;
-	for (; digits <= 17; digits++) {
-		snprintf(text, sizeof(text), "%.*g", digits, v);
-		if (strtod(text, NULL) == v)
-			break;
-	}
-	const char *e = strchr(text, 'e');
-	if (!e) {
-		rfs_buf_printf(b, "%s", text);
-		return;
-	}
-	/* d significant digits from 10^exp down: d - 1 - exp decimals. */
-	int decimals = digits - 1 - atoi(e + 1);
-	rfs_buf_printf(b, "%.*f", decimals > 0 ? decimals : 0, v);
-}
 
 static void list_choices(const struct option_def *o, char *s, size_t n)
 {
@@ -374,7 +354,8 @@ static void render_value(const struct rfs_config *c,
 			rfs_buf_printf(b, "%s", text ? text : "null");
 		break;
 	case REAL:
-		render_real(*real_at(m, o), b);
+		/* Read again by parse_real: config.json mounts again. */
+		rfs_buf_decimal(b, *real_at(m, o), NULL, NULL);
 		break;
 	case LIST: {
 		const struct rfs_strlist *l = list_at(m, o);

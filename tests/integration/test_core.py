@@ -544,6 +544,9 @@ def test_fsname_subtype_and_readonly(mounts, sources):
     assert fields[0] == os.path.realpath(path)
     assert fields[2] == "fuse.rankfs"
     assert "ro" in fields[3].split(",")
+    # By default only (PRODUCT.md): both can be named.
+    m = mounts(path, "batch_size=100,fsname=atlas,subtype=cells")
+    assert mount_entry(m.mnt)[:3] == ["atlas", m.mnt, "fuse.cells"]
 
 
 def test_json_names_a_file_name_that_is_not_utf8(mounts, tmp_path):

@@ -128,6 +128,48 @@ static void test_json_bytes_that_are_not_utf8(void **state)
 	expect_json("\x80\"", "\"\\udc80\\\"\"");
 }
 
+static char *decimal(double v, int (*same)(const void *, double),
+		     const void *ctx)
+{
+	struct rfs_buf b = { 0 };
+	char *out;
+	size_t len;
+	rfs_buf_decimal(&b, v, same, ctx);
+	assert_int_equal(rfs_buf_finish(&b, &out, &len), 0);
+	return out;
+}
+
+static int as_float(const void *ctx, double typed)
+{
+	return (float)typed == *(const float *)ctx;
+}
+
+/* Shortest, never with an exponent, and reading back as asked. */
+static void test_decimal(void **state)
+{
+	(void)state;
+	const struct {
+		double v;
+		const char *want;
+	} cases[] = { { 0.25, "0.25" },	      { 0.1, "0.1" },
+		      { 1e-05, "0.00001" },   { 1.5e-300, NULL },
+		      { 1e20, "100000000000000000000" },
+		      { 1.0 / 3, "0.3333333333333333" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = decimal(cases[i].v, NULL, NULL);
+		assert_null(strchr(got, 'e'));
+		assert_true(strtod(got, NULL) == cases[i].v);
+		if (cases[i].want)
+			assert_string_equal(got, cases[i].want);
+		free(got);
+	}
+	/* float32's 0.1, typed for a float32 reader. */
+	float f = 0.1f;
+	char *got = decimal((double)f, as_float, &f);
+	assert_string_equal(got, "0.1");
+	free(got);
+}
+
 static void test_json_every_control_char(void **state)
 {
 	(void)state;
@@ -191,6 +233,7 @@ int main(void)
 		cmocka_unit_test(test_printf_grows_over_many_kb),
 		cmocka_unit_test(test_json_string_escaping),
 		cmocka_unit_test(test_json_every_control_char),
+		cmocka_unit_test(test_decimal),
 		cmocka_unit_test(test_json_bytes_that_are_not_utf8),
 		cmocka_unit_test(test_json_appends_to_existing),
 		cmocka_unit_test(test_finish_failed_buffer),

@@ -219,9 +219,28 @@ static void test_keep_reals_as_stored(void **state)
 	assert_non_null(strstr(err, "no row has value 'nan'"));
 	assert_int_equal(rfs_column_keep(&f64, "7", keep, err, sizeof(err)),
 			 -EINVAL);
+	/* Listed as they would be typed: the float64 of float32's 0.1
+	 * needs 17 digits here. */
 	assert_non_null(strstr(err, "no row has value '7' (values: "
-				    "0.100000001, 0.1)"));
+				    "0.10000000149011612, 0.1)"));
 	rfs_column_free(&f64);
+	/* In a float32 column it is typed 0.1; 1e-05 without exponent. */
+	double tiny32[] = { (double)0.1f, (double)1e-05f };
+	struct rfs_column t32 = reals(tiny32, 2);
+	t32.real_sizes = 1u << 4;
+	memset(keep, 1, 2);
+	assert_int_equal(rfs_column_keep(&t32, "7", keep, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "(values: 0.1, 0.00001)"));
+	rfs_column_free(&t32);
+	/* Integers in full, never 1.23456789e+09. */
+	int64_t big[] = { 1234567890, -5 };
+	struct rfs_column ib = ints(big, 2);
+	memset(keep, 1, 2);
+	assert_int_equal(rfs_column_keep(&ib, "7", keep, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "(values: 1234567890, -5)"));
+	rfs_column_free(&ib);
 
 	/* Duplicates in the list are one value, found. */
 	int64_t v[] = { 3, 4 };
