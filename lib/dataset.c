@@ -110,30 +110,52 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 	return rc;
 }
 
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	size_t at; /* in the list */
+};
+
+static int cmp_file_id(const void *a, const void *b)
+{
+	const struct file_id *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return (x->at > y->at) - (x->at < y->at);
+}
+
 /* A file given twice (as itself, through a link, or in a directory also
- * given) would serve its rows twice over: refused. */
+ * given) would serve its rows twice over: refused. Sorted by identity,
+ * so that directories of many shards cost n log n. */
 static int check_distinct(const struct path_list *l, char *err,
 			  size_t errlen)
 {
-	struct stat *st = calloc(l->count ? l->count : 1, sizeof(*st));
-	int rc = st ? 0 : -ENOMEM;
-	for (size_t i = 0; i < l->count && rc == 0; i++) {
-		if (stat(l->items[i], &st[i]) != 0)
-			continue; /* opening it says why */
-		for (size_t j = 0; j < i && rc == 0; j++) {
-			if (st[j].st_dev == st[i].st_dev &&
-			    st[j].st_ino == st[i].st_ino && st[j].st_nlink) {
-				snprintf(err, errlen,
-					 "%s: the same file as %s: each file "
-					 "may be given once",
-					 l->items[i], l->items[j]);
-				rc = -EINVAL;
-			}
+	struct file_id *ids = calloc(l->count ? l->count : 1, sizeof(*ids));
+	size_t n = 0;
+	if (!ids) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < l->count; i++) {
+		struct stat st;
+		if (stat(l->items[i], &st) == 0) /* else opening says why */
+			ids[n++] = (struct file_id){ st.st_dev, st.st_ino, i };
+	}
+	qsort(ids, n, sizeof(*ids), cmp_file_id);
+	int rc = 0;
+	for (size_t k = 1; k < n && rc == 0; k++) {
+		if (ids[k].dev == ids[k - 1].dev &&
+		    ids[k].ino == ids[k - 1].ino) {
+			snprintf(err, errlen,
+				 "%s: the same file as %s: each file may be "
+				 "given once",
+				 l->items[ids[k].at], l->items[ids[k - 1].at]);
+			rc = -EINVAL;
 		}
 	}
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
-	free(st);
+	free(ids);
 	return rc;
 }
 

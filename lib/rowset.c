@@ -38,10 +38,12 @@ int rfs_rowset_set_weights(struct rfs_rowset *r,
 			return -EINVAL;
 		}
 		most = w > most ? w : most;
+		cdf[v] = w; /* the sums replace the weights below */
 	}
 	/* Weights near DBL_MAX would sum to infinity, and subnormal ones
-	 * draw with a few bits: such weights are scaled by a power of two
-	 * (exactly, so the shares stay) to a largest weight in [1, 2). */
+	 * draw with a few bits: such weights are scaled by the power of two
+	 * that brings the largest into [1, 2) (exact, but for weights that
+	 * fall below 2^-1074 beside the largest: too small to be drawn). */
 	int scale = most > 0x1p500 || (most > 0 && most < 0x1p-500) ?
 			    -ilogb(most) :
 			    0;
@@ -49,7 +51,7 @@ int rfs_rowset_set_weights(struct rfs_rowset *r,
 	long double sum = 0;
 	uint64_t last = r->length;
 	for (uint64_t v = 0; v < r->length; v++) {
-		double w = ldexp(weight(ctx, rfs_rowset_row(r, v)), scale);
+		double w = ldexp(cdf[v], scale);
 		if (w > 0)
 			last = v;
 		sum += w;

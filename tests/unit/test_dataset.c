@@ -245,6 +245,28 @@ static void test_mismatches_name_the_file(void **state)
 					  sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/x.h5ad"));
+	/* A file given twice, also through its directory: its rows would
+	 * be served twice. */
+	char *twice[] = { f->path[1], f->path[0], f->path[1] };
+	assert_int_equal(rfs_dataset_open(twice, 3, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "the same file as"));
+	char *through_dir[] = { f->path[2], f->dir };
+	assert_int_equal(rfs_dataset_open(through_dir, 2, NULL, 1 << 20, &d,
+					  err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, f->path[2]));
+	/* A dangling link among a directory's files fails the open. */
+	char link[PATH_MAX + 32];
+	snprintf(link, sizeof(link), "%s/zz.h5", f->dir);
+	assert_int_equal(symlink("/nonexistent/target.h5", link), 0);
+	char *dir[] = { f->dir };
+	assert_int_equal(rfs_dataset_open(dir, 1, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "zz.h5"));
+	remove(link);
 }
 
 int main(void)
