@@ -83,8 +83,22 @@ static void print_help(void)
 	if (!b.failed && b.data)
 		fputs(b.data, stdout);
 	rfs_buf_free(&b);
-	printf("\nFUSE options:\n");
-	fuse_cmdline_help();
+	/* libfuse's fuse_cmdline_help() would show its own thread defaults
+	 * (10 workers, idle ones unbounded as -1), not rankfs's. */
+	printf("\nFUSE options:\n"
+	       "    -d   -o debug          libfuse's request trace (implies "
+	       "-f)\n"
+	       "    -f                     stay in the foreground\n"
+	       "    -s                     one handler thread\n"
+	       "    --log-file=PATH        the same as -o log_file=PATH\n"
+	       "    -o clone_fd            one /dev/fuse descriptor per "
+	       "worker thread\n"
+	       "    -o max_threads=N       worker threads, 1 to 1024 "
+	       "(default: 4 x world_size\n"
+	       "                           + 4, from 10 to 64)\n"
+	       "    -o max_idle_threads=N  idle worker threads kept, 0 to "
+	       "1024 (default:\n"
+	       "                           all of them)\n");
 	fuse_lowlevel_help();
 	printf("\nSee rankfs(1) and docs/usage.md.\n");
 }

@@ -294,5 +294,8 @@ def test_help_lists_every_option_and_version():
                 "dataset", "epochs", "cache_mb", "direct_io", "log_file"):
         assert f"-o {opt}" in r.stdout, opt
     assert "usage: rankfs" in r.stdout
+    # rankfs's thread defaults, not libfuse's (10, and -1 for idle).
+    assert "4 x world_size" in r.stdout
+    assert "default: 10" not in r.stdout and "default: -1" not in r.stdout
     r = run_rankfs(["--version"])
     assert r.returncode == 0 and r.stdout.startswith("rankfs ")
