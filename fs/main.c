@@ -68,16 +68,20 @@ static void raise_readahead(const char *mountpoint)
 
 /* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped). What
  * malloc still serves are a fill's temporaries (row lists, a CSR batch's
- * values), freed within the same fill: a fixed 4 MiB threshold keeps
- * them in the heap, reused without page faults, instead of glibc's
- * sliding one, which would let freed file-sized blocks pile up in
- * per-thread arenas; 4 arenas of at most 8 MiB kept free bound what the
- * heaps hold. */
+ * arrays, a cast's rows as stored), freed within the same fill and
+ * counted in cache_mb while it runs (lib/cache.c): a fixed 4 MiB
+ * threshold keeps them in the heap, reused without page faults, instead
+ * of glibc's sliding one, which would let freed file-sized blocks pile
+ * up. One arena: with one per group of threads, each kept the free space
+ * of the fills its threads had run, pinned by long-lived chunks, and the
+ * daemon reached three times cache_mb (test_reliability.py's
+ * test_memory_bound_counts_temporaries). A fill makes a few allocations,
+ * so threads hardly contend for the one arena's lock. */
 static void bound_allocator(void)
 {
 	mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
-	mallopt(M_ARENA_MAX, 4);
+	mallopt(M_ARENA_MAX, 1);
 }
 
 /* page_store.c sends through this, so that it stays free of FUSE and is

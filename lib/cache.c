@@ -223,13 +223,16 @@ static void release_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 struct rfs_cache_fill {
 	struct rfs_cache *cache;
 	struct rfs_cache_entry *entry;
+	size_t scratch; /* counted in bytes until the fill returns */
 };
 
-void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len)
+void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
+			    size_t scratch)
 {
 	struct rfs_cache *c = f->cache;
 	struct rfs_cache_entry *e = f->entry;
-	size_t need = rfs_bigbuf_footprint(len);
+	size_t footprint = rfs_bigbuf_footprint(len);
+	size_t need = footprint + scratch;
 	pthread_mutex_lock(&c->lock);
 	if (e->data) {
 		pthread_mutex_unlock(&c->lock);
@@ -253,11 +256,12 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len)
 	pthread_mutex_unlock(&c->lock);
 	void *data = rfs_bigbuf_alloc(len);
 	pthread_mutex_lock(&c->lock);
+	f->scratch = scratch;
 	if (data) {
 		e->data = data;
 		e->len = len;
 	} else {
-		c->bytes -= need;
+		c->bytes -= footprint;
 		pthread_cond_broadcast(&c->room);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -274,6 +278,10 @@ static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 	pthread_mutex_lock(&c->lock);
 	e->state = READY;
 	e->error = rc;
+	if (f.scratch) { /* the temporaries are freed */
+		c->bytes -= f.scratch;
+		pthread_cond_broadcast(&c->room);
+	}
 	if (rc != 0) {
 		/* Unlisted now, so new gets retry; waiters still hold
 		 * references and see the error. */

@@ -6,7 +6,8 @@
  * starting their own. Unreferenced entries are kept in LRU order while the
  * total stays within the capacity.
  *
- * Entries being filled or held count against the capacity too: a fill
+ * Entries being filled or held count against the capacity too, with the
+ * temporaries of fills in flight: a fill
  * takes its buffer from rfs_cache_fill_buffer(), which evicts unreferenced
  * entries to make room and otherwise waits for other fills to finish and
  * other holders to put their entries back. So however many threads get at
@@ -39,9 +40,12 @@ typedef int (*rfs_cache_fill_fn)(void *ctx, const struct rfs_cache_key *key,
 				 struct rfs_cache_fill *f);
 
 /* The entry's buffer of len bytes, taken once per fill. Waits for room
- * first (see above).
+ * first (see above) for it and for scratch more bytes: a bound of the
+ * fill's own temporaries, counted until fill() returns, so that however
+ * many fills run at once their temporaries stay within the capacity too.
  * @return the buffer, or NULL when out of memory (or taken already). */
-void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len);
+void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
+			    size_t scratch);
 
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 		     struct rfs_cache **out);
@@ -94,7 +98,7 @@ struct rfs_cache_counters {
 	uint64_t hits; /* gets served by an existing or pending entry */
 	uint64_t misses; /* gets that ran fill() */
 	/* Memory held now, in buffers being filled too (the
-	 * rfs_bigbuf_footprint of each). */
+	 * rfs_bigbuf_footprint of each), with their fills' scratch. */
 	uint64_t bytes;
 	uint64_t entries;
 	uint64_t room_waits; /* fills that waited for room */

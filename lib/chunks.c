@@ -40,7 +40,8 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
 	/* The buffer first: it may wait for room, holding nothing else. */
-	unsigned char *out = rfs_cache_fill_buffer(f, out_len);
+	unsigned char *out = rfs_cache_fill_buffer(f, out_len,
+						   loc->size + out_len);
 	unsigned char *stored = malloc(loc->size ? loc->size : 1);
 	unsigned char *scratch = malloc(out_len);
 	int rc = -ENOMEM;

@@ -358,6 +358,24 @@ out:
 	return rc;
 }
 
+size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
+				uint64_t nnz)
+{
+	size_t most = 0; /* of one file's read, one file at a time */
+	for (size_t f = 0; f < d->nfiles; f++) {
+		size_t one = rfs_source_read_scratch(d->files[f], n, nnz);
+		most = one > most ? one : most;
+	}
+	if (d->nfiles == 1)
+		return most;
+	if (!rfs_dataset_info(d)->sparse) /* rows and staging */
+		return most + n * (sizeof(int64_t) + rfs_dataset_row_bytes(d));
+	/* local, slots, and the joined rfs_csr */
+	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
+	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
+	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t));
+}
+
 /* The file holding global row (binary search over the starts). */
 static size_t file_of(const struct rfs_dataset *d, uint64_t row)
 {

@@ -52,6 +52,13 @@ int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
  * -EIO (its file changed), -ENOMEM. */
 int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
 			    size_t n, const unsigned char **at);
+/* The most memory rfs_dataset_read_rows() (nnz 0) or
+ * rfs_dataset_read_csr() of n rows holding nnz stored values allocates,
+ * its rfs_csr arrays included (rfs_source_read_scratch() over the files,
+ * and the staging of several). */
+size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
+				uint64_t nnz);
+
 /* CSR sources: the stored values of a global row (indptr is in memory). */
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
 

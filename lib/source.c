@@ -1536,6 +1536,22 @@ int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows)
 	return rc;
 }
 
+size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
+			       uint64_t nnz)
+{
+	const struct array *a = &s->x;
+	if (s->info.sparse) /* the arrays of rfs_source_read_csr() */
+		return (n + 1) * sizeof(uint64_t) +
+		       n * sizeof(struct rfs_wanted) +
+		       nnz * (2 * a->elem + s->indices.elem +
+			      2 * sizeof(int64_t));
+	/* rfs_source_read_rows(), fetch_sorted() and hdf5_rows_to() */
+	size_t per_row = sizeof(struct rfs_wanted) + sizeof(uint64_t) +
+			 sizeof(unsigned char *) + sizeof(struct iovec) +
+			 sizeof(struct rfs_fetch_run);
+	return n * (per_row + (a->path == READ_HDF5 ? a->row_bytes : 0));
+}
+
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 {
 	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);

@@ -81,6 +81,12 @@ struct rfs_csr {
 int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 			void *values, struct rfs_csr *out);
 
+/* The most memory a read of n rows allocates for itself, for the caller
+ * to count: rfs_source_read_rows() (nnz 0), or rfs_source_read_csr() of
+ * rows holding nnz stored values, its rfs_csr arrays included. */
+size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
+			       uint64_t nnz);
+
 /* Stored values of a CSR row: from indptr, which is in memory. */
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);
 

@@ -137,6 +137,36 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst,
 	return 0;
 }
 
+static int is_batch(uint64_t kind)
+{
+	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
+}
+
+/* The most memory dense_rows() or npz_file() of n rows (nnz stored
+ * values) allocates beside the file, and generate()'s row ids: counted in
+ * the cache with the file while it is made. */
+static size_t fill_scratch(const struct rfs_view *v, uint64_t kind,
+			   uint64_t n, uint64_t nnz)
+{
+	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
+	size_t ids = n * sizeof(int64_t);
+	if (!is_batch(kind))
+		return ids;
+	size_t scratch = ids + rfs_dataset_read_scratch(v->dataset, n, nnz);
+	size_t out_elem = rfs_dtype_size(v->out_dtype);
+	int cast = v->out_dtype != info->dtype;
+	if (!v->sparse) /* the rows as stored, cast from there */
+		return scratch + (cast ? n * info->cols *
+					  rfs_dtype_size(info->dtype) :
+				  0);
+	if (kind == RFS_KIND_NPZ)
+		return scratch + (cast ? nnz * out_elem : 0);
+	scratch += nnz * out_elem; /* the values, cast */
+	if (v->out_dtype == RFS_FLOAT16) /* scatter_add()'s float32 sums */
+		scratch += (n * info->cols + nnz) * sizeof(float);
+	return scratch;
+}
+
 /* Dense rows of a batch, in the served dtype, at dst. */
 static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		      unsigned char *dst)
@@ -181,7 +211,8 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 {
 	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
 	struct rfs_npz_csr m = npz_shape(v, rows, n);
-	unsigned char *buf = rfs_cache_fill_buffer(f, rfs_npz_size(&m));
+	unsigned char *buf = rfs_cache_fill_buffer(
+		f, rfs_npz_size(&m), fill_scratch(v, RFS_KIND_NPZ, n, m.nnz));
 	if (!buf)
 		return -ENOMEM;
 	int cast = v->out_dtype != info->dtype;
@@ -221,11 +252,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int is_batch(uint64_t kind)
-{
-	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
-}
-
 static int generate(void *ctx, const struct rfs_cache_key *key,
 		    struct rfs_cache_fill *f);
 
@@ -249,8 +275,12 @@ static int npy_file(struct rfs_view *v, const struct rfs_cache_key *key,
 	int ndims;
 	enum rfs_dtype dtype;
 	file_shape(v, key->kind, n, shape, &ndims, &dtype);
-	unsigned char *buf = rfs_cache_fill_buffer(f,
-						   rfs_view_file_size(v, key));
+	uint64_t nnz = key->kind == RFS_KIND_BATCH && v->sparse ?
+			       npz_shape(v, rows, n).nnz :
+			       0;
+	unsigned char *buf = rfs_cache_fill_buffer(
+		f, rfs_view_file_size(v, key),
+		fill_scratch(v, key->kind, n, nnz));
 	if (!buf)
 		return -ENOMEM;
 	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);

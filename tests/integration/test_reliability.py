@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import RANKFS, is_mounted, unescape, write_h5
+from conftest import RANKFS, is_mounted, unescape, write_h5, write_h5ad
 
 
 def read_all(path):
@@ -325,6 +325,65 @@ def test_memory_bound_with_concurrent_first_reads(mounts, tmp_path):
     print(f"daemon peak RSS {peak:.1f} MiB, cache misses "
           f"{cache['misses']}, waits for room {cache['room_waits']}")
     assert cache["room_waits"] > 0  # and stats.json says so
+    if os.environ.get("RANKFS_SANITIZED"):
+        return  # as above: RSS says nothing under ASan
+    assert peak < 40 + OVERHEAD_MIB
+
+
+def load_dense_when_told(batch, index, dense, start):
+    """Loads batch (.npy or .npz) when told; exits 1 if it is not the
+    rows index names."""
+    import scipy.sparse
+    start.wait()
+    got = (scipy.sparse.load_npz(batch).toarray() if batch.endswith(".npz")
+           else np.load(batch))
+    want = dense[np.load(index)].astype(got.dtype)
+    os._exit(0 if np.array_equal(got, want) else 1)
+
+
+# Temporaries of a generation beside its file: the source-dtype rows of a
+# cast (8x a uint8 batch) and the arrays of a CSR read (about 4x a .npz).
+@pytest.mark.parametrize("form,options,kind", [
+    ("dense", "dtype=uint8", "batch"),
+    ("csr", "", "batch"),
+    ("csr", "", "npz")])
+def test_memory_bound_counts_temporaries(mounts, tmp_path, form, options,
+                                         kind):
+    """24 processes first-read 24 different batches at once with
+    cache_mb=40, each generation needing several times its file in
+    temporaries: those count in cache_mb too (a peak of 246 MiB with the
+    build of f9e14c2 for 60 readers of casts)."""
+    import scipy.sparse
+    rng = np.random.default_rng(3)
+    dense = rng.integers(0, 256, (6000, 1024)).astype(np.float64)
+    path = str(tmp_path / "t.h5ad")
+    if form == "dense":
+        write_h5(path, {"x": dense})
+        options = "dataset=/x," + options
+    else:
+        dense = (dense * (rng.random(dense.shape) < 0.5)).astype(np.float32)
+        write_h5ad(path, scipy.sparse.csr_matrix(dense))
+    m = mounts(path, ",".join(o for o in (
+        "world_size=1,batch_size=1024,cache_mb=40,prefetch=0", options) if o),
+               extra=("-o", "max_threads=32"))
+    ext = "npz" if kind == "npz" else "npy"
+    files = [(e, b) for e in range(6) for b in range(m.batches())][:24]
+    assert len(files) == 24
+    ctx = mp.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=load_dense_when_told,
+                         args=(m.file("batch", e, 0, b).replace(
+                                   ".npy", "." + ext),
+                               m.file("index", e, 0, b), dense, start))
+             for e, b in files]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0  # each saw its rows, byte for byte
+    _, peak = rss_mib(m.proc.pid)
+    print(f"daemon peak RSS {peak:.1f} MiB ({form}, {options or kind})")
     if os.environ.get("RANKFS_SANITIZED"):
         return  # as above: RSS says nothing under ASan
     assert peak < 40 + OVERHEAD_MIB

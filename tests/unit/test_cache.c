@@ -28,6 +28,7 @@ struct filler {
 	atomic_int live, most_live;
 	int overlap;
 	size_t big_size; /* of keys with batch >= BIG, when set */
+	size_t scratch; /* temporaries each fill declares */
 };
 
 #define BIG 1000
@@ -59,10 +60,10 @@ static int fill(void *ctx, const struct rfs_cache_key *key,
 		nanosleep(&ts, NULL);
 	}
 	size_t size = f->big_size && key->batch >= BIG ? f->big_size : f->size;
-	unsigned char *p = rfs_cache_fill_buffer(fl, size);
+	unsigned char *p = rfs_cache_fill_buffer(fl, size, f->scratch);
 	if (!p)
 		return -ENOMEM;
-	if (rfs_cache_fill_buffer(fl, size)) /* once only */
+	if (rfs_cache_fill_buffer(fl, size, 0)) /* once only */
 		return -EPROTO;
 	if (f->fail_next) {
 		int rc = f->fail_next;
@@ -551,6 +552,38 @@ static void test_fills_wait_for_room(void **state)
 	rfs_cache_destroy(c);
 }
 
+static void test_fill_scratch_counts_while_filling(void **state)
+{
+	(void)state;
+	/* As above, but each fill declares twice its buffer in temporaries:
+	 * a fill's buffer and scratch take all the room, so one fill runs at
+	 * a time, and the scratch leaves the count when the fill returns. */
+	struct filler f = { .size = 4096, .scratch = 8192, .overlap = 8 };
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(3 * 4096, fill, &f, &c), 0);
+	struct getter g[8];
+	run_distinct(c, &f, g, 8, room_thread);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(g[i].rc, 0);
+		assert_int_equal(g[i].first, 1 + i);
+	}
+	assert_int_equal(atomic_load(&f.calls), 8);
+	assert_int_equal(atomic_load(&f.most_live), 1);
+	struct rfs_cache_counters n = counters(c);
+	assert_true(n.bytes <= 3 * 4096 && n.bytes == n.entries * 4096);
+	assert_true(n.room_waits >= 7);
+
+	/* A failed fill gives its scratch back too. */
+	f.fail_next = EIO;
+	f.overlap = 0;
+	struct rfs_cache_key k = key_of(100);
+	struct rfs_cache_entry *e;
+	assert_int_equal(rfs_cache_get(c, &k, &e), -EIO);
+	struct rfs_cache_counters after = counters(c);
+	assert_true(after.bytes == after.entries * 4096); /* no scratch left */
+	rfs_cache_destroy(c);
+}
+
 static void *get_one(void *arg)
 {
 	struct getter *g = arg;
@@ -686,6 +719,7 @@ int main(void)
 		cmocka_unit_test(test_concurrent_gets_share_failure),
 		cmocka_unit_test(test_concurrent_churn),
 		cmocka_unit_test(test_fills_wait_for_room),
+		cmocka_unit_test(test_fill_scratch_counts_while_filling),
 		cmocka_unit_test(test_fill_waits_for_held_entry),
 		cmocka_unit_test(test_big_fill_not_starved_by_small_ones),
 	};
