@@ -15,6 +15,7 @@
 #include "convert.h"
 #include "dataset.h"
 #include "kind.h"
+#include "log.h"
 #include "npy.h"
 #include "npz.h"
 #include "plan.h"
@@ -31,10 +32,12 @@
  * kernel's copy more than the gather costs us. */
 #define MAPPED_ROW_BYTES_MIN 2048
 
-/* Where each rank's sequential reader is, for prefetch: the furthest
- * (epoch x batches + batch) queued per rank and kind. */
+/* Where each rank's sequential reader is, for prefetch, per rank and
+ * kind, in positions (epoch x batches + batch). Protected by
+ * rfs_view.readers_lock. */
 struct reader {
-	uint64_t queued_to; /* protected by rfs_view.readers_lock */
+	uint64_t queued_to; /* the furthest queued */
+	uint64_t furthest; /* the furthest opened since the last jump */
 	int started;
 };
 
@@ -47,8 +50,10 @@ struct rfs_view {
 	struct rfs_stats *stats;
 	struct rfs_prefetch *prefetch; /* NULL: prefetch=0 */
 	uint64_t prefetch_depth; /* batches ahead, bounded by the cache */
+	uint64_t prefetch_room; /* bytes all readers' queued batches may take */
 	pthread_mutex_t readers_lock;
 	struct reader *readers; /* world_size x RFS_KIND_COUNT */
+	uint64_t active_readers; /* started ones: protected by readers_lock */
 	enum rfs_dtype out_dtype; /* of batch files */
 	int sparse; /* CSR source: dense .npy built from CSR, and .npz */
 	int mapped; /* batch rows as stored: rfs_view_read_mapped() may */
@@ -627,9 +632,21 @@ static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 	rfs_cache_warm(v->cache, key);
 }
 
-/* Prefetch depth within the batch cache: the batches queued for every
- * rank together take at most half of it, so they are not evicted before
- * they are read. */
+/* Batches queued ahead of each reader now: the queued batches of all
+ * readers that have started (the ranks that read this mount, not all of
+ * world_size on a multi-node job) take at most prefetch_room together, so
+ * that they are not evicted before they are read. Called with
+ * readers_lock held. */
+static uint64_t depth_now(const struct rfs_view *v)
+{
+	uint64_t readers = v->active_readers ? v->active_readers : 1;
+	uint64_t fits = v->prefetch_room /
+			(readers * v->file_size[RFS_KIND_BATCH][0]);
+	return fits < v->prefetch_depth ? fits : v->prefetch_depth;
+}
+
+/* Prefetch depth for one reader within half the batch cache; with more
+ * readers, depth_now() shares that half out. */
 static int start_prefetch(struct rfs_view *v, size_t cache_bytes)
 {
 	struct rfs_config *c = &v->config;
@@ -640,10 +657,14 @@ static int start_prefetch(struct rfs_view *v, size_t cache_bytes)
 	if (c->prefetch == RFS_UNSET)
 		c->prefetch = 2 * c->fetch_factor;
 	uint64_t batch_bytes = v->file_size[RFS_KIND_BATCH][0];
-	uint64_t fits = cache_bytes / 2 / (c->world_size * batch_bytes);
+	v->prefetch_room = cache_bytes / 2;
+	uint64_t fits = v->prefetch_room / batch_bytes;
 	v->prefetch_depth = c->prefetch < fits ? c->prefetch : fits;
 	if (c->prefetch && !v->prefetch_depth)
-		v->prefetch_depth = 1;
+		rfs_log("prefetch is off: a batch file of %llu bytes does not "
+			"fit in a quarter of cache_mb=%llu; raise cache_mb",
+			(unsigned long long)batch_bytes,
+			(unsigned long long)c->cache_mb);
 	c->prefetch = v->prefetch_depth; /* config.json: the depth in use */
 	v->readers = calloc(c->world_size * RFS_KIND_COUNT,
 			    sizeof(*v->readers));
@@ -884,10 +905,16 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 		       (unsigned long long)cc.entries,
 		       (unsigned long long)(v->config.cache_mb << 20),
 		       (unsigned long long)cc.room_waits);
+	uint64_t depth = 0;
+	if (v->prefetch) {
+		pthread_mutex_lock(&v->readers_lock);
+		depth = depth_now(v);
+		pthread_mutex_unlock(&v->readers_lock);
+	}
 	rfs_buf_printf(&b,
 		       ",\n  \"prefetch\": {\"depth\": %llu, \"queued\": %llu, "
 		       "\"done\": %llu, \"dropped\": %llu}\n}\n",
-		       (unsigned long long)v->prefetch_depth,
+		       (unsigned long long)depth,
 		       (unsigned long long)pc.queued,
 		       (unsigned long long)pc.done,
 		       (unsigned long long)pc.dropped);
@@ -937,20 +964,34 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
 			       rfs_view_batch_rows(v, key->batch));
 	if (!v->prefetch)
 		return;
-	/* A sequential reader at pos gets pos + 1 .. pos + depth queued,
-	 * continuing from what is queued already; a jump starts afresh.
-	 * Positions count on across epochs. A push dropped because the queue
-	 * is full is not tried again: the workers are behind, and the reader
-	 * generates that batch itself when it gets there. */
+	/* A reader in order at pos gets pos + 1 .. pos + depth queued,
+	 * continuing from what is queued already. In order allows for the
+	 * reordering of a loader's concurrent workers: at most one past the
+	 * queue, and within depth of the furthest opened. A jump queues
+	 * nothing (a reader in random order would have depth batches made
+	 * for nothing at every open); the next open in order starts afresh
+	 * from there. Positions count on across epochs. A push dropped
+	 * because the queue is full is not tried again: the workers are
+	 * behind, and the reader generates that batch itself when it gets
+	 * there. */
 	uint64_t nb = rfs_view_batches_per_rank(v);
 	uint64_t pos = key->epoch * nb + key->batch;
-	uint64_t from = pos + 1, to = pos + v->prefetch_depth;
 	pthread_mutex_lock(&v->readers_lock);
 	struct reader *r = &v->readers[key->rank * RFS_KIND_COUNT + key->kind];
-	if (r->started && r->queued_to >= pos && r->queued_to < to)
-		from = r->queued_to + 1;
-	r->queued_to = to;
-	r->started = 1;
+	if (!r->started) {
+		r->started = 1;
+		r->queued_to = r->furthest = pos;
+		v->active_readers++;
+	}
+	uint64_t depth = depth_now(v), from = pos + 1, to = pos + depth;
+	if (pos <= r->queued_to + 1 && pos + depth + 1 >= r->furthest) {
+		from = r->queued_to >= from ? r->queued_to + 1 : from;
+		r->queued_to = to > r->queued_to ? to : r->queued_to;
+		r->furthest = pos > r->furthest ? pos : r->furthest;
+	} else {
+		to = pos;
+		r->queued_to = r->furthest = pos;
+	}
 	pthread_mutex_unlock(&v->readers_lock);
 	for (uint64_t p = from; p <= to && p / nb < RFS_EPOCHS; p++) {
 		struct rfs_cache_key next = { .epoch = p / nb,

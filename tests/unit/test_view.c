@@ -497,6 +497,79 @@ static void test_opened_prefetches_ahead(void **state)
 	rfs_config_free(&c);
 }
 
+/* stats.json's prefetch field: depth, queued or done. */
+static uint64_t prefetch_count(struct rfs_view *v, const char *field)
+{
+	char *sj = NULL, name[32];
+	size_t len;
+	assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
+	snprintf(name, sizeof(name), "\"%s\": ", field);
+	const char *at = strstr(strstr(sj, "\"prefetch\""), name);
+	assert_non_null(at);
+	uint64_t n = strtoull(at + strlen(name), NULL, 10);
+	free(sj);
+	return n;
+}
+
+static void open_at(struct rfs_view *v, uint64_t epoch, uint64_t rank,
+		    uint64_t batch)
+{
+	rfs_view_opened(v, &(struct rfs_cache_key){ .epoch = epoch,
+						    .rank = rank,
+						    .batch = batch },
+			0);
+}
+
+/* A reader that jumps gets nothing queued at the jump: only opens in
+ * order (or nearly, as concurrent loader workers open) queue ahead. */
+static void test_prefetch_skips_jumps(void **state)
+{
+	struct fixture *f = *state;
+	struct rfs_config c;
+	char err[64];
+	make_config(&c, "shuffle", "5");
+	assert_int_equal(rfs_config_set(&c, "prefetch", "3", err, sizeof(err)),
+			 0);
+	struct rfs_view *v = create_ok(&c, f->path);
+	open_at(v, 0, 1, 0); /* first: 1, 2, 3 */
+	open_at(v, 0, 1, 2); /* workers' order: 4, 5 */
+	open_at(v, 0, 1, 1); /* behind, within depth: nothing new */
+	assert_int_equal(prefetch_count(v, "queued"), 5);
+	open_at(v, 5, 1, 0); /* jump ahead: nothing */
+	open_at(v, 2, 1, 0); /* jump back: nothing */
+	assert_int_equal(prefetch_count(v, "queued"), 5);
+	open_at(v, 2, 1, 1); /* in order after the jump: 3 more */
+	assert_int_equal(prefetch_count(v, "queued"), 8);
+	for (int i = 0; i < 2000 && prefetch_count(v, "done") < 8; i++)
+		usleep(1000);
+	assert_int_equal(prefetch_count(v, "done"), 8);
+	rfs_view_destroy(v);
+	rfs_config_free(&c);
+}
+
+/* The ranks that read share the room for prefetched batches: the depth
+ * halves when a second starts. */
+static void test_prefetch_depth_shared_by_readers(void **state)
+{
+	struct fixture *f = *state;
+	struct rfs_config c;
+	char err[64];
+	make_config(&c, "shuffle", "5");
+	assert_int_equal(rfs_config_set(&c, "prefetch", "60000", err,
+					sizeof(err)),
+			 0);
+	struct rfs_view *v = create_ok(&c, f->path);
+	uint64_t depth = rfs_view_config(v)->prefetch;
+	assert_true(depth >= 2 && depth < 60000); /* cut to the room */
+	assert_int_equal(prefetch_count(v, "depth"), depth);
+	open_at(v, 0, 0, 0);
+	assert_int_equal(prefetch_count(v, "depth"), depth);
+	open_at(v, 0, 1, 0);
+	assert_int_equal(prefetch_count(v, "depth"), depth / 2);
+	rfs_view_destroy(v);
+	rfs_config_free(&c);
+}
+
 static void test_one_dimensional_source(void **state)
 {
 	struct fixture *f = *state;
@@ -650,6 +723,8 @@ int main(void)
 		cmocka_unit_test(test_batch_bytes),
 		cmocka_unit_test(test_get_is_cached),
 		cmocka_unit_test(test_opened_prefetches_ahead),
+		cmocka_unit_test(test_prefetch_skips_jumps),
+		cmocka_unit_test(test_prefetch_depth_shared_by_readers),
 		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
 		cmocka_unit_test(test_read_mapped),
