@@ -368,8 +368,9 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 	}
 	if (d->nfiles == 1)
 		return most;
-	if (!rfs_dataset_info(d)->sparse) /* rows and staging */
-		return most + n * (sizeof(int64_t) + rfs_dataset_row_bytes(d));
+	if (!rfs_dataset_info(d)->sparse) /* sorted rows, local ids, staging */
+		return most + n * (sizeof(struct rfs_wanted) + sizeof(int64_t) +
+				   rfs_dataset_row_bytes(d));
 	/* local, slots, and the joined rfs_csr */
 	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
 	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
@@ -407,6 +408,14 @@ int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
 	}
 	free(base);
 	return rc;
+}
+
+uint64_t rfs_dataset_nnz(const struct rfs_dataset *d)
+{
+	uint64_t total = 0;
+	for (size_t f = 0; f < d->nfiles; f++)
+		total += rfs_source_info(d->files[f])->nnz;
+	return total;
 }
 
 uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d)

@@ -62,6 +62,9 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 /* CSR sources: the stored values of a global row (indptr is in memory). */
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
 
+/* CSR: the stored values of all files. */
+uint64_t rfs_dataset_nnz(const struct rfs_dataset *d);
+
 /* CSR: the stored values of the fullest row of any file. */
 uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d);
 

@@ -38,8 +38,15 @@
 struct reader {
 	uint64_t queued_to; /* the furthest queued */
 	uint64_t furthest; /* the furthest opened since the last jump */
-	int started;
+	uint64_t last_open_ns; /* 0: never opened */
 };
+
+/* Readers that opened a batch within this long share the prefetch room;
+ * one idle longer (a one-off cat, a finished job) leaves it to others. */
+#define READER_IDLE_NS (UINT64_C(10) * 1000000000u)
+/* Positions a loader's concurrent workers open out of order by: at most
+ * their number times the batches each keeps ahead. */
+#define REORDER_SLACK 32
 
 struct rfs_view {
 	struct rfs_config config;
@@ -51,9 +58,13 @@ struct rfs_view {
 	struct rfs_prefetch *prefetch; /* NULL: prefetch=0 */
 	uint64_t prefetch_depth; /* batches ahead, bounded by the cache */
 	uint64_t prefetch_room; /* bytes all readers' queued batches may take */
+	uint64_t batch_cost; /* a batch file and its generation's scratch */
 	pthread_mutex_t readers_lock;
 	struct reader *readers; /* world_size x RFS_KIND_COUNT */
-	uint64_t active_readers; /* started ones: protected by readers_lock */
+	/* Protected by readers_lock: readers within READER_IDLE_NS, counted
+	 * at that time. */
+	uint64_t active_readers, readers_counted_ns;
+	atomic_int prefetch_paused_logged;
 	enum rfs_dtype out_dtype; /* of batch files */
 	int sparse; /* CSR source: dense .npy built from CSR, and .npz */
 	int mapped; /* batch rows as stored: rfs_view_read_mapped() may */
@@ -387,7 +398,7 @@ static int render_dataset(struct rfs_view *v)
 		       v->sparse ? "csr" : "dense", i->layout, i->read_path);
 	if (v->sparse)
 		rfs_buf_printf(&b, "  \"nnz\": %llu,\n",
-			       (unsigned long long)i->nnz);
+			       (unsigned long long)rfs_dataset_nnz(v->dataset));
 	if (i->ndims == 2)
 		rfs_buf_printf(&b, "  \"shape\": [%llu, %llu],\n",
 			       (unsigned long long)rows,
@@ -632,17 +643,41 @@ static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 	rfs_cache_warm(v->cache, key);
 }
 
-/* Batches queued ahead of each reader now: the queued batches of all
- * readers that have started (the ranks that read this mount, not all of
- * world_size on a multi-node job) take at most prefetch_room together, so
- * that they are not evicted before they are read. Called with
- * readers_lock held. */
+/* Batches queued ahead of each reader now: the queued batches of the
+ * active readers (the ranks that read this mount, not all of world_size
+ * on a multi-node job) take at most prefetch_room together, counting
+ * what their generation needs beside them, so that they are not evicted
+ * before they are read. Called with readers_lock held. */
 static uint64_t depth_now(const struct rfs_view *v)
 {
 	uint64_t readers = v->active_readers ? v->active_readers : 1;
-	uint64_t fits = v->prefetch_room /
-			(readers * v->file_size[RFS_KIND_BATCH][0]);
+	uint64_t fits = v->prefetch_room / (readers * v->batch_cost);
 	return fits < v->prefetch_depth ? fits : v->prefetch_depth;
+}
+
+/* Counts the readers that opened within READER_IDLE_NS of now. Called with
+ * readers_lock held. */
+static void count_readers(struct rfs_view *v, uint64_t now)
+{
+	uint64_t active = 0;
+	for (uint64_t i = 0; i < v->config.world_size * RFS_KIND_COUNT; i++)
+		active += v->readers[i].last_open_ns &&
+			  now - v->readers[i].last_open_ns <= READER_IDLE_NS;
+	v->active_readers = active;
+	v->readers_counted_ns = now;
+}
+
+/* A batch of batch_size rows as prefetch holds it: its file, and while it
+ * is generated the scratch beside it (CSR: of a batch of average rows). */
+static uint64_t batch_cost(const struct rfs_view *v)
+{
+	uint64_t n = v->config.batch_size, nnz = 0;
+	if (v->sparse)
+		nnz = (uint64_t)((double)rfs_dataset_nnz(v->dataset) /
+				 (double)rfs_dataset_rows(v->dataset) *
+				 (double)n);
+	return v->file_size[RFS_KIND_BATCH][0] +
+	       fill_scratch(v, RFS_KIND_BATCH, n, nnz);
 }
 
 /* Prefetch depth for one reader within half the batch cache; with more
@@ -656,15 +691,18 @@ static int start_prefetch(struct rfs_view *v, size_t cache_bytes)
 	}
 	if (c->prefetch == RFS_UNSET)
 		c->prefetch = 2 * c->fetch_factor;
-	uint64_t batch_bytes = v->file_size[RFS_KIND_BATCH][0];
+	v->batch_cost = batch_cost(v);
 	v->prefetch_room = cache_bytes / 2;
-	uint64_t fits = v->prefetch_room / batch_bytes;
+	uint64_t fits = v->prefetch_room / v->batch_cost;
 	v->prefetch_depth = c->prefetch < fits ? c->prefetch : fits;
 	if (c->prefetch && !v->prefetch_depth)
-		rfs_log("prefetch is off: a batch file of %llu bytes does not "
-			"fit in a quarter of cache_mb=%llu; raise cache_mb",
-			(unsigned long long)batch_bytes,
-			(unsigned long long)c->cache_mb);
+		rfs_log("prefetch is off: a batch (%llu bytes with its "
+			"generation's scratch) does not fit in the prefetch "
+			"room, half the generated files' part of cache_mb=%llu "
+			"(%llu bytes); raise cache_mb",
+			(unsigned long long)v->batch_cost,
+			(unsigned long long)c->cache_mb,
+			(unsigned long long)v->prefetch_room);
 	c->prefetch = v->prefetch_depth; /* config.json: the depth in use */
 	v->readers = calloc(c->world_size * RFS_KIND_COUNT,
 			    sizeof(*v->readers));
@@ -966,8 +1004,8 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
 		return;
 	/* A reader in order at pos gets pos + 1 .. pos + depth queued,
 	 * continuing from what is queued already. In order allows for the
-	 * reordering of a loader's concurrent workers: at most one past the
-	 * queue, and within depth of the furthest opened. A jump queues
+	 * reordering of a loader's concurrent workers: within REORDER_SLACK
+	 * behind the furthest opened or past the queue. A jump queues
 	 * nothing (a reader in random order would have depth batches made
 	 * for nothing at every open); the next open in order starts afresh
 	 * from there. Positions count on across epochs. A push dropped
@@ -975,16 +1013,28 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
 	 * behind, and the reader generates that batch itself when it gets
 	 * there. */
 	uint64_t nb = rfs_view_batches_per_rank(v);
-	uint64_t pos = key->epoch * nb + key->batch;
+	uint64_t pos = key->epoch * nb + key->batch, now = now_ns();
 	pthread_mutex_lock(&v->readers_lock);
 	struct reader *r = &v->readers[key->rank * RFS_KIND_COUNT + key->kind];
-	if (!r->started) {
-		r->started = 1;
+	int was_idle = !r->last_open_ns ||
+		       now - r->last_open_ns > READER_IDLE_NS;
+	if (!r->last_open_ns)
 		r->queued_to = r->furthest = pos;
-		v->active_readers++;
-	}
+	r->last_open_ns = now;
+	/* A reader starting or coming back changes the count at once;
+	 * others leaving it are seen within a second. */
+	if (was_idle || now - v->readers_counted_ns >= 1000000000u)
+		count_readers(v, now);
 	uint64_t depth = depth_now(v), from = pos + 1, to = pos + depth;
-	if (pos <= r->queued_to + 1 && pos + depth + 1 >= r->furthest) {
+	if (!depth && atomic_exchange(&v->prefetch_paused_logged, 1) == 0)
+		rfs_log("prefetch paused: %llu ranks reading, each batch %llu "
+			"bytes with its generation's scratch, do not fit in "
+			"the prefetch room of %llu bytes; raise cache_mb",
+			(unsigned long long)v->active_readers,
+			(unsigned long long)v->batch_cost,
+			(unsigned long long)v->prefetch_room);
+	if (pos <= r->queued_to + 1 + REORDER_SLACK &&
+	    pos + REORDER_SLACK >= r->furthest) {
 		from = r->queued_to >= from ? r->queued_to + 1 : from;
 		r->queued_to = to > r->queued_to ? to : r->queued_to;
 		r->furthest = pos > r->furthest ? pos : r->furthest;

@@ -177,6 +177,10 @@ def test_csr_split_files_serve_the_same_npz(mounts, csr, tmp_path):
     o = "world_size=2,batch_size=64"
     one = mounts(csr["plain"], o)
     many = mounts(parts, o)
+    # dataset.json counts the stored values of every file (the first
+    # file's only with the build of f9e14c2).
+    assert many.json("dataset.json")["nnz"] == x.nnz
+    assert one.json("dataset.json")["nnz"] == x.nnz
     for k in range(one.batches()):
         for r in (0, 1):
             for ext in ("npy", "npz"):
