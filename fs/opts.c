@@ -98,7 +98,16 @@ static void print_help(void)
 	       "                           + 4, from 10 to 64)\n"
 	       "    -o max_idle_threads=N  idle worker threads kept, 0 to "
 	       "1024 (default:\n"
-	       "                           all of them)\n");
+	       "                           all of them)\n"
+	       "    -o max_read=N          largest read request, in bytes\n"
+	       "    -o fsname=NAME         the source shown by mount and df "
+	       "(default: the\n"
+	       "                           first SOURCE's absolute path)\n"
+	       "    -o subtype=NAME        the type shown as fuse.NAME "
+	       "(default: rankfs)\n"
+	       "    -o default_permissions the kernel checks file modes "
+	       "(always on)\n"
+	       "    -o ro                  read-only (always on)\n");
 	fuse_lowlevel_help();
 	printf("\nSee rankfs(1) and docs/usage.md.\n");
 }

@@ -287,11 +287,16 @@ def test_mountpoint_errors(files, tmp_path):
 
 
 def test_help_lists_every_option_and_version():
+    # Every option an unknown one's message lists as accepted.
+    r = run_rankfs(["-o", "nope", "x.h5ad", "/nonexistent"])
+    accepted = re.search(r"rankfs's options: (.*); libfuse's: (.*) \(",
+                         r.stderr)
+    assert accepted, r.stderr
+    names = ", ".join(accepted.groups()).split(", ")
+    assert len(names) > 30
     r = run_rankfs(["--help"])
     assert r.returncode == 0
-    for opt in ("world_size", "batch_size", "seed", "strategy",
-                "block_size", "fetch_factor", "partition", "drop_last",
-                "dataset", "epochs", "cache_mb", "direct_io", "log_file"):
+    for opt in names:
         assert f"-o {opt}" in r.stdout, opt
     assert "usage: rankfs" in r.stdout
     # rankfs's thread defaults, not libfuse's (10, and -1 for idle).
