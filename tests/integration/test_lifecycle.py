@@ -91,7 +91,8 @@ def test_background_start_returns_once_mounted(source, tmp_path):
     assert not daemon_pids(mnt)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT,
+                                 signal.SIGHUP])
 def test_signal_unmounts_and_exits_0(source, tmp_path, sig):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
