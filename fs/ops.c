@@ -4,7 +4,7 @@
  * Everything except stats.json is immutable for the life of the mount, so
  * entries and attributes carry long timeouts and open() keeps the page
  * cache, into which a generated file's bytes are stored before its first
- * open is answered (page_store.c); each close of it then drops its pages
+ * open is answered (page_store.c); its last close then drops its pages
  * (see op_release). Listings carry attributes (readdirplus). stats.json
  * changes on every read; it reports size 0 like a /proc file and is
  * opened direct_io with a snapshot taken at open.
@@ -390,8 +390,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	if (n.type == RFS_NODE_STATS) {
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
-	} else if (fs->page_store && is_file(&n)) {
-		rfs_page_store_close(fs->page_store, ino);
+	} else if (fs->page_store && is_file(&n) &&
+		   rfs_page_store_close(fs->page_store, ino) && fs->page_drop) {
 		rfs_page_drop_push(fs->page_drop, ino);
 	}
 }
@@ -468,11 +468,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
  * in the page cache they would pile up, one dataset's worth per epoch,
  * crowding out the source's own pages, and on this project's VM page-cache
  * epochs took twice as long once a few GB of them had accumulated. So when
- * a file is released its pages are dropped, and its bytes are retired from
- * the batch cache (evicted first, within an eighth of it); a later read of
- * it is served from there while they last, else generated again. Another
- * process that still has the file open or mapped reads the dropped pages
- * back. */
+ * a file's last open is released its pages are dropped, and its bytes are
+ * retired from the batch cache (evicted first, within an eighth of it); a
+ * later read of it is served from there while they last, else generated
+ * again. While another process has it open (or mapped: a mapping holds
+ * its open), its pages and bytes stay: dropped at each release, a file
+ * bigger than the retired eighth was generated again for each reader
+ * still reading it. */
 static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -487,8 +489,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 	if (!file)
 		return;
-	if (fs->page_store)
-		rfs_page_store_close(fs->page_store, ino);
+	if (fs->page_store && !rfs_page_store_close(fs->page_store, ino))
+		return; /* another open remains */
 	/* Passthrough files have no pages of ours to drop. */
 	if (fs->page_drop && !fi->fh)
 		rfs_page_drop_push(fs->page_drop, ino);

@@ -84,14 +84,14 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 			return -ENOMEM;
 		}
 		*f = (struct open_inode){ .next = s->open, .ino = ino,
-					 .filling = 1 };
+					 .filling = s->send != NULL };
 		s->open = f;
 	}
 	f->opens++;
 	while (!first && f->filling)
 		pthread_cond_wait(&s->filled, &s->lock);
 	pthread_mutex_unlock(&s->lock);
-	return first;
+	return first && s->send;
 }
 
 int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
@@ -107,13 +107,15 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 	return rc;
 }
 
-void rfs_page_store_close(struct rfs_page_store *s, uint64_t ino)
+int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino)
 {
 	pthread_mutex_lock(&s->lock);
 	struct open_inode **at = find(s, ino), *f = *at;
-	if (f && --f->opens == 0) {
+	int last = !f || --f->opens == 0;
+	if (f && last) {
 		*at = f->next;
 		free(f);
 	}
 	pthread_mutex_unlock(&s->lock);
+	return last;
 }

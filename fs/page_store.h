@@ -14,7 +14,8 @@ struct rfs_page_store;
 typedef int rfs_page_store_send(void *ctx, uint64_t ino, const void *data,
 				size_t len);
 
-/* @return 0 or -ENOMEM. */
+/* send NULL: nothing is stored (direct_io), opens are only counted, and
+ * rfs_page_store_open() returns 0 or -ENOMEM. @return 0 or -ENOMEM. */
 int rfs_page_store_create(rfs_page_store_send *send, void *ctx,
 			  struct rfs_page_store **out);
 
@@ -35,7 +36,8 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len);
 
 /* One counted open of ino less: a release, or an open whose answer was
- * not delivered. Thread-safe. */
-void rfs_page_store_close(struct rfs_page_store *s, uint64_t ino);
+ * not delivered. Thread-safe. @return 1 when it was the last (or ino was
+ * not counted), 0 when another open of ino remains. */
+int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino);
 
 #endif

@@ -50,10 +50,10 @@ static void test_first_open_stores_later_ones_do_not(void **state)
 	assert_int_equal(rfs_page_store_open(s, 8), 1);
 	assert_int_equal(rfs_page_store_fill(s, 8, NULL, 0), 0);
 	assert_int_equal(sent.calls, 1); /* nothing to send: not sent */
-	rfs_page_store_close(s, 7);
+	assert_int_equal(rfs_page_store_close(s, 7), 0); /* one remains */
 	assert_int_equal(rfs_page_store_open(s, 7), 0); /* one still open */
-	rfs_page_store_close(s, 7);
-	rfs_page_store_close(s, 7);
+	assert_int_equal(rfs_page_store_close(s, 7), 0);
+	assert_int_equal(rfs_page_store_close(s, 7), 1); /* the last */
 	/* All closed: the next open stores again. */
 	assert_int_equal(rfs_page_store_open(s, 7), 1);
 	sent.rc = -ENOENT;
@@ -63,9 +63,25 @@ static void test_first_open_stores_later_ones_do_not(void **state)
 	rfs_page_store_close(s, 7);
 	rfs_page_store_close(s, 7);
 	rfs_page_store_close(s, 8);
-	rfs_page_store_close(s, 9); /* never opened: nothing to do */
+	/* Never opened: nothing to do, and nothing keeps it. */
+	assert_int_equal(rfs_page_store_close(s, 9), 1);
 	rfs_page_store_destroy(s);
 	rfs_page_store_destroy(NULL);
+}
+
+/* Without a send (direct_io), opens are only counted: none stores, none
+ * waits, and closes say which was the last. */
+static void test_counting_only(void **state)
+{
+	(void)state;
+	struct rfs_page_store *s;
+	assert_int_equal(rfs_page_store_create(NULL, NULL, &s), 0);
+	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	assert_int_equal(rfs_page_store_open(s, 7), 0); /* no fill awaited */
+	assert_int_equal(rfs_page_store_close(s, 7), 0);
+	assert_int_equal(rfs_page_store_close(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	rfs_page_store_destroy(s); /* with an open still counted */
 }
 
 struct opener {
@@ -108,6 +124,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_first_open_stores_later_ones_do_not),
+		cmocka_unit_test(test_counting_only),
 		cmocka_unit_test(test_second_open_waits_for_the_store),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
