@@ -66,20 +66,23 @@ static void raise_readahead(const char *mountpoint)
 	}
 }
 
-/* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped). What
- * malloc still serves are a fill's temporaries (row lists, a CSR batch's
- * arrays, a cast's rows as stored), freed within the same fill and
- * counted in cache_mb while it runs (lib/cache.c): a fixed 4 MiB
- * threshold keeps them in the heap, reused without page faults, instead
- * of glibc's sliding one, which would let freed file-sized blocks pile
- * up. One arena: with one per group of threads, each kept the free space
- * of the fills its threads had run, pinned by long-lived chunks, and the
- * daemon reached three times cache_mb (test_reliability.py's
- * test_memory_bound_counts_temporaries). A fill makes a few allocations,
- * so threads hardly contend for the one arena's lock. */
+/* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped), as do
+ * the batch-sized temporaries of casts. What malloc still serves are a
+ * fill's other temporaries (row lists, a CSR batch's arrays), freed within
+ * the same fill and counted in cache_mb while it runs (lib/cache.c), and
+ * libfuse's request buffers, 1 MiB and 4 KiB per handler thread for the
+ * thread's life. A fixed 1 MiB threshold maps those buffers, and any
+ * temporary as big, apart from the heap: in it, the buffers of hundreds of
+ * threads pinned the fills' freed temporaries between them (a daemon of
+ * 60 MiB at cache_mb=16, test_reliability.py's
+ * test_memory_bound_with_many_handler_threads). Fixed, not glibc's
+ * sliding threshold, which would let freed file-sized blocks pile up.
+ * One arena: with one per group of threads, each kept the free space of
+ * the fills its threads had run (test_memory_bound_counts_temporaries). A
+ * fill makes a few allocations, so threads hardly contend for its lock. */
 static void bound_allocator(void)
 {
-	mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+	mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
 	mallopt(M_ARENA_MAX, 1);
 }

@@ -135,18 +135,23 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst,
 	case RFS_FLOAT32: SCATTER_ADD(float, dst, values); break;
 	case RFS_FLOAT64: SCATTER_ADD(double, dst, values); break;
 	default: { /* float16 */
+		/* The sums are batch-sized, the same size for every full
+		 * batch: a pooled buffer (bigbuf.c), not a fresh mapping
+		 * faulted in page by page at each batch. */
 		uint64_t cells = n * ncols, nnz = csr->start[n];
-		float *acc = calloc(cells ? cells : 1, sizeof(float));
+		size_t acc_bytes = (cells ? cells : 1) * sizeof(float);
+		float *acc = rfs_bigbuf_alloc(acc_bytes);
 		float *v = malloc((nnz ? nnz : 1) * sizeof(float));
 		if (!acc || !v) {
-			free(acc);
+			rfs_bigbuf_free(acc, acc_bytes);
 			free(v);
 			return -ENOMEM;
 		}
+		memset(acc, 0, acc_bytes);
 		rfs_convert(RFS_FLOAT32, v, t, values, nnz);
 		SCATTER_ADD(float, acc, v);
 		rfs_convert(t, dst, RFS_FLOAT32, acc, cells);
-		free(acc);
+		rfs_bigbuf_free(acc, acc_bytes);
 		free(v);
 	}
 	}
@@ -192,13 +197,14 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	uint64_t cells = n * info->cols;
 	if (!v->sparse && info->dtype == v->out_dtype)
 		return rfs_dataset_read_rows(v->dataset, rows, n, dst);
-	if (!v->sparse) {
-		void *raw = malloc(cells * rfs_dtype_size(info->dtype) + 1);
+	if (!v->sparse) { /* pooled, as scatter_add()'s sums */
+		size_t raw_bytes = cells * rfs_dtype_size(info->dtype) + 1;
+		void *raw = rfs_bigbuf_alloc(raw_bytes);
 		int rc = raw ? rfs_dataset_read_rows(v->dataset, rows, n, raw) :
 			       -ENOMEM;
 		if (rc == 0)
 			rfs_convert(v->out_dtype, dst, info->dtype, raw, cells);
-		free(raw);
+		rfs_bigbuf_free(raw, raw_bytes);
 		return rc;
 	}
 	/* CSR: zeros, then every stored value added at its column. */
