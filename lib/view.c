@@ -87,6 +87,14 @@ static void file_shape(const struct rfs_view *v, uint64_t kind, uint64_t rows,
 	*dtype = kind == RFS_KIND_BATCH ? v->out_dtype : RFS_INT64;
 }
 
+/* .npz values are in the served dtype, float16 as float32: scipy's
+ * sparse matrices upcast float16 to float32, so save_npz never writes
+ * float16 data, and toarray() of a loaded float16 matrix fails. */
+static enum rfs_dtype npz_value_dtype(const struct rfs_view *v)
+{
+	return v->out_dtype == RFS_FLOAT16 ? RFS_FLOAT32 : v->out_dtype;
+}
+
 /* The .npz shape of a batch of rows: its stored values summed from
  * indptr, which is in memory (no data is read). */
 static struct rfs_npz_csr npz_shape(const struct rfs_view *v,
@@ -98,7 +106,7 @@ static struct rfs_npz_csr npz_shape(const struct rfs_view *v,
 	return (struct rfs_npz_csr){ .rows = n,
 				     .cols = cols,
 				     .nnz = nnz,
-				     .value_dtype = v->out_dtype,
+				     .value_dtype = npz_value_dtype(v),
 				     .index_dtype = rfs_npz_index_dtype(
 					     cols, nnz) };
 }
@@ -163,6 +171,14 @@ static int is_batch(uint64_t kind)
 	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
 }
 
+/* A .npz whose values are the source's as stored: read straight into
+ * the file. */
+static int npz_reads_values_in_place(const struct rfs_view *v)
+{
+	return npz_value_dtype(v) == rfs_dataset_info(v->dataset)->dtype &&
+	       v->out_dtype == rfs_dataset_info(v->dataset)->dtype;
+}
+
 /* The most memory dense_rows() or npz_file() of n rows (nnz stored
  * values) allocates beside the file, and generate()'s row ids: counted in
  * the cache with the file while it is made. */
@@ -180,8 +196,11 @@ static size_t fill_scratch(const struct rfs_view *v, uint64_t kind,
 		return scratch + (cast ? n * info->cols *
 					  rfs_dtype_size(info->dtype) :
 				  0);
-	if (kind == RFS_KIND_NPZ)
-		return scratch + (cast ? nnz * out_elem : 0);
+	if (kind == RFS_KIND_NPZ) /* the values as served, then as stored */
+		return scratch + (npz_reads_values_in_place(v) ?
+					  0 :
+					  nnz * (out_elem + rfs_dtype_size(
+								npz_value_dtype(v))));
 	scratch += nnz * out_elem; /* the values, cast */
 	if (v->out_dtype == RFS_FLOAT16) /* scatter_add()'s float32 sums */
 		scratch += (n * info->cols + nnz) * sizeof(float);
@@ -237,27 +256,36 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		f, rfs_npz_size(&m), fill_scratch(v, RFS_KIND_NPZ, n, m.nnz));
 	if (!buf)
 		return -ENOMEM;
-	int cast = v->out_dtype != info->dtype;
+	int in_place = npz_reads_values_in_place(v);
 	struct rfs_csr csr;
 	int rc = rfs_dataset_read_csr(v->dataset, rows, n,
-				      cast ? NULL :
-					     buf + rfs_npz_values_offset(&m),
+				      in_place ? buf + rfs_npz_values_offset(&m) :
+						 NULL,
 				      &csr);
 	if (rc != 0)
 		return rc;
-	void *values = csr.values;
+	/* Cast to the served dtype, then widened where it is float16: the
+	 * values a .npy of the batch holds. */
+	size_t served = rfs_dtype_size(v->out_dtype);
+	unsigned char *cast = in_place ? NULL :
+			      malloc(m.nnz * (served +
+					      rfs_dtype_size(m.value_dtype)) +
+				     1);
+	const void *values = cast ? cast : csr.values;
 	if (cast) {
-		values = malloc(m.nnz * rfs_dtype_size(v->out_dtype) + 1);
-		if (values)
-			rfs_convert(v->out_dtype, values, info->dtype,
-				    csr.values, m.nnz);
+		rfs_convert(v->out_dtype, cast, info->dtype, csr.values,
+			    m.nnz);
+		if (m.value_dtype != v->out_dtype) {
+			values = cast + m.nnz * served;
+			rfs_convert(m.value_dtype, cast + m.nnz * served,
+				    v->out_dtype, cast, m.nnz);
+		}
 	}
-	if (values)
+	if (in_place || cast)
 		rfs_npz_write(&m, values, csr.cols, csr.start, buf);
 	else
 		rc = -ENOMEM;
-	if (cast)
-		free(values);
+	free(cast);
 	rfs_csr_free(&csr);
 	return rc;
 }
@@ -477,7 +505,7 @@ static int check_sizes(struct rfs_view *v, char *err, size_t errlen)
 	/* A batch of the fullest rows as .npz (value plus an 8-byte index
 	 * per stored value) must stay a plain zip, below 4 GiB. A row holds
 	 * at most cols values, or more where column ids repeat. */
-	uint64_t npz_cell = rfs_dtype_size(v->out_dtype) + 8;
+	uint64_t npz_cell = rfs_dtype_size(npz_value_dtype(v)) + 8;
 	uint64_t per_row = info->cols;
 	if (v->sparse && rfs_dataset_max_row_nnz(v->dataset) > per_row)
 		per_row = rfs_dataset_max_row_nnz(v->dataset);
