@@ -187,11 +187,11 @@ int main(int argc, char *argv[])
 	}
 	/* Passthrough files are filled at open their own way; when the kernel
 	 * refuses passthrough, reads go through rankfs, not stored. With
-	 * direct_io nothing is stored, but opens are counted: a file's bytes
-	 * are retired at its last release only. */
-	if (!rfs_view_config(fs.view)->passthrough &&
-	    (rc = rfs_page_store_create(fs.direct_io ? NULL : notify_store,
-					se, &fs.page_store)) != 0) {
+	 * those and direct_io nothing is stored, but opens are counted: a
+	 * file's pages and bytes go at its last release only. */
+	int store = !fs.direct_io && !rfs_view_config(fs.view)->passthrough;
+	if ((rc = rfs_page_store_create(store ? notify_store : NULL, se,
+					&fs.page_store)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
 		rfs_page_drop_destroy(fs.page_drop);
 		goto out_unmount;

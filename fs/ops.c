@@ -337,6 +337,26 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	return 0;
 }
 
+/* What the last release of a file undoes: run under the open count's
+ * lock (rfs_page_store_close), so that a new open of the file cannot be
+ * counted in between and then lose its pages or bytes. */
+struct last_release {
+	struct rfs_fs *fs;
+	uint64_t ino;
+	struct rfs_cache_key key;
+	int drop; /* its pages are ours to drop */
+	int retire; /* its bytes leave the batch cache first */
+};
+
+static void undo_file(void *arg)
+{
+	struct last_release *l = arg;
+	if (l->drop && l->fs->page_drop)
+		rfs_page_drop_push(l->fs->page_drop, l->ino);
+	if (l->retire)
+		rfs_view_released(l->fs->view, &l->key);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct rfs_fs *fs = fs_of(req);
@@ -390,9 +410,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	if (n.type == RFS_NODE_STATS) {
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
-	} else if (fs->page_store && is_file(&n) &&
-		   rfs_page_store_close(fs->page_store, ino) && fs->page_drop) {
-		rfs_page_drop_push(fs->page_drop, ino);
+	} else if (is_file(&n)) {
+		struct last_release last = { .fs = fs, .ino = ino, .drop = 1 };
+		rfs_page_store_close(fs->page_store, ino, undo_file, &last);
 	}
 }
 
@@ -489,13 +509,11 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 	if (!file)
 		return;
-	if (fs->page_store && !rfs_page_store_close(fs->page_store, ino))
-		return; /* another open remains */
 	/* Passthrough files have no pages of ours to drop. */
-	if (fs->page_drop && !fi->fh)
-		rfs_page_drop_push(fs->page_drop, ino);
-	struct rfs_cache_key key = file_key(fs, &n);
-	rfs_view_released(fs->view, &key);
+	struct last_release last = { .fs = fs, .ino = ino,
+				     .key = file_key(fs, &n), .drop = !fi->fh,
+				     .retire = 1 };
+	rfs_page_store_close(fs->page_store, ino, undo_file, &last);
 }
 
 /* Write-type requests: the mount is read-only (and mounted "ro", so the

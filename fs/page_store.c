@@ -107,7 +107,8 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 	return rc;
 }
 
-int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino)
+int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
+			 void (*at_last)(void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&s->lock);
 	struct open_inode **at = find(s, ino), *f = *at;
@@ -116,6 +117,8 @@ int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino)
 		*at = f->next;
 		free(f);
 	}
+	if (last && at_last)
+		at_last(ctx);
 	pthread_mutex_unlock(&s->lock);
 	return last;
 }

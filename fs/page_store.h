@@ -36,8 +36,12 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len);
 
 /* One counted open of ino less: a release, or an open whose answer was
- * not delivered. Thread-safe. @return 1 when it was the last (or ino was
- * not counted), 0 when another open of ino remains. */
-int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino);
+ * not delivered. When it was the last (or ino was not counted), calls
+ * at_last(ctx) if given, before another open of ino can be counted: what
+ * it undoes (the pages, the cached bytes) cannot meet a new open's. It
+ * must not call back into s. Thread-safe. @return 1 when it was the last,
+ * 0 when another open of ino remains. */
+int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
+			 void (*at_last)(void *ctx), void *ctx);
 
 #endif

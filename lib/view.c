@@ -179,6 +179,20 @@ static int npz_reads_values_in_place(const struct rfs_view *v)
 	       v->out_dtype == rfs_dataset_info(v->dataset)->dtype;
 }
 
+/* Bytes of nnz values cast to the served dtype (0: served as stored). */
+static size_t npz_served_bytes(const struct rfs_view *v, uint64_t nnz)
+{
+	int cast = v->out_dtype != rfs_dataset_info(v->dataset)->dtype;
+	return cast ? nnz * rfs_dtype_size(v->out_dtype) : 0;
+}
+
+/* Bytes of nnz values widened from float16 (0: not float16). */
+static size_t npz_widened_bytes(const struct rfs_view *v, uint64_t nnz)
+{
+	enum rfs_dtype t = npz_value_dtype(v);
+	return t != v->out_dtype ? nnz * rfs_dtype_size(t) : 0;
+}
+
 /* The most memory dense_rows() or npz_file() of n rows (nnz stored
  * values) allocates beside the file, and generate()'s row ids: counted in
  * the cache with the file while it is made. */
@@ -196,11 +210,11 @@ static size_t fill_scratch(const struct rfs_view *v, uint64_t kind,
 		return scratch + (cast ? n * info->cols *
 					  rfs_dtype_size(info->dtype) :
 				  0);
-	if (kind == RFS_KIND_NPZ) /* the values as served, then as stored */
+	if (kind == RFS_KIND_NPZ) /* the values as served, then widened */
 		return scratch + (npz_reads_values_in_place(v) ?
 					  0 :
-					  nnz * (out_elem + rfs_dtype_size(
-								npz_value_dtype(v))));
+					  npz_served_bytes(v, nnz) +
+						  npz_widened_bytes(v, nnz));
 	scratch += nnz * out_elem; /* the values, cast */
 	if (v->out_dtype == RFS_FLOAT16) /* scatter_add()'s float32 sums */
 		scratch += (n * info->cols + nnz) * sizeof(float);
@@ -266,20 +280,18 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		return rc;
 	/* Cast to the served dtype, then widened where it is float16: the
 	 * values a .npy of the batch holds. */
-	size_t served = rfs_dtype_size(v->out_dtype);
+	size_t served = npz_served_bytes(v, m.nnz);
 	unsigned char *cast = in_place ? NULL :
-			      malloc(m.nnz * (served +
-					      rfs_dtype_size(m.value_dtype)) +
-				     1);
-	const void *values = cast ? cast : csr.values;
-	if (cast) {
-		rfs_convert(v->out_dtype, cast, info->dtype, csr.values,
+			      malloc(served + npz_widened_bytes(v, m.nnz) + 1);
+	const void *values = csr.values;
+	if (cast && served) {
+		rfs_convert(v->out_dtype, cast, info->dtype, values, m.nnz);
+		values = cast;
+	}
+	if (cast && m.value_dtype != v->out_dtype) {
+		rfs_convert(m.value_dtype, cast + served, v->out_dtype, values,
 			    m.nnz);
-		if (m.value_dtype != v->out_dtype) {
-			values = cast + m.nnz * served;
-			rfs_convert(m.value_dtype, cast + m.nnz * served,
-				    v->out_dtype, cast, m.nnz);
-		}
+		values = cast + served;
 	}
 	if (in_place || cast)
 		rfs_npz_write(&m, values, csr.cols, csr.start, buf);

@@ -50,23 +50,28 @@ static void test_first_open_stores_later_ones_do_not(void **state)
 	assert_int_equal(rfs_page_store_open(s, 8), 1);
 	assert_int_equal(rfs_page_store_fill(s, 8, NULL, 0), 0);
 	assert_int_equal(sent.calls, 1); /* nothing to send: not sent */
-	assert_int_equal(rfs_page_store_close(s, 7), 0); /* one remains */
+	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0); /* one remains */
 	assert_int_equal(rfs_page_store_open(s, 7), 0); /* one still open */
-	assert_int_equal(rfs_page_store_close(s, 7), 0);
-	assert_int_equal(rfs_page_store_close(s, 7), 1); /* the last */
+	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0);
+	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 1); /* the last */
 	/* All closed: the next open stores again. */
 	assert_int_equal(rfs_page_store_open(s, 7), 1);
 	sent.rc = -ENOENT;
 	assert_int_equal(rfs_page_store_fill(s, 7, bytes, 3), -ENOENT);
 	/* A failed send still lets the others go on. */
 	assert_int_equal(rfs_page_store_open(s, 7), 0);
-	rfs_page_store_close(s, 7);
-	rfs_page_store_close(s, 7);
-	rfs_page_store_close(s, 8);
+	rfs_page_store_close(s, 7, NULL, NULL);
+	rfs_page_store_close(s, 7, NULL, NULL);
+	rfs_page_store_close(s, 8, NULL, NULL);
 	/* Never opened: nothing to do, and nothing keeps it. */
-	assert_int_equal(rfs_page_store_close(s, 9), 1);
+	assert_int_equal(rfs_page_store_close(s, 9, NULL, NULL), 1);
 	rfs_page_store_destroy(s);
 	rfs_page_store_destroy(NULL);
+}
+
+static void count_call(void *ctx)
+{
+	(*(int *)ctx)++;
 }
 
 /* Without a send (direct_io), opens are only counted: none stores, none
@@ -78,8 +83,11 @@ static void test_counting_only(void **state)
 	assert_int_equal(rfs_page_store_create(NULL, NULL, &s), 0);
 	assert_int_equal(rfs_page_store_open(s, 7), 0);
 	assert_int_equal(rfs_page_store_open(s, 7), 0); /* no fill awaited */
-	assert_int_equal(rfs_page_store_close(s, 7), 0);
-	assert_int_equal(rfs_page_store_close(s, 7), 1);
+	int undone = 0;
+	assert_int_equal(rfs_page_store_close(s, 7, count_call, &undone), 0);
+	assert_int_equal(undone, 0); /* another open remains */
+	assert_int_equal(rfs_page_store_close(s, 7, count_call, &undone), 1);
+	assert_int_equal(undone, 1); /* the last: undone, once */
 	assert_int_equal(rfs_page_store_open(s, 7), 0);
 	rfs_page_store_destroy(s); /* with an open still counted */
 }
