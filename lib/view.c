@@ -540,10 +540,16 @@ static void explain_too_few(const struct rfs_view *v, char *const *sources,
 	const char *what = nsources == 1 ? sources[0] : "the sources";
 	const char *filtered = v->selection.kept ? " (after filters)" : "";
 	if (c->partition == RFS_PARTITION_FILE) {
+		uint64_t r = 0; /* the first rank short of a batch */
+		while (r + 1 < v->selection.sequences &&
+		       v->selection.seqs[r].length >= c->batch_size)
+			r++;
 		snprintf(err, errlen,
-			 "%s: with partition=file some rank's files hold "
-			 "fewer rows%s than batch_size %llu",
-			 what, filtered, (unsigned long long)c->batch_size);
+			 "%s: with partition=file rank %llu's files hold "
+			 "%llu rows%s, fewer than batch_size %llu",
+			 what, (unsigned long long)r,
+			 (unsigned long long)v->selection.seqs[r].length,
+			 filtered, (unsigned long long)c->batch_size);
 		return;
 	}
 	uint64_t len = c->total_size ? c->total_size :

@@ -442,6 +442,11 @@ def test_partition_file_gives_whole_files(mounts, split_atlas):
                     m.mnt])
     assert r.returncode != 0 and "partition=file" in r.stderr and \
         "3 source files" in r.stderr
+    # A batch more than rank 1's one file holds: the rank is named.
+    r = run_rankfs(["-o", "world_size=2,batch_size=3000,partition=file",
+                    *split_atlas, m.mnt])
+    assert r.returncode != 0 and "partition=file rank 1's files hold " \
+        "2600 rows, fewer than batch_size 3000" in r.stderr, r.stderr
 
 
 def test_mismatched_files_refused(atlas, tmp_path):
