@@ -119,6 +119,16 @@ static void test_files_in_order(void **state)
 	}
 	assert_true(rfs_dataset_row_bytes(d) == COLS * 4);
 	check_rows(d);
+	/* Several files stage their rows: the bound a fill reserves holds
+	 * the batch again, beside one file's own. */
+	struct rfs_dataset *one;
+	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &one, err,
+					  sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_read_scratch(one, 12, 0) > 0);
+	assert_true(rfs_dataset_read_scratch(d, 12, 0) >=
+		    rfs_dataset_read_scratch(one, 12, 0) + 12 * COLS * 4);
+	rfs_dataset_destroy(one);
 	rfs_dataset_destroy(d);
 }
 

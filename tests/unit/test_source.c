@@ -618,6 +618,13 @@ static void test_csr_rows(void **state)
 	assert_memory_equal(c.values, want_values, sizeof(want_values));
 	assert_memory_equal(c.cols, want_cols, sizeof(want_cols));
 	rfs_csr_free(&c);
+	/* The bound a fill reserves covers at least the arrays returned,
+	 * and grows with the stored values. */
+	size_t returned = 7 * sizeof(uint64_t) + 8 * sizeof(float) +
+			  8 * sizeof(int64_t);
+	assert_true(rfs_source_read_scratch(s, 6, 8) >= returned);
+	assert_true(rfs_source_read_scratch(s, 6, 80) >=
+		    rfs_source_read_scratch(s, 6, 8) + 72 * 2 * sizeof(float));
 	/* The same into the caller's buffer, which the free leaves alone
 	 * (ASan would report a free of a stack array). */
 	float mine[9];
