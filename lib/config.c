@@ -202,7 +202,6 @@ static int parse_real(const char *s, double *out)
 	return *end == '\0' && isfinite(*out) ? 0 : -EINVAL;
 }
 
-
 static void list_choices(const struct option_def *o, char *s, size_t n)
 {
 	size_t used = 0;

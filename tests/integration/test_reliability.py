@@ -289,10 +289,31 @@ def test_memory_bound_under_load(mounts, tmp_path, rows, cache_mb,
 
 
 def load_when_told(batch, index, rows, start):
-    """Loads batch when told; exits 1 if it is not the rows index names."""
+    """Loads batch (.npy, or .npz as a dense array) when told; exits 1 if
+    it is not the rows index names, in the batch's dtype."""
+    import scipy.sparse
     start.wait()
-    got = np.load(batch)
-    os._exit(0 if np.array_equal(got, rows[np.load(index)]) else 1)
+    got = (scipy.sparse.load_npz(batch).toarray() if batch.endswith(".npz")
+           else np.load(batch))
+    want = rows[np.load(index)].astype(got.dtype)
+    os._exit(0 if np.array_equal(got, want) else 1)
+
+
+def load_at_once(m, files, rows, ext="npy"):
+    """One process per (epoch, batch) of rank 0 loads it at the same
+    moment; each must see its rows."""
+    ctx = mp.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=load_when_told,
+                         args=(m.file("batch", e, 0, b)[:-3] + ext,
+                               m.file("index", e, 0, b), rows, start))
+             for e, b in files]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0  # each saw its rows, byte for byte
 
 
 def test_memory_bound_with_concurrent_first_reads(mounts, tmp_path):
@@ -308,18 +329,7 @@ def test_memory_bound_with_concurrent_first_reads(mounts, tmp_path):
     assert m.json("dataset.json")["read_path"] == "pread"
     files = [(e, b) for e in (0, 1) for b in range(m.batches())][:12]
     assert len(files) == 12
-    ctx = mp.get_context("fork")
-    start = ctx.Event()
-    procs = [ctx.Process(target=load_when_told,
-                         args=(m.file("batch", e, 0, b),
-                               m.file("index", e, 0, b), rows, start))
-             for e, b in files]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join()
-        assert p.exitcode == 0  # each saw its rows, byte for byte
+    load_at_once(m, files, rows)
     _, peak = rss_mib(m.proc.pid)
     cache = m.json("stats.json")["cache"]
     print(f"daemon peak RSS {peak:.1f} MiB, cache misses "
@@ -328,17 +338,6 @@ def test_memory_bound_with_concurrent_first_reads(mounts, tmp_path):
     if os.environ.get("RANKFS_SANITIZED"):
         return  # as above: RSS says nothing under ASan
     assert peak < 40 + OVERHEAD_MIB
-
-
-def load_dense_when_told(batch, index, dense, start):
-    """Loads batch (.npy or .npz) when told; exits 1 if it is not the
-    rows index names."""
-    import scipy.sparse
-    start.wait()
-    got = (scipy.sparse.load_npz(batch).toarray() if batch.endswith(".npz")
-           else np.load(batch))
-    want = dense[np.load(index)].astype(got.dtype)
-    os._exit(0 if np.array_equal(got, want) else 1)
 
 
 # Temporaries of a generation beside its file: the source-dtype rows of a
@@ -366,22 +365,9 @@ def test_memory_bound_counts_temporaries(mounts, tmp_path, form, options,
     m = mounts(path, ",".join(o for o in (
         "world_size=1,batch_size=1024,cache_mb=40,prefetch=0", options) if o),
                extra=("-o", "max_threads=32"))
-    ext = "npz" if kind == "npz" else "npy"
     files = [(e, b) for e in range(6) for b in range(m.batches())][:24]
     assert len(files) == 24
-    ctx = mp.get_context("fork")
-    start = ctx.Event()
-    procs = [ctx.Process(target=load_dense_when_told,
-                         args=(m.file("batch", e, 0, b).replace(
-                                   ".npy", "." + ext),
-                               m.file("index", e, 0, b), dense, start))
-             for e, b in files]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join()
-        assert p.exitcode == 0  # each saw its rows, byte for byte
+    load_at_once(m, files, dense, "npz" if kind == "npz" else "npy")
     _, peak = rss_mib(m.proc.pid)
     print(f"daemon peak RSS {peak:.1f} MiB ({form}, {options or kind})")
     if os.environ.get("RANKFS_SANITIZED"):

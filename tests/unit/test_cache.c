@@ -527,6 +527,22 @@ static void *room_thread(void *arg)
 	return NULL;
 }
 
+/* 8 gets of different keys at once into a cache with room for 3 of f's
+ * entries; each gets its own entry, filled once. */
+static struct rfs_cache *get_eight_in_room_for_three(struct filler *f)
+{
+	struct rfs_cache *c;
+	assert_int_equal(rfs_cache_create(3 * f->size, fill, f, &c), 0);
+	struct getter g[8];
+	run_distinct(c, f, g, 8, room_thread);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(g[i].rc, 0);
+		assert_int_equal(g[i].first, 1 + i);
+	}
+	assert_int_equal(atomic_load(&f->calls), 8);
+	return c;
+}
+
 static void test_fills_wait_for_room(void **state)
 {
 	(void)state;
@@ -534,15 +550,7 @@ static void test_fills_wait_for_room(void **state)
 	 * fill waits up to 200 ms for the others, but no more than 3
 	 * buffers are ever taken at once. */
 	struct filler f = { .size = 4096, .overlap = 8 };
-	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(3 * 4096, fill, &f, &c), 0);
-	struct getter g[8];
-	run_distinct(c, &f, g, 8, room_thread);
-	for (int i = 0; i < 8; i++) {
-		assert_int_equal(g[i].rc, 0);
-		assert_int_equal(g[i].first, 1 + i);
-	}
-	assert_int_equal(atomic_load(&f.calls), 8);
+	struct rfs_cache *c = get_eight_in_room_for_three(&f);
 	assert_true(atomic_load(&f.most_live) >= 2); /* not one at a time */
 	assert_true(atomic_load(&f.most_live) <= 3);
 	struct rfs_cache_counters n = counters(c);
@@ -559,15 +567,7 @@ static void test_fill_scratch_counts_while_filling(void **state)
 	 * a fill's buffer and scratch take all the room, so one fill runs at
 	 * a time, and the scratch leaves the count when the fill returns. */
 	struct filler f = { .size = 4096, .scratch = 8192, .overlap = 8 };
-	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(3 * 4096, fill, &f, &c), 0);
-	struct getter g[8];
-	run_distinct(c, &f, g, 8, room_thread);
-	for (int i = 0; i < 8; i++) {
-		assert_int_equal(g[i].rc, 0);
-		assert_int_equal(g[i].first, 1 + i);
-	}
-	assert_int_equal(atomic_load(&f.calls), 8);
+	struct rfs_cache *c = get_eight_in_room_for_three(&f);
 	assert_int_equal(atomic_load(&f.most_live), 1);
 	struct rfs_cache_counters n = counters(c);
 	assert_true(n.bytes <= 3 * 4096 && n.bytes == n.entries * 4096);

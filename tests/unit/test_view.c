@@ -421,36 +421,72 @@ static void test_read_mapped(void **state)
 	}
 }
 
+/* stats.json's prefetch field: depth, queued or done. */
+static uint64_t prefetch_count(struct rfs_view *v, const char *field)
+{
+	char *sj = NULL, name[32];
+	size_t len;
+	assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
+	snprintf(name, sizeof(name), "\"%s\": ", field);
+	const char *at = strstr(strstr(sj, "\"prefetch\""), name);
+	assert_non_null(at);
+	uint64_t n = strtoull(at + strlen(name), NULL, 10);
+	free(sj);
+	return n;
+}
+
+/* Waits (at most 2 s) until n prefetched batches are done. */
+static void wait_prefetched(struct rfs_view *v, uint64_t n)
+{
+	for (int i = 0; i < 2000 && prefetch_count(v, "done") < n; i++)
+		usleep(1000);
+	assert_int_equal(prefetch_count(v, "done"), n);
+}
+
+/* A view of path with prefetch=depth, and cache_mb unless NULL
+ * (make_config's otherwise). */
+static struct rfs_view *prefetching_view(struct rfs_config *c,
+					 const char *path, const char *depth,
+					 const char *cache_mb)
+{
+	char err[64];
+	make_config(c, "shuffle", "5");
+	assert_int_equal(rfs_config_set(c, "prefetch", depth, err,
+					sizeof(err)),
+			 0);
+	if (cache_mb)
+		assert_int_equal(rfs_config_set(c, "cache_mb", cache_mb, err,
+						sizeof(err)),
+				 0);
+	return create_ok(c, path);
+}
+
+static void open_at(struct rfs_view *v, uint64_t epoch, uint64_t rank,
+		    uint64_t batch)
+{
+	rfs_view_opened(v, &(struct rfs_cache_key){ .epoch = epoch,
+						    .rank = rank,
+						    .batch = batch },
+			0);
+}
+
 /* Opens filled at once from the mapping (passthrough) leave nothing to
  * prefetch for such batches; FUSE reads of them still get it ahead. */
 static void test_filled_at_open_skips_prefetch(void **state)
 {
 	struct fixture *f = *state;
-	char wide[PATH_MAX + 32], err[64];
+	char wide[PATH_MAX + 32];
 	snprintf(wide, sizeof(wide), "%s/wide2.h5ad", f->dir);
 	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
 	for (int filled = 1; filled >= 0; filled--) {
 		struct rfs_config c;
-		make_config(&c, "shuffle", "5");
-		assert_int_equal(rfs_config_set(&c, "prefetch", "3", err,
-						sizeof(err)),
-				 0);
-		assert_int_equal(rfs_config_set(&c, "cache_mb", "8", err,
-						sizeof(err)),
-				 0);
-		struct rfs_view *v = create_ok(&c, wide);
+		struct rfs_view *v = prefetching_view(&c, wide, "3", "8");
 		rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 },
 				filled);
+		wait_prefetched(v, 3);
 		char *sj = NULL;
 		size_t len;
-		for (int i = 0; i < 2000; i++) {
-			free(sj);
-			assert_int_equal(rfs_view_stats_json(v, &sj, &len),
-					 0);
-			if (strstr(sj, "\"done\": 3"))
-				break;
-			usleep(1000);
-		}
+		assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
 		assert_non_null(strstr(sj, "\"done\": 3"));
 		assert_non_null(strstr(sj, filled ? "\"misses\": 0" :
 						    "\"misses\": 3"));
@@ -464,23 +500,14 @@ static void test_opened_prefetches_ahead(void **state)
 {
 	struct fixture *f = *state;
 	struct rfs_config c;
-	char err[64];
-	make_config(&c, "shuffle", "5");
-	assert_int_equal(rfs_config_set(&c, "prefetch", "3", err, sizeof(err)),
-			 0);
-	struct rfs_view *v = create_ok(&c, f->path);
+	struct rfs_view *v = prefetching_view(&c, f->path, "3", NULL);
 	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 },
 			0);
 	/* Batches 5, 6, 7 of rank 1 get generated in the background. */
+	wait_prefetched(v, 3);
 	char *sj = NULL;
 	size_t len;
-	for (int i = 0; i < 2000; i++) {
-		free(sj);
-		assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
-		if (strstr(sj, "\"done\": 3"))
-			break;
-		usleep(1000);
-	}
+	assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
 	assert_non_null(strstr(sj, "\"depth\": 3, \"queued\": 3, "
 				   "\"done\": 3"));
 	assert_non_null(strstr(sj, "\"misses\": 3"));
@@ -497,40 +524,13 @@ static void test_opened_prefetches_ahead(void **state)
 	rfs_config_free(&c);
 }
 
-/* stats.json's prefetch field: depth, queued or done. */
-static uint64_t prefetch_count(struct rfs_view *v, const char *field)
-{
-	char *sj = NULL, name[32];
-	size_t len;
-	assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
-	snprintf(name, sizeof(name), "\"%s\": ", field);
-	const char *at = strstr(strstr(sj, "\"prefetch\""), name);
-	assert_non_null(at);
-	uint64_t n = strtoull(at + strlen(name), NULL, 10);
-	free(sj);
-	return n;
-}
-
-static void open_at(struct rfs_view *v, uint64_t epoch, uint64_t rank,
-		    uint64_t batch)
-{
-	rfs_view_opened(v, &(struct rfs_cache_key){ .epoch = epoch,
-						    .rank = rank,
-						    .batch = batch },
-			0);
-}
-
 /* A reader that jumps gets nothing queued at the jump: only opens in
  * order (or nearly, as concurrent loader workers open) queue ahead. */
 static void test_prefetch_skips_jumps(void **state)
 {
 	struct fixture *f = *state;
 	struct rfs_config c;
-	char err[64];
-	make_config(&c, "shuffle", "5");
-	assert_int_equal(rfs_config_set(&c, "prefetch", "3", err, sizeof(err)),
-			 0);
-	struct rfs_view *v = create_ok(&c, f->path);
+	struct rfs_view *v = prefetching_view(&c, f->path, "3", NULL);
 	open_at(v, 0, 1, 0); /* first: 1, 2, 3 */
 	open_at(v, 0, 1, 2); /* workers' order: 4, 5 */
 	open_at(v, 0, 1, 1); /* behind, within depth: nothing new */
@@ -540,9 +540,7 @@ static void test_prefetch_skips_jumps(void **state)
 	assert_int_equal(prefetch_count(v, "queued"), 5);
 	open_at(v, 100, 1, 1); /* in order after the jump: 3 more */
 	assert_int_equal(prefetch_count(v, "queued"), 8);
-	for (int i = 0; i < 2000 && prefetch_count(v, "done") < 8; i++)
-		usleep(1000);
-	assert_int_equal(prefetch_count(v, "done"), 8);
+	wait_prefetched(v, 8);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);
 }
@@ -553,12 +551,7 @@ static void test_prefetch_depth_shared_by_readers(void **state)
 {
 	struct fixture *f = *state;
 	struct rfs_config c;
-	char err[64];
-	make_config(&c, "shuffle", "5");
-	assert_int_equal(rfs_config_set(&c, "prefetch", "60000", err,
-					sizeof(err)),
-			 0);
-	struct rfs_view *v = create_ok(&c, f->path);
+	struct rfs_view *v = prefetching_view(&c, f->path, "60000", NULL);
 	uint64_t depth = rfs_view_config(v)->prefetch;
 	assert_true(depth >= 2 && depth < 60000); /* cut to the room */
 	assert_int_equal(prefetch_count(v, "depth"), depth);
