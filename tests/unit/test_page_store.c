@@ -50,10 +50,12 @@ static void test_first_open_stores_later_ones_do_not(void **state)
 	assert_int_equal(rfs_page_store_open(s, 8), 1);
 	assert_int_equal(rfs_page_store_fill(s, 8, NULL, 0), 0);
 	assert_int_equal(sent.calls, 1); /* nothing to send: not sent */
-	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0); /* one remains */
+	/* One remains open. */
+	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0);
 	assert_int_equal(rfs_page_store_open(s, 7), 0); /* one still open */
 	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0);
-	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 1); /* the last */
+	/* The last. */
+	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 1);
 	/* All closed: the next open stores again. */
 	assert_int_equal(rfs_page_store_open(s, 7), 1);
 	sent.rc = -ENOENT;
