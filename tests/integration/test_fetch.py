@@ -509,6 +509,29 @@ def drop_from_page_cache(path):
         os.close(fd)
 
 
+def nowait_reads_see_a_drop(path):
+    """Whether reads with RWF_NOWAIT just after the file is dropped from
+    the page cache mostly fail with EAGAIN, as rankfs's probe expects. A
+    miss starts reading the page in, and where the device answers before
+    the read looks again (a RAM-backed disk) the read succeeds: there the
+    probe rightly calls a dropped file resident, as no read would wait."""
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    misses = 0
+    try:
+        for k in range(20):
+            drop_from_page_cache(path)
+            try:
+                os.preadv(fd, [bytearray(1)], k * 97 * 4096 % size,
+                          os.RWF_NOWAIT)
+            except BlockingIOError:
+                misses += 1
+    finally:
+        os.close(fd)
+    drop_from_page_cache(path)
+    return misses >= 10
+
+
 def test_contiguous_rows_mapped_while_in_page_cache(mounts, tmp_path):
     """A contiguous source that fits in the chunk half of cache_mb is
     mapped (read_path mmap): rows are copied from the mapping while the
@@ -517,7 +540,7 @@ def test_contiguous_rows_mapped_while_in_page_cache(mounts, tmp_path):
     x = np.random.default_rng(8).random((20000, 100), dtype=np.float32)
     path = write_h5(str(tmp_path / "c.h5"), {"x": x})  # 8 MB
     opts = "dataset=/x,world_size=2,batch_size=100,strategy=shuffle,prefetch=0"
-    drop_from_page_cache(path)
+    misses_seen = nowait_reads_see_a_drop(path)  # and dropped
     m = mounts(path, opts)
     small = mounts(path, opts + ",cache_mb=8")  # 4 MiB for chunks: no map
     assert m.json("dataset.json")["read_path"] == "mmap"
@@ -531,7 +554,11 @@ def test_contiguous_rows_mapped_while_in_page_cache(mounts, tmp_path):
                     mount.load("batch", epoch, rank, batch), x[index])
 
     check(m, 0)  # cold: read from storage, the mapping untouched
-    assert mapped_rss_kib(m.proc.pid, path) == 0
+    if misses_seen:
+        assert mapped_rss_kib(m.proc.pid, path) == 0
+    else:
+        print(f"{path}: NOWAIT reads do not see a drop on this device; "
+              "the cold read may use the mapping")
     # Now all of it in the page cache; the next probe (at most one a
     # second, of random pages) sees it. Under memory pressure the kernel
     # may reclaim a sampled page first, and that probe then says "not

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,20 +176,45 @@ static int resident_now(struct rfs_rowmap *m)
 	return rfs_rowmap_resident(m);
 }
 
-/* Whether ask() says "not resident" after f is dropped. Its first miss
- * starts readahead of the file, and on a fast device that read can end
- * before the probe looks (a read with RWF_NOWAIT then succeeds, once in
- * some hundreds of runs in CI): so a new drop and a new question, a few
- * times. A probe that cannot tell would never say 0. */
+/* Whether a read with RWF_NOWAIT of the page at `at` fails with EAGAIN. */
+static int nowait_read_misses(const struct file *f, off_t at)
+{
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	return preadv2(f->fd, &iov, 1, at, RWF_NOWAIT) < 0 && errno == EAGAIN;
+}
+
+/* Whether ask() says "not resident" after f is dropped, or the device
+ * answers too fast for any probe to tell. A NOWAIT read that misses starts
+ * reading the page in, and where the device answers before the read looks
+ * again (an interrupt on the same CPU, a RAM-backed disk) it succeeds: then
+ * "resident" is right, as no read would wait. So a new drop and a new
+ * question, many times, each miss reading one page (POSIX_FADV_RANDOM), so
+ * that each of the probe's samples is a new chance to see one. A probe that
+ * never says 0 passes only where the test's own NOWAIT reads after a drop
+ * mostly succeed too and its reads brought pages back in, which a probe that
+ * guesses would not. */
 static int sees_the_drop(struct rfs_rowmap *m, const struct file *f,
 			 int (*ask)(struct rfs_rowmap *))
 {
-	for (int tries = 0; tries < 5; tries++) {
+	enum { TRIES = 100, OWN_READS = 20 };
+	assert_int_equal(posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	for (int tries = 0; tries < TRIES; tries++) {
 		drop_from_page_cache(f);
 		if (ask(m) == 0)
 			return 1;
 	}
-	return 0;
+	size_t brought_back = cached_pages(f);
+	int misses = 0;
+	for (int k = 0; k < OWN_READS; k++) {
+		drop_from_page_cache(f);
+		misses += nowait_read_misses(f, (off_t)((k * 7 % PAGES) *
+							 f->page));
+	}
+	fprintf(stderr, "%s: the probe never saw a drop in %d tries; this "
+		"test's own NOWAIT reads missed %d of %d times\n", f->path,
+		TRIES, misses, OWN_READS);
+	return misses < OWN_READS / 2 && brought_back > 0;
 }
 
 static void test_resident_follows_the_page_cache(void **state)
