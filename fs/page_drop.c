@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "log.h"
 #include "quiet_thread.h"
 
 #define QUEUE_SLOTS 1024
@@ -32,6 +33,7 @@ struct rfs_page_drop {
 	uint64_t dropping_ino; /* its inode, protected by lock */
 	pthread_cond_t dropped; /* a notification returned */
 	int stopping; /* protected by lock */
+	int told_full; /* the full queue was logged, protected by lock */
 };
 
 static void *run(void *arg)
@@ -81,13 +83,28 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 	return 0;
 }
 
+static int queued(const struct rfs_page_drop *d, uint64_t ino)
+{
+	for (size_t i = 0; i < d->count; i++)
+		if (d->queue[(d->head + i) % QUEUE_SLOTS] == ino)
+			return 1;
+	return 0;
+}
+
 void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
 {
 	pthread_mutex_lock(&d->lock);
-	if (!d->stopping && d->count < QUEUE_SLOTS) {
+	/* A queued drop takes every page the file has when it runs. */
+	int wanted = !d->stopping && !queued(d, ino);
+	if (wanted && d->count < QUEUE_SLOTS) {
 		d->queue[(d->head + d->count) % QUEUE_SLOTS] = ino;
 		d->count++;
 		pthread_cond_signal(&d->work);
+	} else if (wanted && !d->told_full) {
+		d->told_full = 1;
+		rfs_log("page drops fall behind (%d files queued): closed "
+			"files' pages stay in the page cache until the kernel "
+			"reclaims them", QUEUE_SLOTS);
 	}
 	pthread_mutex_unlock(&d->lock);
 }

@@ -12,9 +12,10 @@ struct rfs_page_drop;
  * @return 0 or a negative errno. */
 int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out);
 
-/* Queues inode ino's pages to be dropped; never blocks. When the queue is
- * full the request is not kept: those pages then stay until the kernel
- * needs the memory. Thread-safe. */
+/* Queues inode ino's pages to be dropped, unless ino is queued already;
+ * never blocks. When the queue is full the request is not kept (logged
+ * once): those pages then stay until the kernel needs the memory.
+ * Thread-safe. */
 void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino);
 
 /* Forgets the drops of ino queued, and waits for one in progress: the
