@@ -19,7 +19,6 @@
 #include "log.h"
 #include "quiet_thread.h"
 
-#define QUEUE_SLOTS 1024
 #define POLL_MS 50
 
 struct rfs_page_drop {
@@ -27,7 +26,7 @@ struct rfs_page_drop {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t work;
-	uint64_t queue[QUEUE_SLOTS]; /* protected by lock */
+	uint64_t queue[RFS_PAGE_DROP_SLOTS]; /* protected by lock */
 	size_t head, count; /* protected by lock */
 	int dropping; /* a notification in flight, protected by lock */
 	uint64_t dropping_ino; /* its inode, protected by lock */
@@ -46,7 +45,7 @@ static void *run(void *arg)
 		if (d->stopping)
 			break;
 		uint64_t ino = d->queue[d->head];
-		d->head = (d->head + 1) % QUEUE_SLOTS;
+		d->head = (d->head + 1) % RFS_PAGE_DROP_SLOTS;
 		d->count--;
 		d->dropping = 1;
 		d->dropping_ino = ino;
@@ -86,7 +85,7 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 static int queued(const struct rfs_page_drop *d, uint64_t ino)
 {
 	for (size_t i = 0; i < d->count; i++)
-		if (d->queue[(d->head + i) % QUEUE_SLOTS] == ino)
+		if (d->queue[(d->head + i) % RFS_PAGE_DROP_SLOTS] == ino)
 			return 1;
 	return 0;
 }
@@ -95,28 +94,31 @@ void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
 {
 	pthread_mutex_lock(&d->lock);
 	/* A queued drop takes every page the file has when it runs. */
-	int wanted = !d->stopping && !queued(d, ino);
-	if (wanted && d->count < QUEUE_SLOTS) {
-		d->queue[(d->head + d->count) % QUEUE_SLOTS] = ino;
+	int wanted = !d->stopping && !queued(d, ino), tell_full = 0;
+	if (wanted && d->count < RFS_PAGE_DROP_SLOTS) {
+		d->queue[(d->head + d->count) % RFS_PAGE_DROP_SLOTS] = ino;
 		d->count++;
 		pthread_cond_signal(&d->work);
 	} else if (wanted && !d->told_full) {
-		d->told_full = 1;
-		rfs_log("page drops fall behind (%d files queued): closed "
-			"files' pages stay in the page cache until the kernel "
-			"reclaims them", QUEUE_SLOTS);
+		d->told_full = tell_full = 1;
 	}
 	pthread_mutex_unlock(&d->lock);
+	/* Not under the lock: releases wait for it. */
+	if (tell_full)
+		rfs_log("page drops fall behind (%d files queued): closed "
+			"files' pages stay in the page cache until the kernel "
+			"reclaims them", RFS_PAGE_DROP_SLOTS);
 }
 
 void rfs_page_drop_cancel(struct rfs_page_drop *d, uint64_t ino)
 {
 	pthread_mutex_lock(&d->lock);
+	const size_t slots = RFS_PAGE_DROP_SLOTS;
 	size_t kept = 0;
 	for (size_t i = 0; i < d->count; i++) {
-		uint64_t queued = d->queue[(d->head + i) % QUEUE_SLOTS];
-		if (queued != ino)
-			d->queue[(d->head + kept++) % QUEUE_SLOTS] = queued;
+		uint64_t next = d->queue[(d->head + i) % slots];
+		if (next != ino)
+			d->queue[(d->head + kept++) % slots] = next;
 	}
 	d->count = kept;
 	while (d->dropping && d->dropping_ino == ino)

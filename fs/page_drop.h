@@ -8,13 +8,16 @@
 struct fuse_session;
 struct rfs_page_drop;
 
+/* Files whose drops can wait in the queue at once. */
+#define RFS_PAGE_DROP_SLOTS 1024
+
 /* Starts the thread for a mounted session, which must outlive it.
  * @return 0 or a negative errno. */
 int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out);
 
 /* Queues inode ino's pages to be dropped, unless ino is queued already;
- * never blocks. When the queue is full the request is not kept (logged
- * once): those pages then stay until the kernel needs the memory.
+ * never blocks. When the queue is full the request is not kept (the first
+ * time logged): those pages then stay until the kernel needs the memory.
  * Thread-safe. */
 void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino);
 

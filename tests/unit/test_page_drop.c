@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -91,34 +90,12 @@ void fuse_session_process_buf(struct fuse_session *se,
 
 static int reset_kernel(void **state)
 {
-	(void)state;
+	*state = NULL; /* the test's rfs_page_drop, once started */
 	kernel.count = 0;
 	kernel.held = 0;
 	kernel.at_gate = kernel.gate_open = kernel.answered = 0;
 	kernel.wrong_calls = 0;
 	return pipe(kernel.requests);
-}
-
-static int close_requests(void **state)
-{
-	(void)state;
-	close(kernel.requests[0]);
-	close(kernel.requests[1]);
-	return 0;
-}
-
-/* A drop of ino starts and waits at the gate. */
-static struct rfs_page_drop *start_holding(uint64_t ino)
-{
-	struct rfs_page_drop *d;
-	assert_int_equal(rfs_page_drop_create(session, &d), 0);
-	kernel.held = ino;
-	rfs_page_drop_push(d, ino);
-	pthread_mutex_lock(&kernel.lock);
-	while (!kernel.at_gate)
-		pthread_cond_wait(&kernel.changed, &kernel.lock);
-	pthread_mutex_unlock(&kernel.lock);
-	return d;
 }
 
 static void open_gate(void)
@@ -127,6 +104,33 @@ static void open_gate(void)
 	kernel.gate_open = 1;
 	pthread_cond_broadcast(&kernel.changed);
 	pthread_mutex_unlock(&kernel.lock);
+}
+
+/* Also after a failed test: its thread must not drop into the next. */
+static int stop_and_close(void **state)
+{
+	if (*state) {
+		open_gate();
+		rfs_page_drop_destroy(*state);
+	}
+	close(kernel.requests[0]);
+	close(kernel.requests[1]);
+	return 0;
+}
+
+/* A drop of ino starts and waits at the gate. */
+static struct rfs_page_drop *start_holding(void **state, uint64_t ino)
+{
+	struct rfs_page_drop *d;
+	assert_int_equal(rfs_page_drop_create(session, &d), 0);
+	*state = d;
+	kernel.held = ino;
+	rfs_page_drop_push(d, ino);
+	pthread_mutex_lock(&kernel.lock);
+	while (!kernel.at_gate)
+		pthread_cond_wait(&kernel.changed, &kernel.lock);
+	pthread_mutex_unlock(&kernel.lock);
+	return d;
 }
 
 /* Pushes a file no test uses otherwise and waits for its drop: the queue
@@ -152,8 +156,7 @@ static void assert_dropped(const uint64_t *want, size_t n)
 
 static void test_drops_in_order_each_queued_file_once(void **state)
 {
-	(void)state;
-	struct rfs_page_drop *d = start_holding(1);
+	struct rfs_page_drop *d = start_holding(state, 1);
 	const uint64_t pushed[] = { 2, 3, 2, 1, 3, 4, 4 };
 	for (size_t i = 0; i < sizeof(pushed) / sizeof(pushed[0]); i++)
 		rfs_page_drop_push(d, pushed[i]);
@@ -162,7 +165,6 @@ static void test_drops_in_order_each_queued_file_once(void **state)
 	/* 1 again: its drop was under way, and its pages may be back. */
 	const uint64_t want[] = { 1, 2, 3, 1, 4 };
 	assert_dropped(want, sizeof(want) / sizeof(want[0]));
-	rfs_page_drop_destroy(d);
 }
 
 static size_t lines_with(const char *path, const char *text)
@@ -179,14 +181,16 @@ static size_t lines_with(const char *path, const char *text)
 
 static void test_full_queue_keeps_what_it_has_and_says_so_once(void **state)
 {
-	(void)state;
-	char log_path[] = "/tmp/rankfs-test-page-drop-XXXXXX";
+	const char *tmp = getenv("TMPDIR");
+	char log_path[4096];
+	snprintf(log_path, sizeof(log_path), "%s/rankfs-test-page-drop-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
 	int fd = mkstemp(log_path);
 	assert_true(fd >= 0);
 	close(fd);
 	assert_int_equal(rfs_log_set_file(log_path), 0);
-	struct rfs_page_drop *d = start_holding(1);
-	enum { SLOTS = 1024 }; /* page_drop.c's QUEUE_SLOTS */
+	struct rfs_page_drop *d = start_holding(state, 1);
+	enum { SLOTS = RFS_PAGE_DROP_SLOTS };
 	for (uint64_t ino = 2; ino < 2 + SLOTS; ino++)
 		rfs_page_drop_push(d, ino);
 	assert_int_equal(lines_with(log_path, "page drops fall behind"), 0);
@@ -203,7 +207,6 @@ static void test_full_queue_keeps_what_it_has_and_says_so_once(void **state)
 	assert_int_equal(kernel.count, 1 + SLOTS);
 	for (size_t i = 0; i < kernel.count; i++)
 		assert_int_equal(kernel.dropped[i], i + 1);
-	rfs_page_drop_destroy(d);
 	unlink(log_path);
 }
 
@@ -226,15 +229,14 @@ static void *cancel_one(void *arg)
 static void test_cancel_forgets_queued_and_waits_for_one_under_way(
 	void **state)
 {
-	(void)state;
-	struct rfs_page_drop *d = start_holding(1);
+	struct rfs_page_drop *d = start_holding(state, 1);
 	rfs_page_drop_push(d, 2);
 	rfs_page_drop_push(d, 3);
 	rfs_page_drop_cancel(d, 3); /* queued only: returns at once */
 	struct canceller c = { d, 1, 0 };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, cancel_one, &c), 0);
-	usleep(50000);
+	usleep(50000); /* a cancel that did not wait has returned by now */
 	pthread_mutex_lock(&kernel.lock);
 	assert_int_equal(c.returned, 0); /* 1's drop is still under way */
 	pthread_mutex_unlock(&kernel.lock);
@@ -244,18 +246,17 @@ static void test_cancel_forgets_queued_and_waits_for_one_under_way(
 	drain(d);
 	const uint64_t want[] = { 1, 2 };
 	assert_dropped(want, 2);
-	rfs_page_drop_destroy(d);
 }
 
 static void test_destroy_answers_requests_while_a_drop_waits(void **state)
 {
-	(void)state;
-	struct rfs_page_drop *d = start_holding(1);
+	struct rfs_page_drop *d = start_holding(state, 1);
 	rfs_page_drop_push(d, 2); /* forgotten */
 	char request = 'r';
 	assert_int_equal(write(kernel.requests[1], &request, 1), 1);
 	/* Returns only once the request is answered. */
 	rfs_page_drop_destroy(d);
+	*state = NULL;
 	assert_int_equal(kernel.answered, 1);
 	const uint64_t want[] = { 1 };
 	assert_dropped(want, 1);
@@ -264,19 +265,20 @@ static void test_destroy_answers_requests_while_a_drop_waits(void **state)
 
 int main(void)
 {
+	alarm(60); /* a drop or wait that never ends fails, not hangs */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(
 			test_drops_in_order_each_queued_file_once,
-			reset_kernel, close_requests),
+			reset_kernel, stop_and_close),
 		cmocka_unit_test_setup_teardown(
 			test_full_queue_keeps_what_it_has_and_says_so_once,
-			reset_kernel, close_requests),
+			reset_kernel, stop_and_close),
 		cmocka_unit_test_setup_teardown(
 			test_cancel_forgets_queued_and_waits_for_one_under_way,
-			reset_kernel, close_requests),
+			reset_kernel, stop_and_close),
 		cmocka_unit_test_setup_teardown(
 			test_destroy_answers_requests_while_a_drop_waits,
-			reset_kernel, close_requests),
+			reset_kernel, stop_and_close),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

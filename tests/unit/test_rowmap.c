@@ -176,12 +176,15 @@ static int resident_now(struct rfs_rowmap *m)
 	return rfs_rowmap_resident(m);
 }
 
-/* Whether a read with RWF_NOWAIT of the page at `at` fails with EAGAIN. */
+/* Whether a read with RWF_NOWAIT of the page at `at` fails with EAGAIN
+ * (any other failure fails the test). */
 static int nowait_read_misses(const struct file *f, off_t at)
 {
 	char byte;
 	struct iovec iov = { &byte, 1 };
-	return preadv2(f->fd, &iov, 1, at, RWF_NOWAIT) < 0 && errno == EAGAIN;
+	ssize_t got = preadv2(f->fd, &iov, 1, at, RWF_NOWAIT);
+	assert_true(got == 1 || (got < 0 && errno == EAGAIN));
+	return got < 0;
 }
 
 /* Whether ask() says "not resident" after f is dropped, or the device
@@ -190,10 +193,11 @@ static int nowait_read_misses(const struct file *f, off_t at)
  * again (an interrupt on the same CPU, a RAM-backed disk) it succeeds: then
  * "resident" is right, as no read would wait. So a new drop and a new
  * question, many times, each miss reading one page (POSIX_FADV_RANDOM), so
- * that each of the probe's samples is a new chance to see one. A probe that
- * never says 0 passes only where the test's own NOWAIT reads after a drop
- * mostly succeed too and its reads brought pages back in, which a probe that
- * guesses would not. */
+ * that each of the probe's samples is a new chance to see one (the advice
+ * stays on f's descriptor). A probe that never says 0 passes only where
+ * the test's own NOWAIT reads after a drop mostly succeed too and its reads
+ * brought pages back in: a probe that guesses fails, and so does one that
+ * blocks, except on such a device, where the two cannot be told apart. */
 static int sees_the_drop(struct rfs_rowmap *m, const struct file *f,
 			 int (*ask)(struct rfs_rowmap *))
 {
