@@ -124,9 +124,18 @@ def start_daemon(mnt, sources, options, extra=(), log=None):
 
 
 def wait_mounted(mnt, proc, log):
+    """Until the mount answers a request: the daemon finishes setting up
+    (the 1 MiB readahead, for one) after the mount appears and before it
+    serves."""
     deadline = time.monotonic() + MOUNT_DEADLINE
     while time.monotonic() < deadline:
         if is_mounted(mnt):
+            try:
+                os.stat(os.path.join(mnt, "config.json"))
+            except OSError as e:
+                with open(log) as f:
+                    raise AssertionError(f"{mnt} mounted but does not "
+                                         f"answer ({e}): {f.read()}")
             return
         if proc.poll() is not None:
             with open(log) as f:

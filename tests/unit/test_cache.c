@@ -611,8 +611,12 @@ static void test_fill_waits_for_held_entry(void **state)
 	struct getter g = { .cache = c, .key = key_of(2) };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, get_one, &g), 0);
-	struct timespec ts = { 0, 100 * 1000000L };
-	nanosleep(&ts, NULL);
+	/* Until the fill waits (however slowly its thread starts). */
+	for (int ms = 0; counters(c).room_waits == 0 && ms < 20000; ms++) {
+		struct timespec ts = { 0, 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(counters(c).room_waits, 1);
 	assert_int_equal(atomic_load(&g.done), 0);
 	assert_true(counters(c).bytes == 200);
 	rfs_cache_put(c, held);
