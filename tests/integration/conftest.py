@@ -130,13 +130,22 @@ def wait_mounted(mnt, proc, log):
     deadline = time.monotonic() + MOUNT_DEADLINE
     while time.monotonic() < deadline:
         if is_mounted(mnt):
+            # In a process of its own: a daemon stuck before it serves
+            # would hold this one's stat for good.
             try:
-                os.stat(os.path.join(mnt, "config.json"))
-            except OSError as e:
-                with open(log) as f:
-                    raise AssertionError(f"{mnt} mounted but does not "
-                                         f"answer ({e}): {f.read()}")
-            return
+                asked = subprocess.run(
+                    ["stat", "-c", "%s", os.path.join(mnt, "config.json")],
+                    capture_output=True, text=True,
+                    timeout=max(1, deadline - time.monotonic()))
+                answer = asked.stderr if asked.returncode else None
+            except subprocess.TimeoutExpired:
+                answer = "no answer"
+            if answer is None:
+                return
+            proc.kill()
+            with open(log) as f:
+                raise AssertionError(f"{mnt} mounted but does not answer "
+                                     f"({answer.strip()}): {f.read()}")
         if proc.poll() is not None:
             with open(log) as f:
                 raise AssertionError(f"rankfs exited {proc.returncode} "

@@ -611,11 +611,16 @@ static void test_fill_waits_for_held_entry(void **state)
 	struct getter g = { .cache = c, .key = key_of(2) };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, get_one, &g), 0);
-	/* Until the fill waits (however slowly its thread starts). */
-	for (int ms = 0; counters(c).room_waits == 0 && ms < 20000; ms++) {
+	/* Until the fill waits (however slowly its thread starts), and a
+	 * while after: it must still be waiting. */
+	for (int ms = 0; counters(c).room_waits == 0 &&
+			 !atomic_load(&g.done) && ms < 20000;
+	     ms++) {
 		struct timespec ts = { 0, 1000000L };
 		nanosleep(&ts, NULL);
 	}
+	struct timespec settle = { 0, 50 * 1000000L };
+	nanosleep(&settle, NULL);
 	assert_int_equal(counters(c).room_waits, 1);
 	assert_int_equal(atomic_load(&g.done), 0);
 	assert_true(counters(c).bytes == 200);
