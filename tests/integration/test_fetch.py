@@ -601,7 +601,7 @@ def test_prefetch_serves_sequential_reads_from_memory(mounts, dense):
         np.testing.assert_array_equal(m.load("batch", 0, 0, k),
                                       dense["x"][index])
     # A worker counts a batch done just after the reader may have got it.
-    for _ in range(100):
+    for _ in range(400):
         s = m.json("stats.json")
         if s["prefetch"]["done"] >= m.batches() - 1:
             break
@@ -626,7 +626,7 @@ def test_prefetch_leaves_random_reads_alone(mounts, dense):
         index = m.load("index", e, 0, b)
         np.testing.assert_array_equal(m.load("batch", e, 0, b),
                                       dense["x"][index])
-    for _ in range(100):  # let queued generations finish
+    for _ in range(400):  # let queued generations finish
         p = m.json("stats.json")["prefetch"]
         if p["done"] + p["dropped"] >= p["queued"]:
             break

@@ -438,7 +438,8 @@ static uint64_t prefetch_count(struct rfs_view *v, const char *field)
 /* Waits (at most 2 s) until n prefetched batches are done. */
 static void wait_prefetched(struct rfs_view *v, uint64_t n)
 {
-	for (int i = 0; i < 2000 && prefetch_count(v, "done") < n; i++)
+	/* 30 s at least: a sanitized build on a busy machine is slow. */
+	for (int i = 0; i < 30000 && prefetch_count(v, "done") < n; i++)
 		usleep(1000);
 	assert_int_equal(prefetch_count(v, "done"), n);
 }
