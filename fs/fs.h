@@ -18,7 +18,7 @@ struct rfs_fs {
 	int direct_io;
 	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
 	/* Counts the opens of files; stores a file's bytes at its first
-	 * open, but with direct_io or passthrough (page_store.h). */
+	 * open, except with direct_io or passthrough (page_store.h). */
 	struct rfs_page_store *page_store;
 	struct rfs_passthrough *passthrough; /* NULL: option off */
 };

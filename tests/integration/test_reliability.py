@@ -39,6 +39,23 @@ def random_reads(paths, expected, seed, reads):
     return bad
 
 
+def results_of_processes(target, arg_lists, timeout):
+    """Runs target(*args, out) in a forked process for each args of
+    arg_lists; returns what each put on out (in the order they finished)
+    once all have exited 0."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, out))
+             for args in arg_lists]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=timeout) for _ in procs]
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    return results
+
+
 def process_reads(paths, expected, seed, out):
     """16 threads of random reads; puts the count of wrong answers."""
     results = []
@@ -66,19 +83,11 @@ def test_concurrent_random_reads(mounts, tmp_path, direct_io):
     paths = [m.file("batch", 0, 0, 0), m.file("batch", 0, 1, 0),
              m.file("batch", 1, 0, 2), m.file("index", 1, 0, 2),
              m.path("step/rank/1/000000000.npy")]
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
     # Reference bytes from a second mount with the same options.
     ref = mounts(path, o)
     expected = {p: read_all(p.replace(m.mnt, ref.mnt)) for p in paths}
-    procs = [ctx.Process(target=process_reads,
-                         args=(paths, expected, 100 * i, out))
-             for i in range(3)]
-    for p in procs:
-        p.start()
-    wrong = [out.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join()
+    wrong = results_of_processes(
+        process_reads, [(paths, expected, 100 * i) for i in range(3)], 300)
     assert wrong == [0, 0, 0]
     for p in paths:  # and whole sequential reads still agree
         assert read_all(p) == expected[p]
@@ -411,16 +420,8 @@ def test_memory_bound_with_many_handler_threads(mounts, tmp_path):
     path = write_h5ad(str(tmp_path / "c.h5ad"), x)
     m = mounts(path, "world_size=1,batch_size=128,cache_mb=16,dtype=float16,"
                "direct_io", extra=("-o", "max_threads=1024"))
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=read_random_batches, args=(m, x, p, out))
-             for p in range(20)]
-    for p in procs:
-        p.start()
-    bad = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join()
-        assert p.exitcode == 0
+    bad = results_of_processes(read_random_batches,
+                               [(m, x, p) for p in range(20)], 120)
     assert sum(bad) == 0  # each batch its rows, as float16
     _, peak = rss_mib(m.proc.pid)
     print(f"daemon peak RSS {peak:.1f} MiB (cache_mb=16)")
