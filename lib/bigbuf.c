@@ -37,31 +37,46 @@ void rfs_bigbuf_limit(size_t bytes)
 	pthread_mutex_unlock(&pool_lock);
 }
 
+int rfs_bigbuf_mapped(size_t size)
+{
+	return size >= MAP_MIN;
+}
+
 size_t rfs_bigbuf_footprint(size_t size)
 {
-	if (size < MAP_MIN)
+	if (!rfs_bigbuf_mapped(size))
 		return size;
 	return (size + MAP_STEP - 1) / MAP_STEP * MAP_STEP;
+}
+
+void *rfs_bigbuf_pooled(size_t size)
+{
+	if (!rfs_bigbuf_mapped(size))
+		return NULL;
+	size = rfs_bigbuf_footprint(size);
+	void *p = NULL;
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < POOL_SLOTS && !p; i++) {
+		if (pool[i].p && pool[i].size == size) {
+			p = pool[i].p;
+			pool[i].p = NULL;
+			pool_bytes -= size;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return p;
 }
 
 void *rfs_bigbuf_alloc(size_t size)
 {
 	if (size < MAP_MIN)
 		return malloc(size ? size : 1);
+	void *p = rfs_bigbuf_pooled(size);
+	if (p)
+		return p;
 	size = rfs_bigbuf_footprint(size);
-	pthread_mutex_lock(&pool_lock);
-	for (int i = 0; i < POOL_SLOTS; i++) {
-		if (pool[i].p && pool[i].size == size) {
-			void *p = pool[i].p;
-			pool[i].p = NULL;
-			pool_bytes -= size;
-			pthread_mutex_unlock(&pool_lock);
-			return p;
-		}
-	}
-	pthread_mutex_unlock(&pool_lock);
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
