@@ -69,7 +69,7 @@ void *rfs_bigbuf_pooled(size_t size)
 
 void *rfs_bigbuf_alloc(size_t size)
 {
-	if (size < MAP_MIN)
+	if (!rfs_bigbuf_mapped(size))
 		return malloc(size ? size : 1);
 	void *p = rfs_bigbuf_pooled(size);
 	if (p)
@@ -84,7 +84,7 @@ void rfs_bigbuf_free(void *p, size_t size)
 {
 	if (!p)
 		return;
-	if (size < MAP_MIN) {
+	if (!rfs_bigbuf_mapped(size)) {
 		free(p);
 		return;
 	}

@@ -13,7 +13,8 @@ void *rfs_bigbuf_alloc(size_t size);
 
 /* @return a pooled buffer for size bytes, or NULL where the pool has none
  * (or size is small enough for malloc): for callers that would rather
- * reuse memory of their own than map more. Free it as any. */
+ * reuse memory of their own than map more. Free it with
+ * rfs_bigbuf_free(p, size). */
 void *rfs_bigbuf_pooled(size_t size);
 
 /* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a

@@ -286,15 +286,14 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 	}
 	c->turn++;
 	c->bytes += need;
-	/* Memory already ours before fresh memory: pooled, else retired
-	 * (which frees that entry's share of the capacity). */
+	/* Memory already ours before fresh memory: pooled, else retired. */
 	void *data = rfs_bigbuf_pooled(len);
-	int took_retired = !data &&
-			   (data = take_retired_buffer(c, footprint)) != NULL;
-	if (c->next_ticket != c->turn || took_retired)
+	if (!data)
+		data = take_retired_buffer(c, footprint);
+	if (c->next_ticket != c->turn)
 		pthread_cond_broadcast(&c->room); /* the next in line */
 	pthread_mutex_unlock(&c->lock);
-	if (!data)
+	if (!data) /* the pool again, then a mapping: outside the lock */
 		data = rfs_bigbuf_alloc(len);
 	pthread_mutex_lock(&c->lock);
 	f->scratch = scratch;

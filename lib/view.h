@@ -101,7 +101,8 @@ int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
 void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
 		     int filled_at_open);
 /* A file was closed (released): its bytes are retired from the batch
- * cache (rfs_cache_retire()), kept a while for a reader that comes back. */
+ * cache (rfs_cache_retire()), kept a while for a reader that comes back
+ * (until evicted, or their buffer is reused by a new batch). */
 void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key);
 /* bytes of a file of rank were returned by read(). */
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
