@@ -13,6 +13,7 @@
 #include "fs.h"
 #include "log.h"
 #include "opts.h"
+#include "stop_signal.h"
 
 /* mountinfo writes space, tab, newline and backslash in a path as \ooo
  * (octal): decodes them in place. */
@@ -204,8 +205,13 @@ int main(int argc, char *argv[])
 	if (!cli.fuse.foreground)
 		rfs_daemon_ready();
 
+	int kicks = rfs_stop_signal_start(se);
+	if (kicks != 0) /* libfuse's handlers stay: a stop may wait */
+		rfs_log("cannot start the signal helper: %s", strerror(-kicks));
 	rc = run_loop(se, &cli);
-	/* libfuse 3.14 returns the number of the signal that ended the loop. */
+	if (kicks == 0)
+		rfs_stop_signal_end();
+	/* libfuse 3.14's handlers make the loop return the signal's number. */
 	status = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 :
 									    1;
 	if (status != 0)

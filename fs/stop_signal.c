@@ -1,0 +1,93 @@
+/*
+ * libfuse 3.14's signal handlers only set the session's exit flag. Its
+ * loops look at the flag between waits (sem_wait in the multithreaded
+ * loop, read of /dev/fuse in the single-threaded one), and a signal's
+ * interruption is what ends the wait: a signal that comes after the look
+ * and before the wait is lost, and the daemon then runs on until the next
+ * request (libfuse fixed it in 3.18). CI saw a SIGHUP leave a mount up
+ * for more than 20 seconds; a job's SIGTERM at the end of training must
+ * not. Here the handler also wakes a helper thread, which sends the same
+ * signal again to the loop's thread every 20 ms until the loop returns:
+ * each one interrupts the wait it is in, and the loop then sees the flag.
+ */
+#include "stop_signal.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "quiet_thread.h"
+
+static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+#define STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
+#define KICK_INTERVAL_NS (20 * 1000 * 1000)
+
+static struct fuse_session *session;
+static pthread_t loop_thread, kicker;
+static sem_t asked; /* posted by the handler, and by end() */
+static volatile sig_atomic_t which; /* the first signal taken */
+static atomic_int loop_returned;
+static struct sigaction before[STOP_SIGNALS];
+
+static void on_stop(int sig)
+{
+	int saved = errno;
+	fuse_session_exit(session); /* a store, as libfuse's handler does */
+	if (!which)
+		which = sig;
+	sem_post(&asked); /* async-signal-safe */
+	errno = saved;
+}
+
+static void *kick_loop(void *unused)
+{
+	(void)unused;
+	while (sem_wait(&asked) != 0) /* EINTR */
+		;
+	struct timespec interval = { 0, KICK_INTERVAL_NS };
+	while (!atomic_load(&loop_returned)) {
+		pthread_kill(loop_thread, which ? which : SIGTERM);
+		nanosleep(&interval, NULL);
+	}
+	return NULL;
+}
+
+int rfs_stop_signal_start(struct fuse_session *se)
+{
+	session = se;
+	loop_thread = pthread_self();
+	which = 0;
+	atomic_store(&loop_returned, 0);
+	if (sem_init(&asked, 0, 0) != 0)
+		return -errno;
+	int rc = rfs_quiet_thread_create(&kicker, "rankfs-stop", kick_loop,
+					 NULL);
+	if (rc != 0) {
+		sem_destroy(&asked);
+		return rc;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; /* no SA_RESTART: the wait must be interrupted */
+	for (size_t i = 0; i < STOP_SIGNALS; i++)
+		sigaction(stop_signals[i], &sa, &before[i]);
+	return 0;
+}
+
+int rfs_stop_signal_end(void)
+{
+	atomic_store(&loop_returned, 1);
+	sem_post(&asked); /* the helper stops, signal or not */
+	pthread_join(kicker, NULL);
+	for (size_t i = 0; i < STOP_SIGNALS; i++)
+		sigaction(stop_signals[i], &before[i], NULL);
+	sem_destroy(&asked);
+	return which;
+}
