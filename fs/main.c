@@ -209,11 +209,13 @@ int main(int argc, char *argv[])
 	if (kicks != 0) /* libfuse's handlers stay: a stop may wait */
 		rfs_log("cannot start the signal helper: %s", strerror(-kicks));
 	rc = run_loop(se, &cli);
-	if (kicks == 0)
-		rfs_stop_signal_end();
-	/* libfuse 3.14's handlers make the loop return the signal's number. */
-	status = rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 :
-									    1;
+	int stopped = kicks == 0 ? rfs_stop_signal_end() : 0;
+	/* A stop signal is a clean end, whatever the loop returned; with
+	 * libfuse's own handlers (no helper) the loop returns the signal's
+	 * number. */
+	int clean = stopped || rc == 0 || rc == SIGTERM || rc == SIGINT ||
+		    rc == SIGHUP;
+	status = clean ? 0 : 1;
 	if (status != 0)
 		rfs_log("session loop failed: %d", rc);
 	/* The drop's shutdown may answer opens: the store goes after it. */

@@ -4,11 +4,13 @@
  * loop, read of /dev/fuse in the single-threaded one), and a signal's
  * interruption is what ends the wait: a signal that comes after the look
  * and before the wait is lost, and the daemon then runs on until the next
- * request (libfuse fixed it in 3.18). CI saw a SIGHUP leave a mount up
- * for more than 20 seconds; a job's SIGTERM at the end of training must
- * not. Here the handler also wakes a helper thread, which sends the same
- * signal again to the loop's thread every 20 ms until the loop returns:
- * each one interrupts the wait it is in, and the loop then sees the flag.
+ * request (libfuse pull request #1201, first in 3.18). CI saw a SIGHUP
+ * leave a mount up for more than 20 seconds; a job's SIGTERM at the end
+ * of training must not. Here the handler also wakes a helper thread,
+ * which sends the same signal again to the loop's thread every 20 ms
+ * until the loop returns: each one interrupts the wait it is in, and the
+ * loop then sees the flag. A request the loop's thread is serving then
+ * (with -s) may see EINTR too; the daemon's reads and writes retry it.
  */
 #include "stop_signal.h"
 
@@ -30,7 +32,7 @@ static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
 static struct fuse_session *session;
 static pthread_t loop_thread, kicker;
 static sem_t asked; /* posted by the handler, and by end() */
-static volatile sig_atomic_t which; /* the first signal taken */
+static atomic_int which; /* the first signal taken (lock-free) */
 static atomic_int loop_returned;
 static struct sigaction before[STOP_SIGNALS];
 
@@ -38,8 +40,8 @@ static void on_stop(int sig)
 {
 	int saved = errno;
 	fuse_session_exit(session); /* a store, as libfuse's handler does */
-	if (!which)
-		which = sig;
+	int none = 0;
+	atomic_compare_exchange_strong(&which, &none, sig);
 	sem_post(&asked); /* async-signal-safe */
 	errno = saved;
 }
@@ -50,8 +52,9 @@ static void *kick_loop(void *unused)
 	while (sem_wait(&asked) != 0) /* EINTR */
 		;
 	struct timespec interval = { 0, KICK_INTERVAL_NS };
-	while (!atomic_load(&loop_returned)) {
-		pthread_kill(loop_thread, which ? which : SIGTERM);
+	int sig = atomic_load(&which); /* 0: posted by end(), no signal */
+	while (sig && !atomic_load(&loop_returned)) {
+		pthread_kill(loop_thread, sig);
 		nanosleep(&interval, NULL);
 	}
 	return NULL;
@@ -61,7 +64,7 @@ int rfs_stop_signal_start(struct fuse_session *se)
 {
 	session = se;
 	loop_thread = pthread_self();
-	which = 0;
+	atomic_store(&which, 0);
 	atomic_store(&loop_returned, 0);
 	if (sem_init(&asked, 0, 0) != 0)
 		return -errno;
@@ -74,7 +77,9 @@ int rfs_stop_signal_start(struct fuse_session *se)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
-	sigemptyset(&sa.sa_mask);
+	sigemptyset(&sa.sa_mask); /* one at a time: the first is kept */
+	for (size_t i = 0; i < STOP_SIGNALS; i++)
+		sigaddset(&sa.sa_mask, stop_signals[i]);
 	sa.sa_flags = 0; /* no SA_RESTART: the wait must be interrupted */
 	for (size_t i = 0; i < STOP_SIGNALS; i++)
 		sigaction(stop_signals[i], &sa, &before[i]);
@@ -86,8 +91,10 @@ int rfs_stop_signal_end(void)
 	atomic_store(&loop_returned, 1);
 	sem_post(&asked); /* the helper stops, signal or not */
 	pthread_join(kicker, NULL);
+	/* Only the loop's thread takes these signals (every other thread
+	 * blocks them), and it is here: no handler posts while it goes. */
 	for (size_t i = 0; i < STOP_SIGNALS; i++)
 		sigaction(stop_signals[i], &before[i], NULL);
 	sem_destroy(&asked);
-	return which;
+	return atomic_load(&which);
 }

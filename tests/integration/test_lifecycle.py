@@ -91,14 +91,18 @@ def test_background_start_returns_once_mounted(source, tmp_path):
     assert not daemon_pids(mnt)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT,
-                                 signal.SIGHUP])
-def test_signal_unmounts_and_exits_0(source, tmp_path, sig):
+@pytest.mark.parametrize("sig,extra", [(signal.SIGTERM, ()),
+                                       (signal.SIGINT, ()),
+                                       (signal.SIGHUP, ()),
+                                       (signal.SIGTERM, ("-s",))])
+def test_signal_unmounts_and_exits_0(source, tmp_path, sig, extra):
+    """With the multithreaded loop and with -s (one thread, whose wait is
+    a read of /dev/fuse, not a semaphore)."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     log = str(tmp_path / "log")
     proc = start_daemon(str(mnt), [source], "dataset=/x,batch_size=10",
-                        log=log)
+                        extra=extra, log=log)
     try:
         wait_mounted(str(mnt), proc, log)
         np.load(mnt / "epoch/0/rank/0/batch/000001.npy")

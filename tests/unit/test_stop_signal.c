@@ -29,6 +29,7 @@ void fuse_session_exit(struct fuse_session *se)
 }
 
 static volatile sig_atomic_t before_handler_ran;
+static int started; /* so that teardown ends what a failed test began */
 
 static void before_handler(int sig)
 {
@@ -57,9 +58,23 @@ static int setup(void **state)
 	return 0;
 }
 
+static void start(void)
+{
+	assert_int_equal(rfs_stop_signal_start(session), 0);
+	started = 1;
+}
+
+static int end(void)
+{
+	started = 0;
+	return rfs_stop_signal_end();
+}
+
 static int teardown(void **state)
 {
 	(void)state;
+	if (started)
+		end();
 	alarm(0);
 	return 0;
 }
@@ -68,7 +83,7 @@ static int teardown(void **state)
 static void test_signal_before_a_semaphore_wait(void **state)
 {
 	(void)state;
-	assert_int_equal(rfs_stop_signal_start(session), 0);
+	start();
 	assert_true(handler_of(SIGTERM) != before_handler);
 	sem_t never;
 	assert_int_equal(sem_init(&never, 0, 0), 0);
@@ -79,7 +94,7 @@ static void test_signal_before_a_semaphore_wait(void **state)
 		sem_wait(&never);
 	}
 	sem_destroy(&never);
-	assert_int_equal(rfs_stop_signal_end(), SIGTERM);
+	assert_int_equal(end(), SIGTERM);
 	assert_false(wrong_session);
 	assert_false(before_handler_ran); /* ours took it */
 	assert_ptr_equal(handler_of(SIGTERM), before_handler);
@@ -94,7 +109,7 @@ static void test_signal_before_a_read(void **state)
 	(void)state;
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
-	assert_int_equal(rfs_stop_signal_start(session), 0);
+	start();
 	int looks = 0;
 	char byte;
 	while (!exited) {
@@ -103,7 +118,9 @@ static void test_signal_before_a_read(void **state)
 		assert_int_equal(read(fds[0], &byte, 1), -1);
 		assert_int_equal(errno, EINTR);
 	}
-	assert_int_equal(rfs_stop_signal_end(), SIGHUP);
+	assert_int_equal(end(), SIGHUP);
+	assert_false(wrong_session);
+	assert_false(before_handler_ran);
 	close(fds[0]);
 	close(fds[1]);
 }
@@ -112,8 +129,8 @@ static void test_signal_before_a_read(void **state)
 static void test_no_signal(void **state)
 {
 	(void)state;
-	assert_int_equal(rfs_stop_signal_start(session), 0);
-	assert_int_equal(rfs_stop_signal_end(), 0);
+	start();
+	assert_int_equal(end(), 0);
 	assert_false(exited);
 	assert_ptr_equal(handler_of(SIGINT), before_handler);
 	raise(SIGINT); /* the handler put back takes it */
