@@ -385,13 +385,16 @@ def test_closed_files_leave_the_page_cache(mounts, tmp_path):
     f = m.file("batch", 0, 0, 0)
     probe = PageCacheProbe(f)
     pages = -(-probe.size // mmap.PAGESIZE)
+    # This VM's proactive reclaim (DAMON) takes a few cold pages of any
+    # file at any time (CI once saw 28 of 16,001 go); a drop takes all.
+    most = pages - pages // 100
     try:
         # The probe's open is the file's first: it was stored whole.
-        assert probe.cached() == pages
+        assert probe.cached() >= most
         with open(f, "rb") as fh:
             first = fh.read()
         time.sleep(0.3)  # the release reaches rankfs after close()
-        assert probe.cached() == pages  # the probe's open remains
+        assert probe.cached() >= most  # the probe's open remains
         before = cached_kib()
     finally:
         probe.close()
