@@ -154,7 +154,7 @@ static struct rfs_cache_entry *next_victim(struct rfs_cache *c)
  * re-read). At the start of an epoch a reader's window of prefetched
  * batches refills while the last epoch's closed files wait here: the
  * pool (bigbuf.c) ran dry, each further batch mapped a fresh buffer and
- * as many retired ones were unmapped later, some 2.4 ms a buffer on this
+ * as many retired ones were unmapped later, 1.5-2.4 ms a buffer on this
  * VM (docs/benchmarks.md, "The buffer pool"). */
 static void *take_retired_buffer(struct rfs_cache *c, size_t footprint)
 {
