@@ -511,6 +511,11 @@ def main():
         ("rankfs shuffle .npz / anndata backed CSR",
          ratio("rankfs shuffle (CSR .npz)",
                "anndata backed CSR+DistributedSampler"), 3.0),
+        # Not a target: how far a FUSE server that does nothing gets
+        # past h5py in this run. Below 2, 2x h5py asks rankfs to beat it.
+        ("trivial FUSE server / h5py+DistributedSampler (bound)",
+         ratio("trivial FUSE server (dense files)",
+               "h5py+DistributedSampler (dense)"), None),
         ("rankfs shuffle / h5py+DistributedSampler (gzip)",
          ratio("rankfs shuffle (dense, gzip)",
                "h5py+DistributedSampler (dense, gzip)"), None),
