@@ -89,7 +89,8 @@ void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key);
  * most an eighth of the capacity; a fill that finds no pooled buffer of
  * its size takes the buffer of one of the oldest of that size (mapped
  * sizes only), so big closed files may go sooner. A get of it makes it
- * an ordinary entry again. No-op for a key not cached (or still being generated). */
+ * an ordinary entry again. No-op for a key not cached (or still being
+ * generated). */
 void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key);
 
 /* The entry's bytes: valid while the entry is referenced. */

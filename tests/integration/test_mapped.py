@@ -27,7 +27,7 @@ def batch_files(m, epochs=(0, 1)):
             for k in range(m.batches())]
 
 
-def read_whole(*paths):
+def bring_into_page_cache(*paths):
     """Reads each source just before a mount whose test asserts that
     nothing was generated: the rows are mapped only while the source is
     in the page cache, and this VM's proactive reclaim (DAMON) takes pages
@@ -46,7 +46,7 @@ def generated(m):
 def test_bytes_equal_a_generating_mount(mounts, wide, strategy):
     path, x = wide
     o = f"world_size=2,batch_size=32,strategy={strategy},seed=3"
-    read_whole(path)
+    bring_into_page_cache(path)
     m = mounts(path, o + ",passthrough")
     # Through FUSE, and 2 MiB of cache leaves 1 MiB for the 1.5 MB of
     # rows: not mapped.
@@ -89,7 +89,7 @@ def test_rows_of_several_files(mounts, tmp_path):
         write_h5ad(str(tmp_path / f"part{i}.h5ad"), p)
     x = np.concatenate(parts)
     paths = [str(tmp_path / f"part{i}.h5ad") for i in range(len(parts))]
-    read_whole(*paths)
+    bring_into_page_cache(*paths)
     m = mounts(paths, "world_size=2,batch_size=40,seed=1,passthrough")
     seen = []
     for r in (0, 1):

@@ -435,10 +435,10 @@ static uint64_t prefetch_count(struct rfs_view *v, const char *field)
 	return n;
 }
 
-/* Waits (at most 2 s) until n prefetched batches are done. */
+/* Waits (up to 30 s: a sanitized build on a busy machine is slow) until
+ * n prefetched batches are done. */
 static void wait_prefetched(struct rfs_view *v, uint64_t n)
 {
-	/* 30 s at least: a sanitized build on a busy machine is slow. */
 	for (int i = 0; i < 30000 && prefetch_count(v, "done") < n; i++)
 		usleep(1000);
 	assert_int_equal(prefetch_count(v, "done"), n);
