@@ -1,5 +1,8 @@
-/* One HDF5 source: open, describe, read rows. The only file that includes
- * <hdf5.h> (STYLE.md convention 7). */
+/* One source: a file (or store) of rows, whatever its format. The dataset
+ * layer opens sources, reads their description and reads rows through
+ * this interface; each format is a backend behind it (source_backend.h):
+ * HDF5 in source_hdf5*.c, the only files that include HDF5's header (STYLE.md
+ * convention 7). A new format is new files and one line in source.c. */
 #ifndef RFS_SOURCE_H
 #define RFS_SOURCE_H
 
@@ -10,19 +13,31 @@
 
 struct rfs_source;
 struct rfs_chunk_cache;
+struct rfs_column;
+
+/* How a source's rows reach memory (dataset.json's read_path). */
+enum rfs_read_path {
+	RFS_READ_LIBRARY, /* through the format's library (H5Dread) */
+	RFS_READ_PREAD, /* pread at the rows' file offset */
+	RFS_READ_MMAP, /* copied out of a mapping while in the page cache,
+			* pread otherwise */
+	RFS_READ_CHUNKS, /* chunks read and decoded by rankfs (chunks.c) */
+};
+
+/* "hdf5", "pread", "mmap" or "chunks". */
+const char *rfs_source_read_path_name(enum rfs_read_path p);
 
 struct rfs_source_info {
 	const char *path; /* absolute */
-	const char *dataset; /* HDF5 path of the rows, e.g. "/X" */
+	const char *dataset; /* path of the rows in the file, e.g. "/X" */
 	const char *layout; /* "contiguous", "chunked" or "compact" */
-	const char *read_path; /* "pread", "chunks" or "hdf5" */
+	enum rfs_read_path read_path; /* of the rows (CSR: of the values) */
 	int ndims; /* 1 (N) or 2 (N x D) */
 	uint64_t rows;
 	uint64_t cols; /* 1 when ndims == 1 */
 	enum rfs_dtype dtype; /* of the values, for CSR */
 	uint64_t fingerprint; /* shape, dtype and sampled rows (view_id) */
 	int64_t mtime; /* seconds, of the file when opened */
-	int direct; /* rows are read outside HDF5 (pread or chunks) */
 	int sparse; /* a CSR matrix (anndata's csr_matrix) */
 	uint64_t nnz; /* CSR: stored values */
 	uint64_t max_row_nnz; /* CSR: of the fullest row (duplicates count) */
@@ -31,11 +46,12 @@ struct rfs_source_info {
 	uint64_t var_fingerprint; /* XXH3 of the var names, if has_var */
 };
 
-/* Opens path read-only. dataset NULL means automatic: "/X" for AnnData
- * files, an error otherwise; it may name a dense dataset or a csr_matrix
- * group. chunks (may be NULL) is where chunked datasets register for
- * direct chunk reads; it must outlive the source. On failure writes one
- * line naming the file and what is wrong to err (no "rankfs:" prefix).
+/* Opens path read-only with the backend of its format. dataset NULL means
+ * automatic: "/X" for AnnData files, an error otherwise; it may name a
+ * dense dataset or a csr_matrix group. chunks (may be NULL) is where
+ * chunked arrays register for direct chunk reads; it must outlive the
+ * source. On failure writes one line naming the file and what is wrong to
+ * err (no "rankfs:" prefix).
  * @return 0, -ENOENT, -EACCES, -EINVAL (not usable), -ENOTSUP, -ENOMEM. */
 int rfs_source_open(const char *path, const char *dataset,
 		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
@@ -53,15 +69,6 @@ size_t rfs_source_row_bytes(const struct rfs_source *s);
  * @return 0, -EIO, -ENOMEM. */
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst);
-
-/* Where a dense source's rows lie in memory, for serving them without a
- * copy: *rows is row 0's bytes (row i at *rows + i * row_bytes, as
- * rfs_source_read_rows() writes them), in a mapping that lives until
- * close. Only while the rows are mapped, in the page cache and the file is
- * unchanged (checked at each call, as a fetch does): bytes are read when
- * used, so call again per use. @return 0, -EAGAIN (not mapped, or not all
- * in memory: read the rows instead), -EIO (the file changed, logged). */
-int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows);
 
 /* Stored entries of CSR rows, in the order asked: row i's values are
  * values[start[i] .. start[i+1]) (the source dtype, little-endian), their
@@ -92,8 +99,6 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);
 
 void rfs_csr_free(struct rfs_csr *c);
 
-struct rfs_column;
-
 /* Reads a per-row column whole: "/PATH" names a 1-D dataset of length
  * rows; any other name is an obs column of an AnnData file (categorical
  * in the 0.8 or 0.7 encoding, numeric, bool or string). On failure writes
@@ -102,6 +107,9 @@ struct rfs_column;
  * -ENOMEM. out is zeroed on failure; free it with rfs_column_free(). */
 int rfs_source_read_column(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen);
+
+/* TEMPORARY (passthrough). */
+int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows);
 
 /* Accepts NULL. */
 void rfs_source_destroy(struct rfs_source *s);

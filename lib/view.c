@@ -429,7 +429,8 @@ static int render_dataset(struct rfs_view *v)
 			       (unsigned long long)fi->rows,
 			       (unsigned long long)rfs_dataset_file_start(
 				       v->dataset, f),
-			       fi->layout, fi->read_path);
+			       fi->layout,
+			       rfs_source_read_path_name(fi->read_path));
 	}
 	rfs_buf_printf(&b, "\n  ],\n  \"dataset\": ");
 	rfs_buf_json_string(&b, i->dataset);
@@ -441,7 +442,8 @@ static int render_dataset(struct rfs_view *v)
 		       "  \"read_path\": \"%s\",\n",
 		       (unsigned long long)rows, (unsigned long long)i->cols,
 		       rfs_dtype_name(i->dtype), rfs_dtype_name(v->out_dtype),
-		       v->sparse ? "csr" : "dense", i->layout, i->read_path);
+		       v->sparse ? "csr" : "dense", i->layout,
+		       rfs_source_read_path_name(i->read_path));
 	if (v->sparse)
 		rfs_buf_printf(&b, "  \"nnz\": %llu,\n",
 			       (unsigned long long)rfs_dataset_nnz(v->dataset));
@@ -822,8 +824,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	/* Files that were not mapped never will be: no planning per read
 	 * only to fall back. */
 	for (size_t i = 0; i < rfs_dataset_files(v->dataset); i++)
-		if (strcmp(rfs_dataset_file(v->dataset, i)->read_path,
-			   "mmap") != 0)
+		if (rfs_dataset_file(v->dataset, i)->read_path !=
+		    RFS_READ_MMAP)
 			v->mapped = 0;
 	/* config.json and view_id show what was resolved, one way for each
 	 * view: layer=counts is dataset=/layers/counts, and no dtype= the

@@ -179,7 +179,7 @@ static void test_contiguous_f32(void **state)
 	assert_int_equal(i->dtype, RFS_FLOAT32);
 	assert_string_equal(i->dataset, "/data/X");
 	assert_string_equal(i->layout, "contiguous");
-	assert_int_equal(i->direct, 1); /* plain LE: pread */
+	assert_int_equal(i->read_path, RFS_READ_PREAD); /* plain LE */
 	assert_int_equal(i->path[0], '/');
 	assert_non_null(strstr(i->path, "plain.h5"));
 	struct stat st;
@@ -244,7 +244,7 @@ static void test_chunked_and_deflate(void **state)
 		struct rfs_source *s = open_ok(path, "/X");
 		const struct rfs_source_info *i = rfs_source_info(s);
 		assert_string_equal(i->layout, names[l]);
-		assert_int_equal(i->direct, 0);
+		assert_int_equal(i->read_path, RFS_READ_LIBRARY);
 		assert_true(i->rows == ROWS && i->cols == COLS);
 		int before = h5dread_calls;
 		check_f32_rows(s, scattered, N_SCATTERED);
@@ -363,7 +363,7 @@ static void test_every_dtype(void **state)
 		struct rfs_source *s = open_ok(path, "/X");
 		const struct rfs_source_info *i = rfs_source_info(s);
 		assert_int_equal(i->dtype, types[t].dt);
-		assert_int_equal(i->direct, types[t].direct);
+		assert_int_equal(i->read_path != RFS_READ_LIBRARY, types[t].direct);
 		assert_int_equal(rfs_source_row_bytes(s), C * es);
 		const int64_t rows[] = { 19, 0, 5, 5, 6 };
 		unsigned char out[5 * C * 8];

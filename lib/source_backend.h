@@ -1,0 +1,49 @@
+/* What a source backend provides (source.h is what the dataset layer
+ * sees). A backend embeds struct rfs_source first in its own struct, fills
+ * info (and indptr for CSR) at open, and answers the operations below;
+ * source.c does what every format shares: sorting and de-duplicating the
+ * rows asked for, the change check before a read, and CSR rows from
+ * ranges of values and column ids. */
+#ifndef RFS_SOURCE_BACKEND_H
+#define RFS_SOURCE_BACKEND_H
+
+#include "source.h"
+
+/* The two arrays of a CSR matrix besides indptr. */
+enum rfs_csr_part { RFS_CSR_VALUES, RFS_CSR_INDICES };
+
+struct rfs_source_ops {
+	/* Distinct ascending rows[0..m) of the dense matrix, row k to
+	 * to[k]. Thread-safe; failures logged with file, array and rows.
+	 * @return 0, -EIO, -ENOMEM. */
+	int (*read_rows)(struct rfs_source *s, const uint64_t *rows, size_t m,
+			 unsigned char *const *to);
+	/* Elements [first, first + count) of a CSR part, in its stored
+	 * dtype (info.dtype or info.index_dtype), little-endian.
+	 * @return 0, -EIO, -ENOMEM. */
+	int (*read_csr_part)(struct rfs_source *s, enum rfs_csr_part part,
+			     uint64_t first, uint64_t count, void *dst);
+	/* As rfs_source_read_column(). */
+	int (*read_column)(struct rfs_source *s, const char *name,
+			   struct rfs_column *out, char *err, size_t errlen);
+	/* 0 while the source is as opened, else -EIO (the change logged
+	 * once by the backend). Called before every read. */
+	int (*check_unchanged)(struct rfs_source *s);
+	/* Bytes a read_rows of one row allocates for itself. */
+	size_t (*row_scratch)(const struct rfs_source *s);
+	/* Frees everything; called once, on a source its open returned. */
+	void (*close)(struct rfs_source *s);
+};
+
+struct rfs_source {
+	const struct rfs_source_ops *ops;
+	struct rfs_source_info info;
+	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
+};
+
+/* The backends: open as rfs_source_open(). */
+int rfs_hdf5_open(const char *path, const char *dataset,
+		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * How the HDF5 backend reads rows. HDF5 serialises every call behind one
+ * global lock, so the bytes are read around it wherever the layout
+ * allows:
+ *
+ * - a contiguous, unfiltered dataset stored in the byte order we serve is
+ *   just rows x row_bytes bytes at H5Dget_offset(): runs of rows are read
+ *   with pread on our own descriptor (fetch.c submits a batch's together),
+ *   or, while those bytes sit in the page cache and fit in the memory
+ *   cache_mb leaves for chunks, copied out of a mapping (rowmap.c);
+ * - a chunked dataset whose filters are deflate and shuffle (what h5py and
+ *   anndata write) has its chunk addresses taken from HDF5's index once;
+ *   chunks are then read with pread and decoded in the calling thread
+ *   (chunks.c), through an LRU of decoded chunks;
+ * - anything else (other filters, big-endian, compact, unallocated chunks,
+ *   external raw data files, virtual datasets) goes through H5Dread, one
+ *   hyperslab per run of adjacent rows (never a large union selection:
+ *   building those is quadratic in 1.10).
+ *
+ * Rows arrive sorted and distinct (source.c); adjacent ones are merged
+ * into runs. A short read (the file was truncated) is an error, never
+ * zeros.
+ */
+#include "source_hdf5.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "chunks.h"
+#include "fetch.h"
+#include "inflate.h"
+#include "log.h"
+
+/* Every filter in the pipeline must be available, or reads fail later;
+ * the pipeline is recorded for direct chunk reads. */
+int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
+			struct rfs_pipeline *pipe, char *err, size_t errlen)
+{
+	hid_t dcpl = H5Dget_create_plist(a->dset);
+	if (dcpl < 0)
+		return 0;
+	int rc = 0;
+	int n = H5Pget_nfilters(dcpl);
+	pipe->count = 0;
+	for (int i = 0; i < n && rc == 0; i++) {
+		unsigned flags, config;
+		size_t nvalues = 0;
+		char name[64] = "";
+		H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags,
+						 &nvalues, NULL, sizeof(name),
+						 name, &config);
+		if (id >= 0 && H5Zfilter_avail(id) <= 0) {
+			snprintf(err, errlen,
+				 "%s: dataset %s needs HDF5 filter '%s' (id "
+				 "%d), which is not available",
+				 s->path, a->name, name[0] ? name : "?",
+				 (int)id);
+			rc = -ENOTSUP;
+		}
+		if (pipe->count < RFS_FILTERS_MAX)
+			pipe->ids[pipe->count] = (int)id;
+		pipe->count++;
+	}
+	switch (H5Pget_layout(dcpl)) {
+	case H5D_CHUNKED:
+		a->layout = "chunked";
+		break;
+	case H5D_COMPACT:
+		a->layout = "compact";
+		break;
+	case H5D_VIRTUAL:
+		a->layout = "virtual";
+		break;
+	default:
+		a->layout = "contiguous";
+	}
+	H5Pclose(dcpl);
+	return rc;
+}
+
+/* Where HDF5's addresses start in the file: after the userblock. Chunk
+ * addresses leave it out before HDF5 1.14.4 (HDF5 issue #3003), while
+ * H5Dget_offset() has always counted it. */
+static uint64_t chunk_address_base(hid_t file)
+{
+#if H5_VERSION_GE(1, 14, 4)
+	(void)file;
+	return 0;
+#else
+	hsize_t userblock = 0;
+	hid_t fcpl = H5Fget_create_plist(file);
+	if (fcpl >= 0) {
+		if (H5Pget_userblock(fcpl, &userblock) < 0)
+			userblock = 0;
+		H5Pclose(fcpl);
+	}
+	return userblock;
+#endif
+}
+
+/* Asks HDF5's index where every chunk is, as file offsets (base: see
+ * chunk_address_base). @return 0 when each chunk is allocated and direct
+ * reads can serve the array (c->locs then set). */
+static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
+			 struct rfs_chunked *c)
+{
+	hsize_t dims[2] = { 1, 1 };
+	unsigned opts = 0;
+	if (H5Pget_chunk(dcpl, a->ndims, dims) != a->ndims ||
+	    H5Pget_chunk_opts(dcpl, &opts) < 0 ||
+	    (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS))
+		return -1;
+	if (!a->rows || !a->cols)
+		return -1; /* nothing to read; open_rows refuses it */
+	c->chunk_rows = dims[0];
+	c->chunk_cols = a->ndims == 2 ? dims[1] : 1;
+	uint64_t grid_rows = (a->rows + c->chunk_rows - 1) / c->chunk_rows;
+	c->grid_cols = (a->cols + c->chunk_cols - 1) / c->chunk_cols;
+	if (grid_rows > CHUNKS_MAX / c->grid_cols)
+		return -1;
+	c->locs = calloc(grid_rows * c->grid_cols, sizeof(*c->locs));
+	if (!c->locs)
+		return -1;
+	for (uint64_t r = 0; r < grid_rows; r++) {
+		for (uint64_t k = 0; k < c->grid_cols; k++) {
+			hsize_t at[2] = { r * c->chunk_rows,
+					  k * c->chunk_cols };
+			struct rfs_chunk_loc *loc =
+				&c->locs[r * c->grid_cols + k];
+			haddr_t addr;
+			hsize_t size;
+			if (H5Dget_chunk_info_by_coord(a->dset, at, &loc->mask,
+						       &addr, &size) < 0 ||
+			    addr == HADDR_UNDEF) {
+				free(c->locs);
+				c->locs = NULL;
+				return -1; /* unallocated: fill values */
+			}
+			loc->addr = base + addr;
+			loc->size = size;
+		}
+	}
+	return 0;
+}
+
+/* Maps a contiguous array when the chunk memory of cache_mb has room for
+ * all of it and an eighth to spare (a chunk-less array leaves that memory
+ * unused); the mapped pages then count against cache_mb. */
+static void map_array(struct hdf5_source *s, struct array *a)
+{
+	uint64_t len;
+	if (!s->chunks || __builtin_mul_overflow(a->rows, a->row_bytes, &len) ||
+	    len == 0 ||
+	    rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
+		return;
+	if (rfs_chunk_cache_reserve(s->chunks, a->map.map_len) != 0)
+		rfs_rowmap_close(&a->map);
+}
+
+/* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
+void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
+			     const struct rfs_pipeline *pipe)
+{
+	hid_t dcpl = H5Dget_create_plist(a->dset);
+	hid_t type = H5Dget_type(a->dset);
+	/* Bytes as stored are bytes as served, at offsets into our file. */
+	int direct = type >= 0 && H5Tequal(type, a->mem_type) > 0 &&
+		     rfs_hdf5_in_source_file(s, a->dset);
+	H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_COMPACT;
+	a->path = RFS_READ_LIBRARY;
+	if (direct && layout == H5D_CONTIGUOUS && pipe->count == 0) {
+		haddr_t offset = H5Dget_offset(a->dset);
+		/* Else never written, or in external files. */
+		if (offset != HADDR_UNDEF) {
+			a->offset = offset;
+			a->path = RFS_READ_PREAD;
+			map_array(s, a);
+		}
+	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
+		   pipe->count <= RFS_FILTERS_MAX &&
+		   rfs_pipeline_supported(pipe)) {
+		struct rfs_chunked c = { .fd = s->fd,
+					 .path = s->path,
+					 .name = a->name,
+					 .rows = a->rows,
+					 .cols = a->cols,
+					 .elem = a->elem,
+					 .pipeline = *pipe };
+		if (locate_chunks(a, dcpl, chunk_address_base(s->file), &c) ==
+			    0 &&
+		    rfs_chunk_cache_register(s->chunks, &c, &a->chunks_id) == 0)
+			a->path = RFS_READ_CHUNKS;
+	}
+	if (type >= 0)
+		H5Tclose(type);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+}
+
+/* Logs a copy of rows [first, first + count) that hit the end of the
+ * file. @return -EIO. */
+static int copy_failed(struct hdf5_source *s, struct array *a,
+		       uint64_t first, uint64_t count)
+{
+	rfs_log("source %s dataset %s: read of rows [%llu, %llu) failed: "
+		"file ends before the data (SIGBUS in the mapping)",
+		s->path, a->name, (unsigned long long)first,
+		(unsigned long long)(first + count));
+	return -EIO;
+}
+
+/* len bytes at byte off of a's mapping to dst, for rows [first, first +
+ * count) (named when it fails). */
+static int copy_mapped(struct hdf5_source *s, struct array *a, uint64_t off,
+		       size_t len, void *dst, uint64_t first, uint64_t count)
+{
+	if (rfs_rowmap_copy(&a->map, off, len, dst) == 0)
+		return 0;
+	return copy_failed(s, a, first, count);
+}
+
+/* Rows rows[k] of a's mapping to to[k], k < m. */
+static int gather_mapped(struct hdf5_source *s, struct array *a,
+			 const uint64_t *rows, size_t m,
+			 unsigned char *const *to)
+{
+	size_t failed;
+	if (rfs_rowmap_gather(&a->map, rows, a->row_bytes, m, a->row_bytes,
+			      to, &failed) == 0)
+		return 0;
+	return copy_failed(s, a, rows[failed], 1);
+}
+
+static int pread_run(struct hdf5_source *s, struct array *a, uint64_t first,
+		     uint64_t count, void *dst)
+{
+	if (rfs_rowmap_resident(&a->map))
+		return copy_mapped(s, a, first * a->row_bytes,
+				   count * a->row_bytes, dst, first, count);
+	size_t want = count * a->row_bytes, got = 0;
+	off_t at = (off_t)(a->offset + first * a->row_bytes);
+	while (got < want) {
+		ssize_t n = pread(s->fd, (char *)dst + got, want - got,
+				  at + (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rfs_log("source %s dataset %s: read of rows [%llu, "
+				"%llu) failed: %s",
+				s->path, a->name, (unsigned long long)first,
+				(unsigned long long)(first + count),
+				n < 0 ? strerror(errno) :
+					"file ends before the data");
+			return -EIO;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst);
+
+/* Rows [first, first + count) of an array read through HDF5, row i to
+ * to[i] (the other paths scatter rows themselves: read_sorted). */
+static int hdf5_rows_to(struct hdf5_source *s, struct array *a, uint64_t first,
+			uint64_t count, unsigned char *const *to)
+{
+	unsigned char *staging = malloc(count * a->row_bytes);
+	int rc = staging ? hdf5_run(s, a, first, count, staging) : -ENOMEM;
+	for (uint64_t i = 0; i < count && rc == 0; i++)
+		memcpy(to[i], staging + i * a->row_bytes, a->row_bytes);
+	free(staging);
+	return rc;
+}
+
+/* Rows [first, first + count) of a into dst, by the array's read path. */
+int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst)
+{
+	if (a->path == RFS_READ_PREAD)
+		return pread_run(s, a, first, count, dst);
+	if (a->path == RFS_READ_CHUNKS)
+		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
+					dst);
+	return hdf5_run(s, a, first, count, dst);
+}
+
+/* Through HDF5, under its lock: one hyperslab. */
+static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst)
+{
+	hsize_t start[2] = { first, 0 };
+	hsize_t extent[2] = { count, a->cols };
+	int rc = -EIO;
+	hid_t file_space = H5Dget_space(a->dset);
+	hid_t mem_space = H5Screate_simple(a->ndims, extent, NULL);
+	if (file_space >= 0 && mem_space >= 0 &&
+	    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL,
+				extent, NULL) >= 0 &&
+	    H5Dread(a->dset, a->mem_type, mem_space, file_space, H5P_DEFAULT,
+		    dst) >= 0)
+		rc = 0;
+	if (mem_space >= 0)
+		H5Sclose(mem_space);
+	if (file_space >= 0)
+		H5Sclose(file_space);
+	if (rc != 0)
+		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
+			"failed",
+			s->path, a->name, (unsigned long long)first,
+			(unsigned long long)(first + count));
+	return rc;
+}
+
+/* Distinct sorted rows of a, row i to to[i]: a chunked array in one
+ * pass over the chunks (rows of one chunk share its lookups), the others
+ * run by run of consecutive rows. */
+static int fetch_sorted(struct hdf5_source *s, struct array *a,
+			const uint64_t *rows, size_t m,
+			unsigned char *const *to);
+
+static int read_sorted(struct hdf5_source *s, struct array *a,
+		       const uint64_t *rows, size_t m, unsigned char *const *to)
+{
+	if (a->path == RFS_READ_CHUNKS)
+		return rfs_chunked_read_rows(s->chunks, a->chunks_id, rows, m,
+					     to);
+	if (a->path == RFS_READ_PREAD)
+		return fetch_sorted(s, a, rows, m, to);
+	int rc = 0;
+	for (size_t i = 0, j; i < m && rc == 0; i = j) {
+		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
+			;
+		rc = hdf5_rows_to(s, a, rows[i], j - i, to + i);
+	}
+	return rc;
+}
+
+/* A contiguous array's rows: copied from its mapping while the bytes are
+ * in the page cache; else every run of consecutive rows one read,
+ * submitted together (fetch.c). */
+static int fetch_sorted(struct hdf5_source *s, struct array *a,
+			const uint64_t *rows, size_t m, unsigned char *const *to)
+{
+	if (rfs_rowmap_resident(&a->map))
+		return gather_mapped(s, a, rows, m, to);
+	struct iovec *iov = malloc((m ? m : 1) * sizeof(*iov));
+	struct rfs_fetch_run *runs = malloc((m ? m : 1) * sizeof(*runs));
+	size_t nruns = 0, failed = 0;
+	int rc = -ENOMEM;
+	if (!iov || !runs)
+		goto out;
+	for (size_t i = 0, j; i < m; i = j) {
+		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1 &&
+				j - i < IOV_MAX;
+		     j++)
+			;
+		for (size_t k = i; k < j; k++)
+			iov[k] = (struct iovec){ to[k], a->row_bytes };
+		runs[nruns++] = (struct rfs_fetch_run){
+			.off = a->offset + rows[i] * a->row_bytes,
+			.len = (j - i) * a->row_bytes,
+			.iov = iov + i,
+			.iovcnt = (int)(j - i) };
+	}
+	rc = rfs_fetch(s->fd, runs, nruns, &failed);
+	if (rc != 0) {
+		uint64_t first = (runs[failed].off - a->offset) / a->row_bytes;
+		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
+			"failed: %s",
+			s->path, a->name, (unsigned long long)first,
+			(unsigned long long)(first + (uint64_t)runs[failed].iovcnt),
+			rc == -ENODATA ? "file ends before the data" :
+					 strerror(-rc));
+		rc = -EIO;
+	}
+out:
+	free(iov);
+	free(runs);
+	return rc;
+}
+
+
+int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows,
+		       size_t m, unsigned char *const *to)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	rfs_hdf5_quiet();
+	return read_sorted(s, &s->x, rows, m, to);
+}
+
+int rfs_hdf5_read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
+			   uint64_t first, uint64_t count, void *dst)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	rfs_hdf5_quiet();
+	return rfs_hdf5_read_run(s, part == RFS_CSR_VALUES ? &s->x :
+							     &s->indices,
+				 first, count, dst);
+}
+
+size_t rfs_hdf5_row_scratch(const struct rfs_source *base)
+{
+	const struct hdf5_source *s = (const struct hdf5_source *)base;
+	/* fetch_sorted()'s arrays, or hdf5_rows_to()'s staging */
+	return sizeof(struct iovec) + sizeof(struct rfs_fetch_run) +
+	       (s->x.path == RFS_READ_LIBRARY ? s->x.row_bytes : 0);
+}
+
+/* TEMPORARY: passthrough's last caller goes with it. */
+int rfs_source_mapped_rows(struct rfs_source *base, const unsigned char **rows)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	struct array *a = &s->x;
+	if (base->info.sparse || !a->map.map || !rfs_rowmap_resident(&a->map))
+		return -EAGAIN;
+	int rc = rfs_hdf5_check_unchanged(base);
+	if (rc == 0)
+		*rows = a->map.base;
+	return rc;
+}
