@@ -1,7 +1,7 @@
 /*
  * What a shuffled epoch's row gather costs, outside FUSE: rankfs's read of
  * rows (rfs_source_read_rows: each batch's rows sorted and copied out of
- * the source's mapping, the next row prefetched) against a plain memcpy
+ * the source's mapping) against a plain memcpy
  * per row from the same mapping, into the same buffers, in alternating
  * rounds, in CPU time. The file must be in the page cache (scripts/bench
  * reads it in; rows are mapped only then).

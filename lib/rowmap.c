@@ -155,11 +155,6 @@ int rfs_rowmap_copy(const struct rfs_rowmap *m, uint64_t off, size_t len,
 	return rfs_rowmap_gather(m, &off, 1, 1, len, &to, &failed);
 }
 
-/* How far into the next piece a gather prefetches: a random row's first
- * cache lines miss, and the hardware prefetcher, which follows streams
- * and stops at page edges, does not fetch them ahead. */
-#define PREFETCH_AHEAD 4096
-
 int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *at,
 		      uint64_t unit, size_t n, size_t len,
 		      unsigned char *const *to, size_t *failed)
@@ -172,16 +167,10 @@ int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *at,
 	}
 	guard = &env;
 	atomic_signal_fence(memory_order_seq_cst);
-	size_t ahead = len < PREFETCH_AHEAD ? len : PREFETCH_AHEAD;
 	for (size_t i = 0; i < n; i++) {
 		k = i;
 		/* Keeps the copy of piece i after k names it. */
 		atomic_signal_fence(memory_order_seq_cst);
-		if (i + 1 < n) { /* a hint: never faults */
-			const unsigned char *next = m->base + at[i + 1] * unit;
-			for (size_t b = 0; b < ahead; b += 64)
-				__builtin_prefetch(next + b);
-		}
 		memcpy(to[i], m->base + at[i] * unit, len);
 	}
 	atomic_signal_fence(memory_order_seq_cst);
