@@ -237,11 +237,3 @@ void rfs_convert(enum rfs_dtype to, void *dst, enum rfs_dtype from,
 	for (size_t k = 0; k < n; k++)
 		store(to, d + k * ts, load(from, s + k * fs), c);
 }
-
-int rfs_dtype_parse(const char *name)
-{
-	for (int t = 0; t < RFS_DTYPE_COUNT; t++)
-		if (strcmp(name, rfs_dtype_name((enum rfs_dtype)t)) == 0)
-			return t;
-	return -1;
-}

@@ -14,7 +14,4 @@
 void rfs_convert(enum rfs_dtype to, void *dst, enum rfs_dtype from,
 		 const void *src, size_t n);
 
-/* The dtype named name ("float32", ...), or -1. */
-int rfs_dtype_parse(const char *name);
-
 #endif

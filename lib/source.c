@@ -128,7 +128,7 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);
 }
 
-void rfs_csr_free(struct rfs_csr *c)
+void rfs_source_csr_free(struct rfs_csr *c)
 {
 	free(c->start);
 	if (!c->values_borrowed)
@@ -212,7 +212,7 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	}
 out:
 	if (rc != 0)
-		rfs_csr_free(out);
+		rfs_source_csr_free(out);
 	free(w);
 	free(values);
 	free(raw_cols);

@@ -72,7 +72,7 @@ int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 
 /* Stored entries of CSR rows, in the order asked: row i's values are
  * values[start[i] .. start[i+1]) (the source dtype, little-endian), their
- * column ids cols[...]. Owned by the caller: rfs_csr_free(). */
+ * column ids cols[...]. Owned by the caller: rfs_source_csr_free(). */
 struct rfs_csr {
 	uint64_t rows;
 	uint64_t *start; /* rows + 1 */
@@ -97,7 +97,7 @@ size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
 /* Stored values of a CSR row: from indptr, which is in memory. */
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);
 
-void rfs_csr_free(struct rfs_csr *c);
+void rfs_source_csr_free(struct rfs_csr *c);
 
 /* Reads a per-row column whole: "/PATH" names a 1-D dataset of length
  * rows; any other name is an obs column of an AnnData file (categorical

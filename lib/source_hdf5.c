@@ -461,7 +461,7 @@ static int fingerprint(struct hdf5_source *s, char *err, size_t errlen)
 						   csr.start[1] * s->x.elem);
 				XXH3_64bits_update(st, csr.cols,
 						   csr.start[1] * 8);
-				rfs_csr_free(&csr);
+				rfs_source_csr_free(&csr);
 			}
 		} else {
 			rc = rfs_hdf5_read_run(s, &s->x, (uint64_t)ends[i], 1, row);
@@ -546,7 +546,7 @@ static void close_source(struct rfs_source *base)
 }
 
 
-const struct rfs_source_ops rfs_hdf5_ops = {
+static const struct rfs_source_ops ops = {
 	.read_rows = rfs_hdf5_read_rows,
 	.read_csr_part = rfs_hdf5_read_csr_part,
 	.read_column = rfs_hdf5_read_column,
@@ -570,7 +570,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	s->file = s->dapl = H5I_INVALID_HID;
 	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
-	s->base.ops = &rfs_hdf5_ops;
+	s->base.ops = &ops;
 	s->fd = -1;
 	s->chunks = chunks;
 	rfs_hdf5_quiet();

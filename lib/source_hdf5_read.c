@@ -158,7 +158,7 @@ static void map_array(struct hdf5_source *s, struct array *a)
 	    len == 0 ||
 	    rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
 		return;
-	if (rfs_chunk_cache_reserve(s->chunks, a->map.map_len) != 0)
+	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
 		rfs_rowmap_close(&a->map);
 }
 
@@ -183,7 +183,7 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 		}
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
-		   rfs_pipeline_supported(pipe)) {
+		   rfs_inflate_supported(pipe)) {
 		struct rfs_chunked c = { .fd = s->fd,
 					 .path = s->path,
 					 .name = a->name,
@@ -193,7 +193,7 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 					 .pipeline = *pipe };
 		if (locate_chunks(a, dcpl, chunk_address_base(s->file), &c) ==
 			    0 &&
-		    rfs_chunk_cache_register(s->chunks, &c, &a->chunks_id) == 0)
+		    rfs_chunks_register(s->chunks, &c, &a->chunks_id) == 0)
 			a->path = RFS_READ_CHUNKS;
 	}
 	if (type >= 0)
@@ -286,7 +286,7 @@ int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
 	if (a->path == RFS_READ_PREAD)
 		return pread_run(s, a, first, count, dst);
 	if (a->path == RFS_READ_CHUNKS)
-		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
+		return rfs_chunks_read(s->chunks, a->chunks_id, first, count,
 					dst);
 	return hdf5_run(s, a, first, count, dst);
 }
@@ -329,7 +329,7 @@ static int read_sorted(struct hdf5_source *s, struct array *a,
 		       const uint64_t *rows, size_t m, unsigned char *const *to)
 {
 	if (a->path == RFS_READ_CHUNKS)
-		return rfs_chunked_read_rows(s->chunks, a->chunks_id, rows, m,
+		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
 					     to);
 	if (a->path == RFS_READ_PREAD)
 		return fetch_sorted(s, a, rows, m, to);

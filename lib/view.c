@@ -247,7 +247,7 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 		return rc;
 	void *values = malloc(csr.start[n] * out_elem + 1);
 	if (!values) {
-		rfs_csr_free(&csr);
+		rfs_source_csr_free(&csr);
 		return -ENOMEM;
 	}
 	rfs_convert(v->out_dtype, values, info->dtype, csr.values,
@@ -255,7 +255,7 @@ static int dense_rows(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	memset(dst, 0, cells * out_elem);
 	rc = scatter_add(v->out_dtype, dst, values, &csr, n, info->cols);
 	free(values);
-	rfs_csr_free(&csr);
+	rfs_source_csr_free(&csr);
 	return rc;
 }
 
@@ -298,13 +298,13 @@ static int npz_file(struct rfs_view *v, const int64_t *rows, uint64_t n,
 	else
 		rc = -ENOMEM;
 	free(cast);
-	rfs_csr_free(&csr);
+	rfs_source_csr_free(&csr);
 	return rc;
 }
 
 uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch)
 {
-	return rfs_partition_batch_rows(rfs_planner_layout(v->planner), batch);
+	return rfs_partition_batch_rows(rfs_plan_layout(v->planner), batch);
 }
 
 static uint64_t now_ns(void)
@@ -371,7 +371,7 @@ static int generate(void *ctx, const struct rfs_cache_key *key,
 	int64_t *rows = malloc(n * sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
-	int rc = rfs_planner_batch(v->planner, key->epoch, key->rank,
+	int rc = rfs_plan_batch(v->planner, key->epoch, key->rank,
 				   key->batch, rows);
 	if (rc == 0)
 		rc = key->kind == RFS_KIND_NPZ ? npz_file(v, rows, n, f) :
@@ -475,7 +475,7 @@ static int compute_view_id(struct rfs_view *v)
 			       (unsigned long long)columns);
 	rfs_config_render_identity(&v->config, &b);
 	/* epochs is no byte-changing option, but it can widen step names. */
-	unsigned width = rfs_step_name_width(v->config.epochs,
+	unsigned width = rfs_kind_step_name_width(v->config.epochs,
 					     rfs_view_batches_per_rank(v));
 	if (width > RFS_STEP_MIN_WIDTH)
 		rfs_buf_printf(&b, "step_digits=%u\n", width);
@@ -567,7 +567,7 @@ static void explain_too_few(const struct rfs_view *v, char *const *sources,
 
 static int size_files(struct rfs_view *v)
 {
-	const struct rfs_layout *l = rfs_planner_layout(v->planner);
+	const struct rfs_layout *l = rfs_plan_layout(v->planner);
 	for (uint64_t k = 0; k < RFS_KIND_NPZ; k++) {
 		for (int last = 0; last < 2; last++) {
 			uint64_t shape[2];
@@ -612,7 +612,7 @@ static int map_batch(struct rfs_view *v, const struct rfs_cache_key *key,
 {
 	int64_t *rows = malloc((n + 1) * sizeof(*rows));
 	const unsigned char **ptr = malloc((n + 1) * sizeof(*ptr));
-	int rc = rows && ptr ? rfs_planner_batch(v->planner, key->epoch,
+	int rc = rows && ptr ? rfs_plan_batch(v->planner, key->epoch,
 						 key->rank, key->batch, rows) :
 			       -ENOMEM;
 	if (rc == 0)
@@ -777,7 +777,7 @@ static int check_total_size(const struct rfs_view *v, char *err,
 			    size_t errlen)
 {
 	const struct rfs_config *c = &v->config;
-	if (!c->total_size || rfs_strategy_draws(c->strategy))
+	if (!c->total_size || rfs_sampler_draws(c->strategy))
 		return 0;
 	uint64_t rows = 0;
 	for (uint64_t s = 0; s < v->selection.sequences; s++)
@@ -789,7 +789,7 @@ static int check_total_size(const struct rfs_view *v, char *err,
 		 "rows once (total_size sets the draws of weighted and "
 		 "class_balanced)",
 		 (unsigned long long)c->total_size,
-		 rfs_strategy_name(c->strategy), (unsigned long long)rows);
+		 rfs_config_strategy_name(c->strategy), (unsigned long long)rows);
 	return -EINVAL;
 }
 
@@ -846,7 +846,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		rc = check_total_size(v, err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = rfs_planner_create(&v->config, v->selection.seqs, &v->planner);
+	rc = rfs_plan_create(&v->config, v->selection.seqs, &v->planner);
 	if (rc == -EINVAL) {
 		explain_too_few(v, sources, nsources, err, errlen);
 		goto fail;
@@ -857,12 +857,12 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	v->config.total_size = 0;
 	for (uint64_t s = 0; s < v->selection.sequences; s++)
 		v->config.total_size +=
-			rfs_planner_sequence_length(v->planner, s);
+			rfs_plan_sequence_length(v->planner, s);
 	size_files(v);
 	/* The planner's row ids come out of the batches' half, and may
 	 * take half of it: fewer windows are built at once if need be. */
 	size_t least;
-	if (rfs_planner_limit(v->planner, (cache_bytes - chunk_bytes) / 2,
+	if (rfs_plan_limit(v->planner, (cache_bytes - chunk_bytes) / 2,
 			      &least)) {
 		snprintf(err, errlen,
 			 "cache_mb=%llu is too small for the fetch windows: "
@@ -875,7 +875,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		rc = -EINVAL;
 		goto fail;
 	}
-	size_t plan_bytes = rfs_planner_memory_bound(v->planner);
+	size_t plan_bytes = rfs_plan_memory_bound(v->planner);
 	size_t batch_bytes = cache_bytes - chunk_bytes - plan_bytes;
 	rc = rfs_cache_create(batch_bytes, fill, v, &v->cache);
 	if (rc == 0)
@@ -912,7 +912,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	rfs_cache_destroy(v->cache);
 	rfs_bigbuf_drain();
 	rfs_stats_destroy(v->stats);
-	rfs_planner_destroy(v->planner);
+	rfs_plan_destroy(v->planner);
 	rfs_selection_free(&v->selection);
 	rfs_dataset_destroy(v->dataset);
 	rfs_config_free(&v->config);
@@ -928,7 +928,7 @@ const struct rfs_config *rfs_view_config(const struct rfs_view *v)
 
 uint64_t rfs_view_batches_per_rank(const struct rfs_view *v)
 {
-	return rfs_planner_layout(v->planner)->batches_per_rank;
+	return rfs_plan_layout(v->planner)->batches_per_rank;
 }
 
 uint64_t rfs_view_kinds(const struct rfs_view *v)
@@ -949,7 +949,7 @@ uint64_t rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key)
 				   [key->batch + 1 >= rfs_view_batches_per_rank(v)];
 	/* The .npz depends on the batch's stored values: plan it. */
 	int64_t *rows = malloc(n * sizeof(*rows));
-	if (!rows || rfs_planner_batch(v->planner, key->epoch, key->rank,
+	if (!rows || rfs_plan_batch(v->planner, key->epoch, key->rank,
 				       key->batch, rows) != 0) {
 		free(rows);
 		return 0;
@@ -1114,7 +1114,7 @@ void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes)
 int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 		  uint64_t batch, int64_t *rows)
 {
-	return rfs_planner_batch(v->planner, epoch, rank, batch, rows);
+	return rfs_plan_batch(v->planner, epoch, rank, batch, rows);
 }
 
 int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,

@@ -143,15 +143,6 @@ static void test_images_to_float32(void **state)
 	assert_memory_equal(copy, px, 256);
 }
 
-static void test_parse_names(void **state)
-{
-	(void)state;
-	assert_int_equal(rfs_dtype_parse("float32"), RFS_FLOAT32);
-	assert_int_equal(rfs_dtype_parse("uint8"), RFS_UINT8);
-	assert_int_equal(rfs_dtype_parse("float128"), -1);
-	assert_int_equal(rfs_dtype_parse("Float32"), -1);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,7 +150,6 @@ int main(void)
 		cmocka_unit_test(test_casts_round_once),
 		cmocka_unit_test(test_integers_and_saturation),
 		cmocka_unit_test(test_images_to_float32),
-		cmocka_unit_test(test_parse_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
