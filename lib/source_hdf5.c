@@ -29,12 +29,11 @@ int rfs_hdf5_ends_with(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Reads a string attribute (fixed or variable length) into out. */
 int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n)
 {
-	int rc = -1;
+	int rc = -EINVAL;
 	if (H5Aexists(obj, name) <= 0)
-		return -1;
+		return -ENOENT;
 	hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
 	hid_t type = attr >= 0 ? H5Aget_type(attr) : -1;
 	if (type < 0 || H5Tget_class(type) != H5T_STRING)
@@ -267,11 +266,11 @@ static void close_array(struct array *a)
 static int read_shape(hid_t group, uint64_t shape[2])
 {
 	if (H5Aexists(group, "shape") <= 0)
-		return -1;
+		return -ENOENT;
 	hid_t attr = H5Aopen(group, "shape", H5P_DEFAULT);
 	hid_t space = attr >= 0 ? H5Aget_space(attr) : -1;
 	int64_t v[2];
-	int rc = -1;
+	int rc = -EINVAL;
 	if (space >= 0 && H5Sget_simple_extent_npoints(space) == 2 &&
 	    H5Aread(attr, H5T_NATIVE_INT64, v) >= 0 && v[0] >= 0 && v[1] > 0) {
 		shape[0] = (uint64_t)v[0];

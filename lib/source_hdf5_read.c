@@ -105,7 +105,8 @@ static uint64_t chunk_address_base(hid_t file)
 
 /* Asks HDF5's index where every chunk is, as file offsets (base: see
  * chunk_address_base). @return 0 when each chunk is allocated and direct
- * reads can serve the array (c->locs then set). */
+ * reads can serve the array (c->locs then set), else -ENOTSUP or
+ * -ENOMEM. */
 static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
 			 struct rfs_chunked *c)
 {
@@ -114,18 +115,18 @@ static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
 	if (H5Pget_chunk(dcpl, a->ndims, dims) != a->ndims ||
 	    H5Pget_chunk_opts(dcpl, &opts) < 0 ||
 	    (opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS))
-		return -1;
+		return -ENOTSUP;
 	if (!a->rows || !a->cols)
-		return -1; /* nothing to read; open_rows refuses it */
+		return -ENOTSUP; /* nothing to read; open_rows refuses it */
 	c->chunk_rows = dims[0];
 	c->chunk_cols = a->ndims == 2 ? dims[1] : 1;
 	uint64_t grid_rows = (a->rows + c->chunk_rows - 1) / c->chunk_rows;
 	c->grid_cols = (a->cols + c->chunk_cols - 1) / c->chunk_cols;
 	if (grid_rows > CHUNKS_MAX / c->grid_cols)
-		return -1;
+		return -ENOTSUP;
 	c->locs = calloc(grid_rows * c->grid_cols, sizeof(*c->locs));
 	if (!c->locs)
-		return -1;
+		return -ENOMEM;
 	for (uint64_t r = 0; r < grid_rows; r++) {
 		for (uint64_t k = 0; k < c->grid_cols; k++) {
 			hsize_t at[2] = { r * c->chunk_rows,
@@ -139,7 +140,7 @@ static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
 			    addr == HADDR_UNDEF) {
 				free(c->locs);
 				c->locs = NULL;
-				return -1; /* unallocated: fill values */
+				return -ENOTSUP; /* unallocated: fill values */
 			}
 			loc->addr = base + addr;
 			loc->size = size;
