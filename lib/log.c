@@ -25,7 +25,7 @@ void rfs_log_silence_stderr(void)
 	silenced = 1;
 }
 
-void rfs_log(const char *fmt, ...)
+static void log_line(const char *suffix, const char *fmt, va_list ap)
 {
 	FILE *out = log_stream ? log_stream : (silenced ? NULL : stderr);
 	if (!out)
@@ -37,13 +37,48 @@ void rfs_log(const char *fmt, ...)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
 
-	va_list ap;
-	va_start(ap, fmt);
 	pthread_mutex_lock(&log_lock);
 	fprintf(out, "%s rankfs: ", stamp);
 	vfprintf(out, fmt, ap);
-	fputc('\n', out);
+	fprintf(out, "%s\n", suffix);
 	fflush(out);
 	pthread_mutex_unlock(&log_lock);
+}
+
+void rfs_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line("", fmt, ap);
+	va_end(ap);
+}
+
+void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long now = (long long)ts.tv_sec + 1; /* never 0 */
+	unsigned long long dropped = 0;
+	int show = 0;
+	pthread_mutex_lock(&l->lock);
+	if (!l->minute_start || now - l->minute_start >= 60) {
+		show = 1;
+		dropped = l->dropped;
+		l->dropped = 0;
+		l->minute_start = now;
+	} else {
+		l->dropped++;
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (!show)
+		return;
+	char suffix[96] = "";
+	if (dropped)
+		snprintf(suffix, sizeof(suffix),
+			 " (and %llu like it since the last line logged)",
+			 dropped);
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(suffix, fmt, ap);
 	va_end(ap);
 }

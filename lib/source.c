@@ -61,16 +61,20 @@ static size_t run_end(const struct rfs_wanted *w, size_t i, size_t n)
 	return j;
 }
 
+/* Before and after a read (the backend's check_unchanged): bytes read
+ * while the file was written may mix old and new rows. */
 static int unchanged_or_log(struct rfs_source *s, const struct rfs_wanted *w,
 			    size_t n)
 {
+	static struct rfs_log_limit limit = RFS_LOG_LIMIT_INIT;
 	int rc = s->ops->check_unchanged(s);
 	if (rc != 0 && n > 0)
-		rfs_log("source %s dataset %s: rows %llu..%llu (%zu rows) "
-			"not read: the file changed",
-			s->info.path, s->info.dataset,
-			(unsigned long long)w[0].row,
-			(unsigned long long)w[n - 1].row, n);
+		rfs_log_limited(&limit,
+				"source %s dataset %s: rows %llu..%llu (%zu "
+				"rows) not served: the file changed",
+				s->info.path, s->info.dataset,
+				(unsigned long long)w[0].row,
+				(unsigned long long)w[n - 1].row, n);
 	return rc;
 }
 
@@ -97,6 +101,8 @@ int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 		to[m++] = out + w[k].slot * row_bytes;
 	}
 	rc = s->ops->read_rows(s, distinct, m, to);
+	if (rc == 0)
+		rc = unchanged_or_log(s, w, n);
 	for (size_t k = 1; k < n && rc == 0; k++)
 		if (w[k].row == w[k - 1].row)
 			memcpy(out + w[k].slot * row_bytes,
@@ -210,6 +216,8 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 		j = run_end(w, i, n);
 		rc = read_csr_run(s, w, i, j, out, values, raw_cols, cols);
 	}
+	if (rc == 0)
+		rc = unchanged_or_log(s, w, n);
 out:
 	if (rc != 0)
 		rfs_source_csr_free(out);
@@ -218,6 +226,24 @@ out:
 	free(raw_cols);
 	free(cols);
 	return rc;
+}
+
+enum rfs_source_state rfs_source_state(struct rfs_source *s)
+{
+	return s->ops->state(s);
+}
+
+const char *rfs_source_state_name(enum rfs_source_state st)
+{
+	switch (st) {
+	case RFS_SOURCE_REPLACED:
+		return "replaced: serving the file opened at mount";
+	case RFS_SOURCE_CHANGED:
+		return "changed in place: EIO for new batches";
+	case RFS_SOURCE_OK:
+		break;
+	}
+	return "ok";
 }
 
 int rfs_source_read_column(struct rfs_source *s, const char *name,

@@ -111,6 +111,20 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 /* TEMPORARY (passthrough). */
 int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows);
 
+/* A source as stats.json reports it. A mount serves the files it opened:
+ * a path renamed over or unlinked is REPLACED and still served; a file
+ * written in place is CHANGED, and every later read of it is EIO. */
+enum rfs_source_state {
+	RFS_SOURCE_OK,
+	RFS_SOURCE_REPLACED,
+	RFS_SOURCE_CHANGED,
+};
+/* Looks now (a stat of the path); logs the first replacement seen. */
+enum rfs_source_state rfs_source_state(struct rfs_source *s);
+/* "ok", "replaced: serving the file opened at mount" or "changed in
+ * place: EIO for new batches". */
+const char *rfs_source_state_name(enum rfs_source_state st);
+
 /* Accepts NULL. */
 void rfs_source_destroy(struct rfs_source *s);
 

@@ -29,6 +29,8 @@ struct rfs_source_ops {
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
 	int (*check_unchanged)(struct rfs_source *s);
+	/* As rfs_source_state(). */
+	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* Bytes a read_rows of one row allocates for itself. */
 	size_t (*row_scratch)(const struct rfs_source *s);
 	/* Frees everything; called once, on a source its open returned. */

@@ -16,6 +16,7 @@
 
 #include "chunks.h"
 #include "log.h"
+#include "watch.h"
 
 void rfs_hdf5_quiet(void)
 {
@@ -534,10 +535,14 @@ static void close_source(struct rfs_source *base)
 		H5Fclose(s->file);
 	if (s->dapl >= 0)
 		H5Pclose(s->dapl);
+	rfs_watch_forget(s->watch);
 	if (s->fd >= 0)
 		close(s->fd);
-	for (size_t i = 0; i < s->nlinked; i++)
+	for (size_t i = 0; i < s->nlinked; i++) {
 		free(s->linked[i].path);
+		rfs_watch_forget(s->linked[i].watch);
+		close(s->linked[i].fd);
+	}
 	free(s->linked);
 	free(s->dataset);
 	free(s->path);
@@ -550,6 +555,7 @@ static const struct rfs_source_ops ops = {
 	.read_csr_part = rfs_hdf5_read_csr_part,
 	.read_column = rfs_hdf5_read_column,
 	.check_unchanged = rfs_hdf5_check_unchanged,
+	.state = rfs_hdf5_state,
 	.row_scratch = rfs_hdf5_row_scratch,
 	.close = close_source,
 };
@@ -571,6 +577,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
 	s->base.ops = &ops;
 	s->fd = -1;
+	s->watch = -1;
 	s->chunks = chunks;
 	rfs_hdf5_quiet();
 	hbool_t threadsafe = 0;
@@ -593,14 +600,14 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: not a regular file", path);
 		goto fail;
 	}
-	s->opened = st;
-	s->base.info.mtime = st.st_mtime;
 	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0) {
+	if (s->fd < 0 || fstat(s->fd, &s->opened) != 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		goto fail;
 	}
+	s->base.info.mtime = s->opened.st_mtime;
+	s->watch = rfs_watch_add(s->fd);
 	if (H5Fis_hdf5(s->path) <= 0) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s: not an HDF5 file", path);

@@ -53,21 +53,25 @@ struct hdf5_source {
 	 * are named from the mount's working directory. */
 	hid_t dapl;
 	int fd; /* read-only: pread and chunk reads */
+	int watch; /* rfs_watch_add()'s id for fd, or negative */
 	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
 	struct array x; /* dense rows, or a CSR's data */
 	struct array indices; /* CSR only */
 	int64_t *indptr; /* CSR only: rows + 1 entries */
-	struct stat opened; /* the file as it was at open */
+	struct stat opened; /* fd's file as it was at open */
 	/* Files the served rows are read from besides the source (an
 	 * external link's target, a virtual dataset's sources), watched for
 	 * changes like the source itself. */
 	struct linked_file {
 		char *path;
+		int fd; /* read-only, held to watch the file opened */
+		int watch; /* rfs_watch_add()'s id, or negative */
 		struct stat opened;
 	} *linked;
 	size_t nlinked, linked_cap;
 	int anndata; /* obs columns can be named without a path */
-	atomic_int change_logged;
+	atomic_int changed; /* sticky: a file was written after open */
+	atomic_int replaced_logged;
 };
 
 
@@ -108,6 +112,7 @@ int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
 				  const char *what, int watch, char *err,
 				  size_t errlen);
 int rfs_hdf5_check_unchanged(struct rfs_source *base);
+enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 
 /* source_hdf5_obs.c */
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,

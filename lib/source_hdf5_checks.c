@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "watch.h"
 
 /* Whether the dataset's bytes are in the source file itself, not in a
  * file an external link leads to (whose offsets mean nothing in ours). */
@@ -26,36 +27,44 @@ int rfs_hdf5_in_source_file(const struct hdf5_source *s, hid_t dset)
 	       H5Oget_info(dset, &data) >= 0 && file.fileno == data.fileno;
 }
 
-/* Watches path (resolved) from now on, once per file.
- * @return 0, -errno of a failed stat, or -ENOMEM. */
+/* Watches path (resolved) from now on, once per file, through a
+ * descriptor of its own. @return 0, -errno of a failed open, or -ENOMEM. */
 static int add_linked(struct hdf5_source *s, const char *path)
 {
-	struct linked_file l = { .path = realpath(path, NULL) };
-	if (!l.path || stat(l.path, &l.opened) != 0) {
-		int rc = -errno;
-		free(l.path);
-		return rc;
+	struct linked_file l = { .path = realpath(path, NULL), .fd = -1,
+				 .watch = -1 };
+	int rc = -errno;
+	if (l.path)
+		l.fd = open(l.path, O_RDONLY | O_CLOEXEC);
+	if (l.fd < 0 || fstat(l.fd, &l.opened) != 0) {
+		rc = -errno;
+		goto fail;
 	}
 	for (size_t i = 0; i < s->nlinked; i++) {
 		if (s->linked[i].opened.st_dev == l.opened.st_dev &&
 		    s->linked[i].opened.st_ino == l.opened.st_ino) {
-			free(l.path);
-			return 0;
+			rc = 0;
+			goto fail;
 		}
 	}
 	if (s->nlinked == s->linked_cap) {
 		size_t cap = s->linked_cap ? 2 * s->linked_cap : 4;
 		struct linked_file *more =
 			realloc(s->linked, cap * sizeof(*more));
-		if (!more) {
-			free(l.path);
-			return -ENOMEM;
-		}
+		rc = -ENOMEM;
+		if (!more)
+			goto fail;
 		s->linked = more;
 		s->linked_cap = cap;
 	}
+	l.watch = rfs_watch_add(l.fd);
 	s->linked[s->nlinked++] = l;
 	return 0;
+fail:
+	if (l.fd >= 0)
+		close(l.fd);
+	free(l.path);
+	return rc;
 }
 
 /* Adds the file an external link led a's dataset to (if it did) to the
@@ -350,63 +359,88 @@ int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
 					      errlen);
 }
 
-/* @return 1 when path is the file was describes (identity, size and
- * mtime), 0 when it changed (now describes it), -1 when it is gone. */
-static int same_file(const char *path, const struct stat *was,
-		     struct stat *now)
+/* Whether an open file's bytes may differ from when it was opened: its
+ * size or mtime moved (fstat first), or inotify saw a write (watch.c says
+ * why in that order, and why not ctime). */
+static int written(int fd, int watch, const struct stat *was,
+		   struct stat *now)
 {
-	if (stat(path, now) != 0)
-		return -1;
-	return now->st_dev == was->st_dev && now->st_ino == was->st_ino &&
-	       now->st_size == was->st_size &&
-	       now->st_mtim.tv_sec == was->st_mtim.tv_sec &&
-	       now->st_mtim.tv_nsec == was->st_mtim.tv_nsec;
+	return fstat(fd, now) != 0 || now->st_size != was->st_size ||
+	       now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
+	       now->st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
+	       (watch >= 0 && rfs_watch_written(watch));
+}
+
+static int same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+static void log_written(const struct hdf5_source *s, const char *path,
+			const struct stat *was, const struct stat *now)
+{
+	char what[2 * PATH_MAX + 32];
+	if (path == s->path)
+		snprintf(what, sizeof(what), "source %s", path);
+	else
+		snprintf(what, sizeof(what), "%s (linked from source %s)", path,
+			 s->path);
+	rfs_log("%s changed in place (size %lld -> %lld, mtime %lld -> "
+		"%lld): new batches fail with EIO for the life of the mount "
+		"(remount to serve the new bytes)",
+		what, (long long)was->st_size, (long long)now->st_size,
+		(long long)was->st_mtim.tv_sec,
+		(long long)now->st_mtim.tv_sec);
 }
 
 /*
- * HDF5 reads a truncated file's missing bytes as zeros, and a file replaced
- * or rewritten under the mount would mix old and new rows. Either way a
- * batch could hold wrong bytes, so once the file's identity, size or mtime
- * differs from what was opened (the source's, or that of a linked file the
- * served rows come from), every new read fails with EIO (batches already
- * generated stay served). One stat per file per fetch is cheap next to it.
+ * The mount serves the files it opened. A path renamed over or unlinked
+ * changes nothing: the descriptors still reach the old, intact files. But
+ * the opened file itself may be written (or truncated: HDF5 reads missing
+ * bytes as zeros), and a batch read meanwhile would mix old and new rows.
+ * So this runs before and after every read (source.c): once a file's
+ * size or mtime differ from what was opened, or inotify saw a write to
+ * it, every later read fails with EIO for the life of the mount, even if
+ * mtime is put back. Linked
+ * files are also checked by name: HDF5 opens a virtual dataset's sources
+ * and external raw data files by name when it reads them. One fstat per
+ * file per read is cheap next to the read.
  */
 int rfs_hdf5_check_unchanged(struct rfs_source *base)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	struct stat now;
+	struct stat now = { 0 };
+	if (atomic_load(&s->changed))
+		return -EIO;
 	const char *path = s->path;
 	const struct stat *was = &s->opened;
-	int same = same_file(path, was, &now);
-	for (size_t i = 0; same == 1 && i < s->nlinked; i++) {
-		path = s->linked[i].path;
-		was = &s->linked[i].opened;
-		same = same_file(path, was, &now);
+	int bad = written(s->fd, s->watch, was, &now);
+	for (size_t i = 0; !bad && i < s->nlinked; i++) {
+		const struct linked_file *l = &s->linked[i];
+		struct stat named;
+		path = l->path;
+		was = &l->opened;
+		bad = written(l->fd, l->watch, was, &now) ||
+		      stat(path, &named) != 0 || !same_inode(was, &named);
 	}
-	if (same == 1)
+	if (!bad)
 		return 0;
-	int gone_why = errno; /* of a failed stat; snprintf may change it */
-	if (atomic_exchange(&s->change_logged, 1) == 0) {
-		char what[2 * PATH_MAX + 32];
-		if (path == s->path)
-			snprintf(what, sizeof(what), "source %s", path);
-		else
-			snprintf(what, sizeof(what),
-				 "%s (linked from source %s)", path, s->path);
-		if (same < 0)
-			rfs_log("%s: %s; new batches fail with EIO", what,
-				strerror(gone_why));
-		else
-			rfs_log("%s changed under the mount (inode %llu -> "
-				"%llu, size %lld -> %lld, mtime %lld -> %lld); "
-				"new batches fail with EIO",
-				what, (unsigned long long)was->st_ino,
-				(unsigned long long)now.st_ino,
-				(long long)was->st_size,
-				(long long)now.st_size,
-				(long long)was->st_mtim.tv_sec,
-				(long long)now.st_mtim.tv_sec);
-	}
+	if (atomic_exchange(&s->changed, 1) == 0)
+		log_written(s, path, was, &now);
 	return -EIO;
 }
 
+enum rfs_source_state rfs_hdf5_state(struct rfs_source *base)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	struct stat named;
+	if (rfs_hdf5_check_unchanged(base) != 0)
+		return RFS_SOURCE_CHANGED;
+	if (stat(s->path, &named) == 0 && same_inode(&s->opened, &named))
+		return RFS_SOURCE_OK;
+	if (atomic_exchange(&s->replaced_logged, 1) == 0)
+		rfs_log("source %s was replaced or removed: serving the file "
+			"opened at mount",
+			s->path);
+	return RFS_SOURCE_REPLACED;
+}

@@ -149,7 +149,7 @@ def test_linked_file_changed_under_the_mount(mounts, tmp_path, how):
     assert e.value.errno == errno.EIO
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
     assert (f"{os.path.realpath(target)} (linked from source "
-            f"{os.path.realpath(link)}) changed under the mount"
+            f"{os.path.realpath(link)}) changed in place"
             in m.log_text())
 
 

@@ -684,6 +684,9 @@ static void test_changed_file_fails(void **state)
 				     ROWS, 0);
 	struct rfs_source *s = open_ok(path, "/X");
 	check_f32_rows(s, scattered, N_SCATTERED);
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_OK);
+	struct stat was;
+	assert_int_equal(stat(path, &was), 0);
 	/* A new mtime: new reads fail rather than mix old and new bytes. */
 	struct timespec times[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
 	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
@@ -691,12 +694,38 @@ static void test_changed_file_fails(void **state)
 	long from = log_size();
 	assert_int_equal(rfs_source_read_rows(s, scattered, N_SCATTERED, out),
 			 -EIO);
-	assert_logged_since(from, "changing.h5 changed under the mount");
-	/* Still failing: the change is not forgotten. */
+	assert_logged_since(from, "changing.h5 changed in place");
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_CHANGED);
+	/* Still failing, with the old mtime back: the change is kept. */
+	times[1] = was.st_mtim;
+	assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
 	assert_int_equal(rfs_source_read_rows(s, scattered, 1, out), -EIO);
 	/* Mapped only with memory lent for it (rfs_dataset_open()'s). */
 	const unsigned char *at;
 	assert_int_equal(rfs_source_mapped_rows(s, &at), -EAGAIN);
+	rfs_source_destroy(s);
+
+	/* Renamed over and unlinked: the file opened is still served. */
+	char *renamed = strdup(write_f32(f, "renamed.h5", "/X",
+					 H5FX_CONTIGUOUS, ROWS, 0));
+	char *moved = strdup(file_in(f, "moved.h5"));
+	assert_true(renamed && moved);
+	s = open_ok(renamed, "/X");
+	assert_int_equal(rename(renamed, moved), 0);
+	float *zeros = calloc(ROWS * COLS, sizeof(*zeros));
+	assert_non_null(zeros);
+	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
+				  .dims = { ROWS, COLS },
+				  .layout = H5FX_CONTIGUOUS, .data = zeros };
+	assert_int_equal(h5fx_write(renamed, &d, 1, 0), 0);
+	free(zeros);
+	check_f32_rows(s, scattered, N_SCATTERED);
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_REPLACED);
+	assert_int_equal(unlink(moved), 0);
+	assert_int_equal(unlink(renamed), 0);
+	check_f32_rows(s, scattered, N_SCATTERED);
+	free(moved);
+	free(renamed);
 	rfs_source_destroy(s);
 
 	/* Truncated under a reader. */
