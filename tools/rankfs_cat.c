@@ -123,7 +123,8 @@ static int take_options(struct rfs_config *c, char *list)
 		if (*s == ',' || *s == '\0') {
 			int end = *s == '\0';
 			*d = '\0';
-			if (*opt && take_option(c, opt) != 0)
+			/* An empty one too, as the mount refuses it. */
+			if (take_option(c, opt) != 0)
 				return -1;
 			if (end)
 				return 0;

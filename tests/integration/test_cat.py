@@ -5,12 +5,13 @@ missing source or a path outside the namespace must fail with a message
 naming it, as the mount would refuse them."""
 import json
 import os
+import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import write_h5, write_h5ad
+from conftest import run_rankfs, write_h5, write_h5ad
 
 N, D = 600, 6
 CLASSES = ["B", "T", "NK", "mono"]
@@ -175,10 +176,14 @@ def test_json_files_with_a_mount_option_string(mounts, rankfs_cat, data):
     assert stats["batches_served"] == 0
 
 
-def test_bad_options(rankfs_cat, data):
+def test_bad_options(rankfs_cat, data, tmp_path):
+    """Refused with the line the mount prints, and only where the mount
+    refuses them."""
     for options, named in (("bogus=1", "unknown option 'bogus'"),
+                           ("world_size=2,,seed=1", "unknown option ''"),
                            ("batch_size=0", "batch_size"),
                            ("strategy=random", "strategy"),
+                           ("filter=a\\,b", "option filter=a,b"),
                            ("max_threads=0", "option max_threads=0"),
                            ("allow_other=5", "takes no value"),
                            ("strategy=weighted", "weights"),
@@ -188,6 +193,11 @@ def test_bad_options(rankfs_cat, data):
         assert r.stdout == b""
         assert named in r.stderr and r.stderr.count("\n") == 1, r.stderr
         assert r.stderr.startswith("rankfs-cat: "), r.stderr
+        mount = run_rankfs(["-o", options, data["atlas"], tmp_path])
+        if mount.returncode == 0:
+            subprocess.run(["fusermount3", "-u", str(tmp_path)])
+        assert mount.returncode == 1, options
+        assert mount.stderr == r.stderr.replace("rankfs-cat", "rankfs")
 
 
 def test_missing_source_and_usage(rankfs_cat, data, tmp_path):
