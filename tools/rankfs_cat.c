@@ -248,15 +248,15 @@ static int cat(struct rfs_view *v, const struct rfs_config *c,
 	char *stats = NULL;
 	int rc;
 
+	uint64_t batches = rfs_view_batches_per_rank(v);
 	if (rfs_inode_space_init(&s, c->world_size, rfs_view_kinds(v),
-				 rfs_view_has_npz(v),
-				 rfs_view_batches_per_rank(v), c->epochs) != 0) {
+				 rfs_view_has_npz(v), batches,
+				 c->epochs) != 0) {
 		fprintf(stderr,
 			"rankfs-cat: %llu batches per epoch (world_size x "
 			"batches per rank) are too many to number every file "
 			"of every epoch; raise batch_size\n",
-			(unsigned long long)(c->world_size *
-					     rfs_view_batches_per_rank(v)));
+			(unsigned long long)(c->world_size * batches));
 		return 1;
 	}
 	rc = resolve(&s, path, &n, &failed_at);
@@ -285,8 +285,9 @@ static int cat(struct rfs_view *v, const struct rfs_config *c,
 		text = stats;
 		break;
 	default:
-		fprintf(stderr, "rankfs-cat: %s: %s (rankfs-cat writes files)\n",
-			path, strerror(EISDIR));
+		fprintf(stderr,
+			"rankfs-cat: %s: %s (rankfs-cat writes files)\n", path,
+			strerror(EISDIR));
 		return EXIT_PATH;
 	}
 	rc = write_all(text, len);
@@ -339,7 +340,8 @@ int main(int argc, char *argv[])
 			goto out;
 		} else if (strncmp(a, "-o", 2) == 0) {
 			if (a[2] == '\0' && i + 1 == argc) {
-				fprintf(stderr, "rankfs-cat: -o needs a value\n");
+				fprintf(stderr,
+					"rankfs-cat: -o needs a value\n");
 				status = usage(stderr);
 				goto out;
 			}
