@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "buf.h"
+#include "mountopt.h"
 #include "parse.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_LOG_FILE };
@@ -21,49 +22,12 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_END
 };
 
-/* libfuse's own -o options that rankfs passes through unchanged. */
-static const char *const fuse_keys[] = {
-	"allow_other", "allow_root", "default_permissions", "fsname",
-	"subtype", "auto_unmount", "max_read", "max_threads",
-	"max_idle_threads", "clone_fd", "debug", "ro", NULL
-};
-
-/* mount(8) and fstab options that mean nothing to a read-only FUSE
- * daemon: accepted and dropped, so fstab lines and mount -t fuse.rankfs
- * work with their usual words (the mount stays read-only). */
-static const char *const ignored_keys[] = {
-	"rw",	    "defaults", "auto",	   "noauto",	 "user",
-	"nouser",   "users",	"owner",   "group",	 "nofail",
-	"_netdev",  "dev",	"nodev",   "suid",	 "nosuid",
-	"exec",	    "noexec",	"atime",   "noatime",	 "relatime",
-	"norelatime", "strictatime", "nodiratime", "diratime", "sync",
-	"async",    "lazytime", "nolazytime", "comment", NULL
-};
-
-static int is_ignored_key(const char *key)
-{
-	if (strncmp(key, "x-", 2) == 0) /* x-systemd.*, x-gvfs-* ... */
-		return 1;
-	for (size_t i = 0; ignored_keys[i]; i++)
-		if (strcmp(key, ignored_keys[i]) == 0)
-			return 1;
-	return 0;
-}
-
 struct parse_state {
 	struct rfs_cli *cli;
 	int action; /* 1: help or version printed */
 	int failed;
 	int has_fsname, has_subtype;
 };
-
-static int is_fuse_key(const char *key)
-{
-	for (size_t i = 0; fuse_keys[i]; i++)
-		if (strcmp(key, fuse_keys[i]) == 0)
-			return 1;
-	return 0;
-}
 
 static void usage(FILE *out)
 {
@@ -112,59 +76,6 @@ static void print_help(void)
 	printf("\nSee rankfs(1) and docs/usage.md.\n");
 }
 
-/* libfuse 3.14 takes any number for its thread counts (max_threads=0
- * runs one handler; -1 becomes 2^32 - 1), and its other options' values
- * are found wrong only after the sources are open, in lines of its own
- * (or fusermount3's): checked here as ours are. */
-static int check_fuse_value(const char *key, const char *value)
-{
-	static const char *const flags[] = { "allow_other", "allow_root",
-					     "default_permissions",
-					     "auto_unmount", "clone_fd",
-					     "debug", "ro", NULL };
-	int idle = strcmp(key, "max_idle_threads") == 0;
-	uint64_t n;
-	for (size_t i = 0; flags[i]; i++) {
-		if (strcmp(key, flags[i]) == 0 && value) {
-			fprintf(stderr,
-				"rankfs: option %s=%s: %s takes no value\n",
-				key, value, key);
-			return -1;
-		}
-	}
-	if (idle || strcmp(key, "max_threads") == 0) {
-		if (value &&
-		    rfs_parse_u64(value, strlen(value), 1024, 1, &n) == 0 &&
-		    n >= (uint64_t)!idle)
-			return 0;
-		fprintf(stderr,
-			"rankfs: option %s=%s: expected an integer from %d "
-			"to 1024\n",
-			key, value ? value : "", !idle);
-		return -1;
-	}
-	if (strcmp(key, "max_read") == 0 &&
-	    (!value || rfs_parse_u64(value, strlen(value), UINT32_MAX, 1,
-				     &n) != 0 ||
-	     n == 0)) {
-		fprintf(stderr,
-			"rankfs: option max_read=%s: expected an integer from "
-			"1 to %u\n",
-			value ? value : "", UINT32_MAX);
-		return -1;
-	}
-	if ((strcmp(key, "fsname") == 0 || strcmp(key, "subtype") == 0) &&
-	    (!value || !*value || strlen(value) > 1024)) {
-		fprintf(stderr,
-			"rankfs: option %s=%.40s%s: expected a name of 1 to "
-			"1024 bytes\n",
-			key, value ? value : "",
-			value && strlen(value) > 40 ? "..." : "");
-		return -1;
-	}
-	return 0;
-}
-
 /* One line naming the option and every one accepted (mount(8)'s words,
  * which are dropped, left out). */
 static void unknown_option(const char *key)
@@ -174,8 +85,7 @@ static void unknown_option(const char *key)
 		       key);
 	rfs_config_render_names(&b);
 	rfs_buf_printf(&b, "; libfuse's: ");
-	for (size_t i = 0; fuse_keys[i]; i++)
-		rfs_buf_printf(&b, "%s%s", i ? ", " : "", fuse_keys[i]);
+	rfs_mountopt_render_fuse_names(&b);
 	rfs_buf_printf(&b, " (rankfs --help says what each does)\n");
 	if (b.failed || !b.data)
 		fprintf(stderr, "rankfs: unknown option '%s'\n", key);
@@ -204,15 +114,19 @@ static int take_option(struct parse_state *st, const char *arg)
 		fprintf(stderr, "rankfs: %s\n", err);
 		return -1;
 	}
-	if (is_fuse_key(key)) {
-		if (check_fuse_value(key, eq ? eq + 1 : NULL) != 0)
+	enum rfs_mountopt_kind kind = rfs_mountopt_kind(key);
+	if (kind == RFS_MOUNTOPT_FUSE) {
+		if (rfs_mountopt_check_fuse(key, eq ? eq + 1 : NULL, err,
+					    sizeof(err)) != 0) {
+			fprintf(stderr, "rankfs: %s\n", err);
 			return -1;
+		}
 		st->has_fsname |= strcmp(key, "fsname") == 0;
 		st->has_subtype |= strcmp(key, "subtype") == 0;
 		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
 		return 1; /* libfuse's: keep */
 	}
-	if (is_ignored_key(key))
+	if (kind == RFS_MOUNTOPT_IGNORED)
 		return 0; /* mount(8)'s: drop */
 	unknown_option(key);
 	return -1;

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the path/name parser (fs/inode.c).
+ * libFuzzer target for the path/name parser (lib/inode.c).
  *
  * Input: 4 bytes choosing the namespace shape, then a path. Each component
  * is looked up from the root; whatever resolves must round-trip through its

@@ -24,13 +24,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 RANKFS = os.environ.get("RANKFS_BIN", os.path.join(REPO, "build/rankfs"))
 RANKFS_PLAN = os.environ.get("RANKFS_PLAN",
                              os.path.join(REPO, "build/rankfs-plan"))
+# No default: a default would be build/'s, beside build-asan/'s rankfs.
+RANKFS_CAT = os.environ.get("RANKFS_CAT")
 MOUNT_DEADLINE = 20.0
 EXIT_DEADLINE = 20.0
 
 
 def pytest_configure(config):
     # Fail loudly instead of skipping: a suite that cannot run must not pass.
-    for tool in (RANKFS, RANKFS_PLAN):
+    for tool in (RANKFS, RANKFS_PLAN) + ((RANKFS_CAT,) if RANKFS_CAT else ()):
         if not os.access(tool, os.X_OK):
             raise pytest.UsageError(f"{tool} is missing: build first "
                                     "(scripts/build)")
@@ -194,6 +196,27 @@ def plan(rows, options, epoch, rank, batch):
                           str(epoch), str(rank), str(batch)],
                          capture_output=True, text=True, check=True)
     return np.array([int(x) for x in out.stdout.split()], dtype=np.int64)
+
+
+@pytest.fixture
+def rankfs_cat():
+    """Runs the FUSE-free rankfs-cat: rankfs_cat(sources, options, path)
+    -> CompletedProcess (stdout bytes, stderr text). Fails, never skips,
+    when RANKFS_CAT is unset."""
+    if not RANKFS_CAT:
+        pytest.fail("RANKFS_CAT is unset: point it at the rankfs-cat built "
+                    "beside RANKFS_BIN (scripts/test sets both)")
+
+    def run(sources, options, path, timeout=60):
+        if isinstance(sources, (str, os.PathLike)):
+            sources = [sources]
+        args = [RANKFS_CAT] + (["-o", options] if options else [])
+        args += [str(s) for s in sources] + [str(path)]
+        r = subprocess.run(args, capture_output=True, timeout=timeout)
+        r.stderr = r.stderr.decode(errors="replace")
+        return r
+
+    return run
 
 
 # Source files, written by the real libraries.

@@ -1,4 +1,4 @@
-/* Unit tests for fs/inode.c: names <-> nodes <-> inode numbers. */
+/* Unit tests for lib/inode.c: names <-> nodes <-> inode numbers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,100 @@
+#include "mountopt.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* libfuse's own -o options that rankfs passes through unchanged. */
+static const char *const fuse_keys[] = {
+	"allow_other", "allow_root", "default_permissions", "fsname",
+	"subtype", "auto_unmount", "max_read", "max_threads",
+	"max_idle_threads", "clone_fd", "debug", "ro", NULL
+};
+
+/* mount(8) and fstab options that mean nothing to a read-only FUSE
+ * daemon: accepted and dropped, so fstab lines and mount -t fuse.rankfs
+ * work with their usual words (the mount stays read-only). */
+static const char *const ignored_keys[] = {
+	"rw",	    "defaults", "auto",	   "noauto",	 "user",
+	"nouser",   "users",	"owner",   "group",	 "nofail",
+	"_netdev",  "dev",	"nodev",   "suid",	 "nosuid",
+	"exec",	    "noexec",	"atime",   "noatime",	 "relatime",
+	"norelatime", "strictatime", "nodiratime", "diratime", "sync",
+	"async",    "lazytime", "nolazytime", "comment", NULL
+};
+
+static int listed(const char *const *keys, const char *key)
+{
+	for (size_t i = 0; keys[i]; i++)
+		if (strcmp(key, keys[i]) == 0)
+			return 1;
+	return 0;
+}
+
+enum rfs_mountopt_kind rfs_mountopt_kind(const char *key)
+{
+	if (listed(fuse_keys, key))
+		return RFS_MOUNTOPT_FUSE;
+	/* x-systemd.*, x-gvfs-* ... */
+	if (strncmp(key, "x-", 2) == 0 || listed(ignored_keys, key))
+		return RFS_MOUNTOPT_IGNORED;
+	return RFS_MOUNTOPT_OTHER;
+}
+
+/* libfuse 3.14 takes any number for its thread counts (max_threads=0
+ * runs one handler; -1 becomes 2^32 - 1), and its other options' values
+ * are found wrong only after the sources are open, in lines of its own
+ * (or fusermount3's): checked here as ours are. */
+int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
+			    size_t errlen)
+{
+	static const char *const flags[] = { "allow_other", "allow_root",
+					     "default_permissions",
+					     "auto_unmount", "clone_fd",
+					     "debug", "ro", NULL };
+	int idle = strcmp(key, "max_idle_threads") == 0;
+	uint64_t n;
+	if (listed(flags, key) && value) {
+		snprintf(err, errlen, "option %s=%s: %s takes no value", key,
+			 value, key);
+		return -EINVAL;
+	}
+	if (idle || strcmp(key, "max_threads") == 0) {
+		if (value &&
+		    rfs_parse_u64(value, strlen(value), 1024, 1, &n) == 0 &&
+		    n >= (uint64_t)!idle)
+			return 0;
+		snprintf(err, errlen,
+			 "option %s=%s: expected an integer from %d to 1024",
+			 key, value ? value : "", !idle);
+		return -EINVAL;
+	}
+	if (strcmp(key, "max_read") == 0 &&
+	    (!value || rfs_parse_u64(value, strlen(value), UINT32_MAX, 1,
+				     &n) != 0 ||
+	     n == 0)) {
+		snprintf(err, errlen,
+			 "option max_read=%s: expected an integer from 1 to %u",
+			 value ? value : "", UINT32_MAX);
+		return -EINVAL;
+	}
+	if ((strcmp(key, "fsname") == 0 || strcmp(key, "subtype") == 0) &&
+	    (!value || !*value || strlen(value) > 1024)) {
+		snprintf(err, errlen,
+			 "option %s=%.40s%s: expected a name of 1 to 1024 "
+			 "bytes",
+			 key, value ? value : "",
+			 value && strlen(value) > 40 ? "..." : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void rfs_mountopt_render_fuse_names(struct rfs_buf *b)
+{
+	for (size_t i = 0; fuse_keys[i]; i++)
+		rfs_buf_printf(b, "%s%s", i ? ", " : "", fuse_keys[i]);
+}
