@@ -79,13 +79,16 @@ static const struct option_def options[] = {
 	{ "cache_mb", NUMBER, FIELD(cache_mb), 1, UINT64_C(1) << 30, NULL, 0,
 	  "memory for generated batches and decoded chunks in MiB (default "
 	  "1024)" },
-	{ "prefetch", NUMBER, FIELD(prefetch), 0, 1u << 16, NULL, 0,
+	/* Up to its default's largest, 2 x fetch_factor: config.json
+	 * mounts again. */
+	{ "prefetch", NUMBER, FIELD(prefetch), 0, 1u << 17, NULL, 0,
 	  "batches generated ahead of each rank's reader (default 2 x "
 	  "fetch_factor; 0: off)" },
 	{ "threads", NUMBER, FIELD(threads), 1, 1024, NULL, 0,
 	  "threads generating prefetched batches (default: one per core)" },
 	{ "direct_io", FLAG, FIELD(direct_io), 0, 1, NULL, 0,
-	  "bypass the page cache (faster, no mmap; default off)" },
+	  "bypass the page cache: one copy less, but no mmap (default "
+	  "off)" },
 	{ "passthrough", FLAG, FIELD(passthrough), 0, 1, NULL, 0,
 	  "the kernel reads opened files from memory filled once per open "
 	  "(Linux 6.9+, CAP_SYS_ADMIN; default off)" },
@@ -327,7 +330,8 @@ static void render_value(const struct rfs_config *c,
 
 	switch (o->kind) {
 	case NUMBER:
-		if (*number_at(m, o) == RFS_UNSET)
+		/* Only options that cannot reach RFS_UNSET use it (seed can). */
+		if (*number_at(m, o) == RFS_UNSET && o->max < RFS_UNSET)
 			rfs_buf_printf(b, "%s", json ? "null" : "default");
 		else
 			rfs_buf_printf(b, "%llu",

@@ -202,6 +202,36 @@ def test_view_id_covers_the_obs_columns_read(mounts, tmp_path):
         assert ids[0] != ids[1], options
 
 
+def options_of(config):
+    """config.json as a -o string: what a user copies to mount again."""
+    opts = []
+    for key, value in config.items():
+        if key == "view_id" or value is None:
+            continue
+        if isinstance(value, bool):
+            value = int(value)
+        if isinstance(value, list):
+            opts += [f"{key}={v}" for v in value]
+            continue
+        opts.append(f"{key}={value}")
+    return ",".join(opts)
+
+
+@pytest.mark.parametrize("options", [
+    "batch_size=10", "seed=18446744073709551615,batch_size=10",
+    "fetch_factor=65536,batch_size=2"])
+def test_config_json_mounts_the_same_view_again(mounts, sources, options):
+    path, _, _ = sources["h5ad"]
+    first = mounts(path, options)
+    config = first.json("config.json")
+    if "seed=" in options:
+        assert config["seed"] == 2**64 - 1
+    again = mounts(path, options_of(config))
+    assert again.json("config.json")["view_id"] == config["view_id"]
+    assert (open(again.file("batch", 0, 0, 1), "rb").read() ==
+            open(first.file("batch", 0, 0, 1), "rb").read())
+
+
 def test_config_json_resolves_defaults(mounts, sources):
     path, _, _ = sources["h5ad"]
     c = mounts(path, "batch_size=10").json("config.json")
