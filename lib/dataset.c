@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -209,6 +210,36 @@ static int check_agree(const struct rfs_source_info *a,
 	return 0;
 }
 
+/* Descriptors a source file holds: rankfs's own and HDF5's. */
+#define FDS_PER_FILE 2
+/* Besides: stdio, /dev/fuse, inotify, io_uring rings, a log file. */
+#define FDS_FIXED 64
+
+/* Counts the descriptors n files need before opening any: past the limit
+ * an open fails half-way with EMFILE. Raises the soft limit up to the
+ * hard one if that is enough. @return 0 or -EMFILE with err set. */
+static int check_descriptors(size_t n, char *err, size_t errlen)
+{
+	struct rlimit lim;
+	rlim_t need = (rlim_t)n * FDS_PER_FILE + FDS_FIXED;
+	if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= need)
+		return 0;
+	if (lim.rlim_max >= need) {
+		lim.rlim_cur = need;
+		if (setrlimit(RLIMIT_NOFILE, &lim) == 0)
+			return 0;
+	}
+	snprintf(err, errlen,
+		 "%zu source files need about %llu file descriptors (%d per "
+		 "file and %d more), but RLIMIT_NOFILE allows %llu (hard "
+		 "limit %llu): raise it (ulimit -n %llu) or mount fewer, "
+		 "larger files",
+		 n, (unsigned long long)need, FDS_PER_FILE, FDS_FIXED,
+		 (unsigned long long)lim.rlim_cur,
+		 (unsigned long long)lim.rlim_max, (unsigned long long)need);
+	return -EMFILE;
+}
+
 int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 		     size_t chunk_cache_bytes, struct rfs_dataset **out,
 		     char *err, size_t errlen)
@@ -222,6 +253,8 @@ int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 		return rc;
 	}
 	rc = expand(paths, npaths, &list, err, errlen);
+	if (rc == 0)
+		rc = check_descriptors(list.count, err, errlen);
 	if (rc != 0)
 		goto fail;
 	d->files = calloc(list.count, sizeof(*d->files));

@@ -608,9 +608,14 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	}
 	s->base.info.mtime = s->opened.st_mtime;
 	s->watch = rfs_watch_add(s->fd);
+	errno = 0;
 	if (H5Fis_hdf5(s->path) <= 0) {
-		rc = -EINVAL;
-		snprintf(err, errlen, "%s: not an HDF5 file", path);
+		/* HDF5 opens the file again: that may be what failed. */
+		int why = errno;
+		rc = why == EMFILE || why == ENFILE || why == ENOMEM ? -why :
+								      -EINVAL;
+		snprintf(err, errlen, "%s: %s", path,
+			 rc == -EINVAL ? "not an HDF5 file" : strerror(why));
 		goto fail;
 	}
 	s->file = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -286,6 +286,33 @@ def test_mountpoint_errors(files, tmp_path):
         and str(empty) in r.stderr
 
 
+def test_many_sources_under_a_low_descriptor_limit(tmp_path):
+    """1,500 files need more descriptors than ulimit -n 1024 allows: the
+    mount says so before opening any, naming the limit and the need."""
+    import resource
+    import shutil
+    import subprocess
+    from conftest import RANKFS
+    d = tmp_path / "many"
+    d.mkdir()
+    write_h5(str(d / "s0000.h5"), {"x": np.zeros((2, 4), np.float32)})
+    for i in range(1, 1500):
+        shutil.copyfile(d / "s0000.h5", d / f"s{i:04d}.h5")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=2", str(d),
+                        str(mnt)], capture_output=True, text=True,
+                       timeout=120, preexec_fn=low_limit)
+    assert r.returncode != 0
+    assert ("1500 source files need about 3064 file descriptors"
+            in r.stderr), r.stderr
+    assert "RLIMIT_NOFILE allows 1024" in r.stderr
+    assert not is_mounted(mnt)
+
+
 def test_help_lists_every_option_and_version():
     # Every option an unknown one's message lists as accepted.
     r = run_rankfs(["-o", "nope", "x.h5ad", "/nonexistent"])
