@@ -94,6 +94,9 @@ static const struct option_def options[] = {
 	  "(Linux 6.9+, CAP_SYS_ADMIN; default off)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
 	  "append logs here when daemonised (default: none)" },
+	{ "open_timeout", NUMBER, FIELD(open_timeout), 0, 86400, NULL, 0,
+	  "seconds one mount-time read of a source may take before the mount "
+	  "gives up naming it (default 120; 0: no limit)" },
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -131,6 +134,7 @@ void rfs_config_init(struct rfs_config *c)
 		.drop_last = 1,
 		.epochs = 10,
 		.cache_mb = 1024,
+		.open_timeout = 120,
 		.prefetch = RFS_UNSET,
 		.threads = RFS_UNSET,
 	};

@@ -54,6 +54,7 @@ struct rfs_config {
 	uint64_t direct_io;
 	uint64_t passthrough; /* FUSE passthrough where the kernel allows */
 	char *log_file; /* NULL: stderr */
+	uint64_t open_timeout; /* seconds per mount-time read of a source */
 };
 
 /* Epochs that resolve: [0, 2^31). */

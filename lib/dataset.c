@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <xxhash.h>
 
 #include "chunks.h"
+#include "deadline.h"
 #include "rowsort.h"
 
 struct rfs_dataset {
@@ -266,8 +268,13 @@ int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 	}
 	XXH64_hash_t fp = 0;
 	for (size_t i = 0; i < list.count; i++) {
+		char what[PATH_MAX + 32];
+		snprintf(what, sizeof(what), "source %s: opening it",
+			 list.items[i]);
+		rfs_deadline_begin(what);
 		rc = rfs_source_open(list.items[i], dataset, d->chunks,
 				     &d->files[i], err, errlen);
+		rfs_deadline_end();
 		if (rc != 0)
 			goto fail;
 		d->nfiles++;
@@ -528,8 +535,13 @@ int rfs_dataset_read_column(struct rfs_dataset *d, const char *name,
 	*out = (struct rfs_column){ 0 };
 	for (size_t i = 0; i < d->nfiles; i++) {
 		struct rfs_column part;
+		char what[PATH_MAX + 300];
+		snprintf(what, sizeof(what), "source %s: reading column %.256s",
+			 rfs_dataset_file(d, i)->path, name);
+		rfs_deadline_begin(what);
 		int rc = rfs_source_read_column(d->files[i], name, &part, err,
 						errlen);
+		rfs_deadline_end();
 		if (rc == 0 && (rc = rfs_column_append(out, &part)) != 0) {
 			if (rc == -EINVAL)
 				snprintf(err, errlen,

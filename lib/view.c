@@ -1,5 +1,7 @@
 #include "view.h"
 
+#include "deadline.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -801,6 +803,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	int rc = -ENOMEM;
 	if (!v || rfs_config_copy(&v->config, c) != 0)
 		goto oom;
+	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc != 0)
 		goto fail;

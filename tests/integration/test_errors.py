@@ -313,6 +313,31 @@ def test_many_sources_under_a_low_descriptor_limit(tmp_path):
     assert not is_mounted(mnt)
 
 
+def test_a_source_that_never_answers_fails_the_mount(mounts, files,
+                                                    tmp_path):
+    """A mount-time read that never returns (HDF5 looping on a damaged
+    file, or storage that does not answer) ends the mount with a message
+    naming the source. Here the source lies on a FUSE mount whose daemon
+    is stopped: opening it waits for good."""
+    import signal
+    inner = mounts(files["good"], "dataset=/x")
+    source = inner.path("config.json")
+    os.stat(source)  # looked up and cached before the daemon stops
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    os.kill(inner.proc.pid, signal.SIGSTOP)
+    try:
+        for foreground in ([], ["-f"]):
+            r = run_rankfs(foreground + ["-o", "dataset=/x,open_timeout=2",
+                                         source, mnt], timeout=60)
+            assert r.returncode == 1, r.stderr
+            assert (f"source {source}: opening it: no answer after 2 s"
+                    in r.stderr), r.stderr
+            assert not is_mounted(mnt)
+    finally:
+        os.kill(inner.proc.pid, signal.SIGCONT)
+
+
 def test_help_lists_every_option_and_version():
     # Every option an unknown one's message lists as accepted.
     r = run_rankfs(["-o", "nope", "x.h5ad", "/nonexistent"])
