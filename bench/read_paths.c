@@ -175,7 +175,7 @@ static uint64_t *epoch(uint64_t seed, size_t batches)
 	rfs_permute_init(&p, g.rows, rfs_permute_key(seed, 0, 0, 0));
 	rfs_permute_apply_range(&p, 0, g.rows, rows);
 	for (size_t b = 0; b < batches; b++)
-		rfs_sort_u64(rows + b * BATCH, tmp, BATCH);
+		rfs_rowsort_u64(rows + b * BATCH, tmp, BATCH);
 	return rows;
 }
 
