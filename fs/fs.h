@@ -7,7 +7,6 @@
 #include "inode.h"
 #include "page_drop.h"
 #include "page_store.h"
-#include "passthrough.h"
 #include "view.h"
 
 struct rfs_fs {
@@ -18,9 +17,8 @@ struct rfs_fs {
 	int direct_io;
 	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
 	/* Counts the opens of files; stores a file's bytes at its first
-	 * open, except with direct_io or passthrough (page_store.h). */
+	 * open, except with direct_io (page_store.h). */
 	struct rfs_page_store *page_store;
-	struct rfs_passthrough *passthrough; /* NULL: option off */
 };
 
 struct fuse_args;

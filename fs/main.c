@@ -173,12 +173,6 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
-	if (rfs_view_config(fs.view)->passthrough &&
-	    (rc = rfs_passthrough_attach(se, &fs.passthrough)) != 0) {
-		fprintf(stderr, "rankfs: option passthrough: %s\n",
-			strerror(-rc));
-		goto out_unmount;
-	}
 	/* With direct_io nothing of ours is cached. */
 	if (!fs.direct_io &&
 	    (rc = rfs_page_drop_create(se, &fs.page_drop)) != 0) {
@@ -186,12 +180,9 @@ int main(int argc, char *argv[])
 			strerror(-rc));
 		goto out_unmount;
 	}
-	/* Passthrough files are filled at open their own way; when the kernel
-	 * refuses passthrough, reads go through rankfs, not stored. With
-	 * those and direct_io nothing is stored, but opens are counted: a
-	 * file's pages and bytes go at its last release only. */
-	int store = !fs.direct_io && !rfs_view_config(fs.view)->passthrough;
-	if ((rc = rfs_page_store_create(store ? notify_store : NULL, se,
+	/* With direct_io nothing is stored, but opens are counted: a file's
+	 * bytes go at its last release only. */
+	if ((rc = rfs_page_store_create(fs.direct_io ? NULL : notify_store, se,
 					&fs.page_store)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
 		rfs_page_drop_destroy(fs.page_drop);
@@ -227,7 +218,6 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
-	rfs_passthrough_destroy(fs.passthrough);
 out_view:
 	rfs_view_destroy(fs.view);
 out_opts:

@@ -28,9 +28,6 @@
 #define WINDOW_BYTES_MAX (UINT64_C(1) << 30)
 #define BATCH_BYTES_MAX (UINT64_C(1) << 30)
 #define NPZ_BYTES_MAX (UINT64_C(7) << 29) /* 3.5 GiB: no zip64 needed */
-/* Narrower rows are gathered into a batch: a piece per row would cost the
- * kernel's copy more than the gather costs us. */
-#define MAPPED_ROW_BYTES_MIN 2048
 
 /* Where each rank's sequential reader is, for prefetch, per rank and
  * kind, in positions (epoch x batches + batch). Protected by
@@ -67,8 +64,6 @@ struct rfs_view {
 	atomic_int prefetch_paused_logged;
 	enum rfs_dtype out_dtype; /* of batch files */
 	int sparse; /* CSR source: dense .npy built from CSR, and .npz */
-	int mapped; /* batch rows as stored: rfs_view_read_mapped() may */
-	atomic_int filled_at_open; /* of the last open (rfs_view_opened) */
 	uint64_t view_id;
 	uint64_t kinds;
 	uint64_t file_size[RFS_KIND_COUNT][2]; /* [kind][0 full, 1 last] */
@@ -603,94 +598,9 @@ static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* Where the rows of key's batch (n rows) lie in memory, if they do; *at
- * is the caller's to free. @return rfs_dataset_mapped_rows()'s. */
-static int map_batch(struct rfs_view *v, const struct rfs_cache_key *key,
-		     uint64_t n, const unsigned char ***at)
-{
-	int64_t *rows = malloc((n + 1) * sizeof(*rows));
-	const unsigned char **ptr = malloc((n + 1) * sizeof(*ptr));
-	int rc = rows && ptr ? rfs_planner_batch(v->planner, key->epoch,
-						 key->rank, key->batch, rows) :
-			       -ENOMEM;
-	if (rc == 0)
-		rc = rfs_dataset_mapped_rows(v->dataset, rows, n, ptr);
-	free(rows);
-	if (rc != 0)
-		free(ptr);
-	else
-		*at = ptr;
-	return rc;
-}
-
-int rfs_view_read_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
-			 uint64_t off, size_t size,
-			 struct rfs_view_pieces *out)
-{
-	if (!v->mapped || key->kind != RFS_KIND_BATCH)
-		return -EAGAIN;
-	uint64_t t0 = now_ns(), n = rfs_view_batch_rows(v, key->batch);
-	size_t rb = rfs_dataset_row_bytes(v->dataset);
-	uint64_t end = rfs_view_file_size(v, key), head = end - n * rb;
-	out->count = out->bytes = 0;
-	if (off >= end)
-		return 0;
-	if (size > end - off)
-		size = (size_t)(end - off);
-	const unsigned char **at;
-	if (size / rb + 3 > RFS_VIEW_PIECES_MAX || map_batch(v, key, n, &at))
-		return -EAGAIN;
-	uint64_t pos = off, stop = off + size;
-	if (pos < head) {
-		uint64_t shape[2];
-		int ndims;
-		enum rfs_dtype dtype;
-		file_shape(v, key->kind, n, shape, &ndims, &dtype);
-		rfs_npy_header(dtype, ndims, shape, out->header);
-		size_t len = (size_t)((stop < head ? stop : head) - pos);
-		out->iov[out->count++] = (struct iovec){ out->header + pos,
-							 len };
-		pos += len;
-	}
-	size_t first_row = out->count;
-	for (; pos < stop; ) {
-		uint64_t i = (pos - head) / rb, in = (pos - head) % rb;
-		size_t len = (size_t)(rb - in < stop - pos ? rb - in :
-							    stop - pos);
-		const unsigned char *from = at[i] + in;
-		struct iovec *last = out->count > first_row ?
-					     &out->iov[out->count - 1] :
-					     NULL;
-		/* Rows next to each other in the source go as one piece. */
-		if (last && (const unsigned char *)last->iov_base +
-					    last->iov_len ==
-				    from)
-			last->iov_len += len;
-		else
-			out->iov[out->count++] = (struct iovec){
-				(void *)(uintptr_t)from, len };
-		pos += len;
-	}
-	out->bytes = size;
-	free(at);
-	/* Nobody waited on the source: the rows were in memory. */
-	if (off == 0)
-		rfs_stats_first_read(v->stats, key->rank, RFS_FOUND_READY,
-				     now_ns() - t0);
-	return 0;
-}
-
 static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 {
 	struct rfs_view *v = ctx;
-	/* Filled from the mapping when opened: nothing to make ahead. */
-	const unsigned char **at;
-	if (atomic_load(&v->filled_at_open) && v->mapped &&
-	    key->kind == RFS_KIND_BATCH &&
-	    map_batch(v, key, rfs_view_batch_rows(v, key->batch), &at) == 0) {
-		free(at);
-		return;
-	}
 	/* A failure is the reader's to see, when it asks itself. */
 	rfs_cache_warm(v->cache, key);
 }
@@ -817,14 +727,6 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	v->sparse = info->sparse;
 	v->out_dtype = v->config.dtype ? (enum rfs_dtype)(v->config.dtype - 1) :
 					 info->dtype;
-	v->mapped = !v->sparse && v->out_dtype == info->dtype &&
-		    rfs_dataset_row_bytes(v->dataset) >= MAPPED_ROW_BYTES_MIN;
-	/* Files that were not mapped never will be: no planning per read
-	 * only to fall back. */
-	for (size_t i = 0; i < rfs_dataset_files(v->dataset); i++)
-		if (strcmp(rfs_dataset_file(v->dataset, i)->read_path,
-			   "mmap") != 0)
-			v->mapped = 0;
 	/* config.json and view_id show what was resolved, one way for each
 	 * view: layer=counts is dataset=/layers/counts, and no dtype= the
 	 * source's dtype (so its options mount the same view again). */
@@ -1041,15 +943,10 @@ void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key)
 	rfs_cache_retire(v->cache, key);
 }
 
-void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
-		     int filled_at_open)
+void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 {
 	if (!is_batch(key->kind))
 		return;
-	/* Read first: the same value, stored on every open, would bounce
-	 * the line between cores. */
-	if (atomic_load(&v->filled_at_open) != !!filled_at_open)
-		atomic_store(&v->filled_at_open, !!filled_at_open);
 	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
 			       rfs_view_batch_rows(v, key->batch));
 	if (!v->prefetch)

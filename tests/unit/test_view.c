@@ -318,7 +318,7 @@ static void test_get_is_cached(void **state)
 	assert_true(a == b);
 	rfs_view_put(v, a);
 	rfs_view_put(v, b);
-	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 }, 0);
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 });
 	rfs_view_count_bytes(v, 1, 448);
 	char *sj;
 	size_t len;
@@ -330,95 +330,6 @@ static void test_get_is_cached(void **state)
 	free(sj);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);
-}
-
-/* Reads [off, off + size) of key through rfs_view_read_mapped() and
- * checks the pieces against the generated file. @return pieces, or -1
- * when it declined. */
-static int check_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
-			uint64_t off, size_t size)
-{
-	static struct rfs_view_pieces p;
-	if (rfs_view_read_mapped(v, key, off, size, &p) != 0)
-		return -1;
-	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_view_get(v, key, &e), 0);
-	size_t len = rfs_cache_entry_size(e);
-	size_t want = off >= len ? 0 : len - off < size ? len - off : size;
-	assert_int_equal(p.bytes, want);
-	uint64_t at = off;
-	for (size_t i = 0; i < p.count; i++) {
-		assert_true(at + p.iov[i].iov_len <= len);
-		assert_memory_equal(p.iov[i].iov_base,
-				    rfs_cache_entry_data(e) + at,
-				    p.iov[i].iov_len);
-		at += p.iov[i].iov_len;
-	}
-	assert_int_equal(at - off, want);
-	rfs_view_put(v, e);
-	return (int)p.count;
-}
-
-/* Rows of 2 KiB or more served as stored come from the source's mapping,
- * unconverted: the pieces of any slice are the generated file's bytes;
- * rows next to each other in the file are one piece. */
-static void test_read_mapped(void **state)
-{
-	struct fixture *f = *state;
-	char wide[PATH_MAX + 32], err[128];
-	snprintf(wide, sizeof(wide), "%s/wide.h5ad", f->dir);
-	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
-	struct rfs_cache_key k = { .epoch = 1, .rank = 1, .batch = 2,
-				   .kind = RFS_KIND_BATCH };
-	const uint64_t len = 128 + 16 * 2400;
-	static const char *const strategies[] = { "streaming", "shuffle" };
-	for (int s = 0; s < 2; s++) {
-		struct rfs_config c;
-		make_config(&c, strategies[s], "5");
-		/* Room to map the 480 KB of rows. */
-		assert_int_equal(rfs_config_set(&c, "cache_mb", "8", err,
-						sizeof(err)),
-				 0);
-		struct rfs_view *v = create_ok(&c, wide);
-		int whole = check_mapped(v, &k, 0, 1 << 20);
-		if (s == 0)
-			assert_int_equal(whole, 2); /* header, 16 rows */
-		else
-			assert_in_range(whole, 3, 17);
-		assert_int_equal(check_mapped(v, &k, 0, 1), 1);
-		assert_int_equal(check_mapped(v, &k, 100, 1000), 2);
-		assert_int_equal(check_mapped(v, &k, 128 + 2399, 2), s ? 2 : 1);
-		assert_true(check_mapped(v, &k, 127, 5000) >= 2);
-		assert_int_equal(check_mapped(v, &k, len - 10, 100), 1);
-		assert_int_equal(check_mapped(v, &k, len, 10), 0);
-		/* Not a batch's rows: generated. */
-		struct rfs_cache_key index = k;
-		index.kind = RFS_KIND_INDEX;
-		assert_int_equal(check_mapped(v, &index, 0, 1 << 20), -1);
-		rfs_view_destroy(v);
-		rfs_config_free(&c);
-	}
-	/* Cast, not mapped (no room), or narrow rows: generated. */
-	static const char *const declined[][2] = {
-		{ "dtype", "float64" }, { "cache_mb", "1" }, { NULL, NULL } };
-	for (int d = 0; d < 3; d++) {
-		struct rfs_config c;
-		make_config(&c, "shuffle", "5");
-		if (declined[d][0] && strcmp(declined[d][0], "cache_mb"))
-			assert_int_equal(rfs_config_set(&c, "cache_mb", "8",
-							err, sizeof(err)),
-					 0);
-		if (declined[d][0])
-			assert_int_equal(rfs_config_set(&c, declined[d][0],
-							declined[d][1], err,
-							sizeof(err)),
-					 0);
-		struct rfs_view *v = create_ok(&c, declined[d][0] ? wide :
-								    f->path);
-		assert_int_equal(check_mapped(v, &k, 0, 1 << 20), -1);
-		rfs_view_destroy(v);
-		rfs_config_free(&c);
-	}
 }
 
 /* stats.json's prefetch field: depth, queued or done. */
@@ -467,34 +378,7 @@ static void open_at(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 {
 	rfs_view_opened(v, &(struct rfs_cache_key){ .epoch = epoch,
 						    .rank = rank,
-						    .batch = batch },
-			0);
-}
-
-/* Opens filled at once from the mapping (passthrough) leave nothing to
- * prefetch for such batches; FUSE reads of them still get it ahead. */
-static void test_filled_at_open_skips_prefetch(void **state)
-{
-	struct fixture *f = *state;
-	char wide[PATH_MAX + 32];
-	snprintf(wide, sizeof(wide), "%s/wide2.h5ad", f->dir);
-	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
-	for (int filled = 1; filled >= 0; filled--) {
-		struct rfs_config c;
-		struct rfs_view *v = prefetching_view(&c, wide, "3", "8");
-		rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 },
-				filled);
-		wait_prefetched(v, 3);
-		char *sj = NULL;
-		size_t len;
-		assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
-		assert_non_null(strstr(sj, "\"done\": 3"));
-		assert_non_null(strstr(sj, filled ? "\"misses\": 0" :
-						    "\"misses\": 3"));
-		free(sj);
-		rfs_view_destroy(v);
-		rfs_config_free(&c);
-	}
+						    .batch = batch });
 }
 
 static void test_opened_prefetches_ahead(void **state)
@@ -502,8 +386,7 @@ static void test_opened_prefetches_ahead(void **state)
 	struct fixture *f = *state;
 	struct rfs_config c;
 	struct rfs_view *v = prefetching_view(&c, f->path, "3", NULL);
-	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 },
-			0);
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 });
 	/* Batches 5, 6, 7 of rank 1 get generated in the background. */
 	wait_prefetched(v, 3);
 	char *sj = NULL;
@@ -721,8 +604,6 @@ int main(void)
 		cmocka_unit_test(test_prefetch_depth_shared_by_readers),
 		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
-		cmocka_unit_test(test_read_mapped),
-		cmocka_unit_test(test_filled_at_open_skips_prefetch),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
