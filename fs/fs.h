@@ -5,7 +5,6 @@
 #include <sys/types.h>
 
 #include "inode.h"
-#include "page_drop.h"
 #include "page_store.h"
 #include "view.h"
 
@@ -15,9 +14,9 @@ struct rfs_fs {
 	uid_t uid; /* owner shown on every node */
 	gid_t gid;
 	int direct_io;
-	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
 	/* Counts the opens of files; stores a file's bytes at its first
-	 * open, except with direct_io (page_store.h). */
+	 * open and drops its pages at its last release, except with
+	 * direct_io (page_store.h). */
 	struct rfs_page_store *page_store;
 };
 

@@ -257,7 +257,8 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
  * reads are then the kernel's alone. A file that fails to generate is not
- * stored, and its reads fail as before.
+ * stored, and its reads fail as before. With direct_io the open is only
+ * counted.
  * @return 0, or -ENOMEM: not counted. */
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 			 const struct rfs_cache_key *key)
@@ -265,7 +266,6 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	int rc = rfs_page_store_open(fs->page_store, ino);
 	if (rc != 1)
 		return rc;
-	rfs_page_drop_cancel(fs->page_drop, ino);
 	struct rfs_cache_entry *e;
 	if (rfs_view_read(fs->view, key, 0, &e) != 0) {
 		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
@@ -280,24 +280,19 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	return 0;
 }
 
-/* What the last release of a file undoes: run under the open count's
+/* The last release of a file retires its bytes from the batch cache
+ * (its pages are page_store.c's to drop): run under the open count's
  * lock (rfs_page_store_close), so that a new open of the file cannot be
- * counted in between and then lose its pages or bytes. */
+ * counted in between and then lose its bytes. */
 struct last_release {
 	struct rfs_fs *fs;
-	uint64_t ino;
 	struct rfs_cache_key key;
-	int drop; /* its pages are ours to drop */
-	int retire; /* its bytes leave the batch cache first */
 };
 
-static void undo_file(void *arg)
+static void retire_file(void *arg)
 {
 	struct last_release *l = arg;
-	if (l->drop && l->fs->page_drop)
-		rfs_page_drop_push(l->fs->page_drop, l->ino);
-	if (l->retire)
-		rfs_view_released(l->fs->view, &l->key);
+	rfs_view_released(l->fs->view, &l->key);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -347,8 +342,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (n.type == RFS_NODE_STATS) {
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
 	} else if (is_file(&n)) {
-		struct last_release last = { .fs = fs, .ino = ino, .drop = 1 };
-		rfs_page_store_close(fs->page_store, ino, undo_file, &last);
+		rfs_page_store_close(fs->page_store, ino, NULL, NULL);
 	}
 }
 
@@ -443,10 +437,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 	if (!file)
 		return;
-	struct last_release last = { .fs = fs, .ino = ino,
-				     .key = file_key(fs, &n), .drop = 1,
-				     .retire = 1 };
-	rfs_page_store_close(fs->page_store, ino, undo_file, &last);
+	struct last_release last = { .fs = fs, .key = file_key(fs, &n) };
+	rfs_page_store_close(fs->page_store, ino, retire_file, &last);
 }
 
 /* Write-type requests: the mount is read-only (and mounted "ro", so the
