@@ -37,21 +37,23 @@ void rfs_bigbuf_limit(size_t bytes)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-int rfs_bigbuf_mapped(size_t size)
+/* Whether size is mapped (and pooled when freed) rather than malloc'd. */
+static int mapped(size_t size)
 {
 	return size >= MAP_MIN;
 }
 
 size_t rfs_bigbuf_footprint(size_t size)
 {
-	if (!rfs_bigbuf_mapped(size))
+	if (!mapped(size))
 		return size;
 	return (size + MAP_STEP - 1) / MAP_STEP * MAP_STEP;
 }
 
-void *rfs_bigbuf_pooled(size_t size)
+/* A pooled buffer for size bytes, or NULL where the pool has none. */
+static void *pooled(size_t size)
 {
-	if (!rfs_bigbuf_mapped(size))
+	if (!mapped(size))
 		return NULL;
 	size = rfs_bigbuf_footprint(size);
 	void *p = NULL;
@@ -69,9 +71,9 @@ void *rfs_bigbuf_pooled(size_t size)
 
 void *rfs_bigbuf_alloc(size_t size)
 {
-	if (!rfs_bigbuf_mapped(size))
+	if (!mapped(size))
 		return malloc(size ? size : 1);
-	void *p = rfs_bigbuf_pooled(size);
+	void *p = pooled(size);
 	if (p)
 		return p;
 	size = rfs_bigbuf_footprint(size);
@@ -84,7 +86,7 @@ void rfs_bigbuf_free(void *p, size_t size)
 {
 	if (!p)
 		return;
-	if (!rfs_bigbuf_mapped(size)) {
+	if (!mapped(size)) {
 		free(p);
 		return;
 	}

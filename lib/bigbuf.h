@@ -11,12 +11,6 @@
 /* @return size bytes (uninitialised), or NULL. */
 void *rfs_bigbuf_alloc(size_t size);
 
-/* @return a pooled buffer for size bytes, or NULL where the pool has none
- * (or size is small enough for malloc): for callers that would rather
- * reuse memory of their own than map more. Free it with
- * rfs_bigbuf_free(p, size). */
-void *rfs_bigbuf_pooled(size_t size);
-
 /* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a
  * small pool (at most 32 MiB, see rfs_bigbuf_limit()) for reuse.
  * Accepts NULL. Thread-safe. */
@@ -24,9 +18,6 @@ void rfs_bigbuf_free(void *p, size_t size);
 
 /* Bounds the pool (at most 32 MiB). */
 void rfs_bigbuf_limit(size_t bytes);
-
-/* Whether size is mapped (and pooled when freed) rather than malloc'd. */
-int rfs_bigbuf_mapped(size_t size);
 
 /* The memory rfs_bigbuf_alloc(size) takes: large sizes are rounded up to
  * whole 64 KiB steps, so buffers of nearly equal sizes share the pool. */
