@@ -1,4 +1,6 @@
-/* Unit tests for lib/view.c: one source seen through one configuration. */
+/* Unit tests for lib/view.c: one source seen through one configuration,
+ * through the facade the front end calls (generation: test_batch.c;
+ * prefetch policy: test_lookahead.c; JSON: test_view_json.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -408,27 +410,6 @@ static void test_opened_prefetches_ahead(void **state)
 	rfs_config_free(&c);
 }
 
-/* A reader that jumps gets nothing queued at the jump: only opens in
- * order (or nearly, as concurrent loader workers open) queue ahead. */
-static void test_prefetch_skips_jumps(void **state)
-{
-	struct fixture *f = *state;
-	struct rfs_config c;
-	struct rfs_view *v = prefetching_view(&c, f->path, "3", NULL);
-	open_at(v, 0, 1, 0); /* first: 1, 2, 3 */
-	open_at(v, 0, 1, 2); /* workers' order: 4, 5 */
-	open_at(v, 0, 1, 1); /* behind, within depth: nothing new */
-	assert_int_equal(prefetch_count(v, "queued"), 5);
-	open_at(v, 200, 1, 0); /* jump ahead: nothing */
-	open_at(v, 100, 1, 0); /* jump back: nothing */
-	assert_int_equal(prefetch_count(v, "queued"), 5);
-	open_at(v, 100, 1, 1); /* in order after the jump: 3 more */
-	assert_int_equal(prefetch_count(v, "queued"), 8);
-	wait_prefetched(v, 8);
-	rfs_view_destroy(v);
-	rfs_config_free(&c);
-}
-
 /* The ranks that read share the room for prefetched batches: the depth
  * halves when a second starts. */
 static void test_prefetch_depth_shared_by_readers(void **state)
@@ -443,40 +424,6 @@ static void test_prefetch_depth_shared_by_readers(void **state)
 	assert_int_equal(prefetch_count(v, "depth"), depth);
 	open_at(v, 0, 1, 0);
 	assert_int_equal(prefetch_count(v, "depth"), depth / 2);
-	rfs_view_destroy(v);
-	rfs_config_free(&c);
-}
-
-static void test_one_dimensional_source(void **state)
-{
-	struct fixture *f = *state;
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/labels.h5", f->dir);
-	assert_int_equal(write_source(path, 200, 1), 0);
-	struct rfs_config c;
-	char err[64];
-	make_config(&c, "shuffle", "1");
-	assert_int_equal(rfs_config_set(&c, "dataset", "/X", err, sizeof(err)),
-			 0);
-	struct rfs_view *v = create_ok(&c, path);
-	struct rfs_cache_key k = { .epoch = 0, .rank = 0, .batch = 1,
-				   .kind = RFS_KIND_BATCH };
-	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_view_get(v, &k, &e), 0);
-	const unsigned char *p = rfs_cache_entry_data(e);
-	size_t h = parse_npy(p, rfs_cache_entry_size(e), "<f4", "(16,)");
-	assert_int_equal(h + 16 * 4, rfs_cache_entry_size(e));
-	int64_t rows[16];
-	assert_int_equal(rfs_view_plan(v, 0, 0, 1, rows), 0);
-	for (int j = 0; j < 16; j++) {
-		float got;
-		memcpy(&got, p + h + (size_t)j * 4, 4);
-		/* Element r of a 1-d /X is what the N x 5 writer put first
-		 * in its buffer, i.e. element r of the flat buffer. */
-		assert_true(got == value((uint64_t)rows[j] / COLS,
-					 (uint64_t)rows[j] % COLS));
-	}
-	rfs_view_put(v, e);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);
 }
@@ -600,9 +547,7 @@ int main(void)
 		cmocka_unit_test(test_batch_bytes),
 		cmocka_unit_test(test_get_is_cached),
 		cmocka_unit_test(test_opened_prefetches_ahead),
-		cmocka_unit_test(test_prefetch_skips_jumps),
 		cmocka_unit_test(test_prefetch_depth_shared_by_readers),
-		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
 		cmocka_unit_test(test_errors),
 	};
