@@ -20,7 +20,6 @@
  * then cost a fresh mapping, populated page by page, and an munmap). */
 #define MAP_STEP (64 * 1024)
 #define POOL_SLOTS 16
-#define POOL_BYTES_MAX ((size_t)32 << 20)
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -28,12 +27,12 @@ static struct {
 	size_t size;
 } pool[POOL_SLOTS]; /* protected by pool_lock */
 static size_t pool_bytes; /* protected by pool_lock */
-static size_t pool_limit = POOL_BYTES_MAX; /* protected by pool_lock */
+static size_t pool_limit = RFS_BIGBUF_POOL_MAX; /* protected by pool_lock */
 
 void rfs_bigbuf_limit(size_t bytes)
 {
 	pthread_mutex_lock(&pool_lock);
-	pool_limit = bytes < POOL_BYTES_MAX ? bytes : POOL_BYTES_MAX;
+	pool_limit = bytes < RFS_BIGBUF_POOL_MAX ? bytes : RFS_BIGBUF_POOL_MAX;
 	pthread_mutex_unlock(&pool_lock);
 }
 

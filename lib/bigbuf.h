@@ -8,15 +8,18 @@
 
 #include <stddef.h>
 
+/* The most the pool of free buffers holds. */
+#define RFS_BIGBUF_POOL_MAX ((size_t)32 << 20)
+
 /* @return size bytes (uninitialised), or NULL. */
 void *rfs_bigbuf_alloc(size_t size);
 
 /* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a
- * small pool (at most 32 MiB, see rfs_bigbuf_limit()) for reuse.
+ * small pool (see rfs_bigbuf_limit()) for reuse.
  * Accepts NULL. Thread-safe. */
 void rfs_bigbuf_free(void *p, size_t size);
 
-/* Bounds the pool (at most 32 MiB). */
+/* Bounds the pool (at most RFS_BIGBUF_POOL_MAX). */
 void rfs_bigbuf_limit(size_t bytes);
 
 /* The memory rfs_bigbuf_alloc(size) takes: large sizes are rounded up to

@@ -18,6 +18,7 @@
 
 #include "batch.h"
 #include "bigbuf.h"
+#include "budget.h"
 #include "dataset.h"
 #include "kind.h"
 #include "log.h"
@@ -37,6 +38,7 @@ struct rfs_view {
 	struct rfs_cache *cache;
 	struct rfs_stats *stats;
 	struct rfs_lookahead *lookahead;
+	struct rfs_budget budget; /* cache_mb's shares */
 	enum rfs_dtype out_dtype; /* of batch files */
 	uint64_t view_id;
 	uint64_t kinds;
@@ -172,14 +174,14 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc != 0)
 		goto fail;
-	/* Decoded chunks and batches share cache_mb: a row of a chunked
-	 * dataset can span many chunks, and re-decoding them per batch costs
-	 * far more than holding them. */
-	size_t cache_bytes = v->config.cache_mb << 20;
-	size_t chunk_bytes = cache_bytes / 2;
-	/* Pooled free buffers: an eighth of the cache, at most 32 MiB. */
-	rfs_bigbuf_limit(cache_bytes / 8);
-	rc = rfs_dataset_open(sources, nsources, v->config.dataset, chunk_bytes,
+	/* Every share of cache_mb comes from one split (budget.c); the
+	 * planner's is known once it is limited, below. */
+	rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
+	if (rc != 0)
+		goto fail_cache_mb;
+	rfs_bigbuf_limit(v->budget.pool);
+	rc = rfs_dataset_open(sources, nsources, v->config.dataset,
+			      v->budget.chunks,
 			      &v->dataset, err, errlen);
 	if (rc != 0)
 		goto fail;
@@ -228,8 +230,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	/* The planner's row ids come out of the batches' half, and may
 	 * take half of it: fewer windows are built at once if need be. */
 	size_t least;
-	if (rfs_planner_limit(v->planner, (cache_bytes - chunk_bytes) / 2,
-			      &least)) {
+	if (rfs_planner_limit(v->planner, v->budget.plan_limit, &least)) {
 		snprintf(err, errlen,
 			 "cache_mb=%llu is too small for the fetch windows: "
 			 "planning needs %llu MiB of row ids, and may take a "
@@ -241,11 +242,14 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		rc = -EINVAL;
 		goto fail;
 	}
-	size_t plan_bytes = rfs_planner_memory_bound(v->planner);
-	size_t batch_bytes = cache_bytes - chunk_bytes - plan_bytes;
-	rc = rfs_cache_create(batch_bytes, rfs_batch_fill, v->batch, &v->cache);
+	rc = rfs_budget_split(v->config.cache_mb,
+			      rfs_planner_memory_bound(v->planner), &v->budget);
+	if (rc != 0)
+		goto fail_cache_mb;
+	rc = rfs_cache_create(v->budget.batches, rfs_batch_fill, v->batch,
+			      &v->cache);
 	if (rc == 0)
-		rc = start_lookahead(v, batch_bytes / 2);
+		rc = start_lookahead(v, v->budget.prefetch);
 	if (rc == 0)
 		rc = rfs_view_json_id(&v->config, v->dataset, &v->selection,
 				      rfs_view_batches_per_rank(v),
@@ -265,6 +269,10 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 oom:
 	rc = -ENOMEM;
 	snprintf(err, errlen, "out of memory");
+	goto fail;
+fail_cache_mb:
+	snprintf(err, errlen, "cache_mb=%llu cannot be split on this machine",
+		 (unsigned long long)v->config.cache_mb);
 fail:
 	rfs_view_destroy(v);
 	return rc;
@@ -341,8 +349,8 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 {
 	struct rfs_view_json_live l = { .view_id = v->view_id,
 					.stats = v->stats,
-					.capacity_bytes = v->config.cache_mb
-							  << 20 };
+					.capacity_bytes = v->budget.total,
+					.budget = v->budget };
 	rfs_cache_counters(v->cache, &l.cache);
 	rfs_lookahead_counters(v->lookahead, &l.prefetch);
 	l.depth = rfs_lookahead_depth(v->lookahead);

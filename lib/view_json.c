@@ -141,10 +141,22 @@ int rfs_view_json_stats(const struct rfs_view_json_live *l, char **out,
 		       (unsigned long long)l->cache.room_waits);
 	rfs_buf_printf(&b,
 		       ",\n  \"prefetch\": {\"depth\": %llu, \"queued\": %llu, "
-		       "\"done\": %llu, \"dropped\": %llu}\n}\n",
+		       "\"done\": %llu, \"dropped\": %llu}",
 		       (unsigned long long)l->depth,
 		       (unsigned long long)l->prefetch.queued,
 		       (unsigned long long)l->prefetch.done,
 		       (unsigned long long)l->prefetch.dropped);
+	const struct rfs_budget *m = &l->budget;
+	rfs_buf_printf(&b,
+		       ",\n  \"budget\": {\"total_bytes\": %llu, "
+		       "\"chunks_bytes\": %llu, \"batches_bytes\": %llu, "
+		       "\"prefetch_bytes\": %llu, \"plan_bytes\": %llu, "
+		       "\"pool_bytes\": %llu}\n}\n",
+		       (unsigned long long)m->total,
+		       (unsigned long long)m->chunks,
+		       (unsigned long long)m->batches,
+		       (unsigned long long)m->prefetch,
+		       (unsigned long long)m->plan,
+		       (unsigned long long)m->pool);
 	return rfs_buf_finish(&b, out, len);
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "cache.h"
 #include "config.h"
 #include "dataset.h"
@@ -44,6 +45,7 @@ struct rfs_view_json_live {
 	uint64_t capacity_bytes; /* all of cache_mb */
 	struct rfs_prefetch_counters prefetch;
 	uint64_t depth; /* prefetch depth now */
+	struct rfs_budget budget; /* cache_mb's shares */
 };
 
 /* stats.json. *out is the caller's to free. @return 0 or -ENOMEM. */

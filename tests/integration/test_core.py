@@ -279,6 +279,18 @@ def test_size_known_before_generation(mounts, sources):
     assert os.stat(m.file("index", 4, 0, 7)).st_size == 128 + 800
 
 
+def test_stats_show_the_memory_budget(mounts, sources):
+    path, _, _ = sources["h5ad"]
+    b = mounts(path, "batch_size=100,cache_mb=64").json("stats.json")["budget"]
+    mib = 1 << 20
+    assert b["total_bytes"] == 64 * mib
+    assert b["chunks_bytes"] == 32 * mib
+    assert 0 <= b["plan_bytes"] <= 16 * mib
+    assert b["batches_bytes"] == 32 * mib - b["plan_bytes"]
+    assert b["prefetch_bytes"] == b["batches_bytes"] // 2
+    assert b["pool_bytes"] == 8 * mib
+
+
 def test_any_epoch_resolves(mounts, sources):
     path, _, _ = sources["h5ad"]
     m = mounts(path, "batch_size=100")

@@ -206,6 +206,10 @@ static void test_json_files(void **state)
 	assert_non_null(strstr(sj, want));
 	assert_non_null(strstr(sj, "\"misses\": 0"));
 	assert_non_null(strstr(sj, "\"capacity_bytes\": 1048576"));
+	/* cache_mb=1 split (budget.c): the planner's share is its bound. */
+	assert_non_null(strstr(sj, "\"budget\": {\"total_bytes\": 1048576, "
+				   "\"chunks_bytes\": 524288, "));
+	assert_non_null(strstr(sj, "\"pool_bytes\": 131072}"));
 	free(sj);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);

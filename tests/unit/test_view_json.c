@@ -189,6 +189,9 @@ static void test_stats(void **state)
 		.capacity_bytes = 1 << 20,
 		.prefetch = { .queued = 7, .done = 6, .dropped = 5 },
 		.depth = 8,
+		.budget = { .total = 100, .chunks = 50, .plan_limit = 25,
+			    .plan = 10, .batches = 40, .prefetch = 20,
+			    .pool = 12 },
 	};
 	assert_int_equal(rfs_stats_create(2, &l.stats), 0);
 	char *j;
@@ -204,6 +207,11 @@ static void test_stats(void **state)
 	assert_non_null(strstr(j, "\"prefetch\": {\"depth\": 8, "
 				  "\"queued\": 7, \"done\": 6, "
 				  "\"dropped\": 5}"));
+	assert_non_null(strstr(j, "\"budget\": {\"total_bytes\": 100, "
+				  "\"chunks_bytes\": 50, "
+				  "\"batches_bytes\": 40, "
+				  "\"prefetch_bytes\": 20, \"plan_bytes\": 10, "
+				  "\"pool_bytes\": 12}"));
 	assert_int_equal(strcmp(j + len - 2, "}\n"), 0);
 	free(j);
 	rfs_stats_destroy(l.stats);
