@@ -1,8 +1,9 @@
 /* A mounted view: the source files seen through one configuration. Owns
  * the dataset, the selection (filters, labels, weights), the planner, the
- * cache and the counters, and turns a file key (epoch, rank, batch, kind)
- * into bytes. The FUSE front end talks only to this. Thread-safe after
- * create. */
+ * batch generator (batch.c) behind the batch cache, the prefetch policy
+ * (lookahead.c) and the counters, and turns a file key (epoch, rank,
+ * batch, kind) into bytes. The FUSE front end talks only to this.
+ * Thread-safe after create. */
 #ifndef RFS_VIEW_H
 #define RFS_VIEW_H
 
@@ -73,7 +74,7 @@ int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
 void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key);
 /* A file was closed (released): its bytes are retired from the batch
  * cache (rfs_cache_retire()), kept a while for a reader that comes back
- * (until evicted, or their buffer is reused by a new batch). */
+ * (until evicted). */
 void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key);
 /* bytes of a file of rank were returned by read(). */
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
