@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +25,7 @@ static int fill(void *ctx, const struct rfs_cache_key *key,
 	(void)ctx, (void)key;
 	void *buf = rfs_cache_fill_buffer(f, 100, 0);
 	if (!buf)
-		return -1;
+		return -ENOMEM;
 	memset(buf, 0, 100);
 	atomic_fetch_add(&fills, 1);
 	return 0;
