@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 	struct rfs_chunk_cache *chunks;
 	struct rfs_source *s;
 	/* Room for the whole array: rankfs maps it only if cache_mb has. */
-	if (rfs_chunk_cache_create((size_t)8 << 30, &chunks) != 0 ||
+	if (rfs_chunks_create((size_t)8 << 30, &chunks) != 0 ||
 	    rfs_source_open(argv[1], NULL, chunks, &s, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gather: %s\n", err);
 		return 1;
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 	rfs_permute_init(&p, n, rfs_permute_key(0, 0, 0, 0));
 	rfs_permute_apply_range(&p, 0, n, rows);
 	for (uint64_t i = 0; i < n; i += BATCH)
-		rfs_sort_u64(rows + i, tmp, BATCH);
+		rfs_rowsort_u64(rows + i, tmp, BATCH);
 	unsigned char *check = malloc(BATCH * rb);
 	if (!check)
 		return 1;
@@ -211,6 +211,6 @@ int main(int argc, char **argv)
 	free(t[0]);
 	free(t[1]);
 	rfs_source_destroy(s);
-	rfs_chunk_cache_destroy(chunks);
+	rfs_chunks_destroy(chunks);
 	return 0;
 }

@@ -98,7 +98,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 	    mul_add(world_size, s->per_rank, 2, &s->per_epoch) ||
 	    mul_add(RFS_EPOCH_LIMIT, s->per_epoch, EPOCH_BASE, &s->step_base))
 		return -EOVERFLOW;
-	s->width = rfs_decimal_digits(batches - 1);
+	s->width = rfs_parse_decimal_digits(batches - 1);
 	if (s->width < 6)
 		s->width = 6;
 
@@ -107,7 +107,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 	if (mul_add(epochs_listed, batches, 0, &s->steps_listed) ||
 	    mul_add(RFS_EPOCH_LIMIT, batches, 0, &s->steps))
 		return -EOVERFLOW;
-	s->step_width = rfs_step_name_width(epochs_listed, batches);
+	s->step_width = rfs_kind_step_name_width(epochs_listed, batches);
 	if (s->step_width < 20 && s->steps > pow10_u64(s->step_width))
 		s->steps = pow10_u64(s->step_width);
 	if (mul_add(s->slots, s->steps, kinds, &s->per_step_rank) ||
@@ -206,14 +206,14 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 	return 0;
 }
 
-int rfs_node_is_dir(const struct rfs_node *n)
+int rfs_inode_is_dir(const struct rfs_node *n)
 {
 	return n->type != RFS_NODE_CONFIG && n->type != RFS_NODE_DATASET &&
 	       n->type != RFS_NODE_STATS && n->type != RFS_NODE_FILE &&
 	       n->type != RFS_NODE_STEP_FILE;
 }
 
-void rfs_node_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
+void rfs_inode_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
 		    uint64_t *epoch, uint64_t *batch)
 {
 	if (n->type == RFS_NODE_STEP_FILE) {
@@ -280,7 +280,7 @@ int rfs_inode_lookup(const struct rfs_inode_space *s,
 		     const struct rfs_node *parent, const char *name,
 		     struct rfs_node *out)
 {
-	if (!rfs_node_is_dir(parent))
+	if (!rfs_inode_is_dir(parent))
 		return -ENOTDIR;
 	if (strlen(name) > NAME_MAX_LEN)
 		return -ENAMETOOLONG;

@@ -64,11 +64,11 @@ uint64_t rfs_inode_of(const struct rfs_inode_space *s,
 int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 		   struct rfs_node *out);
 
-int rfs_node_is_dir(const struct rfs_node *n);
+int rfs_inode_is_dir(const struct rfs_node *n);
 
 /* The (epoch, batch) a file node serves: itself for epoch files, step k
  * as batch k mod batches of epoch k div batches. */
-void rfs_node_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
+void rfs_inode_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
 		    uint64_t *epoch, uint64_t *batch);
 
 /* Looks name up in directory parent. Names are canonical: one spelling per

@@ -49,7 +49,7 @@ static struct rfs_cache_key file_key(struct rfs_fs *fs,
 				     const struct rfs_node *n)
 {
 	struct rfs_cache_key key = { .rank = n->rank, .kind = n->kind };
-	rfs_node_batch(&fs->space, n, &key.epoch, &key.batch);
+	rfs_inode_batch(&fs->space, n, &key.epoch, &key.batch);
 	return key;
 }
 
@@ -96,7 +96,7 @@ static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_mtime = st->st_ctime = st->st_atime = rfs_view_mtime(fs->view);
-	if (rfs_node_is_dir(n)) {
+	if (rfs_inode_is_dir(n)) {
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 	} else {
@@ -203,7 +203,7 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct rfs_node dir, child;
 	if (decode(req, ino, &dir) != 0)
 		return;
-	if (!rfs_node_is_dir(&dir)) {
+	if (!rfs_inode_is_dir(&dir)) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -226,7 +226,7 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			rfs_inode_entry(&fs->space, &dir, i - 2, &child, name,
 					sizeof(name));
 			st.st_ino = rfs_inode_of(&fs->space, &child);
-			st.st_mode = rfs_node_is_dir(&child) ? S_IFDIR :
+			st.st_mode = rfs_inode_is_dir(&child) ? S_IFDIR :
 							       S_IFREG;
 		}
 		size_t need = add_entry(req, buf + used, size - used, name,
@@ -301,7 +301,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct rfs_node n;
 	if (decode(req, ino, &n) != 0)
 		return;
-	if (rfs_node_is_dir(&n)) {
+	if (rfs_inode_is_dir(&n)) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}

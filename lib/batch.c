@@ -211,7 +211,7 @@ static int dense_rows(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 		return rc;
 	void *values = malloc(csr.start[n] * out_elem + 1);
 	if (!values) {
-		rfs_csr_free(&csr);
+		rfs_source_csr_free(&csr);
 		return -ENOMEM;
 	}
 	rfs_convert(b->out_dtype, values, info->dtype, csr.values,
@@ -219,7 +219,7 @@ static int dense_rows(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 	memset(dst, 0, cells * out_elem);
 	rc = scatter_add(b->out_dtype, dst, values, &csr, n, info->cols);
 	free(values);
-	rfs_csr_free(&csr);
+	rfs_source_csr_free(&csr);
 	return rc;
 }
 
@@ -262,7 +262,7 @@ static int npz_file(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 	else
 		rc = -ENOMEM;
 	free(cast);
-	rfs_csr_free(&csr);
+	rfs_source_csr_free(&csr);
 	return rc;
 }
 
@@ -315,14 +315,14 @@ int rfs_batch_check_sizes(const struct rfs_config *c,
 
 uint64_t rfs_batch_rows(const struct rfs_batch *b, uint64_t batch)
 {
-	return rfs_partition_batch_rows(rfs_planner_layout(b->planner), batch);
+	return rfs_partition_batch_rows(rfs_plan_layout(b->planner), batch);
 }
 
 /* The size of a .npy file of kind (not npz) of batch. */
 static uint64_t npy_size(const struct rfs_batch *b, uint64_t kind,
 			 uint64_t batch)
 {
-	uint64_t last = batch + 1 >= rfs_planner_layout(b->planner)
+	uint64_t last = batch + 1 >= rfs_plan_layout(b->planner)
 					     ->batches_per_rank;
 	return b->file_size[kind][last];
 }
@@ -368,7 +368,7 @@ static int generate(struct rfs_batch *b, const struct rfs_cache_key *key,
 	int64_t *rows = malloc(n * sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
-	int rc = rfs_planner_batch(b->planner, key->epoch, key->rank,
+	int rc = rfs_plan_batch(b->planner, key->epoch, key->rank,
 				   key->batch, rows);
 	if (rc == 0)
 		rc = key->kind == RFS_KIND_NPZ ? npz_file(b, rows, n, f) :
@@ -391,7 +391,7 @@ int rfs_batch_fill(void *ctx, const struct rfs_cache_key *key,
 /* The sizes of the .npy files of full batches and of the last. */
 static void size_files(struct rfs_batch *b)
 {
-	const struct rfs_layout *l = rfs_planner_layout(b->planner);
+	const struct rfs_layout *l = rfs_plan_layout(b->planner);
 	for (uint64_t k = 0; k < RFS_KIND_NPZ; k++) {
 		for (int last = 0; last < 2; last++) {
 			uint64_t shape[2];
@@ -436,7 +436,7 @@ uint64_t rfs_batch_file_size(struct rfs_batch *b,
 		return npy_size(b, key->kind, key->batch);
 	/* The .npz depends on the batch's stored values: plan it. */
 	int64_t *rows = malloc(n * sizeof(*rows));
-	if (!rows || rfs_planner_batch(b->planner, key->epoch, key->rank,
+	if (!rows || rfs_plan_batch(b->planner, key->epoch, key->rank,
 				       key->batch, rows) != 0) {
 		free(rows);
 		return 0;
@@ -448,7 +448,7 @@ uint64_t rfs_batch_file_size(struct rfs_batch *b,
 
 uint64_t rfs_batch_cost(const struct rfs_batch *b)
 {
-	uint64_t n = rfs_planner_layout(b->planner)->batch_size, nnz = 0;
+	uint64_t n = rfs_plan_layout(b->planner)->batch_size, nnz = 0;
 	if (b->sparse)
 		nnz = (uint64_t)((double)rfs_dataset_nnz(b->dataset) /
 				 (double)rfs_dataset_rows(b->dataset) *

@@ -27,7 +27,7 @@ struct rfs_budget {
 };
 
 /* Splits cache_mb. plan is what the planner holds at most
- * (rfs_planner_memory_bound()), known only once it is limited to
+ * (rfs_plan_memory_bound()), known only once it is limited to
  * out->plan_limit: call with plan 0 first for chunks, pool and
  * plan_limit, then again with the planner's bound. Pure.
  * @return 0, or -EINVAL (cache_mb too large for a size_t, or plan over

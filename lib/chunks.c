@@ -49,7 +49,7 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 		goto out;
 	rc = pread_all(c->fd, stored, loc->size, loc->addr);
 	if (rc == 0)
-		rc = rfs_pipeline_decode(&c->pipeline, loc->mask, stored,
+		rc = rfs_inflate_decode(&c->pipeline, loc->mask, stored,
 					 loc->size, out, out_len, c->elem,
 					 scratch);
 	if (rc != 0) {
@@ -72,7 +72,7 @@ out:
 	return rc;
 }
 
-int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out)
+int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
 {
 	struct rfs_chunk_cache *cc = calloc(1, sizeof(*cc));
 	if (!cc)
@@ -88,12 +88,12 @@ int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out)
 	return 0;
 }
 
-int rfs_chunk_cache_reserve(struct rfs_chunk_cache *cc, size_t bytes)
+int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes)
 {
 	return rfs_cache_reserve(cc->cache, bytes, cc->keep);
 }
 
-void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc)
+void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 {
 	if (!cc)
 		return;
@@ -104,7 +104,7 @@ void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc)
 	free(cc);
 }
 
-int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
+int rfs_chunks_register(struct rfs_chunk_cache *cc,
 			     const struct rfs_chunked *c, uint64_t *id)
 {
 	if (cc->count == cc->cap) {
@@ -164,7 +164,7 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 	return 0;
 }
 
-int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
+int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 		     uint64_t count, void *dst)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
@@ -184,7 +184,7 @@ int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 	return 0;
 }
 
-int rfs_chunked_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
+int rfs_chunks_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
 			  const uint64_t *rows, size_t n,
 			  unsigned char *const *to)
 {

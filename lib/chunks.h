@@ -37,34 +37,34 @@ struct rfs_chunk_cache;
 
 /* capacity: bytes of decoded chunks kept while unused.
  * @return 0 or -ENOMEM. */
-int rfs_chunk_cache_create(size_t capacity, struct rfs_chunk_cache **out);
+int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out);
 
 /* Takes bytes of the capacity for a mapping of a contiguous dataset
  * (rowmap.h), which shares this budget with decoded chunks; an eighth of
  * it always stays for chunks (of other files of the same dataset).
  * @return 0, or -ENOSPC when fewer are left. */
-int rfs_chunk_cache_reserve(struct rfs_chunk_cache *cc, size_t bytes);
+int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes);
 
 /* Frees the cache and every registered dataset. Accepts NULL. */
-void rfs_chunk_cache_destroy(struct rfs_chunk_cache *cc);
+void rfs_chunks_destroy(struct rfs_chunk_cache *cc);
 
 /* Copies c into the cache's registry, which owns c->locs from then on
  * (also on failure). The borrowed fd and names must stay valid while
  * reads happen. Not thread-safe: call at mount time.
  * @return 0 with *id set, or -ENOMEM. */
-int rfs_chunk_cache_register(struct rfs_chunk_cache *cc,
+int rfs_chunks_register(struct rfs_chunk_cache *cc,
 			     const struct rfs_chunked *c, uint64_t *id);
 
 /* Reads rows [first, first + count) of dataset id to dst, row i at
  * dst + i x cols x elem. Thread-safe. Failures (short file, bad chunk)
  * are logged with file, dataset and rows. @return 0, -EIO, -ENOMEM. */
-int rfs_chunked_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
+int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 		     uint64_t count, void *dst);
 
 /* Reads n distinct rows of dataset id, sorted ascending, row i to to[i]:
  * the rows of one row of chunks are served by one lookup of each chunk.
  * Thread-safe. @return 0, -EIO, -ENOMEM. */
-int rfs_chunked_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
+int rfs_chunks_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
 			  const uint64_t *rows, size_t n,
 			  unsigned char *const *to);
 

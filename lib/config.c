@@ -301,14 +301,14 @@ int rfs_config_set(struct rfs_config *c, const char *key, const char *value,
 	return -ENOENT;
 }
 
-const char *rfs_strategy_name(uint64_t strategy)
+const char *rfs_config_strategy_name(uint64_t strategy)
 {
 	return strategy < sizeof(strategies) / sizeof(strategies[0]) - 1 ?
 		       strategies[strategy] :
 		       "?";
 }
 
-const char *rfs_partition_name(uint64_t partition)
+const char *rfs_config_partition_name(uint64_t partition)
 {
 	return partition < sizeof(partitions) / sizeof(partitions[0]) - 1 ?
 		       partitions[partition] :

@@ -84,8 +84,8 @@ void rfs_config_render_help(struct rfs_buf *b);
 /* Appends every option's name, comma-separated, in help order. */
 void rfs_config_render_names(struct rfs_buf *b);
 
-const char *rfs_strategy_name(uint64_t strategy);
-const char *rfs_partition_name(uint64_t partition);
+const char *rfs_config_strategy_name(uint64_t strategy);
+const char *rfs_config_partition_name(uint64_t partition);
 
 /* Deep copy of src into dst (strings duplicated). @return 0 or -ENOMEM
  * (dst is then empty but safe to free). */

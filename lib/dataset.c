@@ -216,7 +216,7 @@ int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
 	int rc = -ENOMEM;
-	if (!d || rfs_chunk_cache_create(chunk_cache_bytes, &d->chunks) != 0) {
+	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0) {
 		free(d);
 		snprintf(err, errlen, "out of memory");
 		return rc;
@@ -268,7 +268,7 @@ void rfs_dataset_destroy(struct rfs_dataset *d)
 	/* Sources first: the chunk cache's datasets borrow their fds. */
 	for (size_t i = 0; i < d->nfiles; i++)
 		rfs_source_destroy(d->files[i]);
-	rfs_chunk_cache_destroy(d->chunks);
+	rfs_chunks_destroy(d->chunks);
 	free(d->files);
 	free(d->starts);
 	free(d);
@@ -460,11 +460,11 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
 			       len * sizeof(int64_t));
 		}
 		if (rc == 0)
-			rfs_csr_free(&part);
+			rfs_source_csr_free(&part);
 	}
 out:
 	if (rc != 0)
-		rfs_csr_free(out);
+		rfs_source_csr_free(out);
 	free(local);
 	free(slots);
 	return rc;

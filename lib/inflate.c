@@ -4,7 +4,7 @@
 #include <string.h>
 #include <zlib.h>
 
-int rfs_pipeline_supported(const struct rfs_pipeline *p)
+int rfs_inflate_supported(const struct rfs_pipeline *p)
 {
 	/* Every stage's output is the decoded chunk's size only in this
 	 * order (what h5py and anndata write); HDF5 reads the others. */
@@ -28,7 +28,7 @@ static void unshuffle(const unsigned char *in, unsigned char *out,
 	memcpy(out + n * elem, in + n * elem, len - n * elem);
 }
 
-int rfs_pipeline_decode(const struct rfs_pipeline *p, unsigned mask,
+int rfs_inflate_decode(const struct rfs_pipeline *p, unsigned mask,
 			const void *src, size_t stored, void *out,
 			size_t out_len, size_t elem, void *scratch)
 {

@@ -18,14 +18,14 @@ struct rfs_pipeline {
 
 /* 1 when the pipeline can be decoded here: shuffle, deflate, both in
  * that order, or none. */
-int rfs_pipeline_supported(const struct rfs_pipeline *p);
+int rfs_inflate_supported(const struct rfs_pipeline *p);
 
 /* Decodes one stored chunk (src, stored bytes) into out (out_len bytes:
  * the chunk's elements x elem). Bit i of mask set means filter i was
  * skipped for this chunk (HDF5's filter mask). scratch holds out_len
  * bytes. @return 0, or -EIO when the bytes do not decode to exactly
  * out_len. */
-int rfs_pipeline_decode(const struct rfs_pipeline *p, unsigned mask,
+int rfs_inflate_decode(const struct rfs_pipeline *p, unsigned mask,
 			const void *src, size_t stored, void *out,
 			size_t out_len, size_t elem, void *scratch);
 

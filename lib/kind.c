@@ -10,11 +10,11 @@ const char *rfs_kind_name(uint64_t kind)
 	return kind < RFS_KIND_NPZ ? names[kind] : NULL;
 }
 
-unsigned rfs_step_name_width(uint64_t epochs, uint64_t batches)
+unsigned rfs_kind_step_name_width(uint64_t epochs, uint64_t batches)
 {
 	uint64_t steps;
 	if (__builtin_mul_overflow(epochs, batches, &steps))
 		steps = UINT64_MAX;
-	unsigned width = rfs_decimal_digits(steps ? steps - 1 : 0);
+	unsigned width = rfs_parse_decimal_digits(steps ? steps - 1 : 0);
 	return width < RFS_STEP_MIN_WIDTH ? RFS_STEP_MIN_WIDTH : width;
 }

@@ -22,6 +22,6 @@ const char *rfs_kind_name(uint64_t kind);
 
 /* Digits in step file names: 9, or more when the steps of the listed
  * epochs (epochs x batches per rank) need them. */
-unsigned rfs_step_name_width(uint64_t epochs, uint64_t batches);
+unsigned rfs_kind_step_name_width(uint64_t epochs, uint64_t batches);
 
 #endif

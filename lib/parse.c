@@ -26,7 +26,7 @@ int rfs_parse_u64(const char *s, size_t len, uint64_t max, int canonical,
 	return 0;
 }
 
-unsigned rfs_decimal_digits(uint64_t v)
+unsigned rfs_parse_decimal_digits(uint64_t v)
 {
 	unsigned n = 1;
 	while (v >= 10) {

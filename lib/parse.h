@@ -13,6 +13,6 @@ int rfs_parse_u64(const char *s, size_t len, uint64_t max, int canonical,
 		  uint64_t *out);
 
 /* Number of decimal digits of v (1 for 0). */
-unsigned rfs_decimal_digits(uint64_t v);
+unsigned rfs_parse_decimal_digits(uint64_t v);
 
 #endif

@@ -168,7 +168,7 @@ uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y)
 	return x;
 }
 
-void rfs_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
+void rfs_permute_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
 		      uint64_t key)
 {
 	uint64_t blocks = n / block + (n % block != 0);
@@ -200,7 +200,7 @@ static uint64_t locate(const struct rfs_blocked *b, uint64_t pos,
 	return q / bs;
 }
 
-uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
+uint64_t rfs_permute_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
 {
 	uint64_t off, slot = locate(b, pos, &off);
 	return rfs_permute_apply(&b->blocks, slot) * b->block + off;
@@ -211,7 +211,7 @@ uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
  * stack. */
 #define PIECE 1024
 
-void rfs_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
+void rfs_permute_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
 			     size_t count, uint64_t *out)
 {
 	uint64_t images[PIECE], off;

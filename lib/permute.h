@@ -52,15 +52,15 @@ struct rfs_blocked {
 	struct rfs_permute blocks;
 };
 
-void rfs_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
+void rfs_permute_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
 		      uint64_t key);
 
 /* @return the item at position pos (pos < n): O(1). */
-uint64_t rfs_blocked_apply(const struct rfs_blocked *b, uint64_t pos);
+uint64_t rfs_permute_blocked_apply(const struct rfs_blocked *b, uint64_t pos);
 
-/* out[k] = rfs_blocked_apply(b, first + k) for k < count (first + count
+/* out[k] = rfs_permute_blocked_apply(b, first + k) for k < count (first + count
  * <= n), each block's slot permuted once. */
-void rfs_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
+void rfs_permute_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
 			     size_t count, uint64_t *out);
 
 #endif

@@ -38,7 +38,7 @@ struct window {
 /* A window some thread is building: others wanting it wait instead of
  * building it too (every rank and prefetch thread arrives at a new window
  * at once). At most max_building (up to MAX_BUILDING) are built at a
- * time, so that the memory of builds has a bound (rfs_planner_limit). */
+ * time, so that the memory of builds has a bound (rfs_plan_limit). */
 struct building {
 	uint64_t epoch, seq, index;
 	int busy;
@@ -62,7 +62,7 @@ struct rfs_planner {
 	pthread_cond_t built;
 };
 
-int rfs_planner_create(const struct rfs_config *c,
+int rfs_plan_create(const struct rfs_config *c,
 		       const struct rfs_rowset *seqs, struct rfs_planner **out)
 {
 	uint64_t nseq = rfs_partition_sequences(c);
@@ -89,7 +89,7 @@ int rfs_planner_create(const struct rfs_config *c,
 	rc = rfs_partition_layout(c, p->lengths, &p->layout);
 	if (rc != 0)
 		goto fail;
-	p->order_unit = rfs_strategy_draws(c->strategy) ? c->block_size : 1;
+	p->order_unit = rfs_sampler_draws(c->strategy) ? c->block_size : 1;
 	p->max_building = MAX_BUILDING;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->built, NULL);
@@ -102,7 +102,7 @@ fail:
 	return rc;
 }
 
-void rfs_planner_destroy(struct rfs_planner *p)
+void rfs_plan_destroy(struct rfs_planner *p)
 {
 	if (!p)
 		return;
@@ -115,12 +115,12 @@ void rfs_planner_destroy(struct rfs_planner *p)
 	free(p);
 }
 
-const struct rfs_layout *rfs_planner_layout(const struct rfs_planner *p)
+const struct rfs_layout *rfs_plan_layout(const struct rfs_planner *p)
 {
 	return &p->layout;
 }
 
-uint64_t rfs_planner_sequence_length(const struct rfs_planner *p,
+uint64_t rfs_plan_sequence_length(const struct rfs_planner *p,
 				     uint64_t seq)
 {
 	return p->lengths[seq];
@@ -138,7 +138,7 @@ static uint64_t window_bytes(const struct rfs_planner *p)
 	return rows * sizeof(uint64_t);
 }
 
-size_t rfs_planner_memory_bound(const struct rfs_planner *p)
+size_t rfs_plan_memory_bound(const struct rfs_planner *p)
 {
 	if (p->config.strategy == RFS_STREAMING)
 		return 0; /* no windows */
@@ -146,7 +146,7 @@ size_t rfs_planner_memory_bound(const struct rfs_planner *p)
 	return (p->nslots + 2 * p->max_building) * window_bytes(p);
 }
 
-int rfs_planner_limit(struct rfs_planner *p, size_t budget, size_t *least)
+int rfs_plan_limit(struct rfs_planner *p, size_t budget, size_t *least)
 {
 	uint64_t w = window_bytes(p);
 	*least = 0;
@@ -162,7 +162,7 @@ int rfs_planner_limit(struct rfs_planner *p, size_t budget, size_t *least)
 	return 0;
 }
 
-uint64_t rfs_planner_windows_built(struct rfs_planner *p)
+uint64_t rfs_plan_windows_built(struct rfs_planner *p)
 {
 	pthread_mutex_lock(&p->lock);
 	uint64_t n = p->windows_built;
@@ -188,14 +188,14 @@ static int build_window(const struct rfs_planner *p, uint64_t epoch,
 		return -ENOMEM;
 	}
 	rfs_sampler_rows(&s, start, len, sorted);
-	rfs_sort_u64(sorted, served, len);
+	rfs_rowsort_u64(sorted, served, len);
 	/* With one sequence the key index is the window number, as before
 	 * partition=file existed; plans stay the same. */
 	struct rfs_blocked order;
-	rfs_blocked_init(&order, len, p->order_unit,
+	rfs_permute_blocked_init(&order, len, p->order_unit,
 			 rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
 					 index * p->layout.sequences + seq));
-	rfs_blocked_apply_range(&order, 0, len, served);
+	rfs_permute_blocked_apply_range(&order, 0, len, served);
 	for (uint64_t i = 0; i < len; i++)
 		served[i] = sorted[served[i]];
 	free(sorted);
@@ -291,7 +291,7 @@ static int get_window(struct rfs_planner *p, uint64_t epoch, uint64_t seq,
 	return 0;
 }
 
-int rfs_planner_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
+int rfs_plan_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
 		      uint64_t batch, int64_t *out)
 {
 	const struct rfs_config *c = &p->config;

@@ -20,7 +20,7 @@ struct rfs_wanted *rfs_rowsort(const int64_t *rows, size_t n)
 	return w;
 }
 
-void rfs_sort_u64(uint64_t *v, uint64_t *tmp, size_t n)
+void rfs_rowsort_u64(uint64_t *v, uint64_t *tmp, size_t n)
 {
 	uint64_t max = 0;
 	for (size_t i = 0; i < n; i++)

@@ -19,6 +19,6 @@ struct rfs_wanted *rfs_rowsort(const int64_t *rows, size_t n);
 /* Sorts v[0..n) ascending by radix: each fetch window's rows are sorted
  * once per epoch, and qsort was over a quarter of planning's CPU. tmp
  * holds n values of scratch. */
-void rfs_sort_u64(uint64_t *v, uint64_t *tmp, size_t n);
+void rfs_rowsort_u64(uint64_t *v, uint64_t *tmp, size_t n);
 
 #endif

@@ -9,7 +9,7 @@
  */
 #include "sampler.h"
 
-int rfs_strategy_draws(uint64_t strategy)
+int rfs_sampler_draws(uint64_t strategy)
 {
 	return strategy == RFS_WEIGHTED || strategy == RFS_CLASS_BALANCED;
 }
@@ -24,14 +24,14 @@ void rfs_sampler_init(struct rfs_sampler *s, const struct rfs_config *c,
 				   .epoch = epoch,
 				   .rows = rows };
 	if (c->strategy == RFS_SHUFFLE)
-		rfs_blocked_init(&s->order, rows->length, 1,
+		rfs_permute_blocked_init(&s->order, rows->length, 1,
 				 rfs_permute_key(c->seed, epoch,
 						 RFS_PURPOSE_ROWS, seq));
 	else if (c->strategy == RFS_BLOCK_SHUFFLE)
-		rfs_blocked_init(&s->order, rows->length, c->block_size,
+		rfs_permute_blocked_init(&s->order, rows->length, c->block_size,
 				 rfs_permute_key(c->seed, epoch,
 						 RFS_PURPOSE_BLOCKS, seq));
-	else if (rfs_strategy_draws(c->strategy) && c->total_size)
+	else if (rfs_sampler_draws(c->strategy) && c->total_size)
 		s->length = c->total_size;
 }
 
@@ -48,7 +48,7 @@ void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first,
 			out[k] = rfs_sampler_row(s, first + k);
 		return;
 	}
-	rfs_blocked_apply_range(&s->order, first, count, out);
+	rfs_permute_blocked_apply_range(&s->order, first, count, out);
 	for (size_t k = 0; k < count; k++)
 		out[k] = rfs_rowset_row(s->rows, out[k]);
 }
@@ -59,7 +59,7 @@ uint64_t rfs_sampler_row(const struct rfs_sampler *s, uint64_t pos)
 	switch (s->strategy) {
 	case RFS_SHUFFLE:
 	case RFS_BLOCK_SHUFFLE:
-		v = rfs_blocked_apply(&s->order, pos);
+		v = rfs_permute_blocked_apply(&s->order, pos);
 		break;
 	case RFS_WEIGHTED:
 	case RFS_CLASS_BALANCED:

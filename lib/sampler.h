@@ -38,6 +38,6 @@ void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first,
 		      size_t count, uint64_t *out);
 
 /* 1 for strategies that draw with replacement (weighted, class_balanced). */
-int rfs_strategy_draws(uint64_t strategy);
+int rfs_sampler_draws(uint64_t strategy);
 
 #endif

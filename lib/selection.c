@@ -313,7 +313,7 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 static int check_combination(const struct rfs_config *c, char *err,
 			     size_t errlen)
 {
-	int draws = rfs_strategy_draws(c->strategy);
+	int draws = rfs_sampler_draws(c->strategy);
 	if (c->weights && c->strategy != RFS_WEIGHTED) {
 		snprintf(err, errlen, "option weights=%s needs "
 				      "strategy=weighted", c->weights);
@@ -323,7 +323,7 @@ static int check_combination(const struct rfs_config *c, char *err,
 		snprintf(err, errlen,
 			 "option partition=file works with streaming, shuffle "
 			 "and block_shuffle, not strategy=%s",
-			 rfs_strategy_name(c->strategy));
+			 rfs_config_strategy_name(c->strategy));
 		return -EINVAL;
 	}
 	return 0;
@@ -363,7 +363,7 @@ int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
 		out->seqs[0] = (struct rfs_rowset){ .length = out->kept_rows,
 						    .base = out->kept };
 	}
-	if (rc == 0 && rfs_strategy_draws(c->strategy))
+	if (rc == 0 && rfs_sampler_draws(c->strategy))
 		rc = set_weights(c, d, out, err, errlen);
 out:
 	if (rc == -ENOMEM && errlen && !err[0]) /* else a column said why */

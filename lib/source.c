@@ -398,7 +398,7 @@ static void map_array(struct rfs_source *s, struct array *a)
 	    len == 0 ||
 	    rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
 		return;
-	if (rfs_chunk_cache_reserve(s->chunks, a->map.map_len) != 0)
+	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
 		rfs_rowmap_close(&a->map);
 }
 
@@ -756,7 +756,7 @@ static void choose_read_path(struct rfs_source *s, struct array *a,
 		}
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
-		   rfs_pipeline_supported(pipe)) {
+		   rfs_inflate_supported(pipe)) {
 		struct rfs_chunked c = { .fd = s->fd,
 					 .path = s->path,
 					 .name = a->name,
@@ -766,7 +766,7 @@ static void choose_read_path(struct rfs_source *s, struct array *a,
 					 .pipeline = *pipe };
 		if (locate_chunks(a, dcpl, chunk_address_base(s->file), &c) ==
 			    0 &&
-		    rfs_chunk_cache_register(s->chunks, &c, &a->chunks_id) == 0)
+		    rfs_chunks_register(s->chunks, &c, &a->chunks_id) == 0)
 			a->path = READ_CHUNKS;
 	}
 	if (type >= 0)
@@ -926,7 +926,7 @@ static int read_run(struct rfs_source *s, struct array *a, uint64_t first,
 	if (a->path == READ_PREAD)
 		return pread_run(s, a, first, count, dst);
 	if (a->path == READ_CHUNKS)
-		return rfs_chunked_read(s->chunks, a->chunks_id, first, count,
+		return rfs_chunks_read(s->chunks, a->chunks_id, first, count,
 					dst);
 	return hdf5_run(s, a, first, count, dst);
 }
@@ -1164,7 +1164,7 @@ static int fingerprint(struct rfs_source *s, char *err, size_t errlen)
 						   csr.start[1] * s->x.elem);
 				XXH3_64bits_update(st, csr.cols,
 						   csr.start[1] * 8);
-				rfs_csr_free(&csr);
+				rfs_source_csr_free(&csr);
 			}
 		} else {
 			rc = read_run(s, &s->x, (uint64_t)ends[i], 1, row);
@@ -1431,7 +1431,7 @@ static int read_sorted(struct rfs_source *s, struct array *a,
 		       const uint64_t *rows, size_t m, unsigned char *const *to)
 {
 	if (a->path == READ_CHUNKS)
-		return rfs_chunked_read_rows(s->chunks, a->chunks_id, rows, m,
+		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
 					     to);
 	if (a->path == READ_PREAD)
 		return fetch_sorted(s, a, rows, m, to);
@@ -1557,7 +1557,7 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);
 }
 
-void rfs_csr_free(struct rfs_csr *c)
+void rfs_source_csr_free(struct rfs_csr *c)
 {
 	free(c->start);
 	if (!c->values_borrowed)
@@ -1640,7 +1640,7 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	}
 out:
 	if (rc != 0)
-		rfs_csr_free(out);
+		rfs_source_csr_free(out);
 	free(w);
 	free(values);
 	free(raw_cols);

@@ -65,7 +65,7 @@ int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows);
 
 /* Stored entries of CSR rows, in the order asked: row i's values are
  * values[start[i] .. start[i+1]) (the source dtype, little-endian), their
- * column ids cols[...]. Owned by the caller: rfs_csr_free(). */
+ * column ids cols[...]. Owned by the caller: rfs_source_csr_free(). */
 struct rfs_csr {
 	uint64_t rows;
 	uint64_t *start; /* rows + 1 */
@@ -90,7 +90,7 @@ size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
 /* Stored values of a CSR row: from indptr, which is in memory. */
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);
 
-void rfs_csr_free(struct rfs_csr *c);
+void rfs_source_csr_free(struct rfs_csr *c);
 
 struct rfs_column;
 

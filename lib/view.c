@@ -111,7 +111,7 @@ static int check_total_size(const struct rfs_view *v, char *err,
 			    size_t errlen)
 {
 	const struct rfs_config *c = &v->config;
-	if (!c->total_size || rfs_strategy_draws(c->strategy))
+	if (!c->total_size || rfs_sampler_draws(c->strategy))
 		return 0;
 	uint64_t rows = 0;
 	for (uint64_t s = 0; s < v->selection.sequences; s++)
@@ -123,7 +123,7 @@ static int check_total_size(const struct rfs_view *v, char *err,
 		 "rows once (total_size sets the draws of weighted and "
 		 "class_balanced)",
 		 (unsigned long long)c->total_size,
-		 rfs_strategy_name(c->strategy), (unsigned long long)rows);
+		 rfs_config_strategy_name(c->strategy), (unsigned long long)rows);
 	return -EINVAL;
 }
 
@@ -208,7 +208,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		rc = check_total_size(v, err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = rfs_planner_create(&v->config, v->selection.seqs, &v->planner);
+	rc = rfs_plan_create(&v->config, v->selection.seqs, &v->planner);
 	if (rc == -EINVAL) {
 		explain_too_few(v, sources, nsources, err, errlen);
 		goto fail;
@@ -219,7 +219,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	v->config.total_size = 0;
 	for (uint64_t s = 0; s < v->selection.sequences; s++)
 		v->config.total_size +=
-			rfs_planner_sequence_length(v->planner, s);
+			rfs_plan_sequence_length(v->planner, s);
 	v->kinds = v->selection.has_label ? 3 : 2;
 	rc = rfs_stats_create(v->config.world_size, &v->stats);
 	if (rc == 0)
@@ -230,7 +230,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	/* The planner's row ids come out of the batches' half, and may
 	 * take half of it: fewer windows are built at once if need be. */
 	size_t least;
-	if (rfs_planner_limit(v->planner, v->budget.plan_limit, &least)) {
+	if (rfs_plan_limit(v->planner, v->budget.plan_limit, &least)) {
 		snprintf(err, errlen,
 			 "cache_mb=%llu is too small for the fetch windows: "
 			 "planning needs %llu MiB of row ids, and may take a "
@@ -243,7 +243,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail;
 	}
 	rc = rfs_budget_split(v->config.cache_mb,
-			      rfs_planner_memory_bound(v->planner), &v->budget);
+			      rfs_plan_memory_bound(v->planner), &v->budget);
 	if (rc != 0)
 		goto fail_cache_mb;
 	rc = rfs_cache_create(v->budget.batches, rfs_batch_fill, v->batch,
@@ -289,7 +289,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	rfs_bigbuf_drain();
 	rfs_batch_destroy(v->batch);
 	rfs_stats_destroy(v->stats);
-	rfs_planner_destroy(v->planner);
+	rfs_plan_destroy(v->planner);
 	rfs_selection_free(&v->selection);
 	rfs_dataset_destroy(v->dataset);
 	rfs_config_free(&v->config);
@@ -305,7 +305,7 @@ const struct rfs_config *rfs_view_config(const struct rfs_view *v)
 
 uint64_t rfs_view_batches_per_rank(const struct rfs_view *v)
 {
-	return rfs_planner_layout(v->planner)->batches_per_rank;
+	return rfs_plan_layout(v->planner)->batches_per_rank;
 }
 
 uint64_t rfs_view_kinds(const struct rfs_view *v)
@@ -404,7 +404,7 @@ void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes)
 int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 		  uint64_t batch, int64_t *rows)
 {
-	return rfs_planner_batch(v->planner, epoch, rank, batch, rows);
+	return rfs_plan_batch(v->planner, epoch, rank, batch, rows);
 }
 
 int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,

@@ -20,7 +20,7 @@ int rfs_view_json_id(const struct rfs_config *c, const struct rfs_dataset *d,
 			       (unsigned long long)columns);
 	rfs_config_render_identity(c, &b);
 	/* epochs is no byte-changing option, but it can widen step names. */
-	unsigned width = rfs_step_name_width(c->epochs, batches_per_rank);
+	unsigned width = rfs_kind_step_name_width(c->epochs, batches_per_rank);
 	if (width > RFS_STEP_MIN_WIDTH)
 		rfs_buf_printf(&b, "step_digits=%u\n", width);
 	char *text;

@@ -66,20 +66,20 @@ static double now(void)
 static int time_plans(struct rfs_planner *p, const struct rfs_config *c,
 		      uint64_t rows, uint64_t count)
 {
-	const struct rfs_layout *l = rfs_planner_layout(p);
+	const struct rfs_layout *l = rfs_plan_layout(p);
 	int64_t *out = malloc(c->batch_size * sizeof(*out));
 	if (!out)
 		return 1;
-	uint64_t windows = rfs_planner_sequence_length(p, 0) / l->window;
+	uint64_t windows = rfs_plan_sequence_length(p, 0) / l->window;
 	double start = now();
 	for (uint64_t i = 0; i < count; i++) {
 		uint64_t batch = windows ? (i % windows) * c->fetch_factor : 0;
-		rfs_planner_batch(p, i, 0, batch, out);
+		rfs_plan_batch(p, i, 0, batch, out);
 	}
 	double per = (now() - start) / (double)count;
 	printf("rows=%" PRIu64 " strategy=%s window=%" PRIu64
 	       " rows: %.1f us per batch (%" PRIu64 " batches)\n",
-	       rows, rfs_strategy_name(c->strategy),
+	       rows, rfs_config_strategy_name(c->strategy),
 	       l->window < rows ? l->window : rows, per * 1e6, count);
 	free(out);
 	return 0;
@@ -117,13 +117,13 @@ int main(int argc, char *argv[])
 	}
 	/* Without the data there are no files, filters or weights. */
 	if (c.partition == RFS_PARTITION_FILE ||
-	    rfs_strategy_draws(c.strategy) || c.filter.count) {
+	    rfs_sampler_draws(c.strategy) || c.filter.count) {
 		fprintf(stderr, "rankfs-plan: partition=file, filters and "
 				"weighted strategies need the data: mount it\n");
 		goto out;
 	}
 	struct rfs_rowset all = { .length = rows };
-	if (rfs_planner_create(&c, &all, &p) != 0) {
+	if (rfs_plan_create(&c, &all, &p) != 0) {
 		fprintf(stderr, "rankfs-plan: %" PRIu64
 				" rows are fewer than one global batch\n",
 			rows);
@@ -133,7 +133,7 @@ int main(int argc, char *argv[])
 		status = time_plans(p, &c, rows, count);
 		goto out;
 	}
-	const struct rfs_layout *l = rfs_planner_layout(p);
+	const struct rfs_layout *l = rfs_plan_layout(p);
 	if (args[0] >= (UINT64_C(1) << 31) || args[1] >= c.world_size ||
 	    args[2] >= l->batches_per_rank) {
 		fprintf(stderr, "rankfs-plan: no such batch (%" PRIu64
@@ -143,7 +143,7 @@ int main(int argc, char *argv[])
 	}
 	uint64_t n = rfs_partition_batch_rows(l, args[2]);
 	int64_t *out = malloc(n * sizeof(*out));
-	if (!out || rfs_planner_batch(p, args[0], args[1], args[2], out) != 0) {
+	if (!out || rfs_plan_batch(p, args[0], args[1], args[2], out) != 0) {
 		free(out);
 		goto out;
 	}
@@ -152,7 +152,7 @@ int main(int argc, char *argv[])
 	free(out);
 	status = 0;
 out:
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 	rfs_config_free(&c);
 	return status;
 }

@@ -139,7 +139,7 @@ static void gen_open(struct gen *g, const char *path, const char *strategy,
 	assert_int_equal(rfs_selection_build(&g->c, g->d, &g->s, err,
 					     sizeof(err)),
 			 0);
-	assert_int_equal(rfs_planner_create(&g->c, g->s.seqs, &g->p), 0);
+	assert_int_equal(rfs_plan_create(&g->c, g->s.seqs, &g->p), 0);
 	assert_int_equal(rfs_stats_create(2, &g->stats), 0);
 	assert_int_equal(rfs_batch_create(g->d, g->p, &g->s, out, g->stats,
 					  &g->b),
@@ -154,7 +154,7 @@ static void gen_close(struct gen *g)
 	rfs_cache_destroy(g->cache);
 	rfs_batch_destroy(g->b);
 	rfs_stats_destroy(g->stats);
-	rfs_planner_destroy(g->p);
+	rfs_plan_destroy(g->p);
 	rfs_selection_free(&g->s);
 	rfs_dataset_destroy(g->d);
 	rfs_config_free(&g->c);
@@ -217,7 +217,7 @@ static void check_batch(struct gen *g, uint64_t epoch, uint64_t rank,
 	int64_t rows[16], planned[16], codes[16];
 	memcpy(rows, ip + ih, sizeof(rows));
 	memcpy(codes, lp + lh, sizeof(codes));
-	assert_int_equal(rfs_planner_batch(g->p, epoch, rank, batch, planned),
+	assert_int_equal(rfs_plan_batch(g->p, epoch, rank, batch, planned),
 			 0);
 	assert_memory_equal(rows, planned, sizeof(rows));
 	for (int j = 0; j < 16; j++) {
@@ -242,7 +242,7 @@ static void test_files_hold_the_planned_rows(void **state)
 	for (int s = 0; s < 3; s++) {
 		struct gen g;
 		gen_open(&g, f->path, strategies[s], NULL);
-		uint64_t bpr = rfs_planner_layout(g.p)->batches_per_rank;
+		uint64_t bpr = rfs_plan_layout(g.p)->batches_per_rank;
 		assert_true(bpr == ROWS / 32);
 		for (uint64_t e = 0; e < 2; e++)
 			for (uint64_t r = 0; r < 2; r++)
@@ -289,7 +289,7 @@ static void test_cast(void **state)
 	const unsigned char *bp = rfs_cache_entry_data(be);
 	size_t bh = parse_npy(bp, rfs_cache_entry_size(be), "<f8", "(16, 5)");
 	int64_t rows[16];
-	assert_int_equal(rfs_planner_batch(g.p, 0, 1, 2, rows), 0);
+	assert_int_equal(rfs_plan_batch(g.p, 0, 1, 2, rows), 0);
 	for (int j = 0; j < 16; j++) {
 		double got;
 		memcpy(&got, bp + bh + ((size_t)j * COLS + 3) * 8, 8);
@@ -312,7 +312,7 @@ static void test_one_dimensional_source(void **state)
 	size_t h = parse_npy(p, rfs_cache_entry_size(e), "<f4", "(16,)");
 	assert_int_equal(h + 16 * 4, rfs_cache_entry_size(e));
 	int64_t rows[16];
-	assert_int_equal(rfs_planner_batch(g.p, 0, 0, 1, rows), 0);
+	assert_int_equal(rfs_plan_batch(g.p, 0, 0, 1, rows), 0);
 	for (int j = 0; j < 16; j++) {
 		float got;
 		memcpy(&got, p + h + (size_t)j * 4, 4);

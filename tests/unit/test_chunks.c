@@ -98,7 +98,7 @@ static int teardown(void **state)
 }
 
 /* Rows first, first + stride, ... below end through
- * rfs_chunked_read_rows, scattered in reverse order; nothing else of the
+ * rfs_chunks_read_rows, scattered in reverse order; nothing else of the
  * buffer is written. */
 static void check_sorted_rows(struct rfs_chunk_cache *cc, uint64_t id,
 			      uint64_t cols, uint64_t first, uint64_t end,
@@ -113,7 +113,7 @@ static void check_sorted_rows(struct rfs_chunk_cache *cc, uint64_t id,
 	for (size_t k = 0; k < n; k++)
 		to[k] = (unsigned char *)&scattered[(n - 1 - k) * cols];
 	memset(scattered, 0xff, sizeof(scattered));
-	assert_int_equal(rfs_chunked_read_rows(cc, id, rows, n, to), 0);
+	assert_int_equal(rfs_chunks_read_rows(cc, id, rows, n, to), 0);
 	for (size_t k = 0; k < n; k++)
 		for (uint64_t c = 0; c < cols; c++)
 			assert_int_equal(scattered[(n - 1 - k) * cols + c],
@@ -127,8 +127,8 @@ static void test_rows_across_chunks(void **state)
 	struct fixture *f = *state;
 	struct rfs_chunk_cache *cc;
 	uint64_t id = 99;
-	assert_int_equal(rfs_chunk_cache_create(1 << 20, &cc), 0);
-	assert_int_equal(rfs_chunk_cache_register(cc, &f->c, &id), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_true(id == 0);
 	uint64_t cols = f->c.cols;
 	/* Every run of every length, so runs start and end inside and at
@@ -139,7 +139,7 @@ static void test_rows_across_chunks(void **state)
 			/* A row more than the longest run: the canary. */
 			uint16_t out[(ROWS + 1) * COLS_MAX];
 			memset(out, 0xff, sizeof(out));
-			assert_int_equal(rfs_chunked_read(cc, id, first, count,
+			assert_int_equal(rfs_chunks_read(cc, id, first, count,
 							  out),
 					 0);
 			for (uint64_t r = 0; r < count; r++)
@@ -153,7 +153,7 @@ static void test_rows_across_chunks(void **state)
 					  2);
 		}
 	}
-	rfs_chunk_cache_destroy(cc);
+	rfs_chunks_destroy(cc);
 }
 
 static void test_truncated_file_is_eio(void **state)
@@ -162,13 +162,13 @@ static void test_truncated_file_is_eio(void **state)
 	struct rfs_chunk_cache *cc;
 	uint64_t id;
 	off_t cut = (off_t)f->c.locs[4].addr; /* the cache owns locs next */
-	assert_int_equal(rfs_chunk_cache_create(1 << 20, &cc), 0);
-	assert_int_equal(rfs_chunk_cache_register(cc, &f->c, &id), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
 	uint16_t out[ROWS * COLS_MAX];
-	assert_int_equal(rfs_chunked_read(cc, id, 0, 3, out), 0);
-	assert_int_equal(rfs_chunked_read(cc, id, 5, 2, out), -EIO);
-	rfs_chunk_cache_destroy(cc);
+	assert_int_equal(rfs_chunks_read(cc, id, 0, 3, out), 0);
+	assert_int_equal(rfs_chunks_read(cc, id, 5, 2, out), -EIO);
+	rfs_chunks_destroy(cc);
 }
 
 int main(void)

@@ -395,17 +395,17 @@ static void test_unknown_key(void **state)
 static void test_strategy_name(void **state)
 {
 	(void)state;
-	assert_string_equal(rfs_strategy_name(RFS_STREAMING), "streaming");
-	assert_string_equal(rfs_strategy_name(RFS_SHUFFLE), "shuffle");
-	assert_string_equal(rfs_strategy_name(RFS_BLOCK_SHUFFLE),
+	assert_string_equal(rfs_config_strategy_name(RFS_STREAMING), "streaming");
+	assert_string_equal(rfs_config_strategy_name(RFS_SHUFFLE), "shuffle");
+	assert_string_equal(rfs_config_strategy_name(RFS_BLOCK_SHUFFLE),
 			    "block_shuffle");
-	assert_string_equal(rfs_strategy_name(RFS_WEIGHTED), "weighted");
-	assert_string_equal(rfs_strategy_name(RFS_CLASS_BALANCED),
+	assert_string_equal(rfs_config_strategy_name(RFS_WEIGHTED), "weighted");
+	assert_string_equal(rfs_config_strategy_name(RFS_CLASS_BALANCED),
 			    "class_balanced");
-	assert_string_equal(rfs_strategy_name(5), "?");
-	assert_string_equal(rfs_partition_name(RFS_PARTITION_FILE), "file");
-	assert_string_equal(rfs_partition_name(4), "?");
-	assert_string_equal(rfs_strategy_name(UINT64_MAX), "?");
+	assert_string_equal(rfs_config_strategy_name(5), "?");
+	assert_string_equal(rfs_config_partition_name(RFS_PARTITION_FILE), "file");
+	assert_string_equal(rfs_config_partition_name(4), "?");
+	assert_string_equal(rfs_config_strategy_name(UINT64_MAX), "?");
 }
 
 static void test_render_json_defaults(void **state)

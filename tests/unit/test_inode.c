@@ -283,7 +283,7 @@ static void test_lookup_under_file_and_long_names(void **state)
 	};
 	for (size_t i = 0; i < 4; i++) {
 		struct rfs_node f = node(files[i], 0, 0, 0, 0);
-		assert_int_equal(rfs_node_is_dir(&f), 0);
+		assert_int_equal(rfs_inode_is_dir(&f), 0);
 		lookup_fails(&s, &f, "x", -ENOTDIR);
 		lookup_fails(&s, &f, "000000.npy", -ENOTDIR);
 		assert_true(rfs_inode_count(&s, &f) == 0);
@@ -297,7 +297,7 @@ static void test_lookup_under_file_and_long_names(void **state)
 	longname[300] = '\0';
 	for (size_t i = 0; i < 6; i++) {
 		struct rfs_node d = node(dirs[i], 0, 0, 0, 0);
-		assert_int_not_equal(rfs_node_is_dir(&d), 0);
+		assert_int_not_equal(rfs_inode_is_dir(&d), 0);
 		lookup_fails(&s, &d, longname, -ENAMETOOLONG);
 	}
 	/* 255 bytes is allowed as a name (and just does not exist). */
@@ -426,7 +426,7 @@ static void walk(const struct rfs_inode_space *s, const struct rfs_node *dir,
 		check_round_trip(s, child);
 		assert_true(w->count < w->cap);
 		w->inos[w->count++] = rfs_inode_of(s, &child);
-		if (rfs_node_is_dir(&child))
+		if (rfs_inode_is_dir(&child))
 			walk(s, &child, w);
 	}
 }
@@ -497,14 +497,14 @@ static void test_steps(void **state)
 					 .kind = 0,
 					 .batch = 123 });
 	uint64_t epoch, batch;
-	rfs_node_batch(&s, &file, &epoch, &batch);
+	rfs_inode_batch(&s, &file, &epoch, &batch);
 	assert_true(epoch == 3 && batch == 3);
 	check_round_trip(&s, file);
 	assert_int_equal(rfs_inode_lookup(&s, &rank, "label", &label), 0);
 	assert_int_equal(rfs_inode_lookup(&s, &label, "999999999.npy", &file),
 			 0);
 	assert_true(file.kind == RFS_KIND_LABEL);
-	rfs_node_batch(&s, &file, &epoch, &batch);
+	rfs_inode_batch(&s, &file, &epoch, &batch);
 	assert_true(epoch == 999999999 / 40 && batch == 999999999 % 40);
 	check_round_trip(&s, file);
 	/* Beyond what 9 digits spell, or not exactly 9 digits. */

@@ -22,12 +22,12 @@ static void test_kind_names(void **state)
 static void test_step_name_width(void **state)
 {
 	(void)state;
-	assert_int_equal(rfs_step_name_width(1, 1), RFS_STEP_MIN_WIDTH);
-	assert_int_equal(rfs_step_name_width(0, 5), RFS_STEP_MIN_WIDTH);
-	assert_int_equal(rfs_step_name_width(1000, 1000000), 9);
-	assert_int_equal(rfs_step_name_width(1000, 1000001), 10);
-	assert_int_equal(rfs_step_name_width(400000000, 3), 10);
-	assert_int_equal(rfs_step_name_width(UINT64_MAX, 2), 20);
+	assert_int_equal(rfs_kind_step_name_width(1, 1), RFS_STEP_MIN_WIDTH);
+	assert_int_equal(rfs_kind_step_name_width(0, 5), RFS_STEP_MIN_WIDTH);
+	assert_int_equal(rfs_kind_step_name_width(1000, 1000000), 9);
+	assert_int_equal(rfs_kind_step_name_width(1000, 1000001), 10);
+	assert_int_equal(rfs_kind_step_name_width(400000000, 3), 10);
+	assert_int_equal(rfs_kind_step_name_width(UINT64_MAX, 2), 20);
 }
 
 int main(void)

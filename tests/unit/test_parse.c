@@ -146,19 +146,19 @@ static void test_overflow_past_2_64(void **state)
 static void test_decimal_digits(void **state)
 {
 	(void)state;
-	assert_int_equal(rfs_decimal_digits(0), 1);
-	assert_int_equal(rfs_decimal_digits(1), 1);
-	assert_int_equal(rfs_decimal_digits(9), 1);
-	assert_int_equal(rfs_decimal_digits(10), 2);
-	assert_int_equal(rfs_decimal_digits(99), 2);
-	assert_int_equal(rfs_decimal_digits(100), 3);
-	assert_int_equal(rfs_decimal_digits(999999), 6);
-	assert_int_equal(rfs_decimal_digits(1000000), 7);
-	assert_int_equal(rfs_decimal_digits(UINT64_MAX), 20);
+	assert_int_equal(rfs_parse_decimal_digits(0), 1);
+	assert_int_equal(rfs_parse_decimal_digits(1), 1);
+	assert_int_equal(rfs_parse_decimal_digits(9), 1);
+	assert_int_equal(rfs_parse_decimal_digits(10), 2);
+	assert_int_equal(rfs_parse_decimal_digits(99), 2);
+	assert_int_equal(rfs_parse_decimal_digits(100), 3);
+	assert_int_equal(rfs_parse_decimal_digits(999999), 6);
+	assert_int_equal(rfs_parse_decimal_digits(1000000), 7);
+	assert_int_equal(rfs_parse_decimal_digits(UINT64_MAX), 20);
 	uint64_t p = 1;
 	for (unsigned d = 1; d <= 19; d++, p *= 10) {
-		assert_int_equal(rfs_decimal_digits(p), d);
-		assert_int_equal(rfs_decimal_digits(p * 10 - 1), d);
+		assert_int_equal(rfs_parse_decimal_digits(p), d);
+		assert_int_equal(rfs_parse_decimal_digits(p * 10 - 1), d);
 	}
 }
 

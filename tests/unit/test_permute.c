@@ -266,11 +266,11 @@ static void test_ranges_match_one_at_a_time(void **state)
 					    rfs_permute_apply(&p, first + k));
 			for (size_t b = 0; b < 4; b++) {
 				struct rfs_blocked bl;
-				rfs_blocked_init(&bl, n, blocks[b], key);
-				rfs_blocked_apply_range(&bl, first, count, out);
+				rfs_permute_blocked_init(&bl, n, blocks[b], key);
+				rfs_permute_blocked_apply_range(&bl, first, count, out);
 				for (size_t k = 0; k < count; k++)
 					assert_true(out[k] ==
-						    rfs_blocked_apply(&bl,
+						    rfs_permute_blocked_apply(&bl,
 								      first +
 									      k));
 			}

@@ -57,13 +57,13 @@ static const char *const strategies[] = { "streaming", "shuffle",
 static int64_t *plan_epoch(struct rfs_planner *p, const struct rfs_config *c,
 			   uint64_t epoch)
 {
-	const struct rfs_layout *l = rfs_planner_layout(p);
+	const struct rfs_layout *l = rfs_plan_layout(p);
 	uint64_t g = c->world_size * c->batch_size;
 	int64_t *rows = malloc(l->batches_per_rank * g * sizeof(*rows));
 	assert_non_null(rows);
 	for (uint64_t k = 0; k < l->batches_per_rank; k++)
 		for (uint64_t r = 0; r < c->world_size; r++)
-			assert_int_equal(rfs_planner_batch(p, epoch, r, k,
+			assert_int_equal(rfs_plan_batch(p, epoch, r, k,
 							   rows + k * g +
 								   r * c->batch_size),
 					 0);
@@ -76,16 +76,16 @@ static void test_create_and_layout(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p = NULL;
 	make_config(&c, "shuffle", "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, all(63), &p), -EINVAL);
+	assert_int_equal(rfs_plan_create(&c, all(63), &p), -EINVAL);
 	assert_null(p);
-	assert_int_equal(rfs_planner_create(&c, all(1000), &p), 0);
-	const struct rfs_layout *l = rfs_planner_layout(p);
-	assert_true(rfs_planner_sequence_length(p, 0) == 1000);
+	assert_int_equal(rfs_plan_create(&c, all(1000), &p), 0);
+	const struct rfs_layout *l = rfs_plan_layout(p);
+	assert_true(rfs_plan_sequence_length(p, 0) == 1000);
 	assert_true(l->global_batch == 64);
 	assert_true(l->window == 512);
 	assert_true(l->batches_per_rank == 15);
-	rfs_planner_destroy(p);
-	rfs_planner_destroy(NULL);
+	rfs_plan_destroy(p);
+	rfs_plan_destroy(NULL);
 }
 
 static void test_config_is_copied(void **state)
@@ -98,20 +98,20 @@ static void test_config_is_copied(void **state)
 	assert_int_equal(rfs_config_set(&c, "dataset", "/X", err,
 					sizeof(err)),
 			 0);
-	assert_int_equal(rfs_planner_create(&c, all(100), &p), 0);
+	assert_int_equal(rfs_plan_create(&c, all(100), &p), 0);
 	int64_t a[8], b[8];
-	assert_int_equal(rfs_planner_batch(p, 0, 0, 3, a), 0);
+	assert_int_equal(rfs_plan_batch(p, 0, 0, 3, a), 0);
 	/* Changing or freeing the caller's config does not matter. */
 	c.seed = 999;
 	c.batch_size = 1;
 	rfs_config_free(&c);
 	struct rfs_planner *q;
 	make_config(&c, "shuffle", "1", "8", "2");
-	assert_int_equal(rfs_planner_create(&c, all(100), &q), 0);
-	assert_int_equal(rfs_planner_batch(q, 0, 0, 3, b), 0);
+	assert_int_equal(rfs_plan_create(&c, all(100), &q), 0);
+	assert_int_equal(rfs_plan_batch(q, 0, 0, 3, b), 0);
 	assert_memory_equal(a, b, sizeof(a));
-	rfs_planner_destroy(p);
-	rfs_planner_destroy(q);
+	rfs_plan_destroy(p);
+	rfs_plan_destroy(q);
 }
 
 static void check_epoch_rows(const char *strategy, const char *world,
@@ -121,8 +121,8 @@ static void check_epoch_rows(const char *strategy, const char *world,
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, strategy, world, batch, fetch);
-	assert_int_equal(rfs_planner_create(&c, all(n), &p), 0);
-	const struct rfs_layout *l = rfs_planner_layout(p);
+	assert_int_equal(rfs_plan_create(&c, all(n), &p), 0);
+	const struct rfs_layout *l = rfs_plan_layout(p);
 	uint64_t g = c.world_size * c.batch_size;
 	uint64_t total = l->batches_per_rank * g;
 	assert_true(l->batches_per_rank == n / g);
@@ -149,7 +149,7 @@ static void check_epoch_rows(const char *strategy, const char *world,
 		free(seen);
 		free(rows);
 	}
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 }
 
 static void test_rows_disjoint_and_complete(void **state)
@@ -171,13 +171,13 @@ static void test_streaming_positions(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "streaming", "3", "5", "2");
-	assert_int_equal(rfs_planner_create(&c, all(1000), &p), 0);
+	assert_int_equal(rfs_plan_create(&c, all(1000), &p), 0);
 	int64_t rows[5];
 	for (uint64_t epoch = 0; epoch < 2; epoch++)
-		for (uint64_t k = 0; k < rfs_planner_layout(p)->batches_per_rank;
+		for (uint64_t k = 0; k < rfs_plan_layout(p)->batches_per_rank;
 		     k++)
 			for (uint64_t r = 0; r < 3; r++) {
-				assert_int_equal(rfs_planner_batch(p, epoch, r,
+				assert_int_equal(rfs_plan_batch(p, epoch, r,
 								   k, rows),
 						 0);
 				for (uint64_t j = 0; j < 5; j++)
@@ -186,11 +186,11 @@ static void test_streaming_positions(void **state)
 							      j));
 			}
 	/* Any epoch up to the limit. */
-	assert_int_equal(rfs_planner_batch(p, (UINT64_C(1) << 31) - 1, 2, 65,
+	assert_int_equal(rfs_plan_batch(p, (UINT64_C(1) << 31) - 1, 2, 65,
 					   rows),
 			 0);
 	assert_true(rows[4] == 65 * 15 + 10 + 4);
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -210,7 +210,7 @@ static void test_windows_hold_their_rows(void **state)
 		struct rfs_sampler sm;
 		make_config(&c, strategies[s], "2", "32", "4");
 		const uint64_t n = 1000, w = 256;
-		assert_int_equal(rfs_planner_create(&c, all(n), &p), 0);
+		assert_int_equal(rfs_plan_create(&c, all(n), &p), 0);
 		int64_t *rows = plan_epoch(p, &c, 5);
 		rfs_sampler_init(&sm, &c, all(n), 5, 0);
 		int64_t expect[256], got[256];
@@ -228,7 +228,7 @@ static void test_windows_hold_their_rows(void **state)
 			assert_memory_equal(expect, got, sizeof(got));
 		}
 		free(rows);
-		rfs_planner_destroy(p);
+		rfs_plan_destroy(p);
 	}
 }
 
@@ -238,9 +238,9 @@ static void test_block_shuffle_batches_mix_blocks(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "block_shuffle", "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
+	assert_int_equal(rfs_plan_create(&c, all(100000), &p), 0);
 	int64_t rows[32];
-	assert_int_equal(rfs_planner_batch(p, 0, 1, 20, rows), 0);
+	assert_int_equal(rfs_plan_batch(p, 0, 1, 20, rows), 0);
 	int64_t blocks[32];
 	for (int j = 0; j < 32; j++)
 		blocks[j] = rows[j] / 64;
@@ -250,7 +250,7 @@ static void test_block_shuffle_batches_mix_blocks(void **state)
 		distinct += blocks[j] != blocks[j - 1];
 	/* A window of 512 rows holds 8 blocks; a batch draws from most. */
 	assert_true(distinct >= 4);
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 }
 
 static void test_deterministic_across_planners(void **state)
@@ -260,19 +260,19 @@ static void test_deterministic_across_planners(void **state)
 		struct rfs_config c;
 		struct rfs_planner *a, *b;
 		make_config(&c, strategies[s], "2", "32", "8");
-		assert_int_equal(rfs_planner_create(&c, all(3000), &a), 0);
-		assert_int_equal(rfs_planner_create(&c, all(3000), &b), 0);
+		assert_int_equal(rfs_plan_create(&c, all(3000), &a), 0);
+		assert_int_equal(rfs_plan_create(&c, all(3000), &b), 0);
 		for (uint64_t epoch = 0; epoch < 2; epoch++) {
 			int64_t *x = plan_epoch(a, &c, epoch);
 			/* b asks in reverse order, so its window cache is in
 			 * a different state. */
-			const struct rfs_layout *l = rfs_planner_layout(b);
+			const struct rfs_layout *l = rfs_plan_layout(b);
 			int64_t *y = malloc(l->batches_per_rank * 64 * 8);
 			assert_non_null(y);
 			for (uint64_t k = l->batches_per_rank; k-- > 0;)
 				for (uint64_t r = 2; r-- > 0;)
 					assert_int_equal(
-						rfs_planner_batch(
+						rfs_plan_batch(
 							b, epoch, r, k,
 							y + k * 64 + r * 32),
 						0);
@@ -281,8 +281,8 @@ static void test_deterministic_across_planners(void **state)
 			free(x);
 			free(y);
 		}
-		rfs_planner_destroy(a);
-		rfs_planner_destroy(b);
+		rfs_plan_destroy(a);
+		rfs_plan_destroy(b);
 	}
 }
 
@@ -298,8 +298,8 @@ static void test_epochs_and_seeds_differ(void **state)
 		assert_int_equal(rfs_config_set(&c2, "seed", "18", err,
 						sizeof(err)),
 				 0);
-		assert_int_equal(rfs_planner_create(&c, all(2048), &p), 0);
-		assert_int_equal(rfs_planner_create(&c2, all(2048), &q), 0);
+		assert_int_equal(rfs_plan_create(&c, all(2048), &p), 0);
+		assert_int_equal(rfs_plan_create(&c2, all(2048), &q), 0);
 		int64_t *e0 = plan_epoch(p, &c, 0);
 		int64_t *e1 = plan_epoch(p, &c, 1);
 		int64_t *s18 = plan_epoch(q, &c2, 0);
@@ -313,8 +313,8 @@ static void test_epochs_and_seeds_differ(void **state)
 		free(e0);
 		free(e1);
 		free(s18);
-		rfs_planner_destroy(p);
-		rfs_planner_destroy(q);
+		rfs_plan_destroy(p);
+		rfs_plan_destroy(q);
 	}
 }
 
@@ -334,20 +334,20 @@ static void test_elastic_same_global_batches(void **state)
 			struct rfs_planner *p;
 			make_config(&c, strategies[s], splits[k][0],
 				    splits[k][1], "4");
-			assert_int_equal(rfs_planner_create(&c, all(5000), &p), 0);
+			assert_int_equal(rfs_plan_create(&c, all(5000), &p), 0);
 			/* plan_epoch concatenates ranks within each k. */
 			int64_t *rows = plan_epoch(p, &c, 3);
 			if (!ref) {
 				ref = rows;
-				bpr = rfs_planner_layout(p)->batches_per_rank;
+				bpr = rfs_plan_layout(p)->batches_per_rank;
 			} else {
-				assert_true(rfs_planner_layout(p)
+				assert_true(rfs_plan_layout(p)
 						    ->batches_per_rank == bpr);
 				assert_memory_equal(ref, rows,
 						    bpr * 64 * sizeof(*rows));
 				free(rows);
 			}
-			rfs_planner_destroy(p);
+			rfs_plan_destroy(p);
 		}
 		free(ref);
 	}
@@ -371,7 +371,7 @@ static void *plan_thread(void *arg)
 		uint64_t epoch = (t->seed >> 8) % 4;
 		uint64_t k = (t->seed >> 12) % t->bpr;
 		uint64_t r = (t->seed >> 20) % 2;
-		if (rfs_planner_batch(t->p, epoch, r, k, rows) != 0 ||
+		if (rfs_plan_batch(t->p, epoch, r, k, rows) != 0 ||
 		    memcmp(rows, t->expect[epoch] + k * 64 + r * 32,
 			   sizeof(rows)) != 0)
 			t->mismatches++;
@@ -385,7 +385,7 @@ static void test_threads_agree(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "2", "32", "2");
-	assert_int_equal(rfs_planner_create(&c, all(4000), &p), 0);
+	assert_int_equal(rfs_plan_create(&c, all(4000), &p), 0);
 	int64_t *expect[4];
 	for (uint64_t e = 0; e < 4; e++)
 		expect[e] = plan_epoch(p, &c, e);
@@ -395,7 +395,7 @@ static void test_threads_agree(void **state)
 		args[i] = (struct thread_arg){
 			.p = p,
 			.c = &c,
-			.bpr = rfs_planner_layout(p)->batches_per_rank,
+			.bpr = rfs_plan_layout(p)->batches_per_rank,
 			.seed = (unsigned)i * 7919u + 1,
 		};
 		memcpy(args[i].expect, expect, sizeof(expect));
@@ -409,7 +409,7 @@ static void test_threads_agree(void **state)
 	}
 	for (int e = 0; e < 4; e++)
 		free(expect[e]);
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 }
 
 struct same_window_arg {
@@ -425,7 +425,7 @@ static void *plan_in_window(void *arg)
 	int64_t *rows = malloc(t->rows * sizeof(*rows));
 	pthread_barrier_wait(t->start);
 	t->failed = !rows ||
-		    rfs_planner_batch(t->p, 0, t->rank, t->batch, rows) != 0;
+		    rfs_plan_batch(t->p, 0, t->rank, t->batch, rows) != 0;
 	free(rows);
 	return NULL;
 }
@@ -463,23 +463,23 @@ static void test_threads_build_a_window_once(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "2", "16384", "32");
-	assert_int_equal(rfs_planner_create(&c, all(UINT64_C(1) << 21), &p),
+	assert_int_equal(rfs_plan_create(&c, all(UINT64_C(1) << 21), &p),
 			 0);
-	assert_int_equal(rfs_planner_windows_built(p), 0);
+	assert_int_equal(rfs_plan_windows_built(p), 0);
 	struct same_window_arg args[THREADS];
 	for (int i = 0; i < THREADS; i++) /* all in window 0 */
 		args[i] = (struct same_window_arg){ .p = p, .rank = i % 2,
 						    .batch = i / 2,
 						    .rows = 16384 };
 	plan_at_once(args, THREADS);
-	assert_int_equal(rfs_planner_windows_built(p), 1);
+	assert_int_equal(rfs_plan_windows_built(p), 1);
 	/* The next window is a build of its own. */
 	int64_t *rows = malloc(16384 * sizeof(*rows));
 	assert_non_null(rows);
-	assert_int_equal(rfs_planner_batch(p, 0, 0, 32, rows), 0);
-	assert_int_equal(rfs_planner_windows_built(p), 2);
+	assert_int_equal(rfs_plan_batch(p, 0, 0, 32, rows), 0);
+	assert_int_equal(rfs_plan_windows_built(p), 2);
 	free(rows);
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 }
 
 /* More windows wanted at once than may be built at once (8): the rest
@@ -491,15 +491,15 @@ static void test_many_windows_at_once(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "2", "1024", "4"); /* windows of 8192 */
-	assert_int_equal(rfs_planner_create(&c, all(THREADS * 8192), &p), 0);
+	assert_int_equal(rfs_plan_create(&c, all(THREADS * 8192), &p), 0);
 	struct same_window_arg args[THREADS];
 	for (int i = 0; i < THREADS; i++) /* the first batch of window i */
 		args[i] = (struct same_window_arg){ .p = p,
 						    .batch = 4 * (uint64_t)i,
 						    .rows = 1024 };
 	plan_at_once(args, THREADS);
-	assert_int_equal(rfs_planner_windows_built(p), THREADS);
-	rfs_planner_destroy(p);
+	assert_int_equal(rfs_plan_windows_built(p), THREADS);
+	rfs_plan_destroy(p);
 }
 
 /* What the view reserves from cache_mb: the cached windows (2 + 2 per
@@ -512,28 +512,28 @@ static void test_memory_bound(void **state)
 	struct rfs_planner *p;
 	size_t least;
 	make_config(&c, "shuffle", "2", "32", "8"); /* windows of 512 */
-	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
-	assert_int_equal(rfs_planner_memory_bound(p), (4 + 16) * 512 * 8);
+	assert_int_equal(rfs_plan_create(&c, all(100000), &p), 0);
+	assert_int_equal(rfs_plan_memory_bound(p), (4 + 16) * 512 * 8);
 	/* A budget of 9 windows: 4 cached, 2 builds (of 2 arrays) at once. */
-	assert_int_equal(rfs_planner_limit(p, 9 * 512 * 8, &least), 0);
+	assert_int_equal(rfs_plan_limit(p, 9 * 512 * 8, &least), 0);
 	assert_int_equal(least, (4 + 2) * 512 * 8);
-	assert_int_equal(rfs_planner_memory_bound(p), (4 + 4) * 512 * 8);
+	assert_int_equal(rfs_plan_memory_bound(p), (4 + 4) * 512 * 8);
 	/* Less than 4 cached windows and one build: refused, unchanged. */
-	assert_int_equal(rfs_planner_limit(p, 6 * 512 * 8 - 1, &least),
+	assert_int_equal(rfs_plan_limit(p, 6 * 512 * 8 - 1, &least),
 			 -ENOSPC);
-	assert_int_equal(rfs_planner_memory_bound(p), (4 + 4) * 512 * 8);
+	assert_int_equal(rfs_plan_memory_bound(p), (4 + 4) * 512 * 8);
 	/* With one build at a time, every batch still plans. */
-	assert_int_equal(rfs_planner_limit(p, 6 * 512 * 8, &least), 0);
+	assert_int_equal(rfs_plan_limit(p, 6 * 512 * 8, &least), 0);
 	int64_t *expect = plan_epoch(p, &c, 3);
 	free(expect);
-	rfs_planner_destroy(p);
-	assert_int_equal(rfs_planner_create(&c, all(300), &p), 0);
-	assert_int_equal(rfs_planner_memory_bound(p), (4 + 16) * 300 * 8);
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
+	assert_int_equal(rfs_plan_create(&c, all(300), &p), 0);
+	assert_int_equal(rfs_plan_memory_bound(p), (4 + 16) * 300 * 8);
+	rfs_plan_destroy(p);
 	make_config(&c, "streaming", "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, all(100000), &p), 0);
-	assert_int_equal(rfs_planner_memory_bound(p), 0);
-	rfs_planner_destroy(p);
+	assert_int_equal(rfs_plan_create(&c, all(100000), &p), 0);
+	assert_int_equal(rfs_plan_memory_bound(p), 0);
+	rfs_plan_destroy(p);
 }
 
 /* The thread's CPU time: a VM's stolen time or a preemption would
@@ -552,8 +552,8 @@ static double plan_cost_us(const char *strategy, uint64_t n)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, strategy, "2", "32", "8");
-	assert_int_equal(rfs_planner_create(&c, all(n), &p), 0);
-	const struct rfs_layout *l = rfs_planner_layout(p);
+	assert_int_equal(rfs_plan_create(&c, all(n), &p), 0);
+	const struct rfs_layout *l = rfs_plan_layout(p);
 	assert_true(l->window == 512);
 	const uint64_t windows = (l->batches_per_rank * 64 + 511) / 512;
 	const int calls = 200;
@@ -567,7 +567,7 @@ static double plan_cost_us(const char *strategy, uint64_t n)
 			uint64_t k = window * 8 + (uint64_t)i % 8;
 			if (k >= l->batches_per_rank)
 				k = l->batches_per_rank - 1;
-			assert_int_equal(rfs_planner_batch(p, epoch,
+			assert_int_equal(rfs_plan_batch(p, epoch,
 							   (uint64_t)i % 2, k,
 							   rows),
 					 0);
@@ -577,7 +577,7 @@ static double plan_cost_us(const char *strategy, uint64_t n)
 		if (per < best)
 			best = per;
 	}
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 	return best;
 }
 
@@ -617,9 +617,9 @@ static void test_partitions_and_drop_last(void **state)
 			make_config(&c, "block_shuffle", "3", "16", "2");
 			set(&c, "partition", parts[p]);
 			set(&c, "drop_last", drop ? "1" : "0");
-			assert_int_equal(rfs_planner_create(&c, all(n), &pl),
+			assert_int_equal(rfs_plan_create(&c, all(n), &pl),
 					 0);
-			const struct rfs_layout *l = rfs_planner_layout(pl);
+			const struct rfs_layout *l = rfs_plan_layout(pl);
 			unsigned *seen = calloc(n, sizeof(*seen));
 			int64_t rows[16];
 			uint64_t total = 0;
@@ -630,7 +630,7 @@ static void test_partitions_and_drop_last(void **state)
 					uint64_t b = rfs_partition_batch_rows(l,
 									      k);
 					assert_int_equal(
-						rfs_planner_batch(pl, 4, r, k,
+						rfs_plan_batch(pl, 4, r, k,
 								  rows),
 						0);
 					for (uint64_t j = 0; j < b; j++)
@@ -654,7 +654,7 @@ static void test_partitions_and_drop_last(void **state)
 				assert_true(repeats == total - n);
 			}
 			free(seen);
-			rfs_planner_destroy(pl);
+			rfs_plan_destroy(pl);
 		}
 	}
 }
@@ -676,11 +676,11 @@ static void test_weighted_windows_move_sorted_blocks(void **state)
 	assert_int_equal(rfs_rowset_set_weights(&rows, one, NULL, &bad), 0);
 	make_config(&c, "weighted", "2", "64", "4");
 	set(&c, "block_size", "16");
-	assert_int_equal(rfs_planner_create(&c, &rows, &p), 0);
+	assert_int_equal(rfs_plan_create(&c, &rows, &p), 0);
 	int64_t batch[64];
 	uint64_t ascending_blocks = 0, ascending_batches = 0;
 	for (uint64_t k = 0; k < 96; k++) {
-		assert_int_equal(rfs_planner_batch(p, 0, k % 2, k, batch), 0);
+		assert_int_equal(rfs_plan_batch(p, 0, k % 2, k, batch), 0);
 		int sorted = 1;
 		for (int b = 0; b < 4; b++) {
 			int up = 1;
@@ -696,7 +696,7 @@ static void test_weighted_windows_move_sorted_blocks(void **state)
 	 * random order, so a batch's 4 blocks ascend 1 time in 24. */
 	assert_true(ascending_blocks == 4 * 96);
 	assert_true(ascending_batches < 16);
-	rfs_planner_destroy(p);
+	rfs_plan_destroy(p);
 	rfs_rowset_free(&rows);
 }
 

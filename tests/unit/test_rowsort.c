@@ -54,7 +54,7 @@ static void test_sort_u64_matches_qsort(void **state)
 				v[i] = want[i] = x & masks[m];
 			}
 			qsort(want, n, sizeof(*want), cmp_u64);
-			rfs_sort_u64(v, tmp, n);
+			rfs_rowsort_u64(v, tmp, n);
 			for (size_t i = 0; i < n; i++)
 				assert_true(v[i] == want[i]);
 		}

@@ -56,13 +56,13 @@ static uint64_t *sequence(const struct rfs_config *c, uint64_t n,
 		seq[pos] = rfs_sampler_row(&s, pos);
 		if (seq[pos] >= n)
 			fail_msg("%s n=%llu: S[%llu] = %llu out of range",
-				 rfs_strategy_name(c->strategy),
+				 rfs_config_strategy_name(c->strategy),
 				 (unsigned long long)n,
 				 (unsigned long long)pos,
 				 (unsigned long long)seq[pos]);
 		if (seen[seq[pos]]++)
 			fail_msg("%s n=%llu: row %llu twice",
-				 rfs_strategy_name(c->strategy),
+				 rfs_config_strategy_name(c->strategy),
 				 (unsigned long long)n,
 				 (unsigned long long)seq[pos]);
 	}

@@ -617,7 +617,7 @@ static void test_csr_rows(void **state)
 	const int64_t want_cols[] = { 1, 0, 2, 4, 5, 0, 4, 5 };
 	assert_memory_equal(c.values, want_values, sizeof(want_values));
 	assert_memory_equal(c.cols, want_cols, sizeof(want_cols));
-	rfs_csr_free(&c);
+	rfs_source_csr_free(&c);
 	/* The bound a fill reserves covers at least the arrays returned,
 	 * and grows with the stored values. */
 	size_t returned = 7 * sizeof(uint64_t) + 8 * sizeof(float) +
@@ -634,7 +634,7 @@ static void test_csr_rows(void **state)
 	assert_memory_equal(mine, want_values, sizeof(want_values));
 	assert_true(mine[8] == -1);
 	assert_memory_equal(c.cols, want_cols, sizeof(want_cols));
-	rfs_csr_free(&c);
+	rfs_source_csr_free(&c);
 	rfs_source_destroy(s);
 
 	/* A column id past the width is a read error, never a write
