@@ -7,7 +7,7 @@ loop only (imports, opening files and mounting are paid once per job):
 
   rankfs           np.load of epoch/0/rank/R/batch/*.npy (or load_npz of
                    *.npz) through a fresh mount, per strategy, through the
-                   page cache, with direct_io and with passthrough
+                   page cache and with direct_io
   h5py+sampler     torch's DistributedSampler indices, 256 at a time,
                    sorted, then h5py fancy indexing
   AnnLoader        anndata's AnnLoader over the backed file, same sampler
@@ -307,22 +307,6 @@ def rankfs_mount(path, options, mnt, log=None):
     return Mounted([RANKFS, "-f", "-o", options, path, mnt], mnt, log)
 
 
-def require_passthrough(m):
-    """Exits unless the mount's log says the kernel took passthrough (it
-    is negotiated by the first request, which the listing makes)."""
-    os.listdir(m.mnt)
-    text = ""
-    for _ in range(100):
-        with open(m.log) as f:
-            text = f.read()
-        if "FUSE passthrough o" in text:
-            break
-        time.sleep(0.05)
-    if "FUSE passthrough on" not in text or "passthrough off" in text:
-        m.close()
-        raise SystemExit(f"bench: passthrough is not on: {text.strip()}")
-
-
 def trivial_mount(binary, files, cols, mnt, direct_io=False,
                   distinct=False):
     m = Mounted([binary, mnt, str(RANKS), str(files), str(BATCH), str(cols)]
@@ -405,8 +389,6 @@ def main():
             mnt = tempfile.mkdtemp(dir=work)
             m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
                              f"{options}", mnt, f"{mnt}.log")
-            if "passthrough" in options:
-                require_passthrough(m)
             size = nbytes
             if size is None:
                 d = f"{mnt}/epoch/0/rank"
@@ -437,7 +419,7 @@ def main():
     group(*[rankfs(f"rankfs {s}{d} (dense)", dense,
                    f"strategy={s}{d.replace(' ', ',')}", ".npy",
                    dense_bytes)
-            for d in ("", " direct_io", " passthrough")
+            for d in ("", " direct_io")
             for s in ("block_shuffle", "shuffle")],
           Contender("h5py+DistributedSampler (dense)",
                     unmounted(h5py_reader(dense), dense_bytes)),
@@ -495,18 +477,6 @@ def main():
                "rankfs block_shuffle direct_io (dense)"), 0.8),
         ("rankfs shuffle direct_io / trivial FUSE direct_io",
          ratio("rankfs shuffle direct_io (dense)",
-               "trivial FUSE server direct_io (dense files)"), 0.7),
-        ("rankfs shuffle passthrough / h5py+DistributedSampler",
-         ratio("rankfs shuffle passthrough (dense)",
-               "h5py+DistributedSampler (dense)"), 2.0),
-        ("rankfs shuffle passthrough / block_shuffle passthrough",
-         ratio("rankfs shuffle passthrough (dense)",
-               "rankfs block_shuffle passthrough (dense)"), 0.8),
-        ("rankfs shuffle passthrough / trivial FUSE server",
-         ratio("rankfs shuffle passthrough (dense)",
-               "trivial FUSE server (dense files)"), 0.7),
-        ("rankfs shuffle passthrough / trivial FUSE direct_io",
-         ratio("rankfs shuffle passthrough (dense)",
                "trivial FUSE server direct_io (dense files)"), 0.7),
         ("rankfs shuffle .npz / anndata backed CSR",
          ratio("rankfs shuffle (CSR .npz)",

@@ -5,9 +5,7 @@
 #include <sys/types.h>
 
 #include "inode.h"
-#include "page_drop.h"
 #include "page_store.h"
-#include "passthrough.h"
 #include "view.h"
 
 struct rfs_fs {
@@ -16,11 +14,10 @@ struct rfs_fs {
 	uid_t uid; /* owner shown on every node */
 	gid_t gid;
 	int direct_io;
-	struct rfs_page_drop *page_drop; /* NULL: pages are not dropped */
 	/* Counts the opens of files; stores a file's bytes at its first
-	 * open, except with direct_io or passthrough (page_store.h). */
+	 * open and drops its pages at its last release, except with
+	 * direct_io (page_store.h). */
 	struct rfs_page_store *page_store;
-	struct rfs_passthrough *passthrough; /* NULL: option off */
 };
 
 struct fuse_args;

@@ -11,6 +11,7 @@
 
 #include "daemon.h"
 #include "fs.h"
+#include "page_drop.h"
 #include "log.h"
 #include "opts.h"
 #include "stop_signal.h"
@@ -88,15 +89,37 @@ static void bound_allocator(void)
 	mallopt(M_ARENA_MAX, 1);
 }
 
-/* page_store.c sends through this, so that it stays free of FUSE and is
- * unit tested with a send of its own. */
-static int notify_store(void *se, uint64_t ino, const void *data,
+/* What page_store.c's ops reach, so that it stays free of FUSE and is
+ * unit tested with ops of its own. */
+struct pages {
+	struct fuse_session *se;
+	struct rfs_page_drop *drop;
+};
+
+static int notify_store(void *ctx, uint64_t ino, const void *data,
 			size_t len)
 {
+	struct pages *p = ctx;
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 	bv.buf[0].mem = (void *)data;
-	return fuse_lowlevel_notify_store(se, (fuse_ino_t)ino, 0, &bv, 0);
+	return fuse_lowlevel_notify_store(p->se, (fuse_ino_t)ino, 0, &bv, 0);
 }
+
+static void queue_drop(void *ctx, uint64_t ino)
+{
+	rfs_page_drop_push(((struct pages *)ctx)->drop, ino);
+}
+
+static void cancel_drop(void *ctx, uint64_t ino)
+{
+	rfs_page_drop_cancel(((struct pages *)ctx)->drop, ino);
+}
+
+static const struct rfs_page_store_ops page_ops = {
+	.store = notify_store,
+	.drop = queue_drop,
+	.cancel_drop = cancel_drop,
+};
 
 static int run_loop(struct fuse_session *se, struct rfs_cli *cli)
 {
@@ -126,6 +149,7 @@ int main(int argc, char *argv[])
 {
 	struct rfs_cli cli;
 	struct rfs_fs fs = { .uid = getuid(), .gid = getgid() };
+	struct pages pages = { 0 };
 	struct fuse_session *se = NULL;
 	char err[1024];
 	int status = 1;
@@ -173,28 +197,20 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
-	if (rfs_view_config(fs.view)->passthrough &&
-	    (rc = rfs_passthrough_attach(se, &fs.passthrough)) != 0) {
-		fprintf(stderr, "rankfs: option passthrough: %s\n",
-			strerror(-rc));
-		goto out_unmount;
-	}
 	/* With direct_io nothing of ours is cached. */
+	pages.se = se;
 	if (!fs.direct_io &&
-	    (rc = rfs_page_drop_create(se, &fs.page_drop)) != 0) {
+	    (rc = rfs_page_drop_create(se, &pages.drop)) != 0) {
 		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
 			strerror(-rc));
 		goto out_unmount;
 	}
-	/* Passthrough files are filled at open their own way; when the kernel
-	 * refuses passthrough, reads go through rankfs, not stored. With
-	 * those and direct_io nothing is stored, but opens are counted: a
-	 * file's pages and bytes go at its last release only. */
-	int store = !fs.direct_io && !rfs_view_config(fs.view)->passthrough;
-	if ((rc = rfs_page_store_create(store ? notify_store : NULL, se,
-					&fs.page_store)) != 0) {
+	/* With direct_io nothing is stored or dropped, but opens are
+	 * counted: a file's bytes go at its last release only. */
+	if ((rc = rfs_page_store_create(fs.direct_io ? NULL : &page_ops,
+					&pages, &fs.page_store)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
-		rfs_page_drop_destroy(fs.page_drop);
+		rfs_page_drop_destroy(pages.drop);
 		goto out_unmount;
 	}
 	/* A user's mount cannot raise readahead: said in the log, not on
@@ -219,7 +235,7 @@ int main(int argc, char *argv[])
 	if (status != 0)
 		rfs_log("session loop failed: %d", rc);
 	/* The drop's shutdown may answer opens: the store goes after it. */
-	rfs_page_drop_destroy(fs.page_drop);
+	rfs_page_drop_destroy(pages.drop);
 	rfs_page_store_destroy(fs.page_store);
 out_unmount:
 	fuse_session_unmount(se);
@@ -227,7 +243,6 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
-	rfs_passthrough_destroy(fs.passthrough);
 out_view:
 	rfs_view_destroy(fs.view);
 out_opts:

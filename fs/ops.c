@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 
 #include "fs.h"
-#include "pwritev_all.h"
 
 #define IMMUTABLE_TIMEOUT 86400.0
 
@@ -255,66 +254,11 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	list_dir(req, ino, size, off, 1);
 }
 
-/* A generated file's bytes into a passthrough memfd. */
-struct open_fill {
-	struct rfs_fs *fs;
-	struct rfs_cache_key key;
-	uint64_t size;
-};
-
-/* Pieces taken from the sources' mappings while they are there (the
- * kernel copies the rows straight into the memfd); from there on, or
- * from the start, the file generated. */
-static int fill_open(void *ctx, int fd)
-{
-	struct open_fill *f = ctx;
-	struct rfs_view *v = f->fs->view;
-	struct rfs_view_pieces pieces;
-	uint64_t off = 0;
-	int rc = 0;
-	while (rc == 0 && off < f->size &&
-	       rfs_view_read_mapped(v, &f->key, off, 1 << 20, &pieces) == 0 &&
-	       pieces.bytes) {
-		rc = rfs_pwritev_all(fd, pieces.iov, pieces.count, off);
-		off += pieces.bytes;
-	}
-	if (rc != 0 || off >= f->size)
-		return rc;
-	struct rfs_cache_entry *e;
-	rc = rfs_view_read(v, &f->key, off, &e);
-	if (rc != 0)
-		return rc;
-	struct iovec rest = { (char *)rfs_cache_entry_data(e) + off,
-			      rfs_cache_entry_size(e) - off };
-	rc = rfs_pwritev_all(fd, &rest, 1, off);
-	rfs_view_put(v, e);
-	return rc;
-}
-
-/* Answers the open of a generated file with its bytes in the kernel's
- * hands (passthrough.c). A file that fails to generate is opened the
- * usual way, so that its reads fail as they would without passthrough.
- * @return 1 answered. */
-static int open_passthrough(fuse_req_t req, struct rfs_fs *fs, fuse_ino_t ino,
-			    const struct rfs_node *n)
-{
-	struct open_fill f = { fs, file_key(fs, n), node_size(fs, n) };
-	int rc = rfs_passthrough_share(fs->passthrough, req, ino);
-	if (rc != 0 && !rfs_passthrough_on(fs->passthrough))
-		return 0; /* refused or not offered: FUSE reads as before */
-	if (rc != 0)
-		rc = rfs_passthrough_reply_open(fs->passthrough, req, ino,
-						fill_open, &f);
-	/* The kernel serves the bytes: counted as served when handed over. */
-	if (rc == 0)
-		rfs_view_count_bytes(fs->view, f.key.rank, f.size);
-	return rc == 0;
-}
-
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
  * reads are then the kernel's alone. A file that fails to generate is not
- * stored, and its reads fail as before.
+ * stored, and its reads fail as before. With direct_io the open is only
+ * counted.
  * @return 0, or -ENOMEM: not counted. */
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 			 const struct rfs_cache_key *key)
@@ -322,7 +266,6 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	int rc = rfs_page_store_open(fs->page_store, ino);
 	if (rc != 1)
 		return rc;
-	rfs_page_drop_cancel(fs->page_drop, ino);
 	struct rfs_cache_entry *e;
 	if (rfs_view_read(fs->view, key, 0, &e) != 0) {
 		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
@@ -337,24 +280,19 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	return 0;
 }
 
-/* What the last release of a file undoes: run under the open count's
+/* The last release of a file retires its bytes from the batch cache
+ * (its pages are page_store.c's to drop): run under the open count's
  * lock (rfs_page_store_close), so that a new open of the file cannot be
- * counted in between and then lose its pages or bytes. */
+ * counted in between and then lose its bytes. */
 struct last_release {
 	struct rfs_fs *fs;
-	uint64_t ino;
 	struct rfs_cache_key key;
-	int drop; /* its pages are ours to drop */
-	int retire; /* its bytes leave the batch cache first */
 };
 
-static void undo_file(void *arg)
+static void retire_file(void *arg)
 {
 	struct last_release *l = arg;
-	if (l->drop && l->fs->page_drop)
-		rfs_page_drop_push(l->fs->page_drop, l->ino);
-	if (l->retire)
-		rfs_view_released(l->fs->view, &l->key);
+	rfs_view_released(l->fs->view, &l->key);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -389,14 +327,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = file && fs->direct_io;
 		if (file) {
 			struct rfs_cache_key key = file_key(fs, &n);
-			rfs_view_opened(fs->view, &key,
-					rfs_passthrough_on(fs->passthrough));
-			if (fs->passthrough &&
-			    open_passthrough(req, fs, ino, &n))
-				return;
-			/* See rfs_passthrough_reply_open(). */
-			if (rfs_passthrough_on(fs->passthrough))
-				fi->direct_io = 1;
+			rfs_view_opened(fs->view, &key);
 			if (fs->page_store &&
 			    store_at_open(fs, ino, &key) != 0) {
 				fuse_reply_err(req, ENOMEM);
@@ -411,8 +342,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (n.type == RFS_NODE_STATS) {
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
 	} else if (is_file(&n)) {
-		struct last_release last = { .fs = fs, .ino = ino, .drop = 1 };
-		rfs_page_store_close(fs->page_store, ino, undo_file, &last);
+		rfs_page_store_close(fs->page_store, ino, NULL, NULL);
 	}
 }
 
@@ -504,16 +434,11 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		   is_file(&n);
 	if (!file && fi->fh)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
-	else if (fi->fh) /* only a passthrough open sets a file's handle */
-		rfs_passthrough_release(fs->passthrough, ino);
 	fuse_reply_err(req, 0);
 	if (!file)
 		return;
-	/* Passthrough files have no pages of ours to drop. */
-	struct last_release last = { .fs = fs, .ino = ino,
-				     .key = file_key(fs, &n), .drop = !fi->fh,
-				     .retire = 1 };
-	rfs_page_store_close(fs->page_store, ino, undo_file, &last);
+	struct last_release last = { .fs = fs, .key = file_key(fs, &n) };
+	rfs_page_store_close(fs->page_store, ino, retire_file, &last);
 }
 
 /* Write-type requests: the mount is read-only (and mounted "ro", so the

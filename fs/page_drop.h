@@ -1,5 +1,7 @@
 /* Drops released files' pages from the kernel's page cache, on a thread of
- * its own (page_drop.c says why). */
+ * its own (page_drop.c says why): page_store.c's helper, which decides
+ * when (at a file's last release) and cancels a drop a new open would
+ * meet. */
 #ifndef RFS_PAGE_DROP_H
 #define RFS_PAGE_DROP_H
 

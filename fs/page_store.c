@@ -13,6 +13,14 @@
  * opens of it wait until the store ends: no read of it can be waiting. A
  * mapping holds its file, and the kernel sends a file's release only after
  * its last read was answered. An inode open already is not stored again.
+ *
+ * Left in the page cache, files read once each epoch would pile up and
+ * crowd out the source's pages (ops.c, op_release): the last release of
+ * an inode queues the drop of its pages, which page_drop.c's thread
+ * carries out (a drop, like a store, waits for the page locks of reads
+ * in flight). The first open after it cancels a drop still queued, so
+ * that it does not undo the new store. Both hang on the one count of
+ * open files kept here, under its lock.
  */
 #include "page_store.h"
 
@@ -28,20 +36,20 @@ struct open_inode {
 };
 
 struct rfs_page_store {
-	rfs_page_store_send *send;
+	const struct rfs_page_store_ops *ops; /* NULL: only counting */
 	void *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t filled; /* a fill ended */
 	struct open_inode *open; /* protected by lock */
 };
 
-int rfs_page_store_create(rfs_page_store_send *send, void *ctx,
+int rfs_page_store_create(const struct rfs_page_store_ops *ops, void *ctx,
 			  struct rfs_page_store **out)
 {
 	struct rfs_page_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->send = send;
+	s->ops = ops;
 	s->ctx = ctx;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->filled, NULL);
@@ -84,20 +92,27 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 			return -ENOMEM;
 		}
 		*f = (struct open_inode){ .next = s->open, .ino = ino,
-					 .filling = s->send != NULL };
+					 .filling = s->ops != NULL };
 		s->open = f;
 	}
 	f->opens++;
 	while (!first && f->filling)
 		pthread_cond_wait(&s->filled, &s->lock);
 	pthread_mutex_unlock(&s->lock);
-	return first && s->send;
+	if (!first || !s->ops)
+		return 0;
+	/* Not under the lock: it may wait for a drop in flight, which no
+	 * read of ino can hold up (none is open), but other inodes' opens
+	 * and releases must not wait with it. Other opens of ino wait for
+	 * the fill meanwhile. */
+	s->ops->cancel_drop(s->ctx, ino);
+	return 1;
 }
 
 int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len)
 {
-	int rc = data ? s->send(s->ctx, ino, data, len) : 0;
+	int rc = data && s->ops ? s->ops->store(s->ctx, ino, data, len) : 0;
 	pthread_mutex_lock(&s->lock);
 	struct open_inode *f = *find(s, ino);
 	if (f)
@@ -117,6 +132,8 @@ int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
 		*at = f->next;
 		free(f);
 	}
+	if (last && s->ops)
+		s->ops->drop(s->ctx, ino);
 	if (last && at_last)
 		at_last(ctx);
 	pthread_mutex_unlock(&s->lock);

@@ -1,6 +1,8 @@
-/* Puts a generated file's bytes in the kernel's page cache before its
- * first open is answered, so that its reads never reach the daemon
- * (page_store.c says why, and why only then). */
+/* A generated file's life in the kernel's page cache, with the one count
+ * of its open files: its bytes are stored before its first open is
+ * answered, so that its reads never reach the daemon, and its pages are
+ * dropped at its last release (page_store.c says why, and why only
+ * then). The drops themselves run on page_drop.c's thread. */
 #ifndef RFS_PAGE_STORE_H
 #define RFS_PAGE_STORE_H
 
@@ -9,38 +11,52 @@
 
 struct rfs_page_store;
 
-/* Hands len bytes to the kernel as inode ino's contents from offset 0
- * (FUSE's store notification). @return 0 or a negative errno. */
-typedef int rfs_page_store_send(void *ctx, uint64_t ino, const void *data,
-				size_t len);
+/* How pages reach and leave the kernel; FUSE's notifications in the
+ * daemon (main.c), a recorder in the unit test. Each is called with the
+ * ctx given to rfs_page_store_create(). */
+struct rfs_page_store_ops {
+	/* Hands len bytes to the kernel as inode ino's contents from
+	 * offset 0 (FUSE's store notification). @return 0 or a negative
+	 * errno. */
+	int (*store)(void *ctx, uint64_t ino, const void *data, size_t len);
+	/* Queues the drop of ino's pages; never blocks
+	 * (rfs_page_drop_push()). */
+	void (*drop)(void *ctx, uint64_t ino);
+	/* Forgets the drops of ino queued and waits for one in progress
+	 * (rfs_page_drop_cancel()). */
+	void (*cancel_drop)(void *ctx, uint64_t ino);
+};
 
-/* send NULL: nothing is stored (direct_io), opens are only counted, and
- * rfs_page_store_open() returns 0 or -ENOMEM. @return 0 or -ENOMEM. */
-int rfs_page_store_create(rfs_page_store_send *send, void *ctx,
+/* ops NULL (direct_io): nothing is stored or dropped, opens are only
+ * counted, and rfs_page_store_open() returns 0 or -ENOMEM. ops and ctx
+ * are borrowed and must outlive s. @return 0 or -ENOMEM. */
+int rfs_page_store_create(const struct rfs_page_store_ops *ops, void *ctx,
 			  struct rfs_page_store **out);
 
 /* Forgets the opens still counted. Accepts NULL. */
 void rfs_page_store_destroy(struct rfs_page_store *s);
 
 /* Counts an open of ino, before it is answered.
- * @return 1 when no file of ino was open: the caller must then call
+ * @return 1 when no file of ino was open: a drop of its pages queued by
+ * an earlier release was cancelled, and the caller must call
  * rfs_page_store_fill() before answering the open. 0 when one was: this
  * waits until the fill of ino in progress, if any, has ended. -ENOMEM:
  * not counted (no fill, no close). Thread-safe. */
 int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino);
 
-/* Sends len bytes of data as ino's contents (data NULL: nothing to send),
- * then lets the opens of ino that wait for it go on. Thread-safe.
- * @return 0, or the send's error. */
+/* Stores len bytes of data as ino's contents (data NULL: nothing to
+ * store), then lets the opens of ino that wait for it go on.
+ * Thread-safe. @return 0, or the store's error. */
 int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len);
 
 /* One counted open of ino less: a release, or an open whose answer was
- * not delivered. When it was the last (or ino was not counted), calls
- * at_last(ctx) if given, before another open of ino can be counted: what
- * it undoes (the pages, the cached bytes) cannot meet a new open's. It
- * must not call back into s. Thread-safe. @return 1 when it was the last,
- * 0 when another open of ino remains. */
+ * not delivered. When it was the last (or ino was not counted), queues
+ * the drop of ino's pages and calls at_last(ctx) if given, both before
+ * another open of ino can be counted: what they undo (the pages, the
+ * cached bytes) cannot meet a new open's. at_last must not call back
+ * into s. Thread-safe. @return 1 when it was the last, 0 when another
+ * open of ino remains. */
 int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
 			 void (*at_last)(void *ctx), void *ctx);
 

@@ -20,7 +20,6 @@
  * then cost a fresh mapping, populated page by page, and an munmap). */
 #define MAP_STEP (64 * 1024)
 #define POOL_SLOTS 16
-#define POOL_BYTES_MAX ((size_t)32 << 20)
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -28,30 +27,32 @@ static struct {
 	size_t size;
 } pool[POOL_SLOTS]; /* protected by pool_lock */
 static size_t pool_bytes; /* protected by pool_lock */
-static size_t pool_limit = POOL_BYTES_MAX; /* protected by pool_lock */
+static size_t pool_limit = RFS_BIGBUF_POOL_MAX; /* protected by pool_lock */
 
 void rfs_bigbuf_limit(size_t bytes)
 {
 	pthread_mutex_lock(&pool_lock);
-	pool_limit = bytes < POOL_BYTES_MAX ? bytes : POOL_BYTES_MAX;
+	pool_limit = bytes < RFS_BIGBUF_POOL_MAX ? bytes : RFS_BIGBUF_POOL_MAX;
 	pthread_mutex_unlock(&pool_lock);
 }
 
-int rfs_bigbuf_mapped(size_t size)
+/* Whether size is mapped (and pooled when freed) rather than malloc'd. */
+static int mapped(size_t size)
 {
 	return size >= MAP_MIN;
 }
 
 size_t rfs_bigbuf_footprint(size_t size)
 {
-	if (!rfs_bigbuf_mapped(size))
+	if (!mapped(size))
 		return size;
 	return (size + MAP_STEP - 1) / MAP_STEP * MAP_STEP;
 }
 
-void *rfs_bigbuf_pooled(size_t size)
+/* A pooled buffer for size bytes, or NULL where the pool has none. */
+static void *pooled(size_t size)
 {
-	if (!rfs_bigbuf_mapped(size))
+	if (!mapped(size))
 		return NULL;
 	size = rfs_bigbuf_footprint(size);
 	void *p = NULL;
@@ -69,9 +70,9 @@ void *rfs_bigbuf_pooled(size_t size)
 
 void *rfs_bigbuf_alloc(size_t size)
 {
-	if (!rfs_bigbuf_mapped(size))
+	if (!mapped(size))
 		return malloc(size ? size : 1);
-	void *p = rfs_bigbuf_pooled(size);
+	void *p = pooled(size);
 	if (p)
 		return p;
 	size = rfs_bigbuf_footprint(size);
@@ -84,7 +85,7 @@ void rfs_bigbuf_free(void *p, size_t size)
 {
 	if (!p)
 		return;
-	if (!rfs_bigbuf_mapped(size)) {
+	if (!mapped(size)) {
 		free(p);
 		return;
 	}

@@ -8,25 +8,19 @@
 
 #include <stddef.h>
 
+/* The most the pool of free buffers holds. */
+#define RFS_BIGBUF_POOL_MAX ((size_t)32 << 20)
+
 /* @return size bytes (uninitialised), or NULL. */
 void *rfs_bigbuf_alloc(size_t size);
 
-/* @return a pooled buffer for size bytes, or NULL where the pool has none
- * (or size is small enough for malloc): for callers that would rather
- * reuse memory of their own than map more. Free it with
- * rfs_bigbuf_free(p, size). */
-void *rfs_bigbuf_pooled(size_t size);
-
 /* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a
- * small pool (at most 32 MiB, see rfs_bigbuf_limit()) for reuse.
+ * small pool (see rfs_bigbuf_limit()) for reuse.
  * Accepts NULL. Thread-safe. */
 void rfs_bigbuf_free(void *p, size_t size);
 
-/* Bounds the pool (at most 32 MiB). */
+/* Bounds the pool (at most RFS_BIGBUF_POOL_MAX). */
 void rfs_bigbuf_limit(size_t bytes);
-
-/* Whether size is mapped (and pooled when freed) rather than malloc'd. */
-int rfs_bigbuf_mapped(size_t size);
 
 /* The memory rfs_bigbuf_alloc(size) takes: large sizes are rounded up to
  * whole 64 KiB steps, so buffers of nearly equal sizes share the pool. */

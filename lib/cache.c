@@ -11,9 +11,6 @@
 #define BUCKETS 4096
 /* Retired entries keep at most this fraction of the capacity. */
 #define RETIRED_SHARE 8
-/* How many of the oldest retired entries a fill looks through for a
- * buffer of its size (take_retired_buffer()). */
-#define REUSE_LOOKS 8
 
 enum state { FILLING, READY };
 
@@ -117,22 +114,14 @@ static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
 	*p = e->next_in_bucket;
 }
 
-/* Unlists and frees e, which nobody holds. @return its buffer, now the
- * caller's. */
-static void *detach(struct rfs_cache *c, struct rfs_cache_entry *e)
+/* Unlists and frees e, which nobody holds, and its buffer. */
+static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
-	void *data = e->data;
 	table_remove(c, e);
 	c->bytes -= held(e);
 	c->entries--;
+	rfs_bigbuf_free(e->data, e->len);
 	free(e);
-	return data;
-}
-
-static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
-{
-	size_t len = e->len;
-	rfs_bigbuf_free(detach(c, e), len);
 }
 
 /* The oldest entry of list, or NULL when it is empty. */
@@ -146,29 +135,6 @@ static struct rfs_cache_entry *next_victim(struct rfs_cache *c)
 {
 	struct rfs_cache_entry *victim = oldest(&c->retired);
 	return victim ? victim : oldest(&c->lru);
-}
-
-/* The buffer of one of the oldest retired entries that holds footprint
- * bytes, the entry dropped; NULL if none of them does, or if buffers of
- * that size come from malloc (cheap: those closed files stay for a
- * re-read). At the start of an epoch a reader's window of prefetched
- * batches refills while the last epoch's closed files wait here: the
- * pool (bigbuf.c) ran dry, each further batch mapped a fresh buffer and
- * as many retired ones were unmapped later, 1.5-2.4 ms a buffer on this
- * VM (docs/benchmarks.md, "The buffer pool"). */
-static void *take_retired_buffer(struct rfs_cache *c, size_t footprint)
-{
-	struct rfs_cache_entry *e = rfs_bigbuf_mapped(footprint) ?
-					    oldest(&c->retired) :
-					    NULL;
-	for (int k = 0; e && e != &c->retired && k < REUSE_LOOKS;
-	     k++, e = e->lru_prev) {
-		if (held(e) == footprint) {
-			unpark(c, e);
-			return detach(c, e);
-		}
-	}
-	return NULL;
 }
 
 /* Drops unreferenced entries, retired ones first, until need more bytes
@@ -286,15 +252,11 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 	}
 	c->turn++;
 	c->bytes += need;
-	/* Memory already ours before fresh memory: pooled, else retired. */
-	void *data = rfs_bigbuf_pooled(len);
-	if (!data)
-		data = take_retired_buffer(c, footprint);
 	if (c->next_ticket != c->turn)
 		pthread_cond_broadcast(&c->room); /* the next in line */
 	pthread_mutex_unlock(&c->lock);
-	if (!data) /* the pool again, then a mapping: outside the lock */
-		data = rfs_bigbuf_alloc(len);
+	/* Pooled (bigbuf.c), else mapped: outside the lock. */
+	void *data = rfs_bigbuf_alloc(len);
 	pthread_mutex_lock(&c->lock);
 	f->scratch = scratch;
 	if (data) {

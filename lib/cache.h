@@ -86,10 +86,8 @@ void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key);
  * LRU order such files would fill the whole capacity (with fresh memory)
  * before the first is evicted. A retired entry nobody holds is evicted
  * before any other, oldest retired first, and retired entries keep at
- * most an eighth of the capacity; a fill that finds no pooled buffer of
- * its size takes the buffer of one of the oldest of that size (mapped
- * sizes only), so big closed files may go sooner. A get of it makes it
- * an ordinary entry again. No-op for a key not cached (or still being
+ * most an eighth of the capacity. A get of it makes it an ordinary entry
+ * again. No-op for a key not cached (or still being
  * generated). */
 void rfs_cache_retire(struct rfs_cache *c, const struct rfs_cache_key *key);
 

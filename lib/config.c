@@ -89,9 +89,6 @@ static const struct option_def options[] = {
 	{ "direct_io", FLAG, FIELD(direct_io), 0, 1, NULL, 0,
 	  "bypass the page cache: one copy less, but no mmap (default "
 	  "off)" },
-	{ "passthrough", FLAG, FIELD(passthrough), 0, 1, NULL, 0,
-	  "the kernel reads opened files from memory filled once per open "
-	  "(Linux 6.9+, CAP_SYS_ADMIN; default off)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
 	  "append logs here when daemonised (default: none)" },
 	{ "open_timeout", NUMBER, FIELD(open_timeout), 0, 86400, NULL, 0,

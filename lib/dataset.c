@@ -431,25 +431,6 @@ static size_t file_of(const struct rfs_dataset *d, uint64_t row)
 	return lo;
 }
 
-int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
-			    size_t n, const unsigned char **at)
-{
-	size_t rb = rfs_dataset_row_bytes(d);
-	/* Each file is asked once, when a row first needs it. */
-	const unsigned char **base = calloc(d->nfiles, sizeof(*base));
-	int rc = base ? 0 : -ENOMEM;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		size_t f = file_of(d, (uint64_t)rows[i]);
-		if (!base[f])
-			rc = rfs_source_mapped_rows(d->files[f], &base[f]);
-		uint64_t local = (uint64_t)rows[i] - d->starts[f];
-		if (rc == 0)
-			at[i] = base[f] + local * rb;
-	}
-	free(base);
-	return rc;
-}
-
 uint64_t rfs_dataset_nnz(const struct rfs_dataset *d)
 {
 	uint64_t total = 0;

@@ -46,12 +46,6 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
 int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
 			  size_t n, void *dst);
 
-/* Where global rows[0..n) lie in memory (rfs_source_mapped_rows() of
- * their files): at[i] points at row_bytes bytes of rows[i].
- * @return 0, -EAGAIN (some row's file is not mapped or not in memory),
- * -EIO (its file changed), -ENOMEM. */
-int rfs_dataset_mapped_rows(struct rfs_dataset *d, const int64_t *rows,
-			    size_t n, const unsigned char **at);
 /* The most memory rfs_dataset_read_rows() (nnz 0) or
  * rfs_dataset_read_csr() of n rows holding nnz stored values allocates,
  * its rfs_csr arrays included (rfs_source_read_scratch() over the files,

@@ -2,7 +2,7 @@
  * A zip of stored members, the simplest valid archive: for each member a
  * local header (30 bytes + name) and its bytes, then a central directory
  * entry (46 bytes + name) per member and the end record (22 bytes). No
- * zip64: a batch is capped at 3.5 GiB (view.c). Times are fixed
+ * zip64: a batch is capped at 3.5 GiB (batch.c). Times are fixed
  * (1980-01-01) so the same batch always has the same bytes.
  */
 #include "npz.h"

@@ -108,9 +108,6 @@ void rfs_source_csr_free(struct rfs_csr *c);
 int rfs_source_read_column(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen);
 
-/* TEMPORARY (passthrough). */
-int rfs_source_mapped_rows(struct rfs_source *s, const unsigned char **rows);
-
 /* A source as stats.json reports it. A mount serves the files it opened:
  * a path renamed over or unlinked is REPLACED and still served; a file
  * written in place is CHANGED, and every later read of it is EIO. */

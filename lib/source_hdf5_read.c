@@ -413,16 +413,3 @@ size_t rfs_hdf5_row_scratch(const struct rfs_source *base)
 	return sizeof(struct iovec) + sizeof(struct rfs_fetch_run) +
 	       (s->x.path == RFS_READ_LIBRARY ? s->x.row_bytes : 0);
 }
-
-/* TEMPORARY: passthrough's last caller goes with it. */
-int rfs_source_mapped_rows(struct rfs_source *base, const unsigned char **rows)
-{
-	struct hdf5_source *s = (struct hdf5_source *)base;
-	struct array *a = &s->x;
-	if (base->info.sparse || !a->map.map || !rfs_rowmap_resident(&a->map))
-		return -EAGAIN;
-	int rc = rfs_hdf5_check_unchanged(base);
-	if (rc == 0)
-		*rows = a->map.base;
-	return rc;
-}

@@ -45,6 +45,13 @@ static uint64_t now_s(void)
 	return (uint64_t)ts.tv_sec;
 }
 
+uint64_t rfs_stats_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int rfs_stats_create(uint64_t ranks, struct rfs_stats **out)
 {
 	struct rfs_stats *s =

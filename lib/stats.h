@@ -33,6 +33,10 @@ enum rfs_stats_found {
 void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
 			  enum rfs_stats_found found, uint64_t wait_ns);
 
+/* The monotonic clock, in nanoseconds, that the durations given to these
+ * counters (and prefetch's reader idle times) are measured on. */
+uint64_t rfs_stats_now_ns(void);
+
 /* A batch was generated in ns nanoseconds (plan, read, encode). */
 void rfs_stats_generated(struct rfs_stats *s, uint64_t ns);
 

@@ -1,19 +1,18 @@
 /* A mounted view: the source files seen through one configuration. Owns
  * the dataset, the selection (filters, labels, weights), the planner, the
- * cache and the counters, and turns a file key (epoch, rank, batch, kind)
- * into bytes. The FUSE front end talks only to this. Thread-safe after
- * create. */
+ * batch generator (batch.c) behind the batch cache, the prefetch policy
+ * (lookahead.c) and the counters, and turns a file key (epoch, rank,
+ * batch, kind) into bytes. The FUSE front end talks only to this.
+ * Thread-safe after create. */
 #ifndef RFS_VIEW_H
 #define RFS_VIEW_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/uio.h>
 
 #include "cache.h"
 #include "config.h"
 #include "kind.h"
-#include "npy.h"
 
 struct rfs_view;
 
@@ -64,29 +63,6 @@ int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 		  uint64_t off, struct rfs_cache_entry **out);
 void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
 
-/* Pieces of a file's bytes taken without a copy: 1 MiB of rows of 2 KiB
- * or more (narrower rows are always generated) and the header fit. */
-#define RFS_VIEW_PIECES_MAX 600
-struct rfs_view_pieces {
-	char header[RFS_NPY_HEADER_MAX];
-	struct iovec iov[RFS_VIEW_PIECES_MAX]; /* header, then the rows */
-	size_t count, bytes;
-};
-
-/* Bytes [off, off + size) of a batch .npy without generating it, for a
- * copy made at once (a passthrough open's memfd), when its rows are
- * served as stored (no cast) and lie mapped in memory
- * (rfs_dataset_mapped_rows()): out->iov points at the header in out and
- * at the rows in the sources' mappings, read when the caller copies
- * them. Nothing at or past the end: count 0. (Reads through FUSE are not
- * answered so: FUSE pins a reply's pages one by one, and a row's two
- * pages cost more than the gather; docs/design.md.) @return 0, or
- * -EAGAIN: use rfs_view_read() (another kind, rows not in memory, the
- * file changed, no memory). */
-int rfs_view_read_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
-			 uint64_t off, size_t size,
-			 struct rfs_view_pieces *out);
-
 /* The file's content hash, XXH3-64 as 16 hex digits and a NUL (the
  * user.rankfs.xxh3 attribute); generates the file if needed.
  * @return 0 or rfs_view_get()'s error. */
@@ -94,15 +70,11 @@ int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
 		  char out[17]);
 
 /* A file was opened: counts batch opens per rank, and for batch and npz
- * files queues the next prefetch batches of the same rank and kind.
- * filled_at_open: opens are filled at once (passthrough), so a batch
- * that rfs_view_read_mapped() serves when its turn comes is not
- * prefetched. */
-void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key,
-		     int filled_at_open);
+ * files queues the next prefetch batches of the same rank and kind. */
+void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key);
 /* A file was closed (released): its bytes are retired from the batch
  * cache (rfs_cache_retire()), kept a while for a reader that comes back
- * (until evicted, or their buffer is reused by a new batch). */
+ * (until evicted). */
 void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key);
 /* bytes of a file of rank were returned by read(). */
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);

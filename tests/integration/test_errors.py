@@ -128,6 +128,9 @@ CASES = [
      ["few.h5", "10 rows", "global batch"]),
     ("unknown option", "good", "dataset=/x,bogus=1",
      ["'bogus'", "world_size", "log_file", "allow_other", "clone_fd"]),
+    # FUSE passthrough was removed: its option is unknown like any other.
+    ("passthrough option", "good", "dataset=/x,passthrough",
+     ["'passthrough'", "world_size", "direct_io"]),
     ("bad strategy", "good", "dataset=/x,strategy=random",
      ["strategy=random", "streaming, shuffle, block_shuffle"]),
     ("zero world size", "good", "dataset=/x,world_size=0",

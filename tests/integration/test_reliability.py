@@ -176,15 +176,13 @@ def abort_connection(mnt):
         f.write("1")
 
 
-@pytest.mark.parametrize("readers,options", [(12, ""), (1, "max_threads=1"),
-                                             (12, "passthrough")])
+@pytest.mark.parametrize("readers,options", [(12, ""), (1, "max_threads=1")])
 def test_rereading_one_file_never_hangs(mounts, tmp_path, readers, options):
     # A release drops the file's pages, which waits for every read of them
     # in flight. Done by the request handlers, it hung the mount once they
     # all waited so (a dozen processes re-reading one batch file, or one
     # with a single handler thread). Opens meet stores of the file
-    # (page_store.c). With passthrough, a dozen processes open, share and
-    # release one file's backing at once.
+    # (page_store.c).
     x = np.random.default_rng(11).random((4096, 1024), dtype=np.float32)
     path = write_h5(str(tmp_path / "r.h5"), {"x": x})
     m = mounts(path, "dataset=/x,batch_size=64" +

@@ -297,78 +297,6 @@ static void test_retired_entries_leave_first(void **state)
 	rfs_cache_destroy(c);
 }
 
-/* The data of key batch, held: the caller puts it. */
-static struct rfs_cache_entry *get(struct rfs_cache *c, uint64_t batch)
-{
-	struct rfs_cache_key k = key_of(batch);
-	struct rfs_cache_entry *e = NULL;
-	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
-	assert_non_null(e);
-	return e;
-}
-
-/* With the pool empty, a fill takes the buffer of the oldest retired
- * entry of its size (dropping that entry) instead of mapping fresh
- * memory; entries that are not retired, or of another size, keep theirs,
- * as do retired ones whose buffers malloc serves. */
-static void test_fill_reuses_a_retired_buffer(void **state)
-{
-	(void)state;
-	size_t big = 1 << 20;
-	struct filler f = { .size = big, .big_size = 2 * big };
-	struct rfs_cache *c;
-	/* Room for all; retired entries may keep an eighth: 8 MiB. */
-	assert_int_equal(rfs_cache_create((size_t)64 << 20, fill, &f, &c), 0);
-	rfs_bigbuf_drain();
-	struct rfs_cache_entry *e1 = get(c, 1), *e2 = get(c, 2),
-			       *e3 = get(c, 3), *eb = get(c, BIG);
-	const void *d2 = rfs_cache_entry_data(e2),
-		   *d3 = rfs_cache_entry_data(e3),
-		   *db = rfs_cache_entry_data(eb);
-	rfs_cache_put(c, e1);
-	rfs_cache_put(c, e2);
-	rfs_cache_put(c, e3);
-	rfs_cache_put(c, eb);
-	retire(c, BIG); /* retired first, but another size */
-	retire(c, 2);
-	retire(c, 3);
-	assert_true(counters(c).bytes == 5 * big); /* all kept */
-	/* 4 gets 2's buffer (the oldest retired of its size), 5 gets 3's. */
-	struct rfs_cache_entry *e4 = get(c, 4);
-	assert_ptr_equal(rfs_cache_entry_data(e4), d2);
-	struct rfs_cache_entry *e5 = get(c, 5);
-	assert_ptr_equal(rfs_cache_entry_data(e5), d3);
-	assert_true(counters(c).entries == 4 && counters(c).bytes == 5 * big);
-	/* None left of that size: fresh memory; 1 (not retired) and BIG
-	 * (retired, another size) keep theirs. */
-	struct rfs_cache_entry *e6 = get(c, 6);
-	assert_true(counters(c).entries == 5 && counters(c).bytes == 6 * big);
-	rfs_cache_put(c, e4);
-	rfs_cache_put(c, e5);
-	rfs_cache_put(c, e6);
-	/* The robbed entries are gone, generated again with their own
-	 * bytes; 1 and BIG are still there. */
-	int calls = atomic_load(&f.calls);
-	assert_int_equal(get_put(c, &f, 2), 1);
-	assert_int_equal(get_put(c, &f, 3), 1);
-	assert_int_equal(get_put(c, &f, 1), 0);
-	struct rfs_cache_entry *again = get(c, BIG);
-	assert_ptr_equal(rfs_cache_entry_data(again), db);
-	rfs_cache_put(c, again);
-	assert_int_equal(atomic_load(&f.calls), calls + 2);
-	rfs_cache_destroy(c);
-	/* Buffers malloc serves are not taken: the closed file stays. */
-	struct filler small = { .size = 100 };
-	assert_int_equal(rfs_cache_create(1 << 20, fill, &small, &c), 0);
-	assert_int_equal(get_put(c, &small, 1), 1);
-	retire(c, 1);
-	assert_int_equal(get_put(c, &small, 2), 1);
-	assert_true(counters(c).entries == 2);
-	assert_int_equal(get_put(c, &small, 1), 0);
-	rfs_cache_destroy(c);
-	rfs_bigbuf_drain();
-}
-
 static void test_entry_bigger_than_capacity(void **state)
 {
 	(void)state;
@@ -794,7 +722,6 @@ int main(void)
 		cmocka_unit_test(test_entry_bigger_than_capacity),
 		cmocka_unit_test(test_reserve_shrinks_capacity),
 		cmocka_unit_test(test_retired_entries_leave_first),
-		cmocka_unit_test(test_fill_reuses_a_retired_buffer),
 		cmocka_unit_test(test_held_entries_not_evicted),
 		cmocka_unit_test(test_failed_fill_is_retried),
 		cmocka_unit_test(test_concurrent_gets_fill_once),

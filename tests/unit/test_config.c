@@ -48,7 +48,6 @@ static void test_defaults(void **state)
 	assert_int_equal(c.epochs, 10);
 	assert_int_equal(c.cache_mb, 1024);
 	assert_int_equal(c.direct_io, 0);
-	assert_int_equal(c.passthrough, 0);
 	assert_null(c.log_file);
 	rfs_config_free(&c);
 }
@@ -79,7 +78,6 @@ static void test_every_option_sets(void **state)
 	set_ok(&c, "epochs", "3");
 	set_ok(&c, "cache_mb", "64");
 	set_ok(&c, "direct_io", NULL);
-	set_ok(&c, "passthrough", NULL);
 	set_ok(&c, "log_file", "/tmp/rankfs.log");
 	set_ok(&c, "drop_last", "0");
 	set_ok(&c, "total_size", "5000");
@@ -109,7 +107,6 @@ static void test_every_option_sets(void **state)
 	assert_int_equal(c.epochs, 3);
 	assert_int_equal(c.cache_mb, 64);
 	assert_int_equal(c.direct_io, 1);
-	assert_int_equal(c.passthrough, 1);
 	assert_string_equal(c.log_file, "/tmp/rankfs.log");
 
 	set_ok(&c, "strategy", "streaming");
@@ -284,7 +281,6 @@ static void test_bad_values_rejected(void **state)
 		{ "cache_mb", "1073741825" },
 		{ "direct_io", "2" },
 		{ "direct_io", "yes" },
-		{ "passthrough", "2" },
 		{ "strategy", "random" },
 		{ "strategy", "" },
 		{ "strategy", NULL },
@@ -388,6 +384,10 @@ static void test_unknown_key(void **state)
 			 -ENOENT);
 	assert_int_equal(rfs_config_set(&c, "", "2", err, sizeof(err)),
 			 -ENOENT);
+	/* FUSE passthrough was removed: its option is unknown like any. */
+	assert_int_equal(rfs_config_set(&c, "passthrough", NULL, err,
+					sizeof(err)),
+			 -ENOENT);
 	assert_string_equal(err, "untouched");
 	assert_memory_equal(&c, &before, sizeof(c));
 }
@@ -421,7 +421,7 @@ static void test_render_json_defaults(void **state)
 		"\"partition\": \"batch\"", "\"drop_last\": 1",
 		"\"dataset\": null",	     "\"epochs\": 10",
 		"\"cache_mb\": 1024",	     "\"direct_io\": false",
-		"\"passthrough\": false", "\"log_file\": null",
+		"\"log_file\": null",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!strstr(j, want[i]))

@@ -132,41 +132,6 @@ static void test_files_in_order(void **state)
 	rfs_dataset_destroy(d);
 }
 
-/* Rows where their files are mapped; none where nothing may be mapped,
- * or once a file changed. */
-static void test_mapped_rows(void **state)
-{
-	struct fixture *f = *state;
-	char err[512] = "";
-	struct rfs_dataset *d;
-	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
-			 0);
-	const int64_t rows[] = { 11, 0, 5, 4, 5, 8, 7, 2 };
-	const unsigned char *at[8];
-	assert_int_equal(rfs_dataset_mapped_rows(d, rows, 8, at), 0);
-	for (int i = 0; i < 8; i++)
-		for (int c = 0; c < COLS; c++) {
-			float v;
-			memcpy(&v, at[i] + c * 4, 4);
-			assert_true(v == value((uint64_t)rows[i], (uint64_t)c));
-		}
-	/* A new mtime on the middle file: its rows fail, the others not. */
-	struct timespec times[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
-	assert_int_equal(utimensat(AT_FDCWD, f->path[1], times, 0), 0);
-	assert_int_equal(rfs_dataset_mapped_rows(d, rows, 2, at), 0);
-	assert_int_equal(rfs_dataset_mapped_rows(d, rows, 3, at), -EIO);
-	rfs_dataset_destroy(d);
-
-	/* No memory for chunks, none for mappings. */
-	assert_int_equal(rfs_dataset_open(paths, 3, NULL, 0, &d, err,
-					  sizeof(err)),
-			 0);
-	assert_int_equal(rfs_dataset_mapped_rows(d, rows, 1, at), -EAGAIN);
-	rfs_dataset_destroy(d);
-}
-
 static void test_directory_in_name_order(void **state)
 {
 	struct fixture *f = *state;
@@ -283,7 +248,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_files_in_order),
-		cmocka_unit_test(test_mapped_rows),
 		cmocka_unit_test(test_directory_in_name_order),
 		cmocka_unit_test(test_column_across_files),
 		cmocka_unit_test(test_mismatches_name_the_file),

@@ -115,25 +115,6 @@ static void test_bigbuf_reuses(void **state)
 	rfs_bigbuf_drain();
 }
 
-/* pooled() hands out only what the pool holds: never fresh memory, and
- * nothing for sizes malloc serves. */
-static void test_bigbuf_pooled_only_from_the_pool(void **state)
-{
-	(void)state;
-	size_t big = 1 << 20;
-	rfs_bigbuf_drain();
-	assert_null(rfs_bigbuf_pooled(big));
-	assert_null(rfs_bigbuf_pooled(100));
-	unsigned char *a = rfs_bigbuf_alloc(big);
-	assert_non_null(a);
-	rfs_bigbuf_free(a, big);
-	assert_null(rfs_bigbuf_pooled(2 * big)); /* another size */
-	assert_ptr_equal(rfs_bigbuf_pooled(big), a);
-	assert_null(rfs_bigbuf_pooled(big)); /* taken */
-	rfs_bigbuf_free(a, big);
-	rfs_bigbuf_drain();
-}
-
 /* Sizes a few KiB apart (a mount's .npz files) share pooled buffers:
  * large buffers take whole 64 KiB steps. */
 static void test_bigbuf_nearly_equal_sizes_share(void **state)
@@ -162,7 +143,6 @@ int main(void)
 		cmocka_unit_test(test_runs_scatter_and_short_file),
 		cmocka_unit_test(test_preadv_fallback),
 		cmocka_unit_test(test_bigbuf_reuses),
-		cmocka_unit_test(test_bigbuf_pooled_only_from_the_pool),
 		cmocka_unit_test(test_bigbuf_nearly_equal_sizes_share),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

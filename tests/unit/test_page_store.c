@@ -1,5 +1,6 @@
 /* Unit tests for fs/page_store.c: only an open of a file with no other
- * file of it open stores, and other opens wait for that store. */
+ * file of it open stores (cancelling a queued drop), other opens wait for
+ * that store, and the last close drops the file's pages. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +19,9 @@ struct sent {
 	const void *data;
 	size_t len;
 	int calls;
-	int rc; /* what the send returns */
+	int rc; /* what the store returns */
+	uint64_t dropped_ino, cancelled_ino;
+	int drops, cancels;
 };
 
 static int record(void *ctx, uint64_t ino, const void *data, size_t len)
@@ -31,12 +34,32 @@ static int record(void *ctx, uint64_t ino, const void *data, size_t len)
 	return s->rc;
 }
 
+static void record_drop(void *ctx, uint64_t ino)
+{
+	struct sent *s = ctx;
+	s->dropped_ino = ino;
+	s->drops++;
+}
+
+static void record_cancel(void *ctx, uint64_t ino)
+{
+	struct sent *s = ctx;
+	s->cancelled_ino = ino;
+	s->cancels++;
+}
+
+static const struct rfs_page_store_ops recording = {
+	.store = record,
+	.drop = record_drop,
+	.cancel_drop = record_cancel,
+};
+
 static void test_first_open_stores_later_ones_do_not(void **state)
 {
 	(void)state;
 	struct sent sent = { 0 };
 	struct rfs_page_store *s;
-	assert_int_equal(rfs_page_store_create(record, &sent, &s), 0);
+	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
 	static const char bytes[] = "batch bytes";
 	assert_int_equal(rfs_page_store_open(s, 7), 1);
 	assert_int_equal(rfs_page_store_fill(s, 7, bytes, sizeof(bytes)), 0);
@@ -69,6 +92,39 @@ static void test_first_open_stores_later_ones_do_not(void **state)
 	assert_int_equal(rfs_page_store_close(s, 9, NULL, NULL), 1);
 	rfs_page_store_destroy(s);
 	rfs_page_store_destroy(NULL);
+}
+
+static void count_call(void *ctx);
+
+/* The first open cancels a drop queued by an earlier release, before its
+ * store; only the last close drops, before its at_last. */
+static void test_last_close_drops_first_open_cancels(void **state)
+{
+	(void)state;
+	struct sent sent = { 0 };
+	struct rfs_page_store *s;
+	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
+	assert_int_equal(rfs_page_store_open(s, 5), 1);
+	assert_int_equal(sent.cancels, 1);
+	assert_int_equal(sent.cancelled_ino, 5);
+	assert_int_equal(rfs_page_store_fill(s, 5, "y", 1), 0);
+	assert_int_equal(rfs_page_store_open(s, 5), 0);
+	assert_int_equal(sent.cancels, 1); /* open already: pages in use */
+	int undone = 0;
+	assert_int_equal(rfs_page_store_close(s, 5, count_call, &undone), 0);
+	assert_int_equal(sent.drops, 0);
+	assert_int_equal(undone, 0);
+	assert_int_equal(rfs_page_store_close(s, 5, count_call, &undone), 1);
+	assert_int_equal(sent.drops, 1);
+	assert_int_equal(sent.dropped_ino, 5);
+	assert_int_equal(undone, 1);
+	/* Opened again: the drop just queued is cancelled. */
+	assert_int_equal(rfs_page_store_open(s, 5), 1);
+	assert_int_equal(sent.cancels, 2);
+	assert_int_equal(rfs_page_store_fill(s, 5, NULL, 0), 0);
+	assert_int_equal(rfs_page_store_close(s, 5, NULL, NULL), 1);
+	assert_int_equal(sent.drops, 2);
+	rfs_page_store_destroy(s);
 }
 
 static void count_call(void *ctx)
@@ -115,7 +171,7 @@ static void test_second_open_waits_for_the_store(void **state)
 	(void)state;
 	struct sent sent = { 0 };
 	struct rfs_page_store *s;
-	assert_int_equal(rfs_page_store_create(record, &sent, &s), 0);
+	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
 	assert_int_equal(rfs_page_store_open(s, 7), 1);
 	struct opener o = { .s = s };
 	pthread_t t;
@@ -134,6 +190,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_first_open_stores_later_ones_do_not),
+		cmocka_unit_test(test_last_close_drops_first_open_cancels),
 		cmocka_unit_test(test_counting_only),
 		cmocka_unit_test(test_second_open_waits_for_the_store),
 	};

@@ -1,4 +1,6 @@
-/* Unit tests for lib/view.c: one source seen through one configuration. */
+/* Unit tests for lib/view.c: one source seen through one configuration,
+ * through the facade the front end calls (generation: test_batch.c;
+ * prefetch policy: test_lookahead.c; JSON: test_view_json.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -204,6 +206,10 @@ static void test_json_files(void **state)
 	assert_non_null(strstr(sj, want));
 	assert_non_null(strstr(sj, "\"misses\": 0"));
 	assert_non_null(strstr(sj, "\"capacity_bytes\": 1048576"));
+	/* cache_mb=1 split (budget.c): the planner's share is its bound. */
+	assert_non_null(strstr(sj, "\"budget\": {\"total_bytes\": 1048576, "
+				   "\"chunks_bytes\": 524288, "));
+	assert_non_null(strstr(sj, "\"pool_bytes\": 131072}"));
 	free(sj);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);
@@ -318,7 +324,7 @@ static void test_get_is_cached(void **state)
 	assert_true(a == b);
 	rfs_view_put(v, a);
 	rfs_view_put(v, b);
-	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 }, 0);
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 });
 	rfs_view_count_bytes(v, 1, 448);
 	char *sj;
 	size_t len;
@@ -330,95 +336,6 @@ static void test_get_is_cached(void **state)
 	free(sj);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);
-}
-
-/* Reads [off, off + size) of key through rfs_view_read_mapped() and
- * checks the pieces against the generated file. @return pieces, or -1
- * when it declined. */
-static int check_mapped(struct rfs_view *v, const struct rfs_cache_key *key,
-			uint64_t off, size_t size)
-{
-	static struct rfs_view_pieces p;
-	if (rfs_view_read_mapped(v, key, off, size, &p) != 0)
-		return -1;
-	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_view_get(v, key, &e), 0);
-	size_t len = rfs_cache_entry_size(e);
-	size_t want = off >= len ? 0 : len - off < size ? len - off : size;
-	assert_int_equal(p.bytes, want);
-	uint64_t at = off;
-	for (size_t i = 0; i < p.count; i++) {
-		assert_true(at + p.iov[i].iov_len <= len);
-		assert_memory_equal(p.iov[i].iov_base,
-				    rfs_cache_entry_data(e) + at,
-				    p.iov[i].iov_len);
-		at += p.iov[i].iov_len;
-	}
-	assert_int_equal(at - off, want);
-	rfs_view_put(v, e);
-	return (int)p.count;
-}
-
-/* Rows of 2 KiB or more served as stored come from the source's mapping,
- * unconverted: the pieces of any slice are the generated file's bytes;
- * rows next to each other in the file are one piece. */
-static void test_read_mapped(void **state)
-{
-	struct fixture *f = *state;
-	char wide[PATH_MAX + 32], err[128];
-	snprintf(wide, sizeof(wide), "%s/wide.h5ad", f->dir);
-	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
-	struct rfs_cache_key k = { .epoch = 1, .rank = 1, .batch = 2,
-				   .kind = RFS_KIND_BATCH };
-	const uint64_t len = 128 + 16 * 2400;
-	static const char *const strategies[] = { "streaming", "shuffle" };
-	for (int s = 0; s < 2; s++) {
-		struct rfs_config c;
-		make_config(&c, strategies[s], "5");
-		/* Room to map the 480 KB of rows. */
-		assert_int_equal(rfs_config_set(&c, "cache_mb", "8", err,
-						sizeof(err)),
-				 0);
-		struct rfs_view *v = create_ok(&c, wide);
-		int whole = check_mapped(v, &k, 0, 1 << 20);
-		if (s == 0)
-			assert_int_equal(whole, 2); /* header, 16 rows */
-		else
-			assert_in_range(whole, 3, 17);
-		assert_int_equal(check_mapped(v, &k, 0, 1), 1);
-		assert_int_equal(check_mapped(v, &k, 100, 1000), 2);
-		assert_int_equal(check_mapped(v, &k, 128 + 2399, 2), s ? 2 : 1);
-		assert_true(check_mapped(v, &k, 127, 5000) >= 2);
-		assert_int_equal(check_mapped(v, &k, len - 10, 100), 1);
-		assert_int_equal(check_mapped(v, &k, len, 10), 0);
-		/* Not a batch's rows: generated. */
-		struct rfs_cache_key index = k;
-		index.kind = RFS_KIND_INDEX;
-		assert_int_equal(check_mapped(v, &index, 0, 1 << 20), -1);
-		rfs_view_destroy(v);
-		rfs_config_free(&c);
-	}
-	/* Cast, not mapped (no room), or narrow rows: generated. */
-	static const char *const declined[][2] = {
-		{ "dtype", "float64" }, { "cache_mb", "1" }, { NULL, NULL } };
-	for (int d = 0; d < 3; d++) {
-		struct rfs_config c;
-		make_config(&c, "shuffle", "5");
-		if (declined[d][0] && strcmp(declined[d][0], "cache_mb"))
-			assert_int_equal(rfs_config_set(&c, "cache_mb", "8",
-							err, sizeof(err)),
-					 0);
-		if (declined[d][0])
-			assert_int_equal(rfs_config_set(&c, declined[d][0],
-							declined[d][1], err,
-							sizeof(err)),
-					 0);
-		struct rfs_view *v = create_ok(&c, declined[d][0] ? wide :
-								    f->path);
-		assert_int_equal(check_mapped(v, &k, 0, 1 << 20), -1);
-		rfs_view_destroy(v);
-		rfs_config_free(&c);
-	}
 }
 
 /* stats.json's prefetch field: depth, queued or done. */
@@ -467,34 +384,7 @@ static void open_at(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 {
 	rfs_view_opened(v, &(struct rfs_cache_key){ .epoch = epoch,
 						    .rank = rank,
-						    .batch = batch },
-			0);
-}
-
-/* Opens filled at once from the mapping (passthrough) leave nothing to
- * prefetch for such batches; FUSE reads of them still get it ahead. */
-static void test_filled_at_open_skips_prefetch(void **state)
-{
-	struct fixture *f = *state;
-	char wide[PATH_MAX + 32];
-	snprintf(wide, sizeof(wide), "%s/wide2.h5ad", f->dir);
-	assert_int_equal(write_source_cols(wide, 200, 2, 600), 0);
-	for (int filled = 1; filled >= 0; filled--) {
-		struct rfs_config c;
-		struct rfs_view *v = prefetching_view(&c, wide, "3", "8");
-		rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1 },
-				filled);
-		wait_prefetched(v, 3);
-		char *sj = NULL;
-		size_t len;
-		assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
-		assert_non_null(strstr(sj, "\"done\": 3"));
-		assert_non_null(strstr(sj, filled ? "\"misses\": 0" :
-						    "\"misses\": 3"));
-		free(sj);
-		rfs_view_destroy(v);
-		rfs_config_free(&c);
-	}
+						    .batch = batch });
 }
 
 static void test_opened_prefetches_ahead(void **state)
@@ -502,8 +392,7 @@ static void test_opened_prefetches_ahead(void **state)
 	struct fixture *f = *state;
 	struct rfs_config c;
 	struct rfs_view *v = prefetching_view(&c, f->path, "3", NULL);
-	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 },
-			0);
+	rfs_view_opened(v, &(struct rfs_cache_key){ .rank = 1, .batch = 4 });
 	/* Batches 5, 6, 7 of rank 1 get generated in the background. */
 	wait_prefetched(v, 3);
 	char *sj = NULL;
@@ -525,27 +414,6 @@ static void test_opened_prefetches_ahead(void **state)
 	rfs_config_free(&c);
 }
 
-/* A reader that jumps gets nothing queued at the jump: only opens in
- * order (or nearly, as concurrent loader workers open) queue ahead. */
-static void test_prefetch_skips_jumps(void **state)
-{
-	struct fixture *f = *state;
-	struct rfs_config c;
-	struct rfs_view *v = prefetching_view(&c, f->path, "3", NULL);
-	open_at(v, 0, 1, 0); /* first: 1, 2, 3 */
-	open_at(v, 0, 1, 2); /* workers' order: 4, 5 */
-	open_at(v, 0, 1, 1); /* behind, within depth: nothing new */
-	assert_int_equal(prefetch_count(v, "queued"), 5);
-	open_at(v, 200, 1, 0); /* jump ahead: nothing */
-	open_at(v, 100, 1, 0); /* jump back: nothing */
-	assert_int_equal(prefetch_count(v, "queued"), 5);
-	open_at(v, 100, 1, 1); /* in order after the jump: 3 more */
-	assert_int_equal(prefetch_count(v, "queued"), 8);
-	wait_prefetched(v, 8);
-	rfs_view_destroy(v);
-	rfs_config_free(&c);
-}
-
 /* The ranks that read share the room for prefetched batches: the depth
  * halves when a second starts. */
 static void test_prefetch_depth_shared_by_readers(void **state)
@@ -560,40 +428,6 @@ static void test_prefetch_depth_shared_by_readers(void **state)
 	assert_int_equal(prefetch_count(v, "depth"), depth);
 	open_at(v, 0, 1, 0);
 	assert_int_equal(prefetch_count(v, "depth"), depth / 2);
-	rfs_view_destroy(v);
-	rfs_config_free(&c);
-}
-
-static void test_one_dimensional_source(void **state)
-{
-	struct fixture *f = *state;
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/labels.h5", f->dir);
-	assert_int_equal(write_source(path, 200, 1), 0);
-	struct rfs_config c;
-	char err[64];
-	make_config(&c, "shuffle", "1");
-	assert_int_equal(rfs_config_set(&c, "dataset", "/X", err, sizeof(err)),
-			 0);
-	struct rfs_view *v = create_ok(&c, path);
-	struct rfs_cache_key k = { .epoch = 0, .rank = 0, .batch = 1,
-				   .kind = RFS_KIND_BATCH };
-	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_view_get(v, &k, &e), 0);
-	const unsigned char *p = rfs_cache_entry_data(e);
-	size_t h = parse_npy(p, rfs_cache_entry_size(e), "<f4", "(16,)");
-	assert_int_equal(h + 16 * 4, rfs_cache_entry_size(e));
-	int64_t rows[16];
-	assert_int_equal(rfs_view_plan(v, 0, 0, 1, rows), 0);
-	for (int j = 0; j < 16; j++) {
-		float got;
-		memcpy(&got, p + h + (size_t)j * 4, 4);
-		/* Element r of a 1-d /X is what the N x 5 writer put first
-		 * in its buffer, i.e. element r of the flat buffer. */
-		assert_true(got == value((uint64_t)rows[j] / COLS,
-					 (uint64_t)rows[j] % COLS));
-	}
-	rfs_view_put(v, e);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);
 }
@@ -717,12 +551,8 @@ int main(void)
 		cmocka_unit_test(test_batch_bytes),
 		cmocka_unit_test(test_get_is_cached),
 		cmocka_unit_test(test_opened_prefetches_ahead),
-		cmocka_unit_test(test_prefetch_skips_jumps),
 		cmocka_unit_test(test_prefetch_depth_shared_by_readers),
-		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_view_id),
-		cmocka_unit_test(test_read_mapped),
-		cmocka_unit_test(test_filled_at_open_skips_prefetch),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

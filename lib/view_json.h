@@ -1,0 +1,55 @@
+/* The JSON files of a view and its id: config.json and dataset.json
+ * (rendered once at mount), stats.json (a snapshot per open), and
+ * view_id. Pure renderers: what they show is passed in. */
+#ifndef RFS_VIEW_JSON_H
+#define RFS_VIEW_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "budget.h"
+#include "cache.h"
+#include "config.h"
+#include "dataset.h"
+#include "dtype.h"
+#include "prefetch.h"
+#include "selection.h"
+#include "stats.h"
+
+/* view_id: xxh64 of the dataset fingerprint, what the selection took
+ * from columns, and every byte-changing option of c (and the width of
+ * step names where epochs widens them), so equal ids mean equal files
+ * on every node. @return 0 or -ENOMEM. */
+int rfs_view_json_id(const struct rfs_config *c, const struct rfs_dataset *d,
+		     const struct rfs_selection *s, uint64_t batches_per_rank,
+		     uint64_t *out);
+
+/* config.json: c's options and view_id. *out is the caller's to free.
+ * @return 0 or -ENOMEM. */
+int rfs_view_json_config(const struct rfs_config *c, uint64_t view_id,
+			 char **out, size_t *len);
+
+/* dataset.json: the sources, the matrix (served in out_dtype), the rows
+ * filters keep and the label of s (its column named by c). *out is the
+ * caller's to free. @return 0 or -ENOMEM. */
+int rfs_view_json_dataset(const struct rfs_config *c,
+			  const struct rfs_dataset *d,
+			  const struct rfs_selection *s,
+			  enum rfs_dtype out_dtype, char **out, size_t *len);
+
+/* What stats.json shows, gathered by the caller. */
+struct rfs_view_json_live {
+	uint64_t view_id;
+	struct rfs_stats *stats; /* borrowed: rendered as it is now */
+	struct rfs_cache_counters cache;
+	uint64_t capacity_bytes; /* all of cache_mb */
+	struct rfs_prefetch_counters prefetch;
+	uint64_t depth; /* prefetch depth now */
+	struct rfs_budget budget; /* cache_mb's shares */
+};
+
+/* stats.json. *out is the caller's to free. @return 0 or -ENOMEM. */
+int rfs_view_json_stats(const struct rfs_view_json_live *l, char **out,
+			size_t *len);
+
+#endif

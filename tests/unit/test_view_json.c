@@ -1,0 +1,228 @@
+/* Unit tests for lib/view_json.c: config.json, dataset.json, stats.json
+ * and view_id from what they are given. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "dataset.h"
+#include "h5_fixture.h"
+#include "selection.h"
+#include "stats.h"
+#include "view_json.h"
+
+#define COLS 5
+
+struct fixture {
+	char dir[PATH_MAX];
+	char path[PATH_MAX + 32]; /* 1000 x 5 float32 at /X */
+	char other[PATH_MAX + 32]; /* 1001 rows */
+};
+
+static int write_source(const char *path, uint64_t rows)
+{
+	float *m = calloc(rows * COLS, sizeof(*m));
+	if (!m)
+		return -1;
+	for (uint64_t i = 0; i < rows * COLS; i++)
+		m[i] = (float)i;
+	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
+				  .dims = { rows, COLS }, .data = m };
+	int rc = h5fx_write(path, &d, 1, 1);
+	free(m);
+	return rc;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	if (!f || h5fx_tmpdir(f->dir, sizeof(f->dir)) != 0) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->path, sizeof(f->path), "%s/cells.h5ad", f->dir);
+	snprintf(f->other, sizeof(f->other), "%s/other.h5ad", f->dir);
+	if (write_source(f->path, 1000) != 0 ||
+	    write_source(f->other, 1001) != 0) {
+		h5fx_rmtree(f->dir);
+		free(f);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	h5fx_rmtree(f->dir);
+	free(f);
+	return 0;
+}
+
+struct opened {
+	struct rfs_config c;
+	struct rfs_dataset *d;
+	struct rfs_selection s;
+};
+
+static void set(struct rfs_config *c, const char *key, const char *value)
+{
+	char err[128];
+	assert_int_equal(rfs_config_set(c, key, value, err, sizeof(err)), 0);
+}
+
+/* path with batch_size 16 and seed. */
+static void open_source(struct opened *o, const char *path, const char *seed)
+{
+	char err[512] = "";
+	memset(o, 0, sizeof(*o));
+	rfs_config_init(&o->c);
+	set(&o->c, "batch_size", "16");
+	set(&o->c, "seed", seed);
+	set(&o->c, "dataset", "/X");
+	char *paths[] = { (char *)path };
+	if (rfs_dataset_open(paths, 1, "/X", 1 << 20, &o->d, err,
+			     sizeof(err)) != 0)
+		fail_msg("open %s: %s", path, err);
+	assert_int_equal(rfs_selection_build(&o->c, o->d, &o->s, err,
+					     sizeof(err)),
+			 0);
+}
+
+static void close_source(struct opened *o)
+{
+	rfs_selection_free(&o->s);
+	rfs_dataset_destroy(o->d);
+	rfs_config_free(&o->c);
+}
+
+static uint64_t id_of(struct opened *o)
+{
+	uint64_t id = 0;
+	assert_int_equal(rfs_view_json_id(&o->c, o->d, &o->s, 62, &id), 0);
+	return id;
+}
+
+/* Equal for equal data and byte-changing options, whatever else. */
+static void test_view_id(void **state)
+{
+	struct fixture *f = *state;
+	struct opened a, b, c, d;
+	open_source(&a, f->path, "5");
+	open_source(&b, f->path, "5");
+	open_source(&c, f->path, "6");
+	open_source(&d, f->other, "5");
+	set(&b.c, "cache_mb", "7"); /* not byte-changing */
+	set(&b.c, "direct_io", NULL);
+	uint64_t ida = id_of(&a);
+	assert_true(ida == id_of(&b));
+	assert_true(ida != id_of(&c));
+	assert_true(ida != id_of(&d));
+	/* epochs changes nothing, unless it widens step names. */
+	set(&b.c, "epochs", "3");
+	assert_true(ida == id_of(&b));
+	uint64_t wide;
+	set(&b.c, "epochs", "2000000000");
+	assert_int_equal(rfs_view_json_id(&b.c, b.d, &b.s, 62, &wide), 0);
+	assert_true(ida != wide);
+	close_source(&a);
+	close_source(&b);
+	close_source(&c);
+	close_source(&d);
+}
+
+static void test_config_and_dataset(void **state)
+{
+	struct fixture *f = *state;
+	struct opened o;
+	open_source(&o, f->path, "77");
+	char *j;
+	size_t len;
+	assert_int_equal(rfs_view_json_config(&o.c, 0xabcdef12345ull, &j,
+					      &len),
+			 0);
+	assert_int_equal(strlen(j), len);
+	assert_int_equal(j[0], '{');
+	assert_non_null(strstr(j, "\"seed\": 77"));
+	assert_non_null(strstr(j, "\"batch_size\": 16"));
+	assert_non_null(strstr(j, "\"view_id\": \"00000abcdef12345\""));
+	assert_int_equal(strcmp(j + len - 2, "}\n"), 0);
+	free(j);
+
+	assert_int_equal(rfs_view_json_dataset(&o.c, o.d, &o.s, RFS_FLOAT64,
+					       &j, &len),
+			 0);
+	assert_int_equal(strlen(j), len);
+	assert_non_null(strstr(j, "\"rows\": 1000"));
+	assert_non_null(strstr(j, "\"columns\": 5"));
+	assert_non_null(strstr(j, "\"dtype\": \"float32\""));
+	assert_non_null(strstr(j, "\"served_dtype\": \"float64\""));
+	assert_non_null(strstr(j, "\"format\": \"dense\""));
+	assert_non_null(strstr(j, "\"shape\": [1000, 5]"));
+	assert_non_null(strstr(j, "\"dataset\": \"/X\""));
+	assert_non_null(strstr(j, "\"layout\": \"contiguous\""));
+	assert_non_null(strstr(j, "cells.h5ad\", \"rows\": 1000, "
+				  "\"first_row\": 0"));
+	assert_non_null(strstr(j, "\"filtered_rows\": 1000"));
+	assert_non_null(strstr(j, "\"label\": null"));
+	assert_non_null(strstr(j, "\"fingerprint\": \""));
+	assert_int_equal(strcmp(j + len - 2, "}\n"), 0);
+	free(j);
+	close_source(&o);
+}
+
+static void test_stats(void **state)
+{
+	(void)state;
+	struct rfs_view_json_live l = {
+		.view_id = 0x1234,
+		.cache = { .hits = 3, .misses = 4, .bytes = 500,
+			   .entries = 2, .room_waits = 1 },
+		.capacity_bytes = 1 << 20,
+		.prefetch = { .queued = 7, .done = 6, .dropped = 5 },
+		.depth = 8,
+		.budget = { .total = 100, .chunks = 50, .plan_limit = 25,
+			    .plan = 10, .batches = 40, .prefetch = 20,
+			    .pool = 12 },
+	};
+	assert_int_equal(rfs_stats_create(2, &l.stats), 0);
+	char *j;
+	size_t len;
+	assert_int_equal(rfs_view_json_stats(&l, &j, &len), 0);
+	assert_int_equal(strlen(j), len);
+	assert_non_null(strstr(j, "\"view_id\": \"0000000000001234\""));
+	assert_non_null(strstr(j, "\"ranks\": ["));
+	assert_non_null(strstr(j, "\"cache\": {\"hits\": 3, \"misses\": 4, "
+				  "\"bytes\": 500, \"entries\": 2, "
+				  "\"capacity_bytes\": 1048576, "
+				  "\"room_waits\": 1}"));
+	assert_non_null(strstr(j, "\"prefetch\": {\"depth\": 8, "
+				  "\"queued\": 7, \"done\": 6, "
+				  "\"dropped\": 5}"));
+	assert_non_null(strstr(j, "\"budget\": {\"total_bytes\": 100, "
+				  "\"chunks_bytes\": 50, "
+				  "\"batches_bytes\": 40, "
+				  "\"prefetch_bytes\": 20, \"plan_bytes\": 10, "
+				  "\"pool_bytes\": 12}"));
+	assert_int_equal(strcmp(j + len - 2, "}\n"), 0);
+	free(j);
+	rfs_stats_destroy(l.stats);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_view_id),
+		cmocka_unit_test(test_config_and_dataset),
+		cmocka_unit_test(test_stats),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
