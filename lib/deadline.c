@@ -31,6 +31,11 @@ void rfs_deadline_set_limit(unsigned seconds)
 	limit_s = seconds;
 }
 
+unsigned rfs_deadline_limit(void)
+{
+	return limit_s;
+}
+
 static void *watch(void *arg)
 {
 	struct timespec at;

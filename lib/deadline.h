@@ -6,6 +6,7 @@
 
 /* Seconds each later step may last (0: no deadline). Default 120. */
 void rfs_deadline_set_limit(unsigned seconds);
+unsigned rfs_deadline_limit(void);
 
 /* Starts a step, what naming it ("source X: opening it"); copied. If the
  * step has not ended when the limit passes, the process prints

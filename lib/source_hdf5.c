@@ -40,14 +40,15 @@ int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n)
 	if (type < 0 || H5Tget_class(type) != H5T_STRING)
 		goto close;
 	if (H5Tis_variable_str(type) > 0) {
-		char *value = NULL;
+		char **value = NULL;
 		hid_t mem = H5Tcopy(H5T_C_S1);
 		H5Tset_size(mem, H5T_VARIABLE);
 		/* HDF5 converts no strings between ASCII and UTF-8. */
 		H5Tset_cset(mem, H5Tget_cset(type));
-		if (H5Aread(attr, mem, &value) >= 0 && value) {
-			snprintf(out, n, "%s", value);
-			H5free_memory(value);
+		if (rfs_hdf5_read_vlen(attr, 1, mem, 1, &value) == 0) {
+			snprintf(out, n, "%s", value[0]);
+			free(value[0]);
+			free(value);
 			rc = 0;
 		}
 		H5Tclose(mem);
@@ -494,18 +495,24 @@ static const char *var_table(const char *dataset)
 
 /* XXH3 of the var names (each followed by a NUL), so files whose columns
  * are different genes are told apart even when D agrees. */
-static void fingerprint_var(struct hdf5_source *s)
+static int fingerprint_var(struct hdf5_source *s, char *err, size_t errlen)
 {
 	const char *table = s->anndata ? var_table(s->dataset) : NULL;
 	char index[128] = "_index";
 	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
 	if (group < 0)
-		return;
+		return 0;
 	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
 	hid_t names = H5Dopen2(group, index, H5P_DEFAULT);
 	int64_t n = names >= 0 ? rfs_hdf5_length_1d(names) : -1;
 	char **strings = NULL;
-	if (n >= 0 && rfs_hdf5_read_strings(names, (uint64_t)n, &strings) == 0) {
+	int rc = n >= 0 ? rfs_hdf5_read_strings(names, (uint64_t)n, &strings) :
+			  0;
+	if (rc != 0)
+		snprintf(err, errlen, "%s: the var names (%s/%s) cannot be "
+				      "read: %s",
+			 s->path, table, index, strerror(-rc));
+	if (rc == 0 && strings) {
 		XXH3_state_t *st = XXH3_createState();
 		if (st) {
 			XXH3_64bits_reset(st);
@@ -523,6 +530,7 @@ static void fingerprint_var(struct hdf5_source *s)
 	if (names >= 0)
 		H5Dclose(names);
 	H5Gclose(group);
+	return rc;
 }
 
 static void close_source(struct rfs_source *base)
@@ -658,7 +666,9 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	rc = fingerprint(s, err, errlen);
 	if (rc != 0)
 		goto fail;
-	fingerprint_var(s);
+	rc = fingerprint_var(s, err, errlen);
+	if (rc != 0)
+		goto fail;
 	*out = &s->base;
 	return 0;
 fail:

@@ -114,6 +114,13 @@ int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
 int rfs_hdf5_check_unchanged(struct rfs_source *base);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 
+/* source_hdf5_vlen.c: n variable-length strings of a dataset (attr 0)
+ * or attribute (attr 1) read as mem, in a child process (a damaged
+ * global heap crashes or hangs HDF5). *out: n heap strings.
+ * @return 0, -EIO (the read failed, crashed or hung: logged), -ENOMEM. */
+int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n,
+		       char ***out);
+
 /* source_hdf5_obs.c */
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			 struct rfs_column *out, char *err, size_t errlen);

@@ -108,21 +108,11 @@ int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out)
 	rc = -EIO;
 	if (H5Tis_variable_str(ftype) > 0) {
 		hid_t mem = H5Tcopy(H5T_C_S1);
-		char **raw = calloc(n ? n : 1, sizeof(*raw));
-		if (mem >= 0 && raw && H5Tset_size(mem, H5T_VARIABLE) >= 0 &&
-		    H5Tset_cset(mem, H5Tget_cset(ftype)) >= 0 &&
-		    H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) >=
-			    0) {
-			rc = 0;
-			for (uint64_t i = 0; i < n && rc == 0; i++)
-				if (!(strings[i] = strdup(raw[i] ? raw[i] :
-								   "")))
-					rc = -ENOMEM;
-			hid_t space = H5Dget_space(dset);
-			H5Dvlen_reclaim(mem, space, H5P_DEFAULT, raw);
-			H5Sclose(space);
-		}
-		free(raw);
+		free(strings);
+		strings = NULL;
+		if (mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 &&
+		    H5Tset_cset(mem, H5Tget_cset(ftype)) >= 0)
+			rc = rfs_hdf5_read_vlen(dset, 0, mem, n, &strings);
 		if (mem >= 0)
 			H5Tclose(mem);
 	} else {

@@ -36,8 +36,22 @@
 #include "inflate.h"
 #include "log.h"
 
+/* Whether HDF5 would undo filter id with these parameters as inflate.c
+ * does: deflate checks its level (a damaged level fails every read in
+ * HDF5), shuffle unshuffles by its parameter, not the dtype's size. */
+static int decoded_as_here(H5Z_filter_t id, size_t nvalues,
+			   const unsigned *values, size_t elem)
+{
+	if (id == H5Z_FILTER_DEFLATE)
+		return nvalues == 1 && values[0] <= 9;
+	if (id == H5Z_FILTER_SHUFFLE)
+		return nvalues == 1 && values[0] == elem;
+	return 1;
+}
+
 /* Every filter in the pipeline must be available, or reads fail later;
- * the pipeline is recorded for direct chunk reads. */
+ * the pipeline is recorded for direct chunk reads (a filter whose
+ * parameters HDF5 reads otherwise is recorded as id -1: through HDF5). */
 int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
 			struct rfs_pipeline *pipe, char *err, size_t errlen)
 {
@@ -48,11 +62,11 @@ int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
 	int n = H5Pget_nfilters(dcpl);
 	pipe->count = 0;
 	for (int i = 0; i < n && rc == 0; i++) {
-		unsigned flags, config;
-		size_t nvalues = 0;
+		unsigned flags, config, values[8];
+		size_t nvalues = 8;
 		char name[64] = "";
 		H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags,
-						 &nvalues, NULL, sizeof(name),
+						 &nvalues, values, sizeof(name),
 						 name, &config);
 		if (id >= 0 && H5Zfilter_avail(id) <= 0) {
 			snprintf(err, errlen,
@@ -63,7 +77,10 @@ int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
 			rc = -ENOTSUP;
 		}
 		if (pipe->count < RFS_FILTERS_MAX)
-			pipe->ids[pipe->count] = (int)id;
+			pipe->ids[pipe->count] =
+				decoded_as_here(id, nvalues, values, a->elem) ?
+					(int)id :
+					-1;
 		pipe->count++;
 	}
 	switch (H5Pget_layout(dcpl)) {
@@ -134,10 +151,16 @@ static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
 			struct rfs_chunk_loc *loc =
 				&c->locs[r * c->grid_cols + k];
 			haddr_t addr;
-			hsize_t size;
+			hsize_t size, found = 0;
+			/* H5Dread finds chunks by another lookup than the
+			 * coordinate scan: in a damaged index they disagree,
+			 * and what H5Dread does is what h5py serves. */
 			if (H5Dget_chunk_info_by_coord(a->dset, at, &loc->mask,
 						       &addr, &size) < 0 ||
-			    addr == HADDR_UNDEF) {
+			    addr == HADDR_UNDEF ||
+			    H5Dget_chunk_storage_size(a->dset, at, &found) <
+				    0 ||
+			    found != size) {
 				free(c->locs);
 				c->locs = NULL;
 				return -ENOTSUP; /* unallocated: fill values */
