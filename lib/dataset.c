@@ -319,6 +319,11 @@ size_t rfs_dataset_files(const struct rfs_dataset *d)
 	return d->nfiles;
 }
 
+struct rfs_source *rfs_dataset_source(const struct rfs_dataset *d, size_t i)
+{
+	return d->files[i];
+}
+
 const struct rfs_source_info *rfs_dataset_file(const struct rfs_dataset *d,
 					       size_t i)
 {

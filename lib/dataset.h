@@ -29,6 +29,8 @@ size_t rfs_dataset_files(const struct rfs_dataset *d);
 /* File i's description; valid until destroy. */
 const struct rfs_source_info *rfs_dataset_file(const struct rfs_dataset *d,
 					       size_t i);
+/* File i's source (its state: rfs_source_state()); valid until destroy. */
+struct rfs_source *rfs_dataset_source(const struct rfs_dataset *d, size_t i);
 /* The global id of file i's first row. */
 uint64_t rfs_dataset_file_start(const struct rfs_dataset *d, size_t i);
 

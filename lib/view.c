@@ -40,12 +40,26 @@ struct rfs_view {
 	struct rfs_stats *stats;
 	struct rfs_lookahead *lookahead;
 	struct rfs_budget budget; /* cache_mb's shares */
+	uint64_t sources_bytes; /* resident growth while opening sources */
 	enum rfs_dtype out_dtype; /* of batch files */
 	uint64_t view_id;
 	uint64_t kinds;
 	char *config_json, *dataset_json;
 	size_t config_json_len, dataset_json_len;
 };
+
+/* Resident bytes of this process now (0 if unknown). */
+static uint64_t resident_bytes(void)
+{
+	unsigned long long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+	if (f) {
+		if (fscanf(f, "%llu %llu", &pages, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
 
 static int is_batch(uint64_t kind)
 {
@@ -182,9 +196,12 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	if (rc != 0)
 		goto fail_cache_mb;
 	rfs_bigbuf_limit(v->budget.pool);
+	uint64_t before = resident_bytes();
 	rc = rfs_dataset_open(sources, nsources, v->config.dataset,
 			      v->budget.chunks,
 			      &v->dataset, err, errlen);
+	uint64_t after = resident_bytes();
+	v->sources_bytes = after > before ? after - before : 0;
 	if (rc != 0)
 		goto fail;
 	const struct rfs_source_info *info = rfs_dataset_info(v->dataset);
@@ -352,7 +369,9 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 	struct rfs_view_json_live l = { .view_id = v->view_id,
 					.stats = v->stats,
 					.capacity_bytes = v->budget.total,
-					.budget = v->budget };
+					.budget = v->budget,
+					.sources_bytes = v->sources_bytes,
+					.dataset = v->dataset };
 	rfs_cache_counters(v->cache, &l.cache);
 	rfs_lookahead_counters(v->lookahead, &l.prefetch);
 	l.depth = rfs_lookahead_depth(v->lookahead);

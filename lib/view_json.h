@@ -46,6 +46,12 @@ struct rfs_view_json_live {
 	struct rfs_prefetch_counters prefetch;
 	uint64_t depth; /* prefetch depth now */
 	struct rfs_budget budget; /* cache_mb's shares */
+	/* What the open sources hold outside cache_mb (HDF5's metadata
+	 * caches, indptr arrays): the growth of resident memory while they
+	 * were opened. */
+	uint64_t sources_bytes;
+	struct rfs_dataset *dataset; /* borrowed, may be NULL: each
+				      * source's state */
 };
 
 /* stats.json. *out is the caller's to free. @return 0 or -ENOMEM. */

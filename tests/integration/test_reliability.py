@@ -93,34 +93,126 @@ def test_concurrent_random_reads(mounts, tmp_path, direct_io):
         assert read_all(p) == expected[p]
 
 
-@pytest.mark.parametrize("how", ["replaced", "deleted", "truncated"])
-def test_source_changed_under_the_mount(mounts, tmp_path, how):
+@pytest.mark.parametrize("how", ["replaced", "deleted"])
+def test_source_replaced_keeps_serving_the_opened_file(mounts, tmp_path, how):
+    # A new file renamed over the source, or an unlink: the daemon still
+    # holds the old file, whose bytes are intact, and keeps serving them.
     path = tmp_path / "s.h5"
     x = np.arange(200000, dtype=np.float32).reshape(2000, 100)
     write_h5(str(path), {"x": x})
-    m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0,direct_io")
+    m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0")
     index = m.load("index", 0, 0, 0)
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
     if how == "replaced":
         write_h5(str(tmp_path / "new.h5"), {"x": x + 1})
         os.replace(tmp_path / "new.h5", path)
-    elif how == "deleted":
-        os.unlink(path)
     else:
-        os.truncate(path, os.path.getsize(path) // 3)
-    with pytest.raises(OSError) as e:
-        m.load("batch", 0, 0, 1)
-    assert e.value.errno == errno.EIO
+        os.unlink(path)
+    for epoch in (0, 3):  # batches never generated before
+        for k in range(1, 4):
+            index = m.load("index", epoch, 0, k)
+            np.testing.assert_array_equal(m.load("batch", epoch, 0, k),
+                                          x[index])
+    state = m.json("stats.json")["sources"][0]["state"]
+    assert state == "replaced: serving the file opened at mount"
+    assert m.log_text().count("was replaced or removed") == 1
+
+
+def rewrite_in_place(path, how):
+    """Changes path's bytes without replacing the file: same-size writes
+    of other values over the data (with the old mtime put back, or not),
+    or a truncation."""
+    st = os.stat(path)
+    if how == "truncated":
+        os.truncate(path, st.st_size // 3)
+        return
+    with h5py.File(path, "r") as f:
+        offset = f["x"].id.get_offset()
+        nbytes = f["x"].id.get_storage_size()
+    fd = os.open(path, os.O_WRONLY)
+    os.pwrite(fd, np.full(nbytes // 4, -1, np.float32).tobytes(), offset)
+    os.close(fd)
+    if how == "rewritten, mtime restored":
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten",
+                                 "rewritten, mtime restored"])
+def test_source_changed_in_place_fails_new_batches(mounts, tmp_path, how):
+    path = tmp_path / "s.h5"
+    x = np.arange(200000, dtype=np.float32).reshape(2000, 100)
+    write_h5(str(path), {"x": x})
+    m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0")
+    index = m.load("index", 0, 0, 0)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    rewrite_in_place(str(path), how)
+    for epoch, k in ((0, 1), (0, 2), (5, 0)):
+        with pytest.raises(OSError) as e:
+            m.load("batch", epoch, 0, k)
+        assert e.value.errno == errno.EIO
     # What was generated is still served, and so is the metadata.
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
     assert m.json("config.json")["dataset"] == "/x"
+    state = m.json("stats.json")["sources"][0]["state"]
+    assert state == "changed in place: EIO for new batches"
     assert m.proc.poll() is None
-    # The log names the file, the dataset and the rows not read: those
-    # of batch 1 (prefetch=0: that read alone fetched).
-    rows = np.unique(m.load("index", 0, 0, 1))
+    # One line for the change, naming the file; the failed reads after
+    # it are not each logged.
     log = m.log_text()
-    assert str(path) in log and "/x" in log
-    assert (f"rows {rows[0]}..{rows[-1]} ({len(rows)} rows)" in log), log
+    assert log.count(f"source {path} changed in place") == 1, log
+    assert len(log.splitlines()) <= 4, log
+
+
+def race_reader(mnt, x, seed, seconds, out):
+    """Reads random batches of rank 0 and 1 until the time is up; puts
+    (batches served, batches wrong, EIO count)."""
+    rng = random.Random(seed)
+    served = wrong = eio = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        epoch, rank, k = rng.randrange(50), rng.randrange(2), rng.randrange(8)
+        base = f"{mnt}/epoch/{epoch}/rank/{rank}"
+        try:
+            batch = np.load(f"{base}/batch/{k:06d}.npy")
+        except OSError as e:
+            assert e.errno == errno.EIO
+            eio += 1
+            continue
+        index = np.load(f"{base}/index/{k:06d}.npy")
+        served += 1
+        wrong += not np.array_equal(batch, x[index])
+    out.put((served, wrong, eio))
+
+
+@pytest.mark.parametrize("restore_mtime", [False, True])
+def test_writes_during_reads_never_serve_wrong_bytes(mounts, tmp_path,
+                                                     restore_mtime):
+    # 10 trials each (20 in all): two readers per rank read batches while
+    # the file is overwritten in place with other values at the same size;
+    # every batch served must equal the original rows.
+    x = np.arange(2000 * 256, dtype=np.float32).reshape(2000, 256)
+    how = "rewritten, mtime restored" if restore_mtime else "rewritten"
+    for trial in range(10):
+        path = tmp_path / f"race{trial}.h5"
+        write_h5(str(path), {"x": x})
+        m = mounts(str(path), "dataset=/x,world_size=2,batch_size=100,"
+                   "strategy=shuffle,prefetch=0", name=f"race{trial}")
+        ctx = mp.get_context("fork")
+        out = ctx.Queue()
+        procs = [ctx.Process(target=race_reader,
+                             args=(m.mnt, x, 100 * trial + i, 1.0, out))
+                 for i in range(4)]
+        for p in procs:
+            p.start()
+        time.sleep(0.05 + 0.05 * (trial % 5))
+        rewrite_in_place(str(path), how)
+        results = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join()
+            assert p.exitcode == 0
+        assert sum(r[1] for r in results) == 0, results
+        assert sum(r[2] for r in results) > 0, results  # the write was seen
+        m.unmount()
 
 
 @pytest.mark.parametrize("how", ["external link", "virtual dataset"])

@@ -209,7 +209,10 @@ static void test_json_files(void **state)
 	/* cache_mb=1 split (budget.c): the planner's share is its bound. */
 	assert_non_null(strstr(sj, "\"budget\": {\"total_bytes\": 1048576, "
 				   "\"chunks_bytes\": 524288, "));
-	assert_non_null(strstr(sj, "\"pool_bytes\": 131072}"));
+	assert_non_null(strstr(sj, "\"pool_bytes\": 131072, "
+				   "\"sources_bytes\": "));
+	assert_non_null(strstr(sj, "\"sources\": [\n    {\"path\": \""));
+	assert_non_null(strstr(sj, "\", \"state\": \"ok\"}\n  ]\n}\n"));
 	free(sj);
 	rfs_view_destroy(v);
 	rfs_config_free(&c);

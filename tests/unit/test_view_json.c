@@ -192,6 +192,7 @@ static void test_stats(void **state)
 		.budget = { .total = 100, .chunks = 50, .plan_limit = 25,
 			    .plan = 10, .batches = 40, .prefetch = 20,
 			    .pool = 12 },
+		.sources_bytes = 7,
 	};
 	assert_int_equal(rfs_stats_create(2, &l.stats), 0);
 	char *j;
@@ -211,7 +212,8 @@ static void test_stats(void **state)
 				  "\"chunks_bytes\": 50, "
 				  "\"batches_bytes\": 40, "
 				  "\"prefetch_bytes\": 20, \"plan_bytes\": 10, "
-				  "\"pool_bytes\": 12}"));
+				  "\"pool_bytes\": 12, \"sources_bytes\": 7}"));
+	assert_non_null(strstr(j, "\"sources\": [\n  ]"));
 	assert_int_equal(strcmp(j + len - 2, "}\n"), 0);
 	free(j);
 	rfs_stats_destroy(l.stats);
