@@ -76,8 +76,9 @@ def summary(m: Mount, stats: Optional[Dict[str, Any]] = None) -> str:
                          break_on_hyphens=False)
     out.append(f"sizes     {nb} batches per rank per epoch, "
                f"{m.world_size} ranks, {m.epochs} epochs listed "
-               f"({m.steps} steps); a batch {rows_per_batch} x "
-               f"{m.columns} {m.dtype} = {_size(batch_bytes)}, an epoch "
+               f"({m.steps} steps)")
+    out.append(f"          a batch {rows_per_batch} x {m.columns} "
+               f"{m.dtype} = {_size(batch_bytes)}, an epoch "
                f"{_size(batch_bytes * nb * m.world_size)}")
     out.append(f"served    {stats.get('batches_served', 0)} batches, "
                f"{_size(stats.get('bytes_served', 0))}")
