@@ -344,3 +344,38 @@ def test_jax_loader(mounted):
             np.load(m.batch_path(1, 1, k)).tobytes()
         assert np.asarray(y).tolist() == \
             np.load(m.label_path(1, 1, k)).tolist()
+
+
+EXAMPLES = os.path.join(REPO, "docs", "examples")
+
+
+def test_numpy_example(mounted):
+    m, _ = mounted
+    nb = m.batches_per_rank
+    r = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "numpy_loader.py"), m.path,
+         "--epoch", "2", "--rank", "1", "--start-step", str(2 * nb + 5)],
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = np.concatenate([np.load(m.batch_path(2, 1, k))
+                           for k in range(nb)])
+    assert out["view_id"] == m.view_id and out["rank"] == 1
+    assert (out["batches"], out["rows"]) == (nb, nb * B)
+    assert np.allclose(out["mean"], rows.mean(axis=0, dtype=np.float64))
+    assert out["resumed_batches"] == nb - 5
+
+
+def test_jax_example(mounted):
+    pytest.importorskip(
+        "jax", reason="jax is not importable here (not a Debian 12 "
+        "package): docs/examples/jax_loader.py is untested")
+    m, _ = mounted
+    r = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "jax_loader.py"), m.path,
+         "--epochs", "2", "--rank", "0"],
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["rows"] == 2 * m.batches_per_rank * B
+    assert len(out["losses"]) == 2
