@@ -379,3 +379,24 @@ def test_jax_example(mounted):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["rows"] == 2 * m.batches_per_rank * B
     assert len(out["losses"]) == 2
+
+
+def test_gpu_feed_bench_runs_on_cpu(tmp_path):
+    """bench/gpu_feed.py, small and on the CPU: it prints all three feeds
+    (its numbers are for a GPU and a real size)."""
+    from conftest import RANKFS
+    r = subprocess.run(
+        [sys.executable, os.path.join(REPO, "bench", "gpu_feed.py"),
+         "--rows", "16384", "--cols", "32", "--world-size", "2",
+         "--device", "cpu", "--dir", str(tmp_path),
+         "--json", str(tmp_path / "feed.json")],
+        env=dict(os.environ, RANKFS_BIN=RANKFS), capture_output=True,
+        text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    print(r.stdout)
+    for feed in ("rankfs.torch.loader", "DataLoader(workers)", "in memory"):
+        assert f"  {feed} " in r.stdout
+    assert "rankfs.torch.loader / DataLoader(workers): " in r.stdout
+    out = json.load(open(tmp_path / "feed.json"))
+    assert all(v > 0 for v in out["rows_per_s"].values())
+    assert os.listdir(tmp_path) == ["feed.json"]  # unmounted, cleaned up
