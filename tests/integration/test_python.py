@@ -110,6 +110,18 @@ def test_labels_are_aligned_with_rows(mounted, source):
         assert np.array_equal(t.numpy(), x[index])
 
 
+def test_a_partial_last_batch(mounts, source):
+    """drop_last=0: the last batch is shorter; its header says so."""
+    m = rankfs.Mount(mounts(source[0], f"world_size={W},batch_size=70,"
+                            "drop_last=0").mnt)
+    nb = m.batches_per_rank
+    assert nb == -(-N // (W * 70))
+    got = list(rankfs.torch.loader(m, 0, rank=1, threads=2))
+    assert len(got) == nb and got[-1].shape[0] < 70
+    for k, t in enumerate(got):
+        assert t.numpy().tobytes() == np.load(m.batch_path(0, 1, k)).tobytes()
+
+
 def test_labels_needs_a_label_mount(mounts, source):
     m = rankfs.Mount(mounts(source[0], f"world_size={W},batch_size={B}").mnt)
     assert not m.has_labels and m.label_categories is None
