@@ -345,7 +345,7 @@ def test_cmake_install_lays_out_an_importable_package(tmp_path):
 def test_jax_loader(mounted):
     jax = pytest.importorskip(
         "jax", reason="jax is not importable here (not a Debian 12 "
-        "package): rankfs.jax is untested")
+        "package): rankfs.jax runs only with a stand-in for it")
     import rankfs.jax
     m, _ = mounted
     got = list(rankfs.jax.loader(m, 1, rank=1, labels=True))
@@ -412,3 +412,51 @@ def test_gpu_feed_bench_runs_on_cpu(tmp_path):
     out = json.load(open(tmp_path / "feed.json"))
     assert all(v > 0 for v in out["rows_per_s"].values())
     assert os.listdir(tmp_path) == ["feed.json"]  # unmounted, cleaned up
+
+
+def test_rankfs_jax_with_a_stand_in_for_jax(mounted, monkeypatch):
+    """rankfs.jax's own logic without jax (not in Debian 12): a module
+    standing in for jax says process 1 of 2, puts arrays as they are, and
+    all-gathers the view_id from a rank 0 with another view_id."""
+    import types
+    m, _ = mounted
+    other = "0123456789abcdef"
+
+    def allgather(mine):
+        theirs = np.frombuffer(bytes.fromhex(other), dtype=np.uint32)
+        return np.stack([theirs, mine])
+    fake = types.ModuleType("jax")
+    fake.process_count = lambda: 2
+    fake.process_index = lambda: 1
+    fake.device_put = lambda a, device=None: ("put", a)
+    fake.experimental = types.ModuleType("jax.experimental")
+    fake.experimental.multihost_utils = types.ModuleType(
+        "jax.experimental.multihost_utils")
+    fake.experimental.multihost_utils.process_allgather = allgather
+    for name, mod in (("jax", fake), ("jax.experimental", fake.experimental),
+                      ("jax.experimental.multihost_utils",
+                       fake.experimental.multihost_utils)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delitem(sys.modules, "rankfs.jax", raising=False)
+    try:
+        import rankfs.jax as rj
+        assert rj.detect_rank(m) == 1
+        with pytest.raises(ValueError, match=(
+                f"view_id differs across ranks: rank 0 has {other}; "
+                f"rank 1 has {m.view_id}: ")):
+            rj.loader(m, 0)
+        other = m.view_id
+        got = list(rj.loader(m, 0, labels=True, start_step=3))
+        assert len(got) == m.batches_per_rank - 3
+        (tag, x), (_, y) = got[0]
+        assert tag == "put"
+        assert x.tobytes() == np.load(m.batch_path(0, 1, 3)).tobytes()
+        assert y.tolist() == np.load(m.label_path(0, 1, 3)).tolist()
+        fake.process_count = lambda: 3
+        with pytest.raises(ValueError, match=r"world size 3 \(from "
+                           r"jax.process_count\(\)\) differs"):
+            rj.loader(m, 0)
+    finally:  # the real jax, where there is one, gets a fresh rankfs.jax
+        sys.modules.pop("rankfs.jax", None)
+        if hasattr(rankfs, "jax"):
+            del rankfs.jax
