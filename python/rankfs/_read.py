@@ -141,16 +141,21 @@ class Steps:
     def __len__(self) -> int:
         return self.end - self.first
 
-    def paths(self, step: int, kind: str) -> str:
+    def path(self, step: int, kind: str) -> str:
+        """The file of kind ('batch', 'label') that step is read from."""
         if self.epoch is None:
             return self.mount.step_path(self.rank, step, kind)
         nb = self.mount.batches_per_rank
         return self.mount.batch_path(self.epoch, self.rank, step % nb, kind)
 
+    def pair(self, step: int) -> Tuple[str, Optional[str]]:
+        """(batch file, label file or None) of step."""
+        return (self.path(step, "batch"),
+                self.path(step, "label") if self.labels else None)
+
     def __iter__(self) -> Iterator[Tuple[str, Optional[str]]]:
         for step in range(self.first, self.end):
-            yield (self.paths(step, "batch"),
-                   self.paths(step, "label") if self.labels else None)
+            yield self.pair(step)
 
 
 def read_pair(pair: Tuple[str, Optional[str]], alloc: Alloc

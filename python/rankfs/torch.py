@@ -119,7 +119,9 @@ class BatchDataset(torch.utils.data.Dataset):
     (with its labels when labels is set), for
     ``DataLoader(ds, batch_size=None, num_workers=k, pin_memory=True)``
     where worker processes are wanted. Read in order: rankfs prefetches
-    ahead of a rank that reads its files in order."""
+    ahead of a rank that reads its files in order. The rank is found as
+    by loader(); the view_id is not compared (no collective here): call
+    check_view_id(mount) on every rank for that."""
 
     def __init__(self, mount: MountLike, epoch: int,
                  rank: Optional[int] = None, labels: bool = False) -> None:
@@ -134,9 +136,6 @@ class BatchDataset(torch.utils.data.Dataset):
     def __getitem__(self, k: int) -> Any:
         if not 0 <= k < len(self):
             raise IndexError(k)
-        step = self.steps.first + k
-        pair = (self.steps.paths(step, "batch"),
-                self.steps.paths(step, "label") if self.steps.labels
-                else None)
-        return read_pair(pair, functools.partial(_alloc, pin=False))
+        return read_pair(self.steps.pair(self.steps.first + k),
+                         functools.partial(_alloc, pin=False))
 
