@@ -2,11 +2,13 @@
 """PyTorch DDP on a rankfs mount: no sampler, just each rank's directory.
 
 Every rank reads MOUNT/epoch/E/rank/R/batch/ (images, float32 via
--o dtype=float32) and label/ (targets) with a plain Dataset and
-DataLoader(batch_size=None, num_workers=2). It all-gathers the index/
-files of each epoch to check that the ranks were disjoint. With
---baseline it trains the same model on the same data held in memory, with
-PyTorch's DistributedSampler, for comparison.
+-o dtype=float32) and label/ (targets) with rankfs.torch.loader, which
+takes the rank from the process group, checks the world size and the
+view_id of every rank's mount, and reads the files with threads. The
+script asserts the view_id itself too, and all-gathers the index/ files
+of each epoch to check that the ranks were disjoint. With --baseline it
+trains the same model on the same data held in memory, with PyTorch's
+DistributedSampler, for comparison.
 
 Start one process per rank, as torchrun would (Debian's torch 1.13 has a
 torchrun that fails on Python 3.11, so set the variables yourself):
@@ -17,8 +19,10 @@ torchrun that fails on Python 3.11, so set the variables yourself):
         WORLD_SIZE=2 docs/examples/ddp_fashion_mnist.py --mount /mnt/fm \\
         --data data/fashion-mnist.h5 & done; wait
 
-Rank 0 prints one JSON line: accuracy on the 10,000 test images, rows
-trained on, and whether the ranks were disjoint in every epoch.
+The rankfs package comes with `cmake --install build` (or set
+PYTHONPATH=python in the repository). Rank 0 prints one JSON line:
+accuracy on the 10,000 test images, rows trained on, and whether the
+ranks were disjoint in every epoch.
 """
 import argparse
 import datetime
@@ -33,24 +37,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.utils.data as tud
 
-
-class RankDir(tud.Dataset):
-    """The batch files of one rank and epoch: item i is batch i."""
-
-    def __init__(self, mount, epoch, rank):
-        self.dir = f"{mount}/epoch/{epoch}/rank/{rank}"
-        self.names = sorted(n for n in os.listdir(f"{self.dir}/batch")
-                            if n.endswith(".npy"))
-
-    def __len__(self):
-        return len(self.names)
-
-    def __getitem__(self, i):
-        name = self.names[i]
-        x = np.load(f"{self.dir}/batch/{name}")
-        y = np.load(f"{self.dir}/label/{name}")
-        index = np.load(f"{self.dir}/index/{name}")
-        return torch.from_numpy(x), torch.from_numpy(y), index
+import rankfs
+import rankfs.torch
 
 
 def model():
@@ -67,6 +55,12 @@ def train_epoch(ddp, opt, batches):
         opt.step()
         seen.append(np.asarray(index))
     return np.concatenate(seen)
+
+
+def with_index(loader, mount, epoch, rank):
+    """(x, y, global row ids) of each batch: the ids from index/."""
+    for k, (x, y) in enumerate(loader):
+        yield x, y, np.load(mount.index_path(epoch, rank, k))
 
 
 def memory_batches(images, labels, rank, world, epoch, batch_size):
@@ -86,7 +80,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--baseline", action="store_true")
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -103,6 +97,15 @@ def main():
             images = f["images"][()].astype(np.float32)
             labels = f["labels"][()]
 
+    if not args.baseline:
+        mount = rankfs.Mount(args.mount)
+        # Every rank must read the same view (rankfs.torch.loader checks
+        # it as well): same source, same options, same view_id.
+        views = [None] * world
+        dist.all_gather_object(views, mount.view_id)
+        if len(set(views)) != 1:
+            sys.exit(f"view_id differs across ranks: {views}")
+
     ddp = nn.parallel.DistributedDataParallel(model())
     opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     disjoint, rows = True, 0
@@ -111,9 +114,10 @@ def main():
             batches = memory_batches(images, labels, rank, world, epoch,
                                      args.batch_size)
         else:
-            batches = tud.DataLoader(RankDir(args.mount, epoch, rank),
-                                     batch_size=None,
-                                     num_workers=args.workers)
+            batches = with_index(
+                rankfs.torch.loader(mount, epoch, labels=True,
+                                    threads=args.threads),
+                mount, epoch, rank)
         seen = train_epoch(ddp, opt, batches)
         everyone = [None] * world
         dist.all_gather_object(everyone, seen)

@@ -12,6 +12,7 @@ import mmap
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -26,6 +27,14 @@ RANKFS_PLAN = os.environ.get("RANKFS_PLAN",
                              os.path.join(REPO, "build/rankfs-plan"))
 # No default: a default would be build/'s, beside build-asan/'s rankfs.
 RANKFS_CAT = os.environ.get("RANKFS_CAT")
+# The rankfs Python package: the installed copy scripts/test names in
+# RANKFS_PYTHONPATH, else the source tree's. Exported in PYTHONPATH too,
+# so that the examples and processes the tests start import the same one.
+PYTHON_PACKAGES = os.environ.get("RANKFS_PYTHONPATH",
+                                 os.path.join(REPO, "python"))
+sys.path.insert(0, PYTHON_PACKAGES)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (PYTHON_PACKAGES, os.environ.get("PYTHONPATH")) if p)
 MOUNT_DEADLINE = 20.0
 EXIT_DEADLINE = 20.0
 

@@ -1,0 +1,62 @@
+"""The loader every framework module returns: ordered, threaded reads of
+one rank's batch files, each converted for the framework."""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Iterator, Optional, Union
+
+from ._mount import Mount
+from ._read import Alloc, Steps, ordered_map, read_pair
+
+MountLike = Union[Mount, str, "os.PathLike[str]"]
+
+
+def as_mount(mount: MountLike) -> Mount:
+    return mount if isinstance(mount, Mount) else Mount(mount)
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+class Loader:
+    """An iterable over one rank's batches, read ahead by a thread pool.
+
+    Iterating yields each batch (or (batch, labels)) in step order; at
+    most 2 x threads files are read ahead of the one being consumed.
+    ``len()`` is the number of batches an iteration yields (those from
+    start_step to the end of the epoch). Each iteration starts again at
+    start_step.
+    """
+
+    def __init__(self, mount: Mount, steps: Steps, alloc: Alloc,
+                 threads: int,
+                 convert: Optional[Callable[[Any], Any]] = None) -> None:
+        if threads < 1:
+            raise ValueError(f"threads={threads}: must be >= 1")
+        self.mount = mount
+        self.steps = steps
+        self.rank = steps.rank
+        self.epoch = steps.epoch
+        self.threads = threads
+        self._read = functools.partial(read_pair, alloc=alloc)
+        self._convert = convert or _identity
+
+    @property
+    def start_step(self) -> int:
+        """The global step of the first batch an iteration yields."""
+        return self.steps.first
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in ordered_map(self._read, self.steps, self.threads,
+                                2 * self.threads):
+            yield self._convert(item)
+
+    def __repr__(self) -> str:
+        return (f"<rankfs loader {self.mount.path} epoch={self.epoch} "
+                f"rank={self.rank} steps [{self.steps.first}, "
+                f"{self.steps.end})>")

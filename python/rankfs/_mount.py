@@ -1,0 +1,205 @@
+"""rankfs.Mount: one mounted view, its JSON files and its file names."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+EPOCH_LIMIT = 2**31
+BATCH_MIN_WIDTH = 6
+STEP_MIN_WIDTH = 9
+KINDS = ("batch", "index", "label")
+
+
+def _digits(n: int) -> int:
+    return len(str(n))
+
+
+class Mount:
+    """A rankfs mount: its options, dataset and live counters, and the
+    paths of its files.
+
+    config.json and dataset.json are read once (they never change while
+    the mount lives); stats.json is read again at every access of
+    :attr:`stats`. Nothing here reads a batch.
+
+    >>> m = rankfs.Mount("/mnt/atlas")
+    >>> m.view_id, m.world_size, m.batches_per_rank
+    ('88e9694888868d85', 2, 117)
+    >>> np.load(m.batch_path(epoch=0, rank=1, k=5)).shape
+    (256, 784)
+    """
+
+    def __init__(self, path: "os.PathLike[str] | str") -> None:
+        self.path: str = os.path.abspath(os.fspath(path))
+        try:
+            self.config: Dict[str, Any] = self._json("config.json")
+            self.dataset: Dict[str, Any] = self._json("dataset.json")
+        except FileNotFoundError as e:
+            raise ValueError(f"{self.path} is not a rankfs mount (no "
+                             f"{os.path.basename(e.filename)})") from None
+        self._batches: Optional[int] = None
+        self._var_names: Optional[List[str]] = None
+
+    def __repr__(self) -> str:
+        return f"rankfs.Mount({self.path!r})"
+
+    def _json(self, name: str) -> Dict[str, Any]:
+        with open(os.path.join(self.path, name)) as f:
+            return json.load(f)
+
+    # config.json and dataset.json
+
+    @property
+    def view_id(self) -> str:
+        """16 hex digits: mounts with equal view_id serve equal bytes."""
+        return self.config["view_id"]
+
+    @property
+    def world_size(self) -> int:
+        return int(self.config["world_size"])
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.config["batch_size"])
+
+    @property
+    def epochs(self) -> int:
+        """Epochs listed by ``ls epoch/`` (any epoch below 2^31 resolves)."""
+        return int(self.config["epochs"])
+
+    @property
+    def columns(self) -> int:
+        return int(self.dataset["columns"])
+
+    @property
+    def rows(self) -> int:
+        """Rows of the sources (before filters)."""
+        return int(self.dataset["rows"])
+
+    @property
+    def dtype(self) -> str:
+        """The dtype of the batch files (numpy's name, e.g. 'float32')."""
+        return self.dataset["served_dtype"]
+
+    @property
+    def has_labels(self) -> bool:
+        """Whether label/ files exist (mounted with ``-o label=``)."""
+        return self.dataset.get("label") is not None
+
+    @property
+    def label_categories(self) -> Optional[List[str]]:
+        """The categories that label codes index, or None (no label, or
+        integer labels, whose codes are their values)."""
+        label = self.dataset.get("label")
+        return None if label is None else label.get("categories")
+
+    @property
+    def var_names(self) -> Optional[List[str]]:
+        """The served columns' names from var_names.txt, or None where the
+        mount has no such file."""
+        if self._var_names is None:
+            try:
+                with open(os.path.join(self.path, "var_names.txt")) as f:
+                    self._var_names = f.read().splitlines()
+            except FileNotFoundError:
+                return None
+        return self._var_names
+
+    @property
+    def stats(self) -> Dict[str, Any]:
+        """stats.json, read now (its counters are live)."""
+        return self._json("stats.json")
+
+    @property
+    def batches_per_rank(self) -> int:
+        """Batches of every rank in every epoch (equal for all ranks).
+
+        Found with a few lookups (no listing of the directory): the name
+        width from the first entry of rank 0's batch/ of epoch 0, then a
+        binary search on which batch files exist.
+        """
+        if self._batches is None:
+            self._batches = self._count_batches()
+        return self._batches
+
+    def _count_batches(self) -> int:
+        d = os.path.join(self.path, "epoch", "0", "rank", "0", "batch")
+        width = None
+        with os.scandir(d) as it:
+            for entry in it:
+                stem, ext = os.path.splitext(entry.name)
+                if ext == ".npy" and stem.isdigit():
+                    width = len(stem)
+                    break
+        if width is None:
+            raise ValueError(f"{d} lists no batch file")
+
+        def exists(k: int) -> bool:
+            return os.path.exists(os.path.join(d, f"{k:0{width}d}.npy"))
+
+        hi = 1
+        while exists(hi):
+            hi *= 2
+        lo = hi // 2  # exists(lo) (batch 0 always does)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if exists(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo + 1
+
+    @property
+    def steps(self) -> int:
+        """Steps of the listed epochs: epochs x batches_per_rank."""
+        return self.epochs * self.batches_per_rank
+
+    # file names
+
+    def _check(self, epoch: int, rank: int, k: int, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r}: expected one of {KINDS}")
+        if not 0 <= epoch < EPOCH_LIMIT:
+            raise IndexError(f"epoch {epoch} out of range [0, 2^31)")
+        if not 0 <= rank < self.world_size:
+            raise IndexError(f"rank {rank} out of range "
+                             f"[0, {self.world_size})")
+        if not 0 <= k < self.batches_per_rank:
+            raise IndexError(f"batch {k} out of range "
+                             f"[0, {self.batches_per_rank})")
+
+    def batch_path(self, epoch: int, rank: int, k: int,
+                   kind: str = "batch") -> str:
+        """MOUNT/epoch/E/rank/R/KIND/NNNNNN.npy: batch k of rank in epoch
+        (kind 'batch', 'index' or 'label')."""
+        self._check(epoch, rank, k, kind)
+        width = max(BATCH_MIN_WIDTH, _digits(self.batches_per_rank - 1))
+        return os.path.join(self.path, "epoch", str(epoch), "rank",
+                            str(rank), kind, f"{k:0{width}d}.npy")
+
+    def index_path(self, epoch: int, rank: int, k: int) -> str:
+        """The int64 global row ids of batch k, in row order."""
+        return self.batch_path(epoch, rank, k, "index")
+
+    def label_path(self, epoch: int, rank: int, k: int) -> str:
+        """The int64 label codes of batch k, in row order."""
+        if not self.has_labels:
+            raise ValueError(f"{self.path} has no label/ files (mount "
+                             "with -o label=COLUMN)")
+        return self.batch_path(epoch, rank, k, "label")
+
+    def step_path(self, rank: int, step: int, kind: str = "batch") -> str:
+        """MOUNT/step/rank/R/NNNNNNNNN.npy (or its index/ or label/ file):
+        step k is batch k mod nb of epoch k div nb."""
+        nb = self.batches_per_rank
+        epoch, k = divmod(step, nb)
+        self._check(epoch, rank, k, kind)
+        width = max(STEP_MIN_WIDTH, _digits(max(self.steps - 1, 0)))
+        if _digits(step) > width:
+            raise IndexError(f"step {step} has more than the {width} "
+                             "digits of the step view's names")
+        d = os.path.join(self.path, "step", "rank", str(rank))
+        if kind != "batch":
+            d = os.path.join(d, kind)
+        return os.path.join(d, f"{step:0{width}d}.npy")

@@ -1,0 +1,221 @@
+"""Reading batch files into buffers the caller allocates, on a thread
+pool, in order: the part the framework loaders share.
+
+A batch file is a .npy: a header, then the array's bytes. The header is
+parsed here and the data part read with ``readinto`` straight into the
+caller's buffer (a pinned tensor's memory, a numpy array): one copy, from
+the kernel into that buffer, and the read releases the GIL, so threads
+read several files at once.
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import concurrent.futures
+import os
+from typing import (Any, Callable, Iterable, Iterator, List, Optional,
+                    Sequence, Tuple, TypeVar)
+
+import numpy as np
+
+from ._mount import Mount
+
+MAGIC = b"\x93NUMPY"
+T = TypeVar("T")
+R = TypeVar("R")
+
+# (buffer handed back to the caller, its numpy view that the bytes go into)
+Alloc = Callable[[Tuple[int, ...], np.dtype], Tuple[Any, np.ndarray]]
+
+
+def read_header(f: Any, path: str) -> Tuple[Tuple[int, ...], np.dtype, int]:
+    """Parses the .npy header of the open file f.
+
+    @return (shape, dtype, offset of the data part)
+    """
+    pre = f.read(128)  # rankfs's headers take 128 bytes, np.save's 128 too
+    if pre[:6] != MAGIC or len(pre) < 10:
+        raise ValueError(f"{path}: not a .npy file")
+    major = pre[6]
+    if major == 1:
+        start, hlen = 10, int.from_bytes(pre[8:10], "little")
+    elif major in (2, 3):
+        start, hlen = 12, int.from_bytes(pre[8:12], "little")
+    else:
+        raise ValueError(f"{path}: .npy version {major} unknown")
+    end = start + hlen
+    if len(pre) < end:
+        pre += f.read(end - len(pre))
+    header = ast.literal_eval(pre[start:end].decode("latin1"))
+    if header.get("fortran_order"):
+        raise ValueError(f"{path}: Fortran order is not read here")
+    dtype = np.lib.format.descr_to_dtype(header["descr"])
+    if dtype.hasobject:
+        raise ValueError(f"{path}: object arrays are not read here")
+    return tuple(header["shape"]), dtype, end
+
+
+def read_npy(path: str, alloc: Alloc) -> Any:
+    """Reads the .npy file at path into a buffer from alloc(shape, dtype).
+
+    @return the buffer alloc returned, filled
+    """
+    with open(path, "rb", buffering=0) as f:
+        shape, dtype, offset = read_header(f, path)
+        buf, view = alloc(shape, dtype)
+        if view.shape != shape or view.dtype != dtype:
+            raise AssertionError(f"alloc gave {view.shape} {view.dtype} "
+                                 f"for {shape} {dtype}")
+        f.seek(offset)
+        mem = memoryview(view.reshape(-1)).cast("B")
+        got = 0
+        while got < len(mem):
+            n = f.readinto(mem[got:])
+            if not n:
+                raise ValueError(f"{path}: {len(mem) - got} bytes short "
+                                 f"of its shape {shape}")
+            got += n
+    return buf
+
+
+def numpy_alloc(shape: Tuple[int, ...], dtype: np.dtype
+                ) -> Tuple[np.ndarray, np.ndarray]:
+    a = np.empty(shape, dtype)
+    return a, a
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], threads: int,
+                depth: int) -> Iterator[R]:
+    """fn over items on `threads` threads, results in the items' order,
+    at most `depth` submitted ahead of the one being consumed. Leaving
+    the iteration early cancels what has not started and waits for the
+    reads under way."""
+    if threads < 1 or depth < 1:
+        raise ValueError(f"threads={threads}, depth={depth}: need >= 1")
+    pool = concurrent.futures.ThreadPoolExecutor(
+        threads, thread_name_prefix="rankfs-read")
+    pending: collections.deque = collections.deque()
+    items = iter(items)
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= depth:
+                break
+        while pending:
+            result = pending.popleft().result()
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                break
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Steps:
+    """The files a loader reads: rank's batches of one epoch from a
+    global step on, or, with epoch None, the step view from start_step
+    to the end of the listed epochs.
+
+    Global step s is batch s mod nb of epoch s div nb (nb batches per
+    rank and epoch), as in MOUNT/step/rank/R/.
+    """
+
+    def __init__(self, mount: Mount, epoch: Optional[int], rank: int,
+                 start_step: int, labels: bool) -> None:
+        if start_step < 0:
+            raise ValueError(f"start_step={start_step}: must be >= 0")
+        if labels and not mount.has_labels:
+            raise ValueError(f"labels=True but {mount.path} has no label/ "
+                             "files (mount with -o label=COLUMN)")
+        nb = mount.batches_per_rank
+        self.mount, self.epoch, self.rank = mount, epoch, rank
+        self.labels = labels
+        if epoch is None:
+            self.first, self.end = start_step, max(start_step, mount.steps)
+        else:
+            if not 0 <= epoch < 2**31:
+                raise IndexError(f"epoch {epoch} out of range [0, 2^31)")
+            self.first = min(max(start_step, epoch * nb), (epoch + 1) * nb)
+            self.end = (epoch + 1) * nb
+
+    def __len__(self) -> int:
+        return self.end - self.first
+
+    def path(self, step: int, kind: str) -> str:
+        """The file of kind ('batch', 'label') that step is read from."""
+        if self.epoch is None:
+            return self.mount.step_path(self.rank, step, kind)
+        nb = self.mount.batches_per_rank
+        return self.mount.batch_path(self.epoch, self.rank, step % nb, kind)
+
+    def pair(self, step: int) -> Tuple[str, Optional[str]]:
+        """(batch file, label file or None) of step."""
+        return (self.path(step, "batch"),
+                self.path(step, "label") if self.labels else None)
+
+    def __iter__(self) -> Iterator[Tuple[str, Optional[str]]]:
+        for step in range(self.first, self.end):
+            yield self.pair(step)
+
+
+def read_pair(pair: Tuple[str, Optional[str]], alloc: Alloc
+              ) -> Any:
+    """One batch (and its labels when the pair names a label file)."""
+    x = read_npy(pair[0], alloc)
+    if pair[1] is None:
+        return x
+    return x, read_npy(pair[1], alloc)
+
+
+def resolve_rank(mount: Mount, rank: Optional[int],
+                 detected: Optional[Tuple[int, int, str]]) -> int:
+    """This process's rank, from `detected` (rank, world size, where they
+    came from), else env RANK and WORLD_SIZE, else the argument (with the
+    mount's world size). A world size that differs from the mount's, or
+    an argument that differs from the detected rank, is a ValueError."""
+    if detected is None and "RANK" in os.environ \
+            and "WORLD_SIZE" in os.environ:
+        detected = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                    "env RANK/WORLD_SIZE")
+    world = mount.world_size
+    if detected is not None:
+        found, found_world, source = detected
+        if found_world != world:
+            raise ValueError(
+                f"world size {found_world} (from {source}) differs from the "
+                f"mount's world_size {world} ({mount.path}/config.json): "
+                f"mount with -o world_size={found_world}")
+        if rank is not None and rank != found:
+            raise ValueError(f"rank={rank} given, but {source} says this "
+                             f"process is rank {found}")
+        rank = found
+    elif rank is None:
+        if world != 1:
+            raise ValueError(
+                f"{mount.path} has world_size {world}: give rank=, set env "
+                "RANK and WORLD_SIZE, or start a process group")
+        rank = 0
+    if not 0 <= rank < world:
+        raise ValueError(f"rank {rank} out of range [0, {world}) for "
+                         f"{mount.path}")
+    return rank
+
+
+def view_id_mismatch(gathered: Sequence[Tuple[str, Optional[str]]]
+                     ) -> Optional[str]:
+    """gathered[r] = (view_id, mount path or None) of rank r. @return the error
+    message if the ranks do not all have one view_id, else None."""
+    groups: dict = {}
+    for r, (view_id, path) in enumerate(gathered):
+        groups.setdefault(view_id, []).append((r, path))
+    if len(groups) < 2:
+        return None
+    parts: List[str] = []
+    for view_id, members in groups.items():
+        ranks = ", ".join(str(r) for r, _ in members)
+        paths = ", ".join(sorted({p for _, p in members if p}))
+        who = f"rank {ranks} has" if len(members) == 1 else \
+            f"ranks {ranks} have"
+        parts.append(f"{who} {view_id}" + (f" ({paths})" if paths else ""))
+    return ("view_id differs across ranks: " + "; ".join(parts) +
+            ": mount the same source with the same options everywhere")

@@ -1,0 +1,141 @@
+"""rankfs for PyTorch: a threaded loader that reads batch files into
+(pinned) tensors, and a map-style Dataset for DataLoader workers.
+
+    import rankfs, rankfs.torch
+    m = rankfs.Mount("/mnt/atlas")
+    for epoch in range(start_step // m.batches_per_rank, m.epochs):
+        for x, y in rankfs.torch.loader(m, epoch, labels=True,
+                                        start_step=start_step, device="cuda"):
+            ...
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional, Tuple, Union
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.utils.data
+
+from ._loader import Loader, MountLike, as_mount
+from ._read import Steps, read_pair, resolve_rank, view_id_mismatch
+
+__all__ = ["loader", "BatchDataset", "detect_rank", "check_view_id"]
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    try:
+        return torch.from_numpy(np.empty(0, dtype)).dtype
+    except TypeError:
+        raise TypeError(f"torch has no dtype for the batch files' {dtype}: "
+                        "mount with -o dtype=float32 (or another that "
+                        "torch has)") from None
+
+
+def _alloc(shape: Tuple[int, ...], dtype: np.dtype, pin: bool
+           ) -> Tuple[torch.Tensor, np.ndarray]:
+    t = torch.empty(shape, dtype=_torch_dtype(dtype), pin_memory=pin)
+    return t, t.numpy()
+
+
+def _group() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def detect_rank(mount: MountLike, rank: Optional[int] = None) -> int:
+    """This process's rank for the mount: torch.distributed's when a
+    process group is initialised, else env RANK and WORLD_SIZE, else
+    `rank` (world size then the mount's). A world size other than the
+    mount's is a ValueError naming both."""
+    m = as_mount(mount)
+    found = None
+    if _group():
+        found = (dist.get_rank(), dist.get_world_size(), "torch.distributed")
+    return resolve_rank(m, rank, found)
+
+
+def check_view_id(mount: MountLike) -> None:
+    """With a process group: all-gathers the view_id of every rank's
+    mount and raises ValueError naming the ranks if they differ (every
+    rank raises). A collective: every rank must call it. Without a
+    process group it does nothing."""
+    if not _group():
+        return
+    m = as_mount(mount)
+    got = [None] * dist.get_world_size()
+    dist.all_gather_object(got, (m.view_id, m.path))
+    message = view_id_mismatch(got)
+    if message:
+        raise ValueError(message)
+
+
+def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
+           labels: bool = False, start_step: int = 0, threads: int = 4,
+           pin_memory: bool = True,
+           device: Union[str, torch.device, None] = None) -> Loader:
+    """This rank's batches of one epoch as tensors, read by a thread pool.
+
+    Rank and world size come from torch.distributed when a process group
+    is initialised, else from env RANK and WORLD_SIZE, else from `rank`
+    (world size the mount's); a world size other than the mount's is a
+    ValueError. With a process group the view_id of every rank's mount
+    is compared (a collective: every rank calls loader() alike) and a
+    mismatch is a ValueError naming the ranks.
+
+    Each file is read with readinto straight into a tensor's memory,
+    pinned when pin_memory is set and CUDA is available, by `threads`
+    threads, at most 2 x threads files ahead; batches come in order.
+
+    @param mount a rankfs.Mount or its path
+    @param epoch the epoch; None for the step view: every listed epoch
+        from start_step on
+    @param labels yield (batch, labels) with labels the int64 label codes
+    @param start_step global step to resume at (step s is batch s mod nb
+        of epoch s div nb, as in MOUNT/step/); an epoch's batches before
+        it are skipped, an epoch wholly before it yields nothing
+    @param device move each tensor there (non_blocking) before yielding
+    @return a Loader: iterate it; len() is the batches it yields
+    """
+    m = as_mount(mount)
+    r = detect_rank(m, rank)
+    check_view_id(m)
+    pin = bool(pin_memory) and torch.cuda.is_available()
+    convert = None
+    if device is not None:
+        dev = torch.device(device)
+
+        def move(item: Any) -> Any:
+            if isinstance(item, tuple):
+                return tuple(t.to(dev, non_blocking=True) for t in item)
+            return item.to(dev, non_blocking=True)
+        convert = move
+    return Loader(m, Steps(m, epoch, r, start_step, labels),
+                  functools.partial(_alloc, pin=pin), threads, convert)
+
+
+class BatchDataset(torch.utils.data.Dataset):
+    """Map-style: item k is batch k of `rank` in `epoch` as a tensor
+    (with its labels when labels is set), for
+    ``DataLoader(ds, batch_size=None, num_workers=k, pin_memory=True)``
+    where worker processes are wanted. Read in order: rankfs prefetches
+    ahead of a rank that reads its files in order. The rank is found as
+    by loader(); the view_id is not compared (no collective here): call
+    check_view_id(mount) on every rank for that."""
+
+    def __init__(self, mount: MountLike, epoch: int,
+                 rank: Optional[int] = None, labels: bool = False) -> None:
+        m = as_mount(mount)
+        self.mount = m
+        self.steps = Steps(m, epoch, detect_rank(m, rank), 0, labels)
+        self.epoch, self.rank = epoch, self.steps.rank
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, k: int) -> Any:
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return read_pair(self.steps.pair(self.steps.first + k),
+                         functools.partial(_alloc, pin=False))
+

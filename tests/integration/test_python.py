@@ -1,0 +1,462 @@
+"""The rankfs Python package against real mounts: Mount's properties and
+paths, the loaders' bytes, labels and resume equal to the files, rank and
+world size detection (env, argument, torch.distributed with gloo ranks),
+the world-size and view_id mismatch errors, `python3 -m rankfs`, and the
+package as cmake --install lays it out.
+
+The package imported is conftest's PYTHON_PACKAGES: the installed copy
+when scripts/test names one in RANKFS_PYTHONPATH."""
+import datetime
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import PYTHON_PACKAGES, REPO, write_h5ad
+
+import rankfs  # noqa: E402 (conftest puts the package on sys.path)
+import rankfs.torch  # noqa: E402
+
+N, D, W, B = 1200, 8, 2, 50
+CATEGORIES = ["B cell", "T cell", "monocyte", "NK"]
+OPTIONS = f"label=cell_type,world_size={W},batch_size={B},epochs=3"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    rng = np.random.default_rng(7)
+    x = rng.random((N, D), dtype=np.float32)
+    codes = rng.integers(0, len(CATEGORIES), N)
+    obs = pd.DataFrame(
+        {"cell_type": pd.Categorical.from_codes(codes, CATEGORIES)},
+        index=[f"cell{i}" for i in range(N)])
+    path = str(tmp_path_factory.mktemp("py") / "cells.h5ad")
+    write_h5ad(path, x, obs)
+    return path, x, codes
+
+
+@pytest.fixture
+def mounted(mounts, source):
+    m = mounts(source[0], OPTIONS + ",seed=3")
+    return rankfs.Mount(m.mnt), m
+
+
+def test_the_package_imported_is_the_one_under_test():
+    assert rankfs.__file__.startswith(os.path.abspath(PYTHON_PACKAGES))
+
+
+def test_mount_properties_and_paths(mounted, source):
+    m, fixture = mounted
+    config = fixture.json("config.json")
+    assert m.view_id == config["view_id"] and len(m.view_id) == 16
+    assert (m.world_size, m.batch_size, m.epochs) == (W, B, 3)
+    assert (m.rows, m.columns, m.dtype) == (N, D, "float32")
+    assert m.batches_per_rank == fixture.batches() == N // (W * B)
+    assert m.steps == 3 * m.batches_per_rank
+    assert m.has_labels and m.label_categories == CATEGORIES
+    assert m.var_names is None or len(m.var_names) == D
+    assert m.batch_path(2, 1, 5) == fixture.file("batch", 2, 1, 5)
+    assert m.index_path(2, 1, 5) == fixture.file("index", 2, 1, 5)
+    assert m.label_path(2, 1, 5) == fixture.file("label", 2, 1, 5)
+    assert m.step_path(1, 13) == fixture.path("step/rank/1/000000013.npy")
+    assert m.step_path(1, 13, "index") == \
+        fixture.path("step/rank/1/index/000000013.npy")
+    for bad in ((0, W, 0), (0, 0, m.batches_per_rank), (-1, 0, 0)):
+        with pytest.raises(IndexError):
+            m.batch_path(*bad)
+    # stats.json is read again at each access.
+    before = m.stats["ranks"][1]["batches_served"]
+    np.load(m.batch_path(0, 1, 0))
+    assert m.stats["ranks"][1]["batches_served"] == before + 1
+    with pytest.raises(ValueError, match="not a rankfs mount"):
+        rankfs.Mount(os.path.dirname(source[0]))
+
+
+def test_torch_loader_yields_the_files_bytes_in_order(mounted):
+    m, _ = mounted
+    import torch
+    loader = rankfs.torch.loader(m, 2, rank=1, threads=3)
+    assert len(loader) == m.batches_per_rank
+    got = list(loader)
+    assert len(got) == m.batches_per_rank
+    for k, t in enumerate(got):
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.float32
+        want = np.load(m.batch_path(2, 1, k))
+        assert t.numpy().tobytes() == want.tobytes()
+        assert t.shape == want.shape
+    # The numpy loader reads the same bytes.
+    for k, a in enumerate(rankfs.loader(m, 2, rank=1, threads=2)):
+        assert a.tobytes() == got[k].numpy().tobytes()
+    # device= moves each tensor (non_blocking).
+    first = next(iter(rankfs.torch.loader(m, 2, rank=1, device="cpu")))
+    assert first.device.type == "cpu"
+    assert torch.equal(first, got[0])
+
+
+def test_labels_are_aligned_with_rows(mounted, source):
+    m, _ = mounted
+    _, x, codes = source
+    for k, (t, y) in enumerate(rankfs.torch.loader(m, 1, rank=0,
+                                                   labels=True)):
+        index = np.load(m.index_path(1, 0, k))
+        assert y.numpy().tolist() == np.load(m.label_path(1, 0, k)).tolist()
+        assert y.numpy().tolist() == codes[index].tolist()
+        assert np.array_equal(t.numpy(), x[index])
+
+
+def test_a_partial_last_batch(mounts, source):
+    """drop_last=0: the last batch is shorter; its header says so."""
+    m = rankfs.Mount(mounts(source[0], f"world_size={W},batch_size=70,"
+                            "drop_last=0").mnt)
+    nb = m.batches_per_rank
+    assert nb == -(-N // (W * 70))
+    got = list(rankfs.torch.loader(m, 0, rank=1, threads=2))
+    assert len(got) == nb and got[-1].shape[0] < 70
+    for k, t in enumerate(got):
+        assert t.numpy().tobytes() == np.load(m.batch_path(0, 1, k)).tobytes()
+
+
+def test_labels_needs_a_label_mount(mounts, source):
+    m = rankfs.Mount(mounts(source[0], f"world_size={W},batch_size={B}").mnt)
+    assert not m.has_labels and m.label_categories is None
+    with pytest.raises(ValueError, match="label"):
+        rankfs.torch.loader(m, 0, rank=0, labels=True)
+
+
+def step_file_bytes(m, rank, steps, kind="batch"):
+    return [open(m.step_path(rank, s, kind), "rb").read() for s in steps]
+
+
+def npy_bytes(a):
+    import io
+    f = io.BytesIO()
+    np.save(f, a)
+    return f.getvalue()
+
+
+def test_start_step_resumes_as_the_step_view(mounted):
+    m, _ = mounted
+    nb = m.batches_per_rank
+    start = nb + 4  # epoch 1, batch 4
+    resumed = rankfs.torch.loader(m, 1, rank=1, labels=True,
+                                  start_step=start)
+    assert len(resumed) == nb - 4 and resumed.start_step == start
+    got = list(resumed)
+    steps = range(start, 2 * nb)
+    assert [npy_bytes(t.numpy()) for t, _ in got] == \
+        step_file_bytes(m, 1, steps)
+    assert [npy_bytes(y.numpy()) for _, y in got] == \
+        step_file_bytes(m, 1, steps, "label")
+    # An epoch wholly before the step yields nothing, one after it all.
+    assert len(rankfs.torch.loader(m, 0, rank=1, start_step=start)) == 0
+    assert list(rankfs.torch.loader(m, 0, rank=1, start_step=start)) == []
+    assert len(rankfs.torch.loader(m, 2, rank=1, start_step=start)) == nb
+    # epoch=None: the step view itself, to the end of the listed epochs.
+    stream = rankfs.torch.loader(m, None, rank=1, start_step=start)
+    assert len(stream) == 3 * nb - start
+    assert [npy_bytes(t.numpy()) for t in stream] == \
+        step_file_bytes(m, 1, range(start, 3 * nb))
+    with pytest.raises(ValueError, match="start_step"):
+        rankfs.torch.loader(m, 0, rank=1, start_step=-1)
+
+
+def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
+    m, _ = mounted
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert rankfs.torch.loader(m, 0, rank=1).rank == 1
+    with pytest.raises(ValueError, match="world_size 2.*rank="):
+        rankfs.torch.loader(m, 0)  # nothing says which rank
+    with pytest.raises(ValueError, match=r"rank 2 out of range \[0, 2\)"):
+        rankfs.torch.loader(m, 0, rank=2)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert rankfs.torch.loader(m, 0).rank == 1
+    assert rankfs.loader(m, 0).rank == 1
+    assert rankfs.torch.BatchDataset(m, 0).rank == 1
+    with pytest.raises(ValueError, match="rank=0 given.*rank 1"):
+        rankfs.torch.loader(m, 0, rank=0)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    with pytest.raises(ValueError, match=r"world size 4 \(from env "
+                       r"RANK/WORLD_SIZE\) differs from the mount's "
+                       r"world_size 2"):
+        rankfs.torch.loader(m, 0)
+
+
+def test_batch_dataset_with_dataloader_workers(mounted):
+    m, _ = mounted
+    import torch.utils.data as tud
+    ds = rankfs.torch.BatchDataset(m, 1, rank=0, labels=True)
+    assert len(ds) == m.batches_per_rank
+    dl = tud.DataLoader(ds, batch_size=None, num_workers=2)
+    for k, (x, y) in enumerate(dl):
+        assert x.numpy().tobytes() == np.load(m.batch_path(1, 0, k)).tobytes()
+        assert y.numpy().tolist() == np.load(m.label_path(1, 0, k)).tolist()
+    assert k == m.batches_per_rank - 1
+
+
+def test_leaving_a_loader_early_stops_its_threads(mounted):
+    m, _ = mounted
+
+    def readers():
+        return [t for t in threading.enumerate()
+                if t.name.startswith("rankfs-read")]
+    it = iter(rankfs.torch.loader(m, 0, rank=0, threads=4))
+    next(it)
+    assert readers()
+    it.close()
+    deadline = time.monotonic() + 10
+    while readers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not readers()
+
+
+# torch.distributed: gloo ranks on 127.0.0.1, one process each.
+
+def _gloo_rank(rank, world, port, paths, out):
+    """Runs in a spawned process: joins the group, makes a loader for its
+    mount and writes what happened to out/rankR.json."""
+    import torch.distributed as dist
+    os.environ.pop("RANK", None)
+    os.environ.pop("WORLD_SIZE", None)
+    result = {}
+    try:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+            world_size=world, timeout=datetime.timedelta(seconds=60))
+        m = rankfs.Mount(paths[rank])
+        loader = rankfs.torch.loader(m, 1, labels=True, threads=2)
+        result["rank"] = loader.rank
+        result["same"] = all(
+            x.numpy().tobytes() == np.load(m.batch_path(1, rank, k)).tobytes()
+            for k, (x, _) in enumerate(loader))
+    except Exception as e:  # reported to the test
+        result["error"] = f"{type(e).__name__}: {e}"
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+    sys.stdout.flush()
+    os._exit(0)  # no torch 1.13 exit-time destructors (see the example)
+
+
+def run_gloo(paths, world, tmp_path):
+    import socket
+    import torch.multiprocessing as tmp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = tmp.spawn(_gloo_rank, args=(world, port, paths, str(tmp_path)),
+                    nprocs=world, join=False)
+    deadline = time.monotonic() + 120
+    while not ctx.join(timeout=1):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            raise AssertionError("gloo ranks did not finish in 120 s")
+    results = []
+    for r in range(world):
+        with open(tmp_path / f"rank{r}.json") as f:
+            results.append(json.load(f))
+    return results
+
+
+def test_rank_from_torch_distributed(mounted, tmp_path):
+    m, _ = mounted
+    results = run_gloo([m.path, m.path], 2, tmp_path)
+    assert results == [{"rank": 0, "same": True}, {"rank": 1, "same": True}]
+
+
+def test_world_size_of_the_process_group_must_match(mounted, tmp_path):
+    m, _ = mounted
+    (result,) = run_gloo([m.path], 1, tmp_path)
+    assert result["error"] == (
+        "ValueError: world size 1 (from torch.distributed) differs from "
+        f"the mount's world_size 2 ({m.path}/config.json): mount with "
+        "-o world_size=1")
+
+
+def test_view_id_must_match_across_ranks(mounts, source, tmp_path):
+    a = rankfs.Mount(mounts(source[0], OPTIONS + ",seed=1").mnt)
+    b = rankfs.Mount(mounts(source[0], OPTIONS + ",seed=2").mnt)
+    assert a.view_id != b.view_id
+    results = run_gloo([a.path, b.path], 2, tmp_path)
+    want = (f"ValueError: view_id differs across ranks: rank 0 has "
+            f"{a.view_id} ({a.path}); rank 1 has {b.view_id} ({b.path}): "
+            "mount the same source with the same options everywhere")
+    assert results == [{"error": want}, {"error": want}]
+
+
+def test_python_m_rankfs_prints_a_summary(mounted):
+    m, _ = mounted
+    for k in range(3):
+        np.load(m.batch_path(0, 1, k))
+    r = subprocess.run([sys.executable, "-m", "rankfs", m.path],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    print(r.stdout)
+    lines = r.stdout.splitlines()
+    # One screen (the first two lines hold paths).
+    assert len(lines) <= 24 and max(map(len, lines[2:])) <= 80
+    assert lines[0] == f"rankfs {m.path}  view_id {m.view_id}"
+    assert "world_size=2 batch_size=50 seed=3" in r.stdout
+    assert f"{m.batches_per_rank} batches per rank per epoch" in r.stdout
+    assert "cell_type (4 categories)" in r.stdout
+    ranks = [line.split() for line in lines
+             if line.split()[:1] in (["0"], ["1"])]
+    assert [row[0] for row in ranks] == ["0", "1"]
+    assert int(ranks[1][1]) >= 3 and "e0 b2" in " ".join(ranks[1])
+    bad = subprocess.run([sys.executable, "-m", "rankfs", REPO],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("python3 -m rankfs: ") and \
+        "not a rankfs mount" in bad.stderr
+
+
+def test_cmake_install_lays_out_an_importable_package(tmp_path):
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", os.path.join(REPO, "build"),
+                    "--prefix", str(prefix)], check=True,
+                   capture_output=True)
+    found = [os.path.dirname(os.path.dirname(os.path.join(d, "__init__.py")))
+             for d, _, files in os.walk(prefix)
+             if d.endswith("/rankfs") and "__init__.py" in files]
+    assert len(found) == 1
+    # The directory is the system interpreter's for its prefix.
+    rel = os.path.relpath(found[0], prefix)
+    assert rel in (f"lib/python{sys.version_info[0]}.{sys.version_info[1]}"
+                   "/dist-packages",
+                   f"lib/python{sys.version_info[0]}.{sys.version_info[1]}"
+                   "/site-packages")
+    r = subprocess.run(
+        [sys.executable, "-c",
+         "import rankfs, rankfs.torch, rankfs.__main__; "
+         "print(rankfs.__file__)"],
+        env=dict(os.environ, PYTHONPATH=found[0]), cwd=str(tmp_path),
+        capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == os.path.join(found[0], "rankfs", "__init__.py")
+
+
+def test_jax_loader(mounted):
+    jax = pytest.importorskip(
+        "jax", reason="jax is not importable here (not a Debian 12 "
+        "package): rankfs.jax runs only with a stand-in for it")
+    import rankfs.jax
+    m, _ = mounted
+    got = list(rankfs.jax.loader(m, 1, rank=1, labels=True))
+    assert len(got) == m.batches_per_rank
+    for k, (x, y) in enumerate(got):
+        assert isinstance(x, jax.Array)
+        assert np.asarray(x).tobytes() == \
+            np.load(m.batch_path(1, 1, k)).tobytes()
+        assert np.asarray(y).tolist() == \
+            np.load(m.label_path(1, 1, k)).tolist()
+
+
+EXAMPLES = os.path.join(REPO, "docs", "examples")
+
+
+def test_numpy_example(mounted):
+    m, _ = mounted
+    nb = m.batches_per_rank
+    r = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "numpy_loader.py"), m.path,
+         "--epoch", "2", "--rank", "1", "--start-step", str(2 * nb + 5)],
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = np.concatenate([np.load(m.batch_path(2, 1, k))
+                           for k in range(nb)])
+    assert out["view_id"] == m.view_id and out["rank"] == 1
+    assert (out["batches"], out["rows"]) == (nb, nb * B)
+    assert np.allclose(out["mean"], rows.mean(axis=0, dtype=np.float64))
+    assert out["resumed_batches"] == nb - 5
+
+
+def test_jax_example(mounted):
+    pytest.importorskip(
+        "jax", reason="jax is not importable here (not a Debian 12 "
+        "package): docs/examples/jax_loader.py is untested")
+    m, _ = mounted
+    r = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "jax_loader.py"), m.path,
+         "--epochs", "2", "--rank", "0"],
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["rows"] == 2 * m.batches_per_rank * B
+    assert len(out["losses"]) == 2
+
+
+def test_gpu_feed_bench_runs_on_cpu(tmp_path):
+    """bench/gpu_feed.py, small and on the CPU: it prints all three feeds
+    (its numbers are for a GPU and a real size)."""
+    from conftest import RANKFS
+    r = subprocess.run(
+        [sys.executable, os.path.join(REPO, "bench", "gpu_feed.py"),
+         "--rows", "16384", "--cols", "32", "--world-size", "2",
+         "--device", "cpu", "--dir", str(tmp_path),
+         "--json", str(tmp_path / "feed.json")],
+        env=dict(os.environ, RANKFS_BIN=RANKFS), capture_output=True,
+        text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    print(r.stdout)
+    for feed in ("rankfs.torch.loader", "DataLoader(workers)", "in memory"):
+        assert f"  {feed} " in r.stdout
+    assert "rankfs.torch.loader / DataLoader(workers): " in r.stdout
+    out = json.load(open(tmp_path / "feed.json"))
+    assert all(v > 0 for v in out["rows_per_s"].values())
+    assert os.listdir(tmp_path) == ["feed.json"]  # unmounted, cleaned up
+
+
+def test_rankfs_jax_with_a_stand_in_for_jax(mounted, monkeypatch):
+    """rankfs.jax's own logic without jax (not in Debian 12): a module
+    standing in for jax says process 1 of 2, puts arrays as they are, and
+    all-gathers the view_id from a rank 0 with another view_id."""
+    import types
+    m, _ = mounted
+    other = "0123456789abcdef"
+
+    def allgather(mine):
+        theirs = np.frombuffer(bytes.fromhex(other), dtype=np.uint32)
+        return np.stack([theirs, mine])
+    fake = types.ModuleType("jax")
+    fake.process_count = lambda: 2
+    fake.process_index = lambda: 1
+    fake.device_put = lambda a, device=None: ("put", a)
+    fake.experimental = types.ModuleType("jax.experimental")
+    fake.experimental.multihost_utils = types.ModuleType(
+        "jax.experimental.multihost_utils")
+    fake.experimental.multihost_utils.process_allgather = allgather
+    for name, mod in (("jax", fake), ("jax.experimental", fake.experimental),
+                      ("jax.experimental.multihost_utils",
+                       fake.experimental.multihost_utils)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delitem(sys.modules, "rankfs.jax", raising=False)
+    try:
+        import rankfs.jax as rj
+        assert rj.detect_rank(m) == 1
+        with pytest.raises(ValueError, match=(
+                f"view_id differs across ranks: rank 0 has {other}; "
+                f"rank 1 has {m.view_id}: ")):
+            rj.loader(m, 0)
+        other = m.view_id
+        got = list(rj.loader(m, 0, labels=True, start_step=3))
+        assert len(got) == m.batches_per_rank - 3
+        (tag, x), (_, y) = got[0]
+        assert tag == "put"
+        assert x.tobytes() == np.load(m.batch_path(0, 1, 3)).tobytes()
+        assert y.tolist() == np.load(m.label_path(0, 1, 3)).tolist()
+        fake.process_count = lambda: 3
+        with pytest.raises(ValueError, match=r"world size 3 \(from "
+                           r"jax.process_count\(\)\) differs"):
+            rj.loader(m, 0)
+    finally:  # the real jax, where there is one, gets a fresh rankfs.jax
+        sys.modules.pop("rankfs.jax", None)
+        if hasattr(rankfs, "jax"):
+            del rankfs.jax
