@@ -22,8 +22,8 @@ static void unescape_octal(char *s)
 {
 	char *out = s;
 	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
 			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
 					(s[3] - '0'));
 			s += 3;
@@ -96,8 +96,7 @@ struct pages {
 	struct rfs_page_drop *drop;
 };
 
-static int notify_store(void *ctx, uint64_t ino, const void *data,
-			size_t len)
+static int notify_store(void *ctx, uint64_t ino, const void *data, size_t len)
 {
 	struct pages *p = ctx;
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
@@ -187,7 +186,8 @@ int main(int argc, char *argv[])
 			"per rank) are too many to number every file of every "
 			"epoch; raise batch_size\n",
 			(unsigned long long)(cli.config.world_size *
-					     rfs_view_batches_per_rank(fs.view)));
+					     rfs_view_batches_per_rank(
+						     fs.view)));
 		goto out_view;
 	}
 	se = rfs_ops_session_new(&cli.args, &fs);
@@ -207,8 +207,8 @@ int main(int argc, char *argv[])
 	}
 	/* With direct_io nothing is stored or dropped, but opens are
 	 * counted: a file's bytes go at its last release only. */
-	if ((rc = rfs_page_store_create(fs.direct_io ? NULL : &page_ops,
-					&pages, &fs.page_store)) != 0) {
+	if ((rc = rfs_page_store_create(fs.direct_io ? NULL : &page_ops, &pages,
+					&fs.page_store)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
 		rfs_page_drop_destroy(pages.drop);
 		goto out_unmount;

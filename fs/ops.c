@@ -89,7 +89,7 @@ static blksize_t preferred_io_size(const struct rfs_node *n)
 }
 
 static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
-		      struct stat *st)
+		     struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = rfs_inode_of(&fs->space, n);
@@ -227,7 +227,7 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					sizeof(name));
 			st.st_ino = rfs_inode_of(&fs->space, &child);
 			st.st_mode = rfs_inode_is_dir(&child) ? S_IFDIR :
-							       S_IFREG;
+								S_IFREG;
 		}
 		size_t need = add_entry(req, buf + used, size - used, name,
 					dot ? NULL : &child, &st,
@@ -372,10 +372,9 @@ static void read_file(fuse_req_t req, const struct rfs_node *n, size_t size,
 	/* Counted before the reply: a reader that looks at stats.json right
 	 * after its read must find it there. */
 	if ((uint64_t)off < len)
-		rfs_view_count_bytes(fs->view, n->rank,
-				     len - (size_t)off < size ?
-					     len - (size_t)off :
-					     size);
+		rfs_view_count_bytes(
+			fs->view, n->rank,
+			len - (size_t)off < size ? len - (size_t)off : size);
 	reply_slice(req, rfs_cache_entry_data(e), len, size, off);
 	rfs_view_put(fs->view, e);
 }
@@ -430,8 +429,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 {
 	struct rfs_fs *fs = fs_of(req);
 	struct rfs_node n;
-	int file = rfs_inode_node(&fs->space, ino, &n) == 0 &&
-		   is_file(&n);
+	int file = rfs_inode_node(&fs->space, ino, &n) == 0 && is_file(&n);
 	if (!file && fi->fh)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);

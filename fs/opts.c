@@ -81,8 +81,8 @@ static void print_help(void)
 static void unknown_option(const char *key)
 {
 	struct rfs_buf b = { 0 };
-	rfs_buf_printf(&b, "rankfs: unknown option '%s'; rankfs's options: ",
-		       key);
+	rfs_buf_printf(&b,
+		       "rankfs: unknown option '%s'; rankfs's options: ", key);
 	rfs_config_render_names(&b);
 	rfs_buf_printf(&b, "; libfuse's: ");
 	rfs_mountopt_render_fuse_names(&b);
@@ -261,8 +261,7 @@ static int add_fixed_options(struct rfs_cli *cli, int has_fsname,
 		return -1;
 	if (asprintf(&opt, "-oro,default_permissions,auto_unmount%s%s%s",
 		     has_subtype ? "" : ",subtype=rankfs",
-		     has_fsname ? "" : ",fsname=", has_fsname ? "" : value) <
-	    0)
+		     has_fsname ? "" : ",fsname=", has_fsname ? "" : value) < 0)
 		opt = NULL;
 	if (opt)
 		rc = fuse_opt_add_arg(&cli->args, opt);

@@ -107,7 +107,8 @@ void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
 	if (tell_full)
 		rfs_log("page drops fall behind (%d files queued): closed "
 			"files' pages stay in the page cache until the kernel "
-			"reclaims them", RFS_PAGE_DROP_SLOTS);
+			"reclaims them",
+			RFS_PAGE_DROP_SLOTS);
 }
 
 void rfs_page_drop_cancel(struct rfs_page_drop *d, uint64_t ino)

@@ -91,8 +91,9 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 			pthread_mutex_unlock(&s->lock);
 			return -ENOMEM;
 		}
-		*f = (struct open_inode){ .next = s->open, .ino = ino,
-					 .filling = s->ops != NULL };
+		*f = (struct open_inode){ .next = s->open,
+					  .ino = ino,
+					  .filling = s->ops != NULL };
 		s->open = f;
 	}
 	f->opens++;

@@ -71,8 +71,8 @@ static struct rfs_npz_csr npz_shape(const struct rfs_batch *b,
 				     .cols = cols,
 				     .nnz = nnz,
 				     .value_dtype = npz_value_dtype(b),
-				     .index_dtype = rfs_npz_index_dtype(
-					     cols, nnz) };
+				     .index_dtype =
+					     rfs_npz_index_dtype(cols, nnz) };
 }
 
 /* Adds each stored value of a CSR batch (in dtype t) into its cell of the
@@ -80,32 +80,42 @@ static struct rfs_npz_csr npz_shape(const struct rfs_batch *b,
  * entries add up (so a batch's .npy is its .npz's toarray()), and integers
  * wrap. float16 adds in float32 and rounds once (numpy rounds each sum:
  * only duplicates can tell the two apart). */
-#define SCATTER_ADD(type, into, from)                                      \
-	do {                                                               \
-		type *d = (type *)(void *)(into);                          \
-		const type *s = (from);                                    \
-		for (uint64_t i = 0; i < n; i++)                           \
-			for (uint64_t k = csr->start[i];                   \
-			     k < csr->start[i + 1]; k++)                   \
-				d[i * ncols + (uint64_t)csr->cols[k]] +=   \
-					s[k];                              \
+#define SCATTER_ADD(type, into, from)                                          \
+	do {                                                                   \
+		type *d = (type *)(void *)(into);                              \
+		const type *s = (from);                                        \
+		for (uint64_t i = 0; i < n; i++)                               \
+			for (uint64_t k = csr->start[i];                       \
+			     k < csr->start[i + 1]; k++)                       \
+				d[i * ncols + (uint64_t)csr->cols[k]] += s[k]; \
 	} while (0)
 
-static int scatter_add(enum rfs_dtype t, unsigned char *dst,
-		       const void *values, const struct rfs_csr *csr,
-		       uint64_t n, uint64_t ncols)
+static int scatter_add(enum rfs_dtype t, unsigned char *dst, const void *values,
+		       const struct rfs_csr *csr, uint64_t n, uint64_t ncols)
 {
 	switch (t) {
 	case RFS_INT8:
-	case RFS_UINT8: SCATTER_ADD(uint8_t, dst, values); break;
+	case RFS_UINT8:
+		SCATTER_ADD(uint8_t, dst, values);
+		break;
 	case RFS_INT16:
-	case RFS_UINT16: SCATTER_ADD(uint16_t, dst, values); break;
+	case RFS_UINT16:
+		SCATTER_ADD(uint16_t, dst, values);
+		break;
 	case RFS_INT32:
-	case RFS_UINT32: SCATTER_ADD(uint32_t, dst, values); break;
+	case RFS_UINT32:
+		SCATTER_ADD(uint32_t, dst, values);
+		break;
 	case RFS_INT64:
-	case RFS_UINT64: SCATTER_ADD(uint64_t, dst, values); break;
-	case RFS_FLOAT32: SCATTER_ADD(float, dst, values); break;
-	case RFS_FLOAT64: SCATTER_ADD(double, dst, values); break;
+	case RFS_UINT64:
+		SCATTER_ADD(uint64_t, dst, values);
+		break;
+	case RFS_FLOAT32:
+		SCATTER_ADD(float, dst, values);
+		break;
+	case RFS_FLOAT64:
+		SCATTER_ADD(double, dst, values);
+		break;
 	default: { /* float16 */
 		/* The sums are batch-sized, the same size for every full
 		 * batch: a pooled buffer (bigbuf.c), not a fresh mapping
@@ -160,8 +170,8 @@ static size_t npz_widened_bytes(const struct rfs_batch *b, uint64_t nnz)
 /* The most memory dense_rows() or npz_file() of n rows (nnz stored
  * values) allocates beside the file, and generate()'s row ids: counted in
  * the cache with the file while it is made. */
-static size_t fill_scratch(const struct rfs_batch *b, uint64_t kind,
-			   uint64_t n, uint64_t nnz)
+static size_t fill_scratch(const struct rfs_batch *b, uint64_t kind, uint64_t n,
+			   uint64_t nnz)
 {
 	const struct rfs_source_info *info = rfs_dataset_info(b->dataset);
 	size_t ids = n * sizeof(int64_t);
@@ -171,9 +181,9 @@ static size_t fill_scratch(const struct rfs_batch *b, uint64_t kind,
 	size_t out_elem = rfs_dtype_size(b->out_dtype);
 	int cast = b->out_dtype != info->dtype;
 	if (!b->sparse) /* the rows as stored, cast from there */
-		return scratch + (cast ? n * info->cols *
-					  rfs_dtype_size(info->dtype) :
-				  0);
+		return scratch +
+		       (cast ? n * info->cols * rfs_dtype_size(info->dtype) :
+			       0);
 	if (kind == RFS_KIND_NPZ) /* the values as served, then widened */
 		return scratch + (npz_reads_values_in_place(b) ?
 					  0 :
@@ -236,17 +246,17 @@ static int npz_file(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 		return -ENOMEM;
 	int in_place = npz_reads_values_in_place(b);
 	struct rfs_csr csr;
-	int rc = rfs_dataset_read_csr(b->dataset, rows, n,
-				      in_place ? buf + rfs_npz_values_offset(&m) :
-						 NULL,
-				      &csr);
+	int rc = rfs_dataset_read_csr(
+		b->dataset, rows, n,
+		in_place ? buf + rfs_npz_values_offset(&m) : NULL, &csr);
 	if (rc != 0)
 		return rc;
 	/* Cast to the served dtype, then widened where it is float16: the
 	 * values a .npy of the batch holds. */
 	size_t served = npz_served_bytes(b, m.nnz);
-	unsigned char *cast = in_place ? NULL :
-			      malloc(served + npz_widened_bytes(b, m.nnz) + 1);
+	unsigned char *cast =
+		in_place ? NULL :
+			   malloc(served + npz_widened_bytes(b, m.nnz) + 1);
 	const void *values = csr.values;
 	if (cast && served) {
 		rfs_convert(b->out_dtype, cast, info->dtype, values, m.nnz);
@@ -267,8 +277,8 @@ static int npz_file(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 }
 
 int rfs_batch_check_sizes(const struct rfs_config *c,
-			  const struct rfs_dataset *d,
-			  enum rfs_dtype out_dtype, char *err, size_t errlen)
+			  const struct rfs_dataset *d, enum rfs_dtype out_dtype,
+			  char *err, size_t errlen)
 {
 	uint64_t window = c->fetch_factor * c->world_size * c->batch_size;
 	if (window > WINDOW_BYTES_MAX / 8) {
@@ -322,8 +332,8 @@ uint64_t rfs_batch_rows(const struct rfs_batch *b, uint64_t batch)
 static uint64_t npy_size(const struct rfs_batch *b, uint64_t kind,
 			 uint64_t batch)
 {
-	uint64_t last = batch + 1 >= rfs_plan_layout(b->planner)
-					     ->batches_per_rank;
+	uint64_t last = batch + 1 >=
+			rfs_plan_layout(b->planner)->batches_per_rank;
 	return b->file_size[kind][last];
 }
 
@@ -338,9 +348,9 @@ static int npy_file(struct rfs_batch *b, const struct rfs_cache_key *key,
 	uint64_t nnz = key->kind == RFS_KIND_BATCH && b->sparse ?
 			       npz_shape(b, rows, n).nnz :
 			       0;
-	unsigned char *buf = rfs_cache_fill_buffer(
-		f, npy_size(b, key->kind, key->batch),
-		fill_scratch(b, key->kind, n, nnz));
+	unsigned char *buf =
+		rfs_cache_fill_buffer(f, npy_size(b, key->kind, key->batch),
+				      fill_scratch(b, key->kind, n, nnz));
 	if (!buf)
 		return -ENOMEM;
 	size_t header = rfs_npy_header(dtype, ndims, shape, (char *)buf);
@@ -368,8 +378,8 @@ static int generate(struct rfs_batch *b, const struct rfs_cache_key *key,
 	int64_t *rows = malloc(n * sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
-	int rc = rfs_plan_batch(b->planner, key->epoch, key->rank,
-				   key->batch, rows);
+	int rc = rfs_plan_batch(b->planner, key->epoch, key->rank, key->batch,
+				rows);
 	if (rc == 0)
 		rc = key->kind == RFS_KIND_NPZ ? npz_file(b, rows, n, f) :
 						 npy_file(b, key, rows, n, f);
@@ -437,7 +447,7 @@ uint64_t rfs_batch_file_size(struct rfs_batch *b,
 	/* The .npz depends on the batch's stored values: plan it. */
 	int64_t *rows = malloc(n * sizeof(*rows));
 	if (!rows || rfs_plan_batch(b->planner, key->epoch, key->rank,
-				       key->batch, rows) != 0) {
+				    key->batch, rows) != 0) {
 		free(rows);
 		return 0;
 	}

@@ -26,8 +26,8 @@ struct rfs_batch;
  * 3.5 GiB (a plain zip). On failure writes one line naming the options
  * to err. @return 0 or -EINVAL. */
 int rfs_batch_check_sizes(const struct rfs_config *c,
-			  const struct rfs_dataset *d,
-			  enum rfs_dtype out_dtype, char *err, size_t errlen);
+			  const struct rfs_dataset *d, enum rfs_dtype out_dtype,
+			  char *err, size_t errlen);
 
 /* Batches of d's rows as p plans them, served in out_dtype, with the
  * labels of s. d, p, s and stats (NULL: generation not timed) are

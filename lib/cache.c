@@ -81,8 +81,7 @@ static size_t held(const struct rfs_cache_entry *e)
 	return rfs_bigbuf_footprint(e->len);
 }
 
-static void push_front(struct rfs_cache_entry *list,
-		       struct rfs_cache_entry *e)
+static void push_front(struct rfs_cache_entry *list, struct rfs_cache_entry *e)
 {
 	e->lru_next = list->lru_next;
 	e->lru_prev = list;

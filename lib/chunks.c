@@ -40,8 +40,8 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
 	/* The buffer first: it may wait for room, holding nothing else. */
-	unsigned char *out = rfs_cache_fill_buffer(f, out_len,
-						   loc->size + out_len);
+	unsigned char *out =
+		rfs_cache_fill_buffer(f, out_len, loc->size + out_len);
 	unsigned char *stored = malloc(loc->size ? loc->size : 1);
 	unsigned char *scratch = malloc(out_len);
 	int rc = -ENOMEM;
@@ -50,8 +50,8 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	rc = pread_all(c->fd, stored, loc->size, loc->addr);
 	if (rc == 0)
 		rc = rfs_inflate_decode(&c->pipeline, loc->mask, stored,
-					 loc->size, out, out_len, c->elem,
-					 scratch);
+					loc->size, out, out_len, c->elem,
+					scratch);
 	if (rc != 0) {
 		uint64_t first = key->batch / c->grid_cols * c->chunk_rows;
 		rfs_log("source %s dataset %s: chunk %llu (rows %llu..%llu, "
@@ -61,7 +61,7 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 			(unsigned long long)(first + c->chunk_rows - 1),
 			(unsigned long long)loc->size,
 			(unsigned long long)loc->addr,
-			rc == -EIO ? "does not decode" :
+			rc == -EIO     ? "does not decode" :
 			rc == -ENODATA ? "is past the end of the file" :
 					 strerror(-rc));
 		rc = rc == -ENOMEM ? rc : -EIO;
@@ -104,8 +104,8 @@ void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 	free(cc);
 }
 
-int rfs_chunks_register(struct rfs_chunk_cache *cc,
-			     const struct rfs_chunked *c, uint64_t *id)
+int rfs_chunks_register(struct rfs_chunk_cache *cc, const struct rfs_chunked *c,
+			uint64_t *id)
 {
 	if (cc->count == cc->cap) {
 		size_t cap = cc->cap ? 2 * cc->cap : 8;
@@ -126,10 +126,9 @@ int rfs_chunks_register(struct rfs_chunk_cache *cc,
 /* Copies n rows of chunk row gr from each chunk of that row: a run (out
  * given: rows first + k to out + k rows) or sorted rows (rows[k] to
  * to[k]). */
-static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
-			  uint64_t gr, const uint64_t *rows, uint64_t first,
-			  size_t n, unsigned char *const *to,
-			  unsigned char *out)
+static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id, uint64_t gr,
+			  const uint64_t *rows, uint64_t first, size_t n,
+			  unsigned char *const *to, unsigned char *out)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	size_t row_bytes = c->cols * c->elem;
@@ -165,7 +164,7 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id,
 }
 
 int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
-		     uint64_t count, void *dst)
+		    uint64_t count, void *dst)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	unsigned char *out = dst;
@@ -185,8 +184,8 @@ int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 }
 
 int rfs_chunks_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
-			  const uint64_t *rows, size_t n,
-			  unsigned char *const *to)
+			 const uint64_t *rows, size_t n,
+			 unsigned char *const *to)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	for (size_t i = 0, j; i < n; i = j) {

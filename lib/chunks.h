@@ -52,20 +52,20 @@ void rfs_chunks_destroy(struct rfs_chunk_cache *cc);
  * (also on failure). The borrowed fd and names must stay valid while
  * reads happen. Not thread-safe: call at mount time.
  * @return 0 with *id set, or -ENOMEM. */
-int rfs_chunks_register(struct rfs_chunk_cache *cc,
-			     const struct rfs_chunked *c, uint64_t *id);
+int rfs_chunks_register(struct rfs_chunk_cache *cc, const struct rfs_chunked *c,
+			uint64_t *id);
 
 /* Reads rows [first, first + count) of dataset id to dst, row i at
  * dst + i x cols x elem. Thread-safe. Failures (short file, bad chunk)
  * are logged with file, dataset and rows. @return 0, -EIO, -ENOMEM. */
 int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
-		     uint64_t count, void *dst);
+		    uint64_t count, void *dst);
 
 /* Reads n distinct rows of dataset id, sorted ascending, row i to to[i]:
  * the rows of one row of chunks are served by one lookup of each chunk.
  * Thread-safe. @return 0, -EIO, -ENOMEM. */
 int rfs_chunks_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
-			  const uint64_t *rows, size_t n,
-			  unsigned char *const *to);
+			 const uint64_t *rows, size_t n,
+			 unsigned char *const *to);
 
 #endif

@@ -44,8 +44,8 @@ static int cmp_index(const void *a, const void *b, void *names)
 
 /* @return the position of name in names (through the sorted index), or
  * -1. */
-static int64_t find_name(char *const *names, const uint64_t *index,
-			 uint64_t n, const char *name)
+static int64_t find_name(char *const *names, const uint64_t *index, uint64_t n,
+			 const char *name)
 {
 	uint64_t lo = 0, hi = n;
 	while (lo < hi) {
@@ -244,8 +244,8 @@ static void list_categories(const struct rfs_column *c, char *out, size_t n)
 	finish_list(&b, out, n);
 }
 
-static int parse_number(const struct rfs_column *c, const char *v,
-			int64_t *i, double *d)
+static int parse_number(const struct rfs_column *c, const char *v, int64_t *i,
+			double *d)
 {
 	char *end;
 	if (!*v)
@@ -333,7 +333,7 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 	uint64_t *category = NULL, *hits = NULL, *per_category = NULL;
 	uint8_t *wanted = NULL;
 	int64_t *ints = NULL;
-	double (*forms)[3] = NULL;
+	double(*forms)[3] = NULL;
 	size_t *nforms = NULL;
 	size_t count = 0;
 	int rc = -ENOMEM;

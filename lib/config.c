@@ -13,13 +13,12 @@ enum kind { NUMBER, CHOICE, TEXT, FLAG, REAL, LIST };
 static const char *const strategies[] = { "streaming",	    "shuffle",
 					  "block_shuffle",  "weighted",
 					  "class_balanced", NULL };
-static const char *const partitions[] = { "batch", "round_robin",
-					  "contiguous", "file", NULL };
+static const char *const partitions[] = { "batch", "round_robin", "contiguous",
+					  "file", NULL };
 /* "source", then enum rfs_dtype's names in order. */
-static const char *const dtypes[] = { "source", "int8",	  "int16",
-				      "int32",	"int64",  "uint8",
-				      "uint16", "uint32", "uint64",
-				      "float16", "float32", "float64",
+static const char *const dtypes[] = { "source", "int8",	   "int16",   "int32",
+				      "int64",	"uint8",   "uint16",  "uint32",
+				      "uint64", "float16", "float32", "float64",
 				      NULL };
 
 /* One row per option; the table drives parsing, JSON, identity and help so
@@ -242,8 +241,8 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 	case LIST: {
 		struct rfs_strlist *l = list_at(c, o);
 		char *copy = value && *value ? strdup(value) : NULL;
-		char **items = copy ? realloc(l->items, (l->count + 1) *
-								sizeof(char *)) :
+		char **items = copy ? realloc(l->items,
+					      (l->count + 1) * sizeof(char *)) :
 				      NULL;
 		if (!items) {
 			free(copy);
@@ -263,8 +262,8 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 		}
 		__attribute__((fallthrough)); /* direct_io=0/1 */
 	case NUMBER:
-		if (!value || rfs_parse_u64(value, strlen(value), o->max, 0,
-					    &v) != 0 ||
+		if (!value ||
+		    rfs_parse_u64(value, strlen(value), o->max, 0, &v) != 0 ||
 		    v < o->min)
 			return out_of_range(o, value, "an integer", err,
 					    errlen);
@@ -322,9 +321,8 @@ const char *rfs_config_partition_name(uint64_t partition)
 		       "?";
 }
 
-static void render_value(const struct rfs_config *c,
-			 const struct option_def *o, struct rfs_buf *b,
-			 int json)
+static void render_value(const struct rfs_config *c, const struct option_def *o,
+			 struct rfs_buf *b, int json)
 {
 	struct rfs_config *m = (struct rfs_config *)c;
 	const char *text;

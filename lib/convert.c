@@ -54,7 +54,8 @@ static uint16_t double_to_half(double f)
 			return sign;
 		man |= 1ULL << 52;
 		int shift = 43 - e;
-		uint64_t half = man >> shift, rest = man & ((1ULL << shift) - 1);
+		uint64_t half = man >> shift,
+			 rest = man & ((1ULL << shift) - 1);
 		uint64_t mid = 1ULL << (shift - 1);
 		if (rest > mid || (rest == mid && (half & 1)))
 			half++;
@@ -102,17 +103,39 @@ static struct value load(enum rfs_dtype t, const unsigned char *p)
 	union scalar x;
 	memcpy(&x, p, rfs_dtype_size(t));
 	switch (t) {
-	case RFS_INT8: v.i = x.i8; break;
-	case RFS_INT16: v.i = x.i16; break;
-	case RFS_INT32: v.i = x.i32; break;
-	case RFS_INT64: v.i = x.i64; break;
-	case RFS_UINT8: v.u = x.u8; break;
-	case RFS_UINT16: v.u = x.u16; break;
-	case RFS_UINT32: v.u = x.u32; break;
-	case RFS_UINT64: v.u = x.u64; break;
-	case RFS_FLOAT16: v.d = half_to_float(x.u16); break;
-	case RFS_FLOAT32: v.d = x.f32; break;
-	default: v.d = x.f64; break;
+	case RFS_INT8:
+		v.i = x.i8;
+		break;
+	case RFS_INT16:
+		v.i = x.i16;
+		break;
+	case RFS_INT32:
+		v.i = x.i32;
+		break;
+	case RFS_INT64:
+		v.i = x.i64;
+		break;
+	case RFS_UINT8:
+		v.u = x.u8;
+		break;
+	case RFS_UINT16:
+		v.u = x.u16;
+		break;
+	case RFS_UINT32:
+		v.u = x.u32;
+		break;
+	case RFS_UINT64:
+		v.u = x.u64;
+		break;
+	case RFS_FLOAT16:
+		v.d = half_to_float(x.u16);
+		break;
+	case RFS_FLOAT32:
+		v.d = x.f32;
+		break;
+	default:
+		v.d = x.f64;
+		break;
 	}
 	return v;
 }
@@ -132,7 +155,7 @@ static void store(enum rfs_dtype t, unsigned char *p, struct value v,
 	/* Everything as the widest carrier of the destination's kind. */
 	int64_t i = from == SIGNED ? v.i : (int64_t)v.u;
 	uint64_t u = from == SIGNED ? (uint64_t)v.i : v.u;
-	double d = from == SIGNED ? (double)v.i :
+	double d = from == SIGNED   ? (double)v.i :
 		   from == UNSIGNED ? (double)v.u :
 				      v.d;
 	union scalar x;
@@ -145,11 +168,9 @@ static void store(enum rfs_dtype t, unsigned char *p, struct value v,
 		static const double uhi[] = { 255.0, 65535.0, 4294967295.0,
 					      18446744073709551615.0 };
 		if (t <= RFS_INT64) {
-			double c = clamp(d, lo[t - RFS_INT8],
-					 hi[t - RFS_INT8]);
+			double c = clamp(d, lo[t - RFS_INT8], hi[t - RFS_INT8]);
 			/* 2^63 rounds up in double: keep it in range. */
-			i = c >= 9223372036854775807.0 ? INT64_MAX :
-							 (int64_t)c;
+			i = c >= 9223372036854775807.0 ? INT64_MAX : (int64_t)c;
 			u = (uint64_t)i;
 		} else {
 			double c = clamp(d, 0, uhi[t - RFS_UINT8]);
@@ -159,15 +180,33 @@ static void store(enum rfs_dtype t, unsigned char *p, struct value v,
 		}
 	}
 	switch (t) {
-	case RFS_INT8: x.i8 = (int8_t)i; break;
-	case RFS_INT16: x.i16 = (int16_t)i; break;
-	case RFS_INT32: x.i32 = (int32_t)i; break;
-	case RFS_INT64: x.i64 = i; break;
-	case RFS_UINT8: x.u8 = (uint8_t)u; break;
-	case RFS_UINT16: x.u16 = (uint16_t)u; break;
-	case RFS_UINT32: x.u32 = (uint32_t)u; break;
-	case RFS_UINT64: x.u64 = u; break;
-	case RFS_FLOAT16: x.u16 = double_to_half(d); break;
+	case RFS_INT8:
+		x.i8 = (int8_t)i;
+		break;
+	case RFS_INT16:
+		x.i16 = (int16_t)i;
+		break;
+	case RFS_INT32:
+		x.i32 = (int32_t)i;
+		break;
+	case RFS_INT64:
+		x.i64 = i;
+		break;
+	case RFS_UINT8:
+		x.u8 = (uint8_t)u;
+		break;
+	case RFS_UINT16:
+		x.u16 = (uint16_t)u;
+		break;
+	case RFS_UINT32:
+		x.u32 = (uint32_t)u;
+		break;
+	case RFS_UINT64:
+		x.u64 = u;
+		break;
+	case RFS_FLOAT16:
+		x.u16 = double_to_half(d);
+		break;
 	/* From the integer itself: through double, 64-bit integers would
 	 * round twice. */
 	case RFS_FLOAT32:
@@ -175,7 +214,9 @@ static void store(enum rfs_dtype t, unsigned char *p, struct value v,
 			from == UNSIGNED ? (float)v.u :
 					   (float)d;
 		break;
-	default: x.f64 = d; break;
+	default:
+		x.f64 = d;
+		break;
 	}
 	memcpy(p, &x, rfs_dtype_size(t));
 }

@@ -95,8 +95,10 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 	}
 	closedir(d);
 	if (rc == 0 && found.count == 0) {
-		snprintf(err, errlen, "%s: no *.h5ad or *.h5 files in the "
-				      "directory", dir);
+		snprintf(err, errlen,
+			 "%s: no *.h5ad or *.h5 files in the "
+			 "directory",
+			 dir);
 		rc = -EINVAL;
 	}
 	if (found.count)
@@ -132,8 +134,7 @@ static int cmp_file_id(const void *a, const void *b)
 /* A file given twice (as itself, through a link, or in a directory also
  * given) would serve its rows twice over: refused. Sorted by identity,
  * so that directories of many shards cost n log n. */
-static int check_distinct(const struct path_list *l, char *err,
-			  size_t errlen)
+static int check_distinct(const struct path_list *l, char *err, size_t errlen)
 {
 	struct file_id *ids = calloc(l->count ? l->count : 1, sizeof(*ids));
 	size_t n = 0;
@@ -162,8 +163,8 @@ static int check_distinct(const struct path_list *l, char *err,
 	return rc;
 }
 
-static int expand(char *const *paths, size_t n, struct path_list *l,
-		  char *err, size_t errlen)
+static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
+		  size_t errlen)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
@@ -184,13 +185,15 @@ static int check_agree(const struct rfs_source_info *a,
 		       size_t errlen)
 {
 	if (a->sparse != b->sparse) {
-		snprintf(err, errlen, "%s: %s is %s, but %s's is %s (files "
-				      "must agree)",
+		snprintf(err, errlen,
+			 "%s: %s is %s, but %s's is %s (files "
+			 "must agree)",
 			 b->path, b->dataset, b->sparse ? "CSR" : "dense",
 			 a->path, a->sparse ? "CSR" : "dense");
 		return -EINVAL;
 	}
-	if (a->ndims != b->ndims || a->cols != b->cols || a->dtype != b->dtype) {
+	if (a->ndims != b->ndims || a->cols != b->cols ||
+	    a->dtype != b->dtype) {
 		snprintf(err, errlen,
 			 "%s: %s has %llu columns of %s, but %s has %llu "
 			 "columns of %s (files must agree)",
@@ -364,8 +367,8 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d)
 	return newest;
 }
 
-int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
-			  size_t n, void *dst)
+int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
+			  void *dst)
 {
 	if (d->nfiles == 1)
 		return rfs_source_read_rows(d->files[0], rows, n, dst);
@@ -459,8 +462,8 @@ uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)
 	return rfs_source_row_nnz(d->files[f], row - d->starts[f]);
 }
 
-int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
-			 size_t n, void *values, struct rfs_csr *out)
+int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
+			 void *values, struct rfs_csr *out)
 {
 	if (d->nfiles == 1)
 		return rfs_source_read_csr(d->files[0], rows, n, values, out);

@@ -45,8 +45,8 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
 
 /* Reads global rows[0..n) (any order, repeats allowed) into dst, row i at
  * dst + i * row_bytes. Thread-safe. @return 0, -EIO (logged), -ENOMEM. */
-int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows,
-			  size_t n, void *dst);
+int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
+			  void *dst);
 
 /* The most memory rfs_dataset_read_rows() (nnz 0) or
  * rfs_dataset_read_csr() of n rows holding nnz stored values allocates,
@@ -67,8 +67,8 @@ uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d);
 /* CSR sources: the entries of global rows[0..n), in that order
  * (rfs_source_read_csr() over the files; values as there).
  * @return 0, -EIO, -ENOMEM. */
-int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows,
-			 size_t n, void *values, struct rfs_csr *out);
+int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
+			 void *values, struct rfs_csr *out);
 
 /* A column over all files (rfs_source_read_column() per file, joined by
  * rfs_column_append()). @return 0 or a negative errno with err set. */

@@ -58,9 +58,10 @@ static struct ring *thread_state(void)
 		/* RANKFS_NO_URING=1 forces the fallback (tests, or kernels
 		 * where io_uring misbehaves). */
 		const char *off = getenv("RANKFS_NO_URING");
-		int rc = off && *off && strcmp(off, "0") != 0 ?
-				 -ENOSYS :
-				 io_uring_queue_init(RING_ENTRIES, &r->uring, 0);
+		int rc =
+			off && *off && strcmp(off, "0") != 0 ?
+				-ENOSYS :
+				io_uring_queue_init(RING_ENTRIES, &r->uring, 0);
 		r->state = rc == 0 ? 1 : 0;
 		if (rc != 0)
 			unavailable(r, rc);
@@ -147,8 +148,8 @@ int rfs_fetch(int fd, const struct rfs_fetch_run *runs, size_t n,
 		for (size_t i = 0; i < m; i++) {
 			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 			const struct rfs_fetch_run *r = &runs[base + i];
-			io_uring_prep_readv(sqe, fd, r->iov, (unsigned)r->iovcnt,
-					    r->off);
+			io_uring_prep_readv(sqe, fd, r->iov,
+					    (unsigned)r->iovcnt, r->off);
 			io_uring_sqe_set_data64(sqe, base + i);
 		}
 		int sub = io_uring_submit_and_wait(ring, (unsigned)m);
@@ -170,8 +171,9 @@ int rfs_fetch(int fd, const struct rfs_fetch_run *runs, size_t n,
 					  finish_run(fd, &runs[i], 0) :
 				  res < 0 ? res :
 				  (size_t)res < runs[i].len ?
-					  finish_run(fd, &runs[i], (size_t)res) :
-					  0;
+					    finish_run(fd, &runs[i],
+						       (size_t)res) :
+					    0;
 			if (err != 0 && rc == 0) {
 				rc = err;
 				*failed = i;

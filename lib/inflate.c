@@ -18,8 +18,8 @@ int rfs_inflate_supported(const struct rfs_pipeline *p)
 
 /* HDF5's shuffle stores byte 0 of every element, then byte 1, ...; the
  * bytes past the last whole element are left as they are. */
-static void unshuffle(const unsigned char *in, unsigned char *out,
-		      size_t len, size_t elem)
+static void unshuffle(const unsigned char *in, unsigned char *out, size_t len,
+		      size_t elem)
 {
 	size_t n = len / elem;
 	for (size_t b = 0; b < elem; b++)
@@ -29,8 +29,8 @@ static void unshuffle(const unsigned char *in, unsigned char *out,
 }
 
 int rfs_inflate_decode(const struct rfs_pipeline *p, unsigned mask,
-			const void *src, size_t stored, void *out,
-			size_t out_len, size_t elem, void *scratch)
+		       const void *src, size_t stored, void *out,
+		       size_t out_len, size_t elem, void *scratch)
 {
 	/* Work from the last filter applied to the first, ping-ponging
 	 * between out and scratch; the data ends in out. */

@@ -26,7 +26,7 @@ int rfs_inflate_supported(const struct rfs_pipeline *p);
  * bytes. @return 0, or -EIO when the bytes do not decode to exactly
  * out_len. */
 int rfs_inflate_decode(const struct rfs_pipeline *p, unsigned mask,
-			const void *src, size_t stored, void *out,
-			size_t out_len, size_t elem, void *scratch);
+		       const void *src, size_t stored, void *out,
+		       size_t out_len, size_t elem, void *scratch);
 
 #endif

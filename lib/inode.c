@@ -48,8 +48,8 @@ static const struct {
 #define ROOT_ENTRIES (sizeof(root_entries) / sizeof(root_entries[0]))
 
 static const enum rfs_node_type fixed_nodes[] = {
-	RFS_NODE_ROOT,	RFS_NODE_CONFIG, RFS_NODE_DATASET,   RFS_NODE_STATS,
-	RFS_NODE_EPOCHS, RFS_NODE_STEPS, RFS_NODE_STEP_RANKS
+	RFS_NODE_ROOT,	 RFS_NODE_CONFIG, RFS_NODE_DATASET,   RFS_NODE_STATS,
+	RFS_NODE_EPOCHS, RFS_NODE_STEPS,  RFS_NODE_STEP_RANKS
 };
 #define FIXED_NODES (sizeof(fixed_nodes) / sizeof(fixed_nodes[0]))
 
@@ -116,8 +116,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 	return 0;
 }
 
-uint64_t rfs_inode_of(const struct rfs_inode_space *s,
-		      const struct rfs_node *n)
+uint64_t rfs_inode_of(const struct rfs_inode_space *s, const struct rfs_node *n)
 {
 	uint64_t base = EPOCH_BASE + n->epoch * s->per_epoch;
 	uint64_t rank = base + 2 + n->rank * s->per_rank;
@@ -214,7 +213,7 @@ int rfs_inode_is_dir(const struct rfs_node *n)
 }
 
 void rfs_inode_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
-		    uint64_t *epoch, uint64_t *batch)
+		     uint64_t *epoch, uint64_t *batch)
 {
 	if (n->type == RFS_NODE_STEP_FILE) {
 		*epoch = n->batch / s->batches;
@@ -241,7 +240,8 @@ static int lookup_file(const struct rfs_inode_space *s, const char *name,
 	size_t len = strlen(name);
 	if (len != width + 4)
 		return -ENOENT;
-	if (npz_here && s->slots > s->kinds && strcmp(name + width, ".npz") == 0)
+	if (npz_here && s->slots > s->kinds &&
+	    strcmp(name + width, ".npz") == 0)
 		out->kind = RFS_KIND_NPZ;
 	else if (strcmp(name + width, ".npy") != 0)
 		return -ENOENT;
@@ -353,7 +353,8 @@ uint64_t rfs_inode_count(const struct rfs_inode_space *s,
 					     s->slots - s->kinds + 1 :
 					     1);
 	case RFS_NODE_STEP_RANK:
-		return s->kinds - 1 + s->steps_listed * (s->slots - s->kinds + 1);
+		return s->kinds - 1 +
+		       s->steps_listed * (s->slots - s->kinds + 1);
 	case RFS_NODE_STEP_KIND:
 		return s->steps_listed;
 	default:
@@ -385,9 +386,8 @@ void rfs_inode_entry(const struct rfs_inode_space *s,
 		break;
 	case RFS_NODE_RANKS:
 	case RFS_NODE_STEP_RANKS:
-		out->type = parent->type == RFS_NODE_RANKS ?
-				    RFS_NODE_RANK :
-				    RFS_NODE_STEP_RANK;
+		out->type = parent->type == RFS_NODE_RANKS ? RFS_NODE_RANK :
+							     RFS_NODE_STEP_RANK;
 		out->rank = i;
 		snprintf(name, namelen, "%llu", (unsigned long long)i);
 		break;
@@ -409,8 +409,8 @@ void rfs_inode_entry(const struct rfs_inode_space *s,
 		}
 		out->type = RFS_NODE_STEP_FILE;
 		out->kind = RFS_KIND_BATCH;
-		file_entry(i - (s->kinds - 1), s->steps_listed,
-			   s->step_width, out, name, namelen);
+		file_entry(i - (s->kinds - 1), s->steps_listed, s->step_width,
+			   out, name, namelen);
 		break;
 	case RFS_NODE_STEP_KIND:
 		out->type = RFS_NODE_STEP_FILE;

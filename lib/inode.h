@@ -69,7 +69,7 @@ int rfs_inode_is_dir(const struct rfs_node *n);
 /* The (epoch, batch) a file node serves: itself for epoch files, step k
  * as batch k mod batches of epoch k div batches. */
 void rfs_inode_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
-		    uint64_t *epoch, uint64_t *batch);
+		     uint64_t *epoch, uint64_t *batch);
 
 /* Looks name up in directory parent. Names are canonical: one spelling per
  * node (no leading zeros, exact padding, lower-case ".npy").

@@ -23,7 +23,10 @@ struct rfs_log_limit {
 	unsigned long long dropped; /* since the last line logged */
 	pthread_mutex_t lock;
 };
-#define RFS_LOG_LIMIT_INIT { 0, 0, PTHREAD_MUTEX_INITIALIZER }
+#define RFS_LOG_LIMIT_INIT                      \
+	{                                       \
+		0, 0, PTHREAD_MUTEX_INITIALIZER \
+	}
 
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -9,21 +9,23 @@
 
 /* libfuse's own -o options that rankfs passes through unchanged. */
 static const char *const fuse_keys[] = {
-	"allow_other", "allow_root", "default_permissions", "fsname",
-	"subtype", "auto_unmount", "max_read", "max_threads",
-	"max_idle_threads", "clone_fd", "debug", "ro", NULL
+	"allow_other", "allow_root",  "default_permissions",
+	"fsname",      "subtype",     "auto_unmount",
+	"max_read",    "max_threads", "max_idle_threads",
+	"clone_fd",    "debug",	      "ro",
+	NULL
 };
 
 /* mount(8) and fstab options that mean nothing to a read-only FUSE
  * daemon: accepted and dropped, so fstab lines and mount -t fuse.rankfs
  * work with their usual words (the mount stays read-only). */
 static const char *const ignored_keys[] = {
-	"rw",	    "defaults", "auto",	   "noauto",	 "user",
-	"nouser",   "users",	"owner",   "group",	 "nofail",
-	"_netdev",  "dev",	"nodev",   "suid",	 "nosuid",
-	"exec",	    "noexec",	"atime",   "noatime",	 "relatime",
+	"rw",	      "defaults",    "auto",	   "noauto",   "user",
+	"nouser",     "users",	     "owner",	   "group",    "nofail",
+	"_netdev",    "dev",	     "nodev",	   "suid",     "nosuid",
+	"exec",	      "noexec",	     "atime",	   "noatime",  "relatime",
 	"norelatime", "strictatime", "nodiratime", "diratime", "sync",
-	"async",    "lazytime", "nolazytime", "comment", NULL
+	"async",      "lazytime",    "nolazytime", "comment",  NULL
 };
 
 static int listed(const char *const *keys, const char *key)
@@ -51,10 +53,11 @@ enum rfs_mountopt_kind rfs_mountopt_kind(const char *key)
 int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 			    size_t errlen)
 {
-	static const char *const flags[] = { "allow_other", "allow_root",
-					     "default_permissions",
-					     "auto_unmount", "clone_fd",
-					     "debug", "ro", NULL };
+	static const char *const flags[] = {
+		"allow_other",	"allow_root", "default_permissions",
+		"auto_unmount", "clone_fd",   "debug",
+		"ro",		NULL
+	};
 	int idle = strcmp(key, "max_idle_threads") == 0;
 	uint64_t n;
 	if (listed(flags, key) && value) {
@@ -73,8 +76,8 @@ int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 		return -EINVAL;
 	}
 	if (strcmp(key, "max_read") == 0 &&
-	    (!value || rfs_parse_u64(value, strlen(value), UINT32_MAX, 1,
-				     &n) != 0 ||
+	    (!value ||
+	     rfs_parse_u64(value, strlen(value), UINT32_MAX, 1, &n) != 0 ||
 	     n == 0)) {
 		snprintf(err, errlen,
 			 "option max_read=%s: expected an integer from 1 to %u",

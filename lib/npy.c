@@ -15,8 +15,8 @@
 #define PREFIX_LEN 10 /* magic (6) + version (2) + header length (2) */
 #define GROWTH_AXIS_MAX_DIGITS 21
 
-size_t rfs_npy_header_descr(const char *descr, int ndims,
-			    const uint64_t *shape, char *out)
+size_t rfs_npy_header_descr(const char *descr, int ndims, const uint64_t *shape,
+			    char *out)
 {
 	char dict[160], dims[64];
 	int first_len = 0;
@@ -48,7 +48,8 @@ size_t rfs_npy_header_descr(const char *descr, int ndims,
 	out[8] = (char)(header_len & 0xff);
 	out[9] = (char)(header_len >> 8);
 	memcpy(out + PREFIX_LEN, dict, (size_t)len);
-	memset(out + PREFIX_LEN + len, ' ', total - PREFIX_LEN - (size_t)len - 1);
+	memset(out + PREFIX_LEN + len, ' ',
+	       total - PREFIX_LEN - (size_t)len - 1);
 	out[total - 1] = '\n';
 	return total;
 }

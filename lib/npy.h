@@ -17,8 +17,8 @@ size_t rfs_npy_header(enum rfs_dtype t, int ndims, const uint64_t *shape,
 		      char *out);
 
 /* The same for any numpy descr (e.g. "|S3") and ndims 0 (a scalar) to 2. */
-size_t rfs_npy_header_descr(const char *descr, int ndims,
-			    const uint64_t *shape, char *out);
+size_t rfs_npy_header_descr(const char *descr, int ndims, const uint64_t *shape,
+			    char *out);
 
 /* @return header length plus data length, without building anything. */
 uint64_t rfs_npy_file_size(enum rfs_dtype t, int ndims, const uint64_t *shape);

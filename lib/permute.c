@@ -119,7 +119,8 @@ static void encrypt_lanes(const struct rfs_permute *p, uint64_t *v, size_t m)
 	for (unsigned i = 0; i < RFS_PERMUTE_ROUNDS; i++) {
 		uint64_t key = p->round_keys[i];
 		for (size_t k = 0; k < m; k++) {
-			uint64_t t = l[k] ^ (hash_u64(r[k], key) & p->half_mask);
+			uint64_t t = l[k] ^
+				     (hash_u64(r[k], key) & p->half_mask);
 			l[k] = r[k];
 			r[k] = t;
 		}
@@ -169,7 +170,7 @@ uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y)
 }
 
 void rfs_permute_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
-		      uint64_t key)
+			      uint64_t key)
 {
 	uint64_t blocks = n / block + (n % block != 0);
 	b->block = block;
@@ -181,8 +182,7 @@ void rfs_permute_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
 }
 
 /* The slot of position pos and its offset in the block there. */
-static uint64_t locate(const struct rfs_blocked *b, uint64_t pos,
-		       uint64_t *off)
+static uint64_t locate(const struct rfs_blocked *b, uint64_t pos, uint64_t *off)
 {
 	uint64_t bs = b->block;
 	uint64_t short_start = b->short_slot * bs;
@@ -211,8 +211,9 @@ uint64_t rfs_permute_blocked_apply(const struct rfs_blocked *b, uint64_t pos)
  * stack. */
 #define PIECE 1024
 
-void rfs_permute_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
-			     size_t count, uint64_t *out)
+void rfs_permute_blocked_apply_range(const struct rfs_blocked *b,
+				     uint64_t first, size_t count,
+				     uint64_t *out)
 {
 	uint64_t images[PIECE], off;
 	for (size_t base = 0; base < count; base += PIECE) {
@@ -224,8 +225,8 @@ void rfs_permute_blocked_apply_range(const struct rfs_blocked *b, uint64_t first
 					images);
 		for (size_t k = 0; k < m; k++) {
 			uint64_t slot = locate(b, first + base + k, &off);
-			out[base + k] = images[slot - first_slot] * b->block +
-					off;
+			out[base + k] =
+				images[slot - first_slot] * b->block + off;
 		}
 	}
 }

@@ -53,14 +53,15 @@ struct rfs_blocked {
 };
 
 void rfs_permute_blocked_init(struct rfs_blocked *b, uint64_t n, uint64_t block,
-		      uint64_t key);
+			      uint64_t key);
 
 /* @return the item at position pos (pos < n): O(1). */
 uint64_t rfs_permute_blocked_apply(const struct rfs_blocked *b, uint64_t pos);
 
 /* out[k] = rfs_permute_blocked_apply(b, first + k) for k < count (first + count
  * <= n), each block's slot permuted once. */
-void rfs_permute_blocked_apply_range(const struct rfs_blocked *b, uint64_t first,
-			     size_t count, uint64_t *out);
+void rfs_permute_blocked_apply_range(const struct rfs_blocked *b,
+				     uint64_t first, size_t count,
+				     uint64_t *out);
 
 #endif

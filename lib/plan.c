@@ -62,8 +62,8 @@ struct rfs_planner {
 	pthread_cond_t built;
 };
 
-int rfs_plan_create(const struct rfs_config *c,
-		       const struct rfs_rowset *seqs, struct rfs_planner **out)
+int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
+		    struct rfs_planner **out)
 {
 	uint64_t nseq = rfs_partition_sequences(c);
 	struct rfs_planner *p = calloc(1, sizeof(*p));
@@ -120,8 +120,7 @@ const struct rfs_layout *rfs_plan_layout(const struct rfs_planner *p)
 	return &p->layout;
 }
 
-uint64_t rfs_plan_sequence_length(const struct rfs_planner *p,
-				     uint64_t seq)
+uint64_t rfs_plan_sequence_length(const struct rfs_planner *p, uint64_t seq)
 {
 	return p->lengths[seq];
 }
@@ -133,8 +132,7 @@ static uint64_t window_bytes(const struct rfs_planner *p)
 	for (uint64_t s = 0; s < p->layout.sequences; s++)
 		if (p->lengths[s] > longest)
 			longest = p->lengths[s];
-	uint64_t rows = p->layout.window < longest ? p->layout.window :
-						     longest;
+	uint64_t rows = p->layout.window < longest ? p->layout.window : longest;
 	return rows * sizeof(uint64_t);
 }
 
@@ -157,8 +155,7 @@ int rfs_plan_limit(struct rfs_planner *p, size_t budget, size_t *least)
 	if (fit < p->nslots + 2)
 		return -ENOSPC;
 	uint64_t builds = (fit - p->nslots) / 2;
-	p->max_building = builds < MAX_BUILDING ? (size_t)builds :
-						  MAX_BUILDING;
+	p->max_building = builds < MAX_BUILDING ? (size_t)builds : MAX_BUILDING;
 	return 0;
 }
 
@@ -192,9 +189,10 @@ static int build_window(const struct rfs_planner *p, uint64_t epoch,
 	/* With one sequence the key index is the window number, as before
 	 * partition=file existed; plans stay the same. */
 	struct rfs_blocked order;
-	rfs_permute_blocked_init(&order, len, p->order_unit,
-			 rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
-					 index * p->layout.sequences + seq));
+	rfs_permute_blocked_init(
+		&order, len, p->order_unit,
+		rfs_permute_key(c->seed, epoch, RFS_PURPOSE_WINDOW,
+				index * p->layout.sequences + seq));
 	rfs_permute_blocked_apply_range(&order, 0, len, served);
 	for (uint64_t i = 0; i < len; i++)
 		served[i] = sorted[served[i]];
@@ -292,7 +290,7 @@ static int get_window(struct rfs_planner *p, uint64_t epoch, uint64_t seq,
 }
 
 int rfs_plan_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
-		      uint64_t batch, int64_t *out)
+		   uint64_t batch, int64_t *out)
 {
 	const struct rfs_config *c = &p->config;
 	const struct rfs_layout *l = &p->layout;

@@ -17,8 +17,8 @@ struct rfs_planner;
 /* seqs: one rowset per sequence (rfs_partition_sequences(c) of them),
  * borrowed: they must outlive the planner. c is copied (its strings are
  * not used). @return 0, -EINVAL (a rank would get no batch), -ENOMEM. */
-int rfs_plan_create(const struct rfs_config *c,
-		       const struct rfs_rowset *seqs, struct rfs_planner **out);
+int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
+		    struct rfs_planner **out);
 
 /* Accepts NULL. */
 void rfs_plan_destroy(struct rfs_planner *p);
@@ -27,14 +27,13 @@ void rfs_plan_destroy(struct rfs_planner *p);
 const struct rfs_layout *rfs_plan_layout(const struct rfs_planner *p);
 
 /* Length of sequence seq's S_e (the same in every epoch). */
-uint64_t rfs_plan_sequence_length(const struct rfs_planner *p,
-				     uint64_t seq);
+uint64_t rfs_plan_sequence_length(const struct rfs_planner *p, uint64_t seq);
 
 /* Writes the row ids of a batch (rfs_partition_batch_rows() of them) to
  * out. epoch < 2^31, rank < world_size, batch < batches_per_rank.
  * @return 0 or -ENOMEM. */
 int rfs_plan_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
-		      uint64_t batch, int64_t *out);
+		   uint64_t batch, int64_t *out);
 
 /* The most bytes of row ids the planner holds at once, whatever the load
  * (none for streaming, which builds no windows). */

@@ -33,8 +33,8 @@ static void *worker(void *arg)
 	struct rfs_prefetch *p = arg;
 	pthread_mutex_lock(&p->lock);
 	unsigned me = 0;
-	while (me < p->nthreads && !pthread_equal(p->threads[me],
-						  pthread_self()))
+	while (me < p->nthreads &&
+	       !pthread_equal(p->threads[me], pthread_self()))
 		me++;
 	for (;;) {
 		while (!p->stopping && p->count == 0)

@@ -63,8 +63,7 @@ static int install_guard(void)
 	return rc;
 }
 
-int rfs_rowmap_open(struct rfs_rowmap *m, int fd, uint64_t offset,
-		    uint64_t len)
+int rfs_rowmap_open(struct rfs_rowmap *m, int fd, uint64_t offset, uint64_t len)
 {
 	int rc = install_guard();
 	if (rc != 0)

@@ -24,13 +24,14 @@ void rfs_sampler_init(struct rfs_sampler *s, const struct rfs_config *c,
 				   .epoch = epoch,
 				   .rows = rows };
 	if (c->strategy == RFS_SHUFFLE)
-		rfs_permute_blocked_init(&s->order, rows->length, 1,
-				 rfs_permute_key(c->seed, epoch,
-						 RFS_PURPOSE_ROWS, seq));
+		rfs_permute_blocked_init(
+			&s->order, rows->length, 1,
+			rfs_permute_key(c->seed, epoch, RFS_PURPOSE_ROWS, seq));
 	else if (c->strategy == RFS_BLOCK_SHUFFLE)
 		rfs_permute_blocked_init(&s->order, rows->length, c->block_size,
-				 rfs_permute_key(c->seed, epoch,
-						 RFS_PURPOSE_BLOCKS, seq));
+					 rfs_permute_key(c->seed, epoch,
+							 RFS_PURPOSE_BLOCKS,
+							 seq));
 	else if (rfs_sampler_draws(c->strategy) && c->total_size)
 		s->length = c->total_size;
 }
@@ -40,8 +41,8 @@ uint64_t rfs_sampler_length(const struct rfs_sampler *s)
 	return s->length;
 }
 
-void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first,
-		      size_t count, uint64_t *out)
+void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first, size_t count,
+		      uint64_t *out)
 {
 	if (s->strategy != RFS_SHUFFLE && s->strategy != RFS_BLOCK_SHUFFLE) {
 		for (size_t k = 0; k < count; k++)

@@ -34,8 +34,8 @@ uint64_t rfs_sampler_row(const struct rfs_sampler *s, uint64_t pos);
 
 /* out[k] = rfs_sampler_row(s, first + k) for k < count: the same rows,
  * the permutation's rounds run for many positions at once. */
-void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first,
-		      size_t count, uint64_t *out);
+void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first, size_t count,
+		      uint64_t *out);
 
 /* 1 for strategies that draw with replacement (weighted, class_balanced). */
 int rfs_sampler_draws(uint64_t strategy);

@@ -47,8 +47,9 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 		return 0;
 	uint8_t *keep = malloc(n);
 	if (!keep) {
-		snprintf(err, errlen, "option filter: no memory to mark %llu "
-				      "rows",
+		snprintf(err, errlen,
+			 "option filter: no memory to mark %llu "
+			 "rows",
 			 (unsigned long long)n);
 		return -ENOMEM;
 	}
@@ -60,8 +61,9 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 	for (uint64_t r = 0; r < n && rc == 0; r++)
 		count += keep[r];
 	if (rc == 0 && count == 0) {
-		snprintf(err, errlen, "option filter: no row matches every "
-				      "filter");
+		snprintf(err, errlen,
+			 "option filter: no row matches every "
+			 "filter");
 		rc = -EINVAL;
 	}
 	if (rc == 0 && !(s->kept = malloc(count * sizeof(*s->kept))))
@@ -80,8 +82,9 @@ static int read_label(const struct rfs_config *c, struct rfs_dataset *d,
 	char msg[400];
 	if (!c->label) {
 		if (c->strategy == RFS_CLASS_BALANCED) {
-			snprintf(err, errlen, "option strategy=class_balanced "
-					      "needs label=COLUMN");
+			snprintf(err, errlen,
+				 "option strategy=class_balanced "
+				 "needs label=COLUMN");
 			return -EINVAL;
 		}
 		return 0;
@@ -131,7 +134,8 @@ static int file_ranges(const struct rfs_config *c, struct rfs_dataset *d,
 			lo = a;
 			for (b = s->kept_rows; a < b;) {
 				uint64_t m = a + (b - a) / 2;
-				if (s->kept[m] < rfs_dataset_file_start(d, f + 1))
+				if (s->kept[m] <
+				    rfs_dataset_file_start(d, f + 1))
 					a = m + 1;
 				else
 					b = m;
@@ -214,7 +218,8 @@ static int class_weights(const struct rfs_config *c,
 		if (!sorted)
 			return -ENOMEM;
 		for (uint64_t v = 0; v < r->length; v++)
-			sorted[v] = rfs_selection_label(s, rfs_rowset_row(r, v));
+			sorted[v] =
+				rfs_selection_label(s, rfs_rowset_row(r, v));
 		qsort(sorted, r->length, sizeof(*sorted), cmp_i64);
 		classes = 0;
 		for (uint64_t v = 0; v < r->length; v++)
@@ -237,10 +242,9 @@ static int class_weights(const struct rfs_config *c,
 			count[code]++;
 	}
 	for (uint64_t k = 0; k < classes; k++)
-		w->class_weight[k] =
-			count[k] ? 1.0 / pow((double)count[k],
-					     1.0 - c->smoothing) :
-				   0.0;
+		w->class_weight[k] = count[k] ? 1.0 / pow((double)count[k],
+							  1.0 - c->smoothing) :
+						0.0;
 	free(count);
 	return 0;
 }
@@ -256,8 +260,9 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 
 	if (c->strategy == RFS_WEIGHTED) {
 		if (!c->weights) {
-			snprintf(err, errlen, "option strategy=weighted needs "
-					      "weights=COLUMN");
+			snprintf(err, errlen,
+				 "option strategy=weighted needs "
+				 "weights=COLUMN");
 			return -EINVAL;
 		}
 		rc = rfs_dataset_read_column(d, c->weights, &weights, msg,
@@ -315,8 +320,10 @@ static int check_combination(const struct rfs_config *c, char *err,
 {
 	int draws = rfs_sampler_draws(c->strategy);
 	if (c->weights && c->strategy != RFS_WEIGHTED) {
-		snprintf(err, errlen, "option weights=%s needs "
-				      "strategy=weighted", c->weights);
+		snprintf(err, errlen,
+			 "option weights=%s needs "
+			 "strategy=weighted",
+			 c->weights);
 		return -EINVAL;
 	}
 	if (draws && c->partition == RFS_PARTITION_FILE) {
@@ -352,8 +359,7 @@ int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
 		rc = -EINVAL;
 		goto out;
 	}
-	out->sequences = c->partition == RFS_PARTITION_FILE ? c->world_size :
-							      1;
+	out->sequences = c->partition == RFS_PARTITION_FILE ? c->world_size : 1;
 	out->seqs = calloc(out->sequences, sizeof(*out->seqs));
 	rc = out->seqs ? 0 : -ENOMEM;
 	if (c->partition == RFS_PARTITION_FILE) {

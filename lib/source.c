@@ -199,8 +199,8 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	if (!w || !out->start)
 		goto out;
 	for (size_t i = 0; i < n; i++)
-		out->start[i + 1] =
-			out->start[i] + rfs_source_row_nnz(s, (uint64_t)rows[i]);
+		out->start[i + 1] = out->start[i] +
+				    rfs_source_row_nnz(s, (uint64_t)rows[i]);
 	uint64_t total = out->start[n];
 	/* A run's distinct values are at most the batch's. */
 	out->values = dst ? dst : malloc(total * elem + 1);

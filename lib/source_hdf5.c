@@ -74,8 +74,8 @@ static int is_anndata(hid_t file, const char *path)
 	char kind[64];
 	if (rfs_hdf5_ends_with(path, ".h5ad"))
 		return 1;
-	return rfs_hdf5_read_string_attr(file, "encoding-type", kind, sizeof(kind)) ==
-		       0 &&
+	return rfs_hdf5_read_string_attr(file, "encoding-type", kind,
+					 sizeof(kind)) == 0 &&
 	       strcmp(kind, "anndata") == 0;
 }
 
@@ -129,15 +129,15 @@ static int map_type(hid_t type, enum rfs_dtype *dt, hid_t *mem)
 {
 	H5T_class_t cls = H5Tget_class(type);
 	size_t size = H5Tget_size(type);
-	static const enum rfs_dtype signed_dt[] = { RFS_INT8, RFS_INT16, 0,
-						    RFS_INT32, 0, 0, 0,
-						    RFS_INT64 };
-	static const enum rfs_dtype unsigned_dt[] = { RFS_UINT8, RFS_UINT16, 0,
-						      RFS_UINT32, 0, 0, 0,
-						      RFS_UINT64 };
+	static const enum rfs_dtype signed_dt[] = { RFS_INT8,  RFS_INT16, 0,
+						    RFS_INT32, 0,	  0,
+						    0,	       RFS_INT64 };
+	static const enum rfs_dtype unsigned_dt[] = { RFS_UINT8,  RFS_UINT16, 0,
+						      RFS_UINT32, 0,	      0,
+						      0,	  RFS_UINT64 };
 
-	if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 ||
-				   size == 8)) {
+	if (cls == H5T_INTEGER &&
+	    (size == 1 || size == 2 || size == 4 || size == 8)) {
 		int is_signed = H5Tget_sign(type) == H5T_SGN_2;
 		*dt = is_signed ? signed_dt[size - 1] : unsigned_dt[size - 1];
 		*mem = H5Tcopy(le_integer(size, is_signed));
@@ -244,7 +244,7 @@ static int open_array(struct hdf5_source *s, const char *name, int want_ndims,
 		rfs_hdf5_choose_read_path(s, a, &pipe);
 		rfs_hdf5_watch_linked(s, a);
 		rc = rfs_hdf5_check_linked_storage(s, a->dset, a->name, 1, err,
-					  errlen);
+						   errlen);
 	}
 close:
 	if (type >= 0)
@@ -294,8 +294,9 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	uint64_t shape[2];
 	int rc;
 	if (read_shape(group, shape) != 0) {
-		snprintf(err, errlen, "%s: %s is csr_matrix without a valid "
-				      "shape attribute",
+		snprintf(err, errlen,
+			 "%s: %s is csr_matrix without a valid "
+			 "shape attribute",
 			 s->path, s->dataset);
 		return -EINVAL;
 	}
@@ -304,8 +305,8 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	snprintf(name, sizeof(name), "%s/indices", s->dataset);
 	if (rc == 0)
 		rc = open_array(s, name, 1, &s->indices, err, errlen);
-	if (rc == 0 && (s->indices.dtype >= RFS_FLOAT16 ||
-			s->indices.rows != s->x.rows)) {
+	if (rc == 0 &&
+	    (s->indices.dtype >= RFS_FLOAT16 || s->indices.rows != s->x.rows)) {
 		snprintf(err, errlen,
 			 "%s: %s/indices must be integers, one per value",
 			 s->path, s->dataset);
@@ -315,8 +316,8 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 		return rc;
 	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
 	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
-	if (dset >= 0 &&
-	    (rc = rfs_hdf5_check_linked_storage(s, dset, name, 0, err, errlen)) != 0) {
+	if (dset >= 0 && (rc = rfs_hdf5_check_linked_storage(
+				  s, dset, name, 0, err, errlen)) != 0) {
 		H5Dclose(dset);
 		return rc;
 	}
@@ -326,8 +327,8 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1) {
 		s->indptr = malloc((shape[0] + 1) * sizeof(*s->indptr));
 		rc = s->indptr ? 0 : -ENOMEM;
-		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL,
-				       H5S_ALL, H5P_DEFAULT, s->indptr) < 0)
+		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
+				       H5P_DEFAULT, s->indptr) < 0)
 			rc = -EIO;
 	}
 	for (uint64_t r = 0; r < shape[0] && rc == 0; r++) {
@@ -367,7 +368,8 @@ static int open_group(struct hdf5_source *s, char *err, size_t errlen)
 	int rc = -ENOTSUP;
 	hid_t group = H5Gopen2(s->file, s->dataset, H5P_DEFAULT);
 	if (group >= 0)
-		rfs_hdf5_read_string_attr(group, "encoding-type", kind, sizeof(kind));
+		rfs_hdf5_read_string_attr(group, "encoding-type", kind,
+					  sizeof(kind));
 	if (strcmp(kind, "csr_matrix") == 0)
 		rc = open_csr(s, group, err, errlen);
 	else if (strcmp(kind, "csc_matrix") == 0)
@@ -392,9 +394,8 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 	if (H5Oget_info_by_name(s->file, s->dataset, &info, H5P_DEFAULT) < 0) {
 		char found[512];
 		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
-		snprintf(err, errlen,
-			 "%s: dataset %s not found (datasets: %s)", s->path,
-			 s->dataset, found);
+		snprintf(err, errlen, "%s: dataset %s not found (datasets: %s)",
+			 s->path, s->dataset, found);
 		return -EINVAL;
 	}
 	if (info.type == H5O_TYPE_GROUP)
@@ -430,7 +431,8 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "%s: dataset %s has %llu columns: a row of over "
 			 "1 GiB cannot be served",
-			 s->path, s->dataset, (unsigned long long)s->base.info.cols);
+			 s->path, s->dataset,
+			 (unsigned long long)s->base.info.cols);
 		return -EINVAL;
 	}
 	return 0;
@@ -441,7 +443,8 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 static int fingerprint(struct hdf5_source *s, char *err, size_t errlen)
 {
 	XXH3_state_t *st = XXH3_createState();
-	size_t row_bytes = s->base.info.cols * rfs_dtype_size(s->base.info.dtype);
+	size_t row_bytes =
+		s->base.info.cols * rfs_dtype_size(s->base.info.dtype);
 	unsigned char *row = malloc(row_bytes);
 	int rc = -ENOMEM;
 	if (!st || !row)
@@ -456,7 +459,8 @@ static int fingerprint(struct hdf5_source *s, char *err, size_t errlen)
 	for (int i = 0; i < 2; i++) {
 		if (s->base.info.sparse) {
 			struct rfs_csr csr;
-			rc = rfs_source_read_csr(&s->base, &ends[i], 1, NULL, &csr);
+			rc = rfs_source_read_csr(&s->base, &ends[i], 1, NULL,
+						 &csr);
 			if (rc == 0) {
 				XXH3_64bits_update(st, csr.values,
 						   csr.start[1] * s->x.elem);
@@ -465,7 +469,8 @@ static int fingerprint(struct hdf5_source *s, char *err, size_t errlen)
 				rfs_source_csr_free(&csr);
 			}
 		} else {
-			rc = rfs_hdf5_read_run(s, &s->x, (uint64_t)ends[i], 1, row);
+			rc = rfs_hdf5_read_run(s, &s->x, (uint64_t)ends[i], 1,
+					       row);
 			XXH3_64bits_update(st, row, row_bytes);
 		}
 		if (rc != 0) {
@@ -492,7 +497,6 @@ static const char *var_table(const char *dataset)
 	return NULL;
 }
 
-
 /* XXH3 of the var names (each followed by a NUL), so files whose columns
  * are different genes are told apart even when D agrees. */
 static int fingerprint_var(struct hdf5_source *s, char *err, size_t errlen)
@@ -509,8 +513,9 @@ static int fingerprint_var(struct hdf5_source *s, char *err, size_t errlen)
 	int rc = n >= 0 ? rfs_hdf5_read_strings(names, (uint64_t)n, &strings) :
 			  0;
 	if (rc != 0)
-		snprintf(err, errlen, "%s: the var names (%s/%s) cannot be "
-				      "read: %s",
+		snprintf(err, errlen,
+			 "%s: the var names (%s/%s) cannot be "
+			 "read: %s",
 			 s->path, table, index, strerror(-rc));
 	if (rc == 0 && strings) {
 		XXH3_state_t *st = XXH3_createState();
@@ -557,7 +562,6 @@ static void close_source(struct rfs_source *base)
 	free(s);
 }
 
-
 static const struct rfs_source_ops ops = {
 	.read_rows = rfs_hdf5_read_rows,
 	.read_csr_part = rfs_hdf5_read_csr_part,
@@ -591,8 +595,10 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	hbool_t threadsafe = 0;
 	if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
 		/* Reads run on many threads at once. */
-		snprintf(err, errlen, "%s: the HDF5 library is not built "
-				      "thread-safe (rankfs needs it)", path);
+		snprintf(err, errlen,
+			 "%s: the HDF5 library is not built "
+			 "thread-safe (rankfs needs it)",
+			 path);
 		rc = -ENOTSUP;
 		goto fail;
 	}
@@ -621,7 +627,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 		/* HDF5 opens the file again: that may be what failed. */
 		int why = errno;
 		rc = why == EMFILE || why == ENFILE || why == ENOMEM ? -why :
-								      -EINVAL;
+								       -EINVAL;
 		snprintf(err, errlen, "%s: %s", path,
 			 rc == -EINVAL ? "not an HDF5 file" : strerror(why));
 		goto fail;
@@ -675,4 +681,3 @@ fail:
 	close_source(&s->base);
 	return rc;
 }
-

@@ -44,6 +44,13 @@ struct array {
 	uint64_t chunks_id; /* RFS_READ_CHUNKS: in the mount's chunk cache */
 };
 
+struct linked_file {
+	char *path;
+	int fd; /* read-only, held to watch the file opened */
+	int watch; /* rfs_watch_add()'s id, or negative */
+	struct stat opened;
+};
+
 struct hdf5_source {
 	struct rfs_source base; /* first: the interface's view */
 	char *path;
@@ -62,18 +69,12 @@ struct hdf5_source {
 	/* Files the served rows are read from besides the source (an
 	 * external link's target, a virtual dataset's sources), watched for
 	 * changes like the source itself. */
-	struct linked_file {
-		char *path;
-		int fd; /* read-only, held to watch the file opened */
-		int watch; /* rfs_watch_add()'s id, or negative */
-		struct stat opened;
-	} *linked;
+	struct linked_file *linked;
 	size_t nlinked, linked_cap;
 	int anndata; /* obs columns can be named without a path */
 	atomic_int changed; /* sticky: a file was written after open */
 	atomic_int replaced_logged;
 };
-
 
 /* Error printing off for this thread: rankfs reports errors itself
  * (HDF5's error stack is per thread in threadsafe builds). */
@@ -81,8 +82,7 @@ void rfs_hdf5_quiet(void);
 int rfs_hdf5_ends_with(const char *s, const char *suffix);
 /* Reads a string attribute (fixed or variable length) into out.
  * @return 0 or -1. */
-int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out,
-			      size_t n);
+int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n);
 /* Lists the file's datasets (for error lines), cut to n bytes. */
 void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n);
 
@@ -95,8 +95,8 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 /* Rows [first, first + count) of a into dst, by a's read path. */
 int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
 		      uint64_t count, void *dst);
-int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows,
-		       size_t m, unsigned char *const *to);
+int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
+		       unsigned char *const *to);
 int rfs_hdf5_read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
 			   uint64_t first, uint64_t count, void *dst);
 size_t rfs_hdf5_row_scratch(const struct rfs_source *base);
@@ -118,8 +118,7 @@ enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
  * or attribute (attr 1) read as mem, in a child process (a damaged
  * global heap crashes or hangs HDF5). *out: n heap strings.
  * @return 0, -EIO (the read failed, crashed or hung: logged), -ENOMEM. */
-int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n,
-		       char ***out);
+int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n, char ***out);
 
 /* source_hdf5_obs.c */
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,

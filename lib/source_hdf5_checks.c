@@ -31,7 +31,8 @@ int rfs_hdf5_in_source_file(const struct hdf5_source *s, hid_t dset)
  * descriptor of its own. @return 0, -errno of a failed open, or -ENOMEM. */
 static int add_linked(struct hdf5_source *s, const char *path)
 {
-	struct linked_file l = { .path = realpath(path, NULL), .fd = -1,
+	struct linked_file l = { .path = realpath(path, NULL),
+				 .fd = -1,
 				 .watch = -1 };
 	int rc = -errno;
 	if (l.path)
@@ -112,8 +113,8 @@ static int exists_at(const char *dir, size_t dir_len, const char *name,
  * (':' between them; a leading ${ORIGIN} is the directory dir_len bytes
  * of dir name, as HDF5 expands it: once, at the start of the whole
  * list). Its path in out. */
-static int under_vds_prefix(const char *dir, size_t dir_len,
-			    const char *base, char *out, size_t len)
+static int under_vds_prefix(const char *dir, size_t dir_len, const char *base,
+			    char *out, size_t len)
 {
 	const char *env = getenv("HDF5_VDS_PREFIX");
 	if (!env || !*env)
@@ -122,8 +123,8 @@ static int under_vds_prefix(const char *dir, size_t dir_len,
 	int expand = strncmp(env, origin, strlen(origin)) == 0;
 	char *list = NULL;
 	if (asprintf(&list, "%.*s%s%s", expand ? (int)dir_len : 0, dir,
-		     expand ? "/" : "", env + (expand ? strlen(origin) : 0)) <
-	    0)
+		     expand ? "/" : "",
+		     env + (expand ? strlen(origin) : 0)) < 0)
 		return 0;
 	int found = 0;
 	for (char *p = list; !found && *p;) {
@@ -165,8 +166,8 @@ static void open_vds_source(hid_t dset, hid_t dcpl, size_t i)
 	hsize_t at[2 * H5S_MAX_RANK] = { 0 }, one[H5S_MAX_RANK];
 	unsigned char value[64];
 	int ndims = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
-	H5S_sel_type sel = vspace >= 0 ? H5Sget_select_type(vspace)
-					: H5S_SEL_ERROR;
+	H5S_sel_type sel = vspace >= 0 ? H5Sget_select_type(vspace) :
+					 H5S_SEL_ERROR;
 	int first = sel == H5S_SEL_ALL ||
 		    (sel == H5S_SEL_HYPERSLABS &&
 		     H5Sget_select_hyper_blocklist(vspace, 0, 1, at) >= 0) ||
@@ -249,8 +250,7 @@ static int external_file_path(const struct hdf5_source *s, const char *name,
 		snprintf(out, len, "%s", name);
 	} else if (env && *env) {
 		if (strncmp(env, origin, strlen(origin)) == 0)
-			snprintf(out, len, "%.*s/%s/%s",
-				 (int)source_dir_len(s),
+			snprintf(out, len, "%.*s/%s/%s", (int)source_dir_len(s),
 				 s->path, env + strlen(origin), name);
 		else if (env[0] == '/')
 			snprintf(out, len, "%s%s%s", env,
@@ -302,9 +302,10 @@ static int check_external_files(struct hdf5_source *s, hid_t dset,
 		/* HDF5 1.10 copies with strncpy: room left for the NUL. */
 		if (H5Pget_external(dcpl, (unsigned)i, sizeof(name) - 1, name,
 				    &offset, &size) < 0) {
-			snprintf(err, errlen, "%s: dataset %s: cannot read "
-				 "its list of external files", s->path,
-				 what);
+			snprintf(err, errlen,
+				 "%s: dataset %s: cannot read "
+				 "its list of external files",
+				 s->path, what);
 			rc = -EINVAL;
 			break;
 		}
@@ -351,19 +352,18 @@ static int check_external_files(struct hdf5_source *s, hid_t dset,
 /* Checks the files other than the source that dataset dset's raw data
  * is read from (check_vds_files, check_external_files). */
 int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
-				const char *what, int watch, char *err,
-				size_t errlen)
+				  const char *what, int watch, char *err,
+				  size_t errlen)
 {
 	int rc = check_vds_files(s, dset, what, watch, err, errlen);
-	return rc ? rc : check_external_files(s, dset, what, watch, err,
-					      errlen);
+	return rc ? rc :
+		    check_external_files(s, dset, what, watch, err, errlen);
 }
 
 /* Whether an open file's bytes may differ from when it was opened: its
  * size or mtime moved (fstat first), or inotify saw a write (watch.c says
  * why in that order, and why not ctime). */
-static int written(int fd, int watch, const struct stat *was,
-		   struct stat *now)
+static int written(int fd, int watch, const struct stat *was, struct stat *now)
 {
 	return fstat(fd, now) != 0 || now->st_size != was->st_size ||
 	       now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
@@ -389,8 +389,7 @@ static void log_written(const struct hdf5_source *s, const char *path,
 		"%lld): new batches fail with EIO for the life of the mount "
 		"(remount to serve the new bytes)",
 		what, (long long)was->st_size, (long long)now->st_size,
-		(long long)was->st_mtim.tv_sec,
-		(long long)now->st_mtim.tv_sec);
+		(long long)was->st_mtim.tv_sec, (long long)now->st_mtim.tv_sec);
 }
 
 /*

@@ -118,13 +118,14 @@ int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out)
 	} else {
 		size_t size = H5Tget_size(ftype);
 		char *raw = n < (SIZE_MAX - 1) / (size ? size : 1) ?
-				    malloc(n * size + 1) : NULL;
+				    malloc(n * size + 1) :
+				    NULL;
 		if (raw && H5Dread(dset, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT,
 				   raw) >= 0) {
 			rc = 0;
 			for (uint64_t i = 0; i < n && rc == 0; i++)
-				if (!(strings[i] = strndup(raw + i * size,
-							   size)))
+				if (!(strings[i] =
+					      strndup(raw + i * size, size)))
 					rc = -ENOMEM;
 		}
 		free(raw);
@@ -196,8 +197,9 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 	if (names && v && k && cls == H5T_ENUM)
 		rc = enum_names(dset, (uint64_t)n, names);
 	else if (names && v && k)
-		rc = read_numbers(dset, cls == H5T_INTEGER ? H5T_NATIVE_INT64 :
-							     H5T_NATIVE_DOUBLE,
+		rc = read_numbers(dset,
+				  cls == H5T_INTEGER ? H5T_NATIVE_INT64 :
+						       H5T_NATIVE_DOUBLE,
 				  cls == H5T_INTEGER ? (void *)k : (void *)v);
 	for (int64_t i = 0; i < n && rc == 0 && cls != H5T_ENUM; i++) {
 		char text[40];
@@ -228,8 +230,7 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 static int read_enum(hid_t dset, uint64_t n, struct rfs_column *out)
 {
 	hid_t ftype = H5Dget_type(dset);
-	hid_t mem = ftype >= 0 ? H5Tget_native_type(ftype, H5T_DIR_ASCEND) :
-				 -1;
+	hid_t mem = ftype >= 0 ? H5Tget_native_type(ftype, H5T_DIR_ASCEND) : -1;
 	hid_t super = mem >= 0 ? H5Tget_super(mem) : -1;
 	int members = mem >= 0 ? H5Tget_nmembers(mem) : -1;
 	size_t size = super >= 0 ? H5Tget_size(super) : 0;
@@ -328,8 +329,7 @@ static int categorical(hid_t codes, hid_t cats, uint64_t n,
 {
 	int rc = read_codes(codes, n, out);
 	if (rc == 0)
-		rc = read_categories(cats, &out->categories,
-				     &out->ncategories);
+		rc = read_categories(cats, &out->categories, &out->ncategories);
 	for (uint64_t i = 0; i < n && rc == 0; i++)
 		if (out->codes[i] >= (int64_t)out->ncategories ||
 		    out->codes[i] < -1)
@@ -407,7 +407,8 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		goto not_found;
 	if (info.type == H5O_TYPE_GROUP) {
 		obj = H5Gopen2(s->file, path, H5P_DEFAULT);
-		rfs_hdf5_read_string_attr(obj, "encoding-type", kind, sizeof(kind));
+		rfs_hdf5_read_string_attr(obj, "encoding-type", kind,
+					  sizeof(kind));
 		if (strcmp(kind, "categorical") != 0) {
 			snprintf(err, errlen,
 				 "%s: %s is a group with encoding '%s', not a "
@@ -507,4 +508,3 @@ out:
 		H5Gclose(obj);
 	return rc;
 }
-

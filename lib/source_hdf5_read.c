@@ -53,7 +53,7 @@ static int decoded_as_here(H5Z_filter_t id, size_t nvalues,
  * the pipeline is recorded for direct chunk reads (a filter whose
  * parameters HDF5 reads otherwise is recorded as id -1: through HDF5). */
 int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
-			struct rfs_pipeline *pipe, char *err, size_t errlen)
+			  struct rfs_pipeline *pipe, char *err, size_t errlen)
 {
 	hid_t dcpl = H5Dget_create_plist(a->dset);
 	if (dcpl < 0)
@@ -179,8 +179,7 @@ static void map_array(struct hdf5_source *s, struct array *a)
 {
 	uint64_t len;
 	if (!s->chunks || __builtin_mul_overflow(a->rows, a->row_bytes, &len) ||
-	    len == 0 ||
-	    rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
+	    len == 0 || rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
 		return;
 	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
 		rfs_rowmap_close(&a->map);
@@ -188,7 +187,7 @@ static void map_array(struct hdf5_source *s, struct array *a)
 
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
 void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
-			     const struct rfs_pipeline *pipe)
+			       const struct rfs_pipeline *pipe)
 {
 	hid_t dcpl = H5Dget_create_plist(a->dset);
 	hid_t type = H5Dget_type(a->dset);
@@ -228,8 +227,8 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 
 /* Logs a copy of rows [first, first + count) that hit the end of the
  * file. @return -EIO. */
-static int copy_failed(struct hdf5_source *s, struct array *a,
-		       uint64_t first, uint64_t count)
+static int copy_failed(struct hdf5_source *s, struct array *a, uint64_t first,
+		       uint64_t count)
 {
 	rfs_log("source %s dataset %s: read of rows [%llu, %llu) failed: "
 		"file ends before the data (SIGBUS in the mapping)",
@@ -254,8 +253,8 @@ static int gather_mapped(struct hdf5_source *s, struct array *a,
 			 unsigned char *const *to)
 {
 	size_t failed;
-	if (rfs_rowmap_gather(&a->map, rows, a->row_bytes, m, a->row_bytes,
-			      to, &failed) == 0)
+	if (rfs_rowmap_gather(&a->map, rows, a->row_bytes, m, a->row_bytes, to,
+			      &failed) == 0)
 		return 0;
 	return copy_failed(s, a, rows[failed], 1);
 }
@@ -305,13 +304,13 @@ static int hdf5_rows_to(struct hdf5_source *s, struct array *a, uint64_t first,
 
 /* Rows [first, first + count) of a into dst, by the array's read path. */
 int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
-		    uint64_t count, void *dst)
+		      uint64_t count, void *dst)
 {
 	if (a->path == RFS_READ_PREAD)
 		return pread_run(s, a, first, count, dst);
 	if (a->path == RFS_READ_CHUNKS)
 		return rfs_chunks_read(s->chunks, a->chunks_id, first, count,
-					dst);
+				       dst);
 	return hdf5_run(s, a, first, count, dst);
 }
 
@@ -325,8 +324,8 @@ static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
 	hid_t file_space = H5Dget_space(a->dset);
 	hid_t mem_space = H5Screate_simple(a->ndims, extent, NULL);
 	if (file_space >= 0 && mem_space >= 0 &&
-	    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL,
-				extent, NULL) >= 0 &&
+	    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, extent,
+				NULL) >= 0 &&
 	    H5Dread(a->dset, a->mem_type, mem_space, file_space, H5P_DEFAULT,
 		    dst) >= 0)
 		rc = 0;
@@ -354,7 +353,7 @@ static int read_sorted(struct hdf5_source *s, struct array *a,
 {
 	if (a->path == RFS_READ_CHUNKS)
 		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
-					     to);
+					    to);
 	if (a->path == RFS_READ_PREAD)
 		return fetch_sorted(s, a, rows, m, to);
 	int rc = 0;
@@ -370,7 +369,8 @@ static int read_sorted(struct hdf5_source *s, struct array *a,
  * in the page cache; else every run of consecutive rows one read,
  * submitted together (fetch.c). */
 static int fetch_sorted(struct hdf5_source *s, struct array *a,
-			const uint64_t *rows, size_t m, unsigned char *const *to)
+			const uint64_t *rows, size_t m,
+			unsigned char *const *to)
 {
 	if (rfs_rowmap_resident(&a->map))
 		return gather_mapped(s, a, rows, m, to);
@@ -381,17 +381,18 @@ static int fetch_sorted(struct hdf5_source *s, struct array *a,
 	if (!iov || !runs)
 		goto out;
 	for (size_t i = 0, j; i < m; i = j) {
-		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1 &&
-				j - i < IOV_MAX;
+		for (j = i + 1;
+		     j < m && rows[j] == rows[j - 1] + 1 && j - i < IOV_MAX;
 		     j++)
 			;
 		for (size_t k = i; k < j; k++)
 			iov[k] = (struct iovec){ to[k], a->row_bytes };
-		runs[nruns++] = (struct rfs_fetch_run){
-			.off = a->offset + rows[i] * a->row_bytes,
-			.len = (j - i) * a->row_bytes,
-			.iov = iov + i,
-			.iovcnt = (int)(j - i) };
+		runs[nruns++] =
+			(struct rfs_fetch_run){ .off = a->offset +
+						       rows[i] * a->row_bytes,
+						.len = (j - i) * a->row_bytes,
+						.iov = iov + i,
+						.iovcnt = (int)(j - i) };
 	}
 	rc = rfs_fetch(s->fd, runs, nruns, &failed);
 	if (rc != 0) {
@@ -399,7 +400,8 @@ static int fetch_sorted(struct hdf5_source *s, struct array *a,
 		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
 			"failed: %s",
 			s->path, a->name, (unsigned long long)first,
-			(unsigned long long)(first + (uint64_t)runs[failed].iovcnt),
+			(unsigned long long)(first +
+					     (uint64_t)runs[failed].iovcnt),
 			rc == -ENODATA ? "file ends before the data" :
 					 strerror(-rc));
 		rc = -EIO;
@@ -410,9 +412,8 @@ out:
 	return rc;
 }
 
-
-int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows,
-		       size_t m, unsigned char *const *to)
+int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
+		       unsigned char *const *to)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
 	rfs_hdf5_quiet();
@@ -424,8 +425,8 @@ int rfs_hdf5_read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
 	rfs_hdf5_quiet();
-	return rfs_hdf5_read_run(s, part == RFS_CSR_VALUES ? &s->x :
-							     &s->indices,
+	return rfs_hdf5_read_run(s,
+				 part == RFS_CSR_VALUES ? &s->x : &s->indices,
 				 first, count, dst);
 }
 

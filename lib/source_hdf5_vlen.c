@@ -55,9 +55,9 @@ static void child(hid_t obj, int attr, hid_t mem, uint64_t n, int fd)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	alarm(rfs_deadline_limit()); /* a loop ends with the child */
 	char **raw = calloc(n ? n : 1, sizeof(*raw));
-	if (!raw || (attr ? H5Aread(obj, mem, raw) :
-			    H5Dread(obj, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-				    raw)) < 0)
+	if (!raw ||
+	    (attr ? H5Aread(obj, mem, raw) :
+		    H5Dread(obj, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw)) < 0)
 		_exit(2);
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t len = raw[i] ? strlen(raw[i]) : 0;
@@ -78,8 +78,7 @@ static void name_of(hid_t obj, char *out, size_t size)
 	snprintf(out, size, "%s: %s", file, name);
 }
 
-int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n,
-		       char ***out)
+int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n, char ***out)
 {
 	char **strings = calloc(n ? n : 1, sizeof(*strings));
 	int fds[2], rc = -ENOMEM, status = 0;

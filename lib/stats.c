@@ -77,8 +77,8 @@ void rfs_stats_destroy(struct rfs_stats *s)
 #define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
 #define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
-			    uint64_t epoch, uint64_t batch, uint64_t rows)
+void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank, uint64_t epoch,
+			    uint64_t batch, uint64_t rows)
 {
 	struct rank_counters *c = &s->per_rank[rank];
 	uint64_t t = now_s();
@@ -126,12 +126,13 @@ static double rows_per_s(struct rank_counters *c, uint64_t t,
 	uint64_t rows = 0;
 	pthread_mutex_lock(&c->ring_lock);
 	for (int i = 0; i < RING; i++)
-		if (c->ring_second[i] < t && c->ring_second[i] + RATE_SECONDS >= t)
+		if (c->ring_second[i] < t &&
+		    c->ring_second[i] + RATE_SECONDS >= t)
 			rows += c->ring_rows[i];
-	*last = (struct last_open){
-		GET(c->batches), c->last_epoch, c->last_batch,
-		t > c->last_open_s ? t - c->last_open_s : 0
-	};
+	*last = (struct last_open){ GET(c->batches), c->last_epoch,
+				    c->last_batch,
+				    t > c->last_open_s ? t - c->last_open_s :
+							 0 };
 	pthread_mutex_unlock(&c->ring_lock);
 	return (double)rows / RATE_SECONDS;
 }
@@ -171,35 +172,37 @@ void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 			       (unsigned long long)nb, (unsigned long long)by,
 			       rate);
 		if (nb)
-			rfs_buf_printf(&ranks,
-				       "\"last_opened\": {\"epoch\": %llu, "
-				       "\"batch\": %llu, \"seconds_ago\": %llu}, ",
-				       (unsigned long long)last.epoch,
-				       (unsigned long long)last.batch,
-				       (unsigned long long)last.seconds_ago);
+			rfs_buf_printf(
+				&ranks,
+				"\"last_opened\": {\"epoch\": %llu, "
+				"\"batch\": %llu, \"seconds_ago\": %llu}, ",
+				(unsigned long long)last.epoch,
+				(unsigned long long)last.batch,
+				(unsigned long long)last.seconds_ago);
 		else
 			rfs_buf_printf(&ranks, "\"last_opened\": null, ");
-		rfs_buf_printf(&ranks,
-			       "\"first_reads\": {\"ready\": %llu, \"waited\": "
-			       "%llu, \"generated\": %llu}, \"ready_rate\": %.3f, "
-			       "\"wait_s\": %.3f}",
-			       (unsigned long long)ready,
-			       (unsigned long long)waited,
-			       (unsigned long long)made,
-			       reads ? (double)ready / (double)reads : 0.0,
-			       (double)GET(c->wait_ns) / 1e9);
+		rfs_buf_printf(
+			&ranks,
+			"\"first_reads\": {\"ready\": %llu, \"waited\": "
+			"%llu, \"generated\": %llu}, \"ready_rate\": %.3f, "
+			"\"wait_s\": %.3f}",
+			(unsigned long long)ready, (unsigned long long)waited,
+			(unsigned long long)made,
+			reads ? (double)ready / (double)reads : 0.0,
+			(double)GET(c->wait_ns) / 1e9);
 	}
 	for (int k = 0; k < BUCKETS; k++)
 		total += GET(s->generated[k]);
-	rfs_buf_printf(b,
-		       "  \"batches_served\": %llu,\n  \"bytes_served\": %llu,\n"
-		       "  \"generation\": {\"batches\": %llu, \"p50_ms\": %.3f, "
-		       "\"p99_ms\": %.3f},\n"
-		       "  \"ranks\": [%s\n  ]",
-		       (unsigned long long)batches, (unsigned long long)bytes,
-		       (unsigned long long)total, quantile_ms(s, 0.5, total),
-		       quantile_ms(s, 0.99, total),
-		       ranks.failed || !ranks.data ? "" : ranks.data);
+	rfs_buf_printf(
+		b,
+		"  \"batches_served\": %llu,\n  \"bytes_served\": %llu,\n"
+		"  \"generation\": {\"batches\": %llu, \"p50_ms\": %.3f, "
+		"\"p99_ms\": %.3f},\n"
+		"  \"ranks\": [%s\n  ]",
+		(unsigned long long)batches, (unsigned long long)bytes,
+		(unsigned long long)total, quantile_ms(s, 0.5, total),
+		quantile_ms(s, 0.99, total),
+		ranks.failed || !ranks.data ? "" : ranks.data);
 	if (ranks.failed)
 		b->failed = 1;
 	rfs_buf_free(&ranks);

@@ -15,8 +15,8 @@ void rfs_stats_destroy(struct rfs_stats *s); /* accepts NULL */
 
 /* A batch file (.npy or .npz) of rank was opened: batch of epoch, rows
  * of it. */
-void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank,
-			    uint64_t epoch, uint64_t batch, uint64_t rows);
+void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank, uint64_t epoch,
+			    uint64_t batch, uint64_t rows);
 
 /* bytes of a file of rank were returned by read(). */
 void rfs_stats_bytes_served(struct rfs_stats *s, uint64_t rank, uint64_t bytes);

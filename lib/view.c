@@ -108,8 +108,7 @@ static void explain_too_few(const struct rfs_view *v, char *const *sources,
 			 filtered, (unsigned long long)c->batch_size);
 		return;
 	}
-	uint64_t len = c->total_size ? c->total_size :
-				       v->selection.kept_rows;
+	uint64_t len = c->total_size ? c->total_size : v->selection.kept_rows;
 	snprintf(err, errlen,
 		 "%s: %llu rows%s are fewer than one global batch "
 		 "(world_size %llu x batch_size %llu = %llu)",
@@ -122,8 +121,7 @@ static void explain_too_few(const struct rfs_view *v, char *const *sources,
 /* total_size sets the draws of weighted and class_balanced; the other
  * strategies serve each of their L rows once. config.json shows L for
  * every strategy, so L itself is taken back, and nothing else. */
-static int check_total_size(const struct rfs_view *v, char *err,
-			    size_t errlen)
+static int check_total_size(const struct rfs_view *v, char *err, size_t errlen)
 {
 	const struct rfs_config *c = &v->config;
 	if (!c->total_size || rfs_sampler_draws(c->strategy))
@@ -138,7 +136,8 @@ static int check_total_size(const struct rfs_view *v, char *err,
 		 "rows once (total_size sets the draws of weighted and "
 		 "class_balanced)",
 		 (unsigned long long)c->total_size,
-		 rfs_config_strategy_name(c->strategy), (unsigned long long)rows);
+		 rfs_config_strategy_name(c->strategy),
+		 (unsigned long long)rows);
 	return -EINVAL;
 }
 
@@ -198,8 +197,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	rfs_bigbuf_limit(v->budget.pool);
 	uint64_t before = resident_bytes();
 	rc = rfs_dataset_open(sources, nsources, v->config.dataset,
-			      v->budget.chunks,
-			      &v->dataset, err, errlen);
+			      v->budget.chunks, &v->dataset, err, errlen);
 	uint64_t after = resident_bytes();
 	v->sources_bytes = after > before ? after - before : 0;
 	if (rc != 0)
@@ -237,8 +235,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	/* config.json shows the resolved length of S_e. */
 	v->config.total_size = 0;
 	for (uint64_t s = 0; s < v->selection.sequences; s++)
-		v->config.total_size +=
-			rfs_plan_sequence_length(v->planner, s);
+		v->config.total_size += rfs_plan_sequence_length(v->planner, s);
 	v->kinds = v->selection.has_label ? 3 : 2;
 	rc = rfs_stats_create(v->config.world_size, &v->stats);
 	if (rc == 0)
@@ -435,8 +432,8 @@ int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
 	int rc = rfs_view_get(v, key, &e);
 	if (rc != 0)
 		return rc;
-	XXH64_hash_t h = XXH3_64bits(rfs_cache_entry_data(e),
-				     rfs_cache_entry_size(e));
+	XXH64_hash_t h =
+		XXH3_64bits(rfs_cache_entry_data(e), rfs_cache_entry_size(e));
 	rfs_view_put(v, e);
 	snprintf(out, 17, "%016llx", (unsigned long long)h);
 	return 0;

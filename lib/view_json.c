@@ -159,16 +159,16 @@ int rfs_view_json_stats(const struct rfs_view_json_live *l, char **out,
 		       (unsigned long long)m->chunks,
 		       (unsigned long long)m->batches,
 		       (unsigned long long)m->prefetch,
-		       (unsigned long long)m->plan,
-		       (unsigned long long)m->pool,
+		       (unsigned long long)m->plan, (unsigned long long)m->pool,
 		       (unsigned long long)l->sources_bytes);
 	size_t files = l->dataset ? rfs_dataset_files(l->dataset) : 0;
 	for (size_t i = 0; i < files; i++) {
 		rfs_buf_printf(&b, "%s\n    {\"path\": ", i ? "," : "");
 		rfs_buf_json_string(&b, rfs_dataset_file(l->dataset, i)->path);
 		rfs_buf_printf(&b, ", \"state\": ");
-		rfs_buf_json_string(&b, rfs_source_state_name(rfs_source_state(
-						rfs_dataset_source(l->dataset, i))));
+		rfs_buf_json_string(
+			&b, rfs_source_state_name(rfs_source_state(
+				    rfs_dataset_source(l->dataset, i))));
 		rfs_buf_printf(&b, "}");
 	}
 	rfs_buf_printf(&b, "\n  ]\n}\n");

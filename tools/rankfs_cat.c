@@ -66,9 +66,8 @@ static void print_help(void)
 static void unknown_option(const char *key)
 {
 	struct rfs_buf b = { 0 };
-	rfs_buf_printf(&b,
-		       "rankfs-cat: unknown option '%s'; rankfs's options: ",
-		       key);
+	rfs_buf_printf(
+		&b, "rankfs-cat: unknown option '%s'; rankfs's options: ", key);
 	rfs_config_render_names(&b);
 	rfs_buf_printf(&b, "; libfuse's: ");
 	rfs_mountopt_render_fuse_names(&b);
@@ -238,8 +237,7 @@ static int write_file(struct rfs_view *v, const struct rfs_inode_space *s,
 }
 
 /* @return the exit status. */
-static int cat(struct rfs_view *v, const struct rfs_config *c,
-	       const char *path)
+static int cat(struct rfs_view *v, const struct rfs_config *c, const char *path)
 {
 	struct rfs_inode_space s;
 	struct rfs_node n;
@@ -261,8 +259,9 @@ static int cat(struct rfs_view *v, const struct rfs_config *c,
 	}
 	rc = resolve(&s, path, &n, &failed_at);
 	if (rc != 0) {
-		fprintf(stderr, "rankfs-cat: %.*s: %s (not in the mount's "
-				"namespace)\n",
+		fprintf(stderr,
+			"rankfs-cat: %.*s: %s (not in the mount's "
+			"namespace)\n",
 			(int)failed_at, path, strerror(-rc));
 		return EXIT_PATH;
 	}

@@ -118,14 +118,16 @@ int main(int argc, char *argv[])
 	/* Without the data there are no files, filters or weights. */
 	if (c.partition == RFS_PARTITION_FILE ||
 	    rfs_sampler_draws(c.strategy) || c.filter.count) {
-		fprintf(stderr, "rankfs-plan: partition=file, filters and "
-				"weighted strategies need the data: mount it\n");
+		fprintf(stderr,
+			"rankfs-plan: partition=file, filters and "
+			"weighted strategies need the data: mount it\n");
 		goto out;
 	}
 	struct rfs_rowset all = { .length = rows };
 	if (rfs_plan_create(&c, &all, &p) != 0) {
-		fprintf(stderr, "rankfs-plan: %" PRIu64
-				" rows are fewer than one global batch\n",
+		fprintf(stderr,
+			"rankfs-plan: %" PRIu64
+			" rows are fewer than one global batch\n",
 			rows);
 		goto out;
 	}
@@ -136,8 +138,9 @@ int main(int argc, char *argv[])
 	const struct rfs_layout *l = rfs_plan_layout(p);
 	if (args[0] >= (UINT64_C(1) << 31) || args[1] >= c.world_size ||
 	    args[2] >= l->batches_per_rank) {
-		fprintf(stderr, "rankfs-plan: no such batch (%" PRIu64
-				" batches per rank)\n",
+		fprintf(stderr,
+			"rankfs-plan: no such batch (%" PRIu64
+			" batches per rank)\n",
 			l->batches_per_rank);
 		goto out;
 	}

@@ -53,7 +53,8 @@ static int write_source(const char *path, uint64_t rows, int ndims)
 		for (uint64_t c = 0; c < COLS; c++)
 			m[r * COLS + c] = value(r, c);
 	}
-	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32,
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
 				  .ndims = ndims,
 				  .dims = { rows, ndims == 2 ? COLS : 0 },
 				  .data = m };
@@ -133,20 +134,16 @@ static void gen_open(struct gen *g, const char *path, const char *strategy,
 		set(&g->c, "dtype", dtype);
 		out = (enum rfs_dtype)(g->c.dtype - 1);
 	}
-	assert_int_equal(rfs_batch_check_sizes(&g->c, g->d, out, err,
-					       sizeof(err)),
-			 0);
-	assert_int_equal(rfs_selection_build(&g->c, g->d, &g->s, err,
-					     sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_batch_check_sizes(&g->c, g->d, out, err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_selection_build(&g->c, g->d, &g->s, err, sizeof(err)), 0);
 	assert_int_equal(rfs_plan_create(&g->c, g->s.seqs, &g->p), 0);
 	assert_int_equal(rfs_stats_create(2, &g->stats), 0);
-	assert_int_equal(rfs_batch_create(g->d, g->p, &g->s, out, g->stats,
-					  &g->b),
-			 0);
-	assert_int_equal(rfs_cache_create(1 << 20, rfs_batch_fill, g->b,
-					  &g->cache),
-			 0);
+	assert_int_equal(
+		rfs_batch_create(g->d, g->p, &g->s, out, g->stats, &g->b), 0);
+	assert_int_equal(
+		rfs_cache_create(1 << 20, rfs_batch_fill, g->b, &g->cache), 0);
 }
 
 static void gen_close(struct gen *g)
@@ -161,8 +158,8 @@ static void gen_close(struct gen *g)
 }
 
 /* Parses an .npy header: returns its length and checks descr/shape. */
-static size_t parse_npy(const unsigned char *p, size_t size,
-			const char *descr, const char *shape)
+static size_t parse_npy(const unsigned char *p, size_t size, const char *descr,
+			const char *shape)
 {
 	assert_true(size >= 64);
 	assert_memory_equal(p, "\x93NUMPY\x01\x00", 8);
@@ -184,12 +181,12 @@ static size_t parse_npy(const unsigned char *p, size_t size,
 	return total;
 }
 
-static struct rfs_cache_entry *get(struct gen *g, uint64_t epoch,
-				   uint64_t rank, uint64_t batch,
-				   uint64_t kind)
+static struct rfs_cache_entry *get(struct gen *g, uint64_t epoch, uint64_t rank,
+				   uint64_t batch, uint64_t kind)
 {
-	struct rfs_cache_key k = { .epoch = epoch, .rank = rank,
-				   .batch = batch, .kind = kind };
+	struct rfs_cache_key k = {
+		.epoch = epoch, .rank = rank, .batch = batch, .kind = kind
+	};
 	struct rfs_cache_entry *e = NULL;
 	assert_int_equal(rfs_cache_get(g->cache, &k, &e), 0);
 	assert_true(rfs_cache_entry_size(e) == rfs_batch_file_size(g->b, &k));
@@ -201,12 +198,9 @@ static struct rfs_cache_entry *get(struct gen *g, uint64_t epoch,
 static void check_batch(struct gen *g, uint64_t epoch, uint64_t rank,
 			uint64_t batch)
 {
-	struct rfs_cache_entry *ie = get(g, epoch, rank, batch,
-					 RFS_KIND_INDEX);
-	struct rfs_cache_entry *be = get(g, epoch, rank, batch,
-					 RFS_KIND_BATCH);
-	struct rfs_cache_entry *le = get(g, epoch, rank, batch,
-					 RFS_KIND_LABEL);
+	struct rfs_cache_entry *ie = get(g, epoch, rank, batch, RFS_KIND_INDEX);
+	struct rfs_cache_entry *be = get(g, epoch, rank, batch, RFS_KIND_BATCH);
+	struct rfs_cache_entry *le = get(g, epoch, rank, batch, RFS_KIND_LABEL);
 	const unsigned char *ip = rfs_cache_entry_data(ie);
 	const unsigned char *bp = rfs_cache_entry_data(be);
 	const unsigned char *lp = rfs_cache_entry_data(le);
@@ -217,8 +211,7 @@ static void check_batch(struct gen *g, uint64_t epoch, uint64_t rank,
 	int64_t rows[16], planned[16], codes[16];
 	memcpy(rows, ip + ih, sizeof(rows));
 	memcpy(codes, lp + lh, sizeof(codes));
-	assert_int_equal(rfs_plan_batch(g->p, epoch, rank, batch, planned),
-			 0);
+	assert_int_equal(rfs_plan_batch(g->p, epoch, rank, batch, planned), 0);
 	assert_memory_equal(rows, planned, sizeof(rows));
 	for (int j = 0; j < 16; j++) {
 		assert_true(rows[j] >= 0 && rows[j] < ROWS);
@@ -260,8 +253,8 @@ static void test_sizes_rows_and_cost(void **state)
 	gen_open(&g, f->path, "shuffle", NULL);
 	char header[RFS_NPY_HEADER_MAX];
 	const uint64_t bshape[2] = { 16, COLS }, ishape[1] = { 16 };
-	uint64_t bsize = rfs_npy_header(RFS_FLOAT32, 2, bshape, header) +
-			 16 * COLS * 4;
+	uint64_t bsize =
+		rfs_npy_header(RFS_FLOAT32, 2, bshape, header) + 16 * COLS * 4;
 	uint64_t isize = rfs_npy_header(RFS_INT64, 1, ishape, header) + 16 * 8;
 	struct rfs_cache_key k = { .kind = RFS_KIND_BATCH };
 	assert_true(rfs_batch_file_size(g.b, &k) == bsize);

@@ -118,13 +118,13 @@ static void test_json_bytes_that_are_not_utf8(void **state)
 	(void)state;
 	expect_json("caf\xe9.h5", "\"caf\\udce9.h5\"");
 	expect_json("\xff\xfe", "\"\\udcff\\udcfe\"");
-	expect_json("\xc0\xaf", "\"\\udcc0\\udcaf\"");   /* overlong '/' */
+	expect_json("\xc0\xaf", "\"\\udcc0\\udcaf\""); /* overlong '/' */
 	expect_json("\xed\xa0\x80", /* a surrogate */
 		    "\"\\udced\\udca0\\udc80\"");
-	expect_json("\xf4\x90\x80\x80",                 /* past U+10FFFF */
+	expect_json("\xf4\x90\x80\x80", /* past U+10FFFF */
 		    "\"\\udcf4\\udc90\\udc80\\udc80\"");
 	expect_json("\xe2\x82", "\"\\udce2\\udc82\""); /* cut short */
-	expect_json("\xc3", "\"\\udcc3\"");               /* at the end */
+	expect_json("\xc3", "\"\\udcc3\""); /* at the end */
 	expect_json("\x80\"", "\"\\udc80\\\"\"");
 }
 
@@ -151,8 +151,10 @@ static void test_decimal(void **state)
 	const struct {
 		double v;
 		const char *want;
-	} cases[] = { { 0.25, "0.25" },	      { 0.1, "0.1" },
-		      { 1e-05, "0.00001" },   { 1.5e-300, NULL },
+	} cases[] = { { 0.25, "0.25" },
+		      { 0.1, "0.1" },
+		      { 1e-05, "0.00001" },
+		      { 1.5e-300, NULL },
 		      { 1e20, "100000000000000000000" },
 		      { 1.0 / 3, "0.3333333333333333" } };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

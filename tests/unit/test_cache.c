@@ -79,8 +79,9 @@ static int fill(void *ctx, const struct rfs_cache_key *key,
 
 static struct rfs_cache_key key_of(uint64_t batch)
 {
-	return (struct rfs_cache_key){ .epoch = 1, .rank = 0, .batch = batch,
-				       .kind = 0 };
+	return (struct rfs_cache_key){
+		.epoch = 1, .rank = 0, .batch = batch, .kind = 0
+	};
 }
 
 static struct rfs_cache_counters counters(struct rfs_cache *c)
@@ -129,8 +130,9 @@ static void test_get_put_and_counters(void **state)
 	assert_true(k.hits == 0 && k.misses == 0 && k.bytes == 0 &&
 		    k.entries == 0);
 
-	struct rfs_cache_key key = { .epoch = 3, .rank = 2, .batch = 9,
-				     .kind = 1 };
+	struct rfs_cache_key key = {
+		.epoch = 3, .rank = 2, .batch = 9, .kind = 1
+	};
 	struct rfs_cache_entry *e;
 	assert_int_equal(rfs_cache_get(c, &key, &e), 0);
 	assert_int_equal(atomic_load(&f.calls), 1);
@@ -442,7 +444,8 @@ static void run_distinct(struct rfs_cache *c, struct filler *f,
 			 struct getter *g, int n, void *(*fn)(void *))
 {
 	for (int i = 0; i < n; i++)
-		g[i] = (struct getter){ .cache = c, .filler = f,
+		g[i] = (struct getter){ .cache = c,
+					.filler = f,
 					.key = key_of((uint64_t)i) };
 	run_threads(g, n, fn);
 }
@@ -613,8 +616,8 @@ static void test_fill_waits_for_held_entry(void **state)
 	assert_int_equal(pthread_create(&t, NULL, get_one, &g), 0);
 	/* Until the fill waits (however slowly its thread starts), and a
 	 * while after: it must still be waiting. */
-	for (int ms = 0; counters(c).room_waits == 0 &&
-			 !atomic_load(&g.done) && ms < 20000;
+	for (int ms = 0;
+	     counters(c).room_waits == 0 && !atomic_load(&g.done) && ms < 20000;
 	     ms++) {
 		struct timespec ts = { 0, 1000000L };
 		nanosleep(&ts, NULL);
@@ -683,9 +686,11 @@ static void test_big_fill_not_starved_by_small_ones(void **state)
 	atomic_int stop = 0;
 	struct getter g[7];
 	for (int i = 0; i < 7; i++)
-		g[i] = (struct getter){ .cache = c, .stop = &stop,
+		g[i] = (struct getter){ .cache = c,
+					.stop = &stop,
 					.key = key_of(i ? (uint64_t)i : BIG),
-					.peers = g + 1, .npeers = 6 };
+					.peers = g + 1,
+					.npeers = 6 };
 	run_threads(g, 7, starve_thread);
 	for (int i = 0; i < 7; i++)
 		assert_int_equal(g[i].rc, 0);

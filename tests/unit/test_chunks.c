@@ -56,11 +56,16 @@ static int setup(void **state)
 	FILE *out = fopen(f->path, "wb");
 	uint64_t grid_rows = (ROWS + CR - 1) / CR;
 	uint64_t grid_cols = (cols + chunk_cols - 1) / chunk_cols;
-	f->c = (struct rfs_chunked){ .path = f->path, .name = "/x",
-				     .rows = ROWS, .cols = cols,
-				     .chunk_rows = CR, .chunk_cols = chunk_cols,
-				     .grid_cols = grid_cols, .elem = 2,
-				     .pipeline = { 1, { RFS_FILTER_DEFLATE } } };
+	f->c = (struct rfs_chunked){ .path = f->path,
+				     .name = "/x",
+				     .rows = ROWS,
+				     .cols = cols,
+				     .chunk_rows = CR,
+				     .chunk_cols = chunk_cols,
+				     .grid_cols = grid_cols,
+				     .elem = 2,
+				     .pipeline = { 1,
+						   { RFS_FILTER_DEFLATE } } };
 	f->c.locs = calloc(grid_rows * grid_cols, sizeof(*f->c.locs));
 	fputs("header", out);
 	for (uint64_t gr = 0; gr < grid_rows; gr++)
@@ -68,9 +73,9 @@ static int setup(void **state)
 			uint16_t chunk[CR * COLS_MAX] = { 0 };
 			for (uint64_t r = 0; r < CR; r++)
 				for (uint64_t c = 0; c < chunk_cols; c++)
-					chunk[r * chunk_cols + c] = value(
-						gr * CR + r,
-						gc * chunk_cols + c);
+					chunk[r * chunk_cols + c] =
+						value(gr * CR + r,
+						      gc * chunk_cols + c);
 			unsigned char z[256];
 			uLongf len = sizeof(z);
 			compress2(z, &len, (unsigned char *)chunk,
@@ -139,9 +144,8 @@ static void test_rows_across_chunks(void **state)
 			/* A row more than the longest run: the canary. */
 			uint16_t out[(ROWS + 1) * COLS_MAX];
 			memset(out, 0xff, sizeof(out));
-			assert_int_equal(rfs_chunks_read(cc, id, first, count,
-							  out),
-					 0);
+			assert_int_equal(
+				rfs_chunks_read(cc, id, first, count, out), 0);
 			for (uint64_t r = 0; r < count; r++)
 				for (uint64_t c = 0; c < cols; c++)
 					assert_int_equal(out[r * cols + c],

@@ -119,9 +119,8 @@ static void test_keep_categories(void **state)
 	uint8_t keep[6];
 	char err[256];
 	memset(keep, 1, sizeof(keep));
-	assert_int_equal(rfs_column_keep(&c, "train|test", keep, err,
-					 sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_column_keep(&c, "train|test", keep, err, sizeof(err)), 0);
 	const uint8_t want[] = { 1, 0, 1, 0, 1, 1 };
 	assert_memory_equal(keep, want, 6);
 	/* Keeps only narrow: a second filter ANDs. */
@@ -246,8 +245,7 @@ static void test_keep_reals_as_stored(void **state)
 	int64_t v[] = { 3, 4 };
 	struct rfs_column i = ints(v, 2);
 	memset(keep, 1, 2);
-	assert_int_equal(rfs_column_keep(&i, "3|3", keep, err, sizeof(err)),
-			 0);
+	assert_int_equal(rfs_column_keep(&i, "3|3", keep, err, sizeof(err)), 0);
 	assert_true(keep[0] && !keep[1]);
 	rfs_column_free(&i);
 }

@@ -344,8 +344,7 @@ static void test_strategy_message_lists_choices(void **state)
 	assert_int_equal(c.strategy, RFS_BLOCK_SHUFFLE);
 
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_config_set(&c, "partition", "x", err,
-					sizeof(err)),
+	assert_int_equal(rfs_config_set(&c, "partition", "x", err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "partition"));
 	assert_non_null(strstr(err, "batch"));
@@ -395,7 +394,8 @@ static void test_unknown_key(void **state)
 static void test_strategy_name(void **state)
 {
 	(void)state;
-	assert_string_equal(rfs_config_strategy_name(RFS_STREAMING), "streaming");
+	assert_string_equal(rfs_config_strategy_name(RFS_STREAMING),
+			    "streaming");
 	assert_string_equal(rfs_config_strategy_name(RFS_SHUFFLE), "shuffle");
 	assert_string_equal(rfs_config_strategy_name(RFS_BLOCK_SHUFFLE),
 			    "block_shuffle");
@@ -403,7 +403,8 @@ static void test_strategy_name(void **state)
 	assert_string_equal(rfs_config_strategy_name(RFS_CLASS_BALANCED),
 			    "class_balanced");
 	assert_string_equal(rfs_config_strategy_name(5), "?");
-	assert_string_equal(rfs_config_partition_name(RFS_PARTITION_FILE), "file");
+	assert_string_equal(rfs_config_partition_name(RFS_PARTITION_FILE),
+			    "file");
 	assert_string_equal(rfs_config_partition_name(4), "?");
 	assert_string_equal(rfs_config_strategy_name(UINT64_MAX), "?");
 }
@@ -415,12 +416,18 @@ static void test_render_json_defaults(void **state)
 	rfs_config_init(&c);
 	char *j = render(&c, 0);
 	static const char *const want[] = {
-		"\"world_size\": 1",	     "\"batch_size\": 256",
-		"\"seed\": 0",		     "\"strategy\": \"block_shuffle\"",
-		"\"block_size\": 64",	     "\"fetch_factor\": 16",
-		"\"partition\": \"batch\"", "\"drop_last\": 1",
-		"\"dataset\": null",	     "\"epochs\": 10",
-		"\"cache_mb\": 1024",	     "\"direct_io\": false",
+		"\"world_size\": 1",
+		"\"batch_size\": 256",
+		"\"seed\": 0",
+		"\"strategy\": \"block_shuffle\"",
+		"\"block_size\": 64",
+		"\"fetch_factor\": 16",
+		"\"partition\": \"batch\"",
+		"\"drop_last\": 1",
+		"\"dataset\": null",
+		"\"epochs\": 10",
+		"\"cache_mb\": 1024",
+		"\"direct_io\": false",
 		"\"log_file\": null",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
@@ -460,9 +467,10 @@ static void test_render_identity(void **state)
 	set_ok(&c, "world_size", "4");
 	char *id = render(&c, 1);
 	static const char *const want[] = {
-		"world_size=4\n", "batch_size=256\n", "seed=0\n",
-		"strategy=block_shuffle\n", "block_size=64\n",
-		"fetch_factor=16\n", "partition=batch\n", "drop_last=1\n",
+		"world_size=4\n",    "batch_size=256\n",
+		"seed=0\n",	     "strategy=block_shuffle\n",
+		"block_size=64\n",   "fetch_factor=16\n",
+		"partition=batch\n", "drop_last=1\n",
 		"dataset=/X\n",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
@@ -500,7 +508,7 @@ static void test_render_help(void **state)
 	rfs_config_render_help(&b);
 	assert_int_equal(rfs_buf_finish(&b, &h, &len), 0);
 	static const char *const names[] = {
-		"world_size", "batch_size", "seed",	   "strategy",
+		"world_size", "batch_size",   "seed",	   "strategy",
 		"block_size", "fetch_factor", "partition", "drop_last",
 		"dataset",    "epochs",	      "cache_mb",  "direct_io",
 		"log_file",

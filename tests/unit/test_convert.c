@@ -57,9 +57,13 @@ static void test_float16(void **state)
 static void test_casts_round_once(void **state)
 {
 	(void)state;
-	const double f64[] = { 1.0 + 0x1p-11 + 0x1p-30, 0x1p-25,
-			       0x1p-25 + 0x1p-60, 3 * 0x1p-26,
-			       1.5 * 0x1p-24 + 0x1p-70, 65519.99, 65520.0,
+	const double f64[] = { 1.0 + 0x1p-11 + 0x1p-30,
+			       0x1p-25,
+			       0x1p-25 + 0x1p-60,
+			       3 * 0x1p-26,
+			       1.5 * 0x1p-24 + 0x1p-70,
+			       65519.99,
+			       65520.0,
 			       -(1.0 + 0x1p-11) };
 	const uint16_t want16[] = { 0x3c01, 0x0000, 0x0001, 0x0001,
 				    0x0002, 0x7bff, 0x7c00, 0xbc00 };

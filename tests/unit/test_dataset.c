@@ -44,8 +44,11 @@ static int write_part(const char *path, uint64_t first, uint64_t rows,
 		for (uint64_t c = 0; c < cols; c++)
 			m[r * cols + c] = value(first + r, c);
 	}
-	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
-				  .dims = { rows, cols }, .data = m };
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
+				  .ndims = 2,
+				  .dims = { rows, cols },
+				  .data = m };
 	/* File k names its two kinds "even"/"odd" plus its own extra one,
 	 * sorted, as anndata does per file. */
 	const char *cats[] = { "even", "odd" };
@@ -108,7 +111,8 @@ static void test_files_in_order(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	int rc = rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err, sizeof(err));
+	int rc =
+		rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("open: %s", err);
 	assert_int_equal(rfs_dataset_files(d), 3);
@@ -153,7 +157,8 @@ static void test_directory_in_name_order(void **state)
 	/* The same files given one by one: the same fingerprint. */
 	struct rfs_dataset *e;
 	char *each[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(each, 3, "/X", 1 << 20, &e, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open(each, 3, "/X", 1 << 20, &e, err,
+					  sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_fingerprint(d) == rfs_dataset_fingerprint(e));
 	rfs_dataset_destroy(e);
@@ -167,12 +172,12 @@ static void test_column_across_files(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
 			 0);
 	struct rfs_column c;
-	assert_int_equal(rfs_dataset_read_column(d, "kind", &c, err,
-						 sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_dataset_read_column(d, "kind", &c, err, sizeof(err)), 0);
 	assert_true(c.rows == 12 && c.ncategories == 2);
 	for (uint64_t r = 0; r < 12; r++)
 		assert_true(c.codes[r] == (int64_t)(r % 2));
@@ -211,7 +216,8 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(empty, sizeof(empty), "%s/empty", f->dir);
 	assert_int_equal(mkdir(empty, 0700), 0);
 	char *none[] = { empty };
-	assert_int_equal(rfs_dataset_open(none, 1, NULL, 1 << 20, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open(none, 1, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "no *.h5ad or *.h5 files"));
 	rmdir(empty);

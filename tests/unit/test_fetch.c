@@ -71,7 +71,8 @@ static void check_runs(void)
 		for (int k = 0; k < 3; k++)
 			iov[r * 3 + k] = (struct iovec){
 				out + ((RUNS - 1 - r) * 3 + (2 - k)) * PIECE,
-				PIECE };
+				PIECE
+			};
 		runs[r] = (struct rfs_fetch_run){ .off = (uint64_t)r * 1400,
 						  .len = 3 * PIECE,
 						  .iov = iov + r * 3,

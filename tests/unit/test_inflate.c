@@ -35,34 +35,35 @@ static void test_pipelines(void **state)
 	assert_int_equal(compress2(stored, &stored_len, shuffled,
 				   sizeof(shuffled), 6),
 			 Z_OK);
-	struct rfs_pipeline both = { 2, { RFS_FILTER_SHUFFLE,
-					  RFS_FILTER_DEFLATE } };
+	struct rfs_pipeline both = {
+		2, { RFS_FILTER_SHUFFLE, RFS_FILTER_DEFLATE }
+	};
 	assert_true(rfs_inflate_supported(&both));
 	memset(out, 0, sizeof(out));
 	assert_int_equal(rfs_inflate_decode(&both, 0, stored, stored_len, out,
-					     sizeof(out), 4, scratch),
+					    sizeof(out), 4, scratch),
 			 0);
 	assert_memory_equal(out, values, sizeof(values));
 
 	/* The same chunk stored with deflate skipped (mask bit 1). */
 	memset(out, 0, sizeof(out));
 	assert_int_equal(rfs_inflate_decode(&both, 2, shuffled,
-					     sizeof(shuffled), out,
-					     sizeof(out), 4, scratch),
+					    sizeof(shuffled), out, sizeof(out),
+					    4, scratch),
 			 0);
 	assert_memory_equal(out, values, sizeof(values));
 
 	/* No filters: a copy; deflate alone. */
 	struct rfs_pipeline none = { 0 }, deflate = { 1, { 1 } };
 	assert_int_equal(rfs_inflate_decode(&none, 0, values, sizeof(values),
-					     out, sizeof(out), 4, scratch),
+					    out, sizeof(out), 4, scratch),
 			 0);
 	assert_memory_equal(out, values, sizeof(values));
 	stored_len = sizeof(stored);
 	compress2(stored, &stored_len, (unsigned char *)values, sizeof(values),
 		  1);
 	assert_int_equal(rfs_inflate_decode(&deflate, 0, stored, stored_len,
-					     out, sizeof(out), 4, scratch),
+					    out, sizeof(out), 4, scratch),
 			 0);
 	assert_memory_equal(out, values, sizeof(values));
 }
@@ -71,17 +72,17 @@ static void test_bad_chunks_are_eio(void **state)
 {
 	(void)state;
 	unsigned char stored[64] = { 0x78, 0x9c, 1, 2, 3 }, out[4000],
-				  scratch[4000];
+		      scratch[4000];
 	struct rfs_pipeline deflate = { 1, { RFS_FILTER_DEFLATE } };
 	assert_int_equal(rfs_inflate_decode(&deflate, 0, stored, 5, out,
-					     sizeof(out), 4, scratch),
+					    sizeof(out), 4, scratch),
 			 -EIO);
 	/* Decodes, but to fewer bytes than the chunk holds. */
 	memset(out, 7, sizeof(out));
 	uLongf len = sizeof(stored);
 	compress2(stored, &len, out, 100, 6);
 	assert_int_equal(rfs_inflate_decode(&deflate, 0, stored, len, out,
-					     sizeof(out), 4, scratch),
+					    sizeof(out), 4, scratch),
 			 -EIO);
 	struct rfs_pipeline lzf = { 1, { 32000 } };
 	assert_false(rfs_inflate_supported(&lzf));

@@ -16,8 +16,11 @@
 static struct rfs_node node(enum rfs_node_type type, uint64_t epoch,
 			    uint64_t rank, uint64_t kind, uint64_t batch)
 {
-	return (struct rfs_node){ .type = type, .epoch = epoch, .rank = rank,
-				  .kind = kind, .batch = batch };
+	return (struct rfs_node){ .type = type,
+				  .epoch = epoch,
+				  .rank = rank,
+				  .kind = kind,
+				  .batch = batch };
 }
 
 static void assert_node_equal(const struct rfs_node *a,
@@ -37,8 +40,7 @@ static void assert_node_equal(const struct rfs_node *a,
 			 (unsigned long long)b->batch);
 }
 
-static void check_round_trip(const struct rfs_inode_space *s,
-			     struct rfs_node n)
+static void check_round_trip(const struct rfs_inode_space *s, struct rfs_node n)
 {
 	uint64_t ino = rfs_inode_of(s, &n);
 	struct rfs_node back;
@@ -65,9 +67,8 @@ static void test_round_trip_every_type(void **state)
 	struct rfs_inode_space s;
 	const uint64_t ws = 3, batches = 1000;
 	const uint64_t max_epoch = RFS_EPOCH_LIMIT - 1;
-	assert_int_equal(rfs_inode_space_init(&s, ws, RFS_KIND_NPZ, 0, batches,
-					      10),
-			 0);
+	assert_int_equal(
+		rfs_inode_space_init(&s, ws, RFS_KIND_NPZ, 0, batches, 10), 0);
 	check_round_trip(&s, node(RFS_NODE_ROOT, 0, 0, 0, 0));
 	check_round_trip(&s, node(RFS_NODE_CONFIG, 0, 0, 0, 0));
 	check_round_trip(&s, node(RFS_NODE_DATASET, 0, 0, 0, 0));
@@ -106,16 +107,15 @@ static void test_invalid_numbers(void **state)
 	for (uint64_t ino = 8; ino < 16; ino++)
 		assert_int_equal(rfs_inode_node(&s, ino, &n), -ENOENT);
 	/* The number after epoch 2^31 - 1 is the step view's first. */
-	struct rfs_node last = node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 1, 1,
-				    9);
+	struct rfs_node last =
+		node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 1, 1, 9);
 	uint64_t ino = rfs_inode_of(&s, &last);
 	assert_int_equal(rfs_inode_node(&s, ino, &n), 0);
 	assert_true(ino + 1 == s.step_base);
 	assert_int_equal(rfs_inode_node(&s, ino + 1, &n), 0);
 	assert_node_equal(&n, &(struct rfs_node){ .type = RFS_NODE_STEP_RANK });
 	/* And the number after the last step file is nobody's. */
-	struct rfs_node step = node(RFS_NODE_STEP_FILE, 0, 1, 1,
-				    s.steps - 1);
+	struct rfs_node step = node(RFS_NODE_STEP_FILE, 0, 1, 1, s.steps - 1);
 	ino = rfs_inode_of(&s, &step);
 	assert_int_equal(rfs_inode_node(&s, ino, &n), 0);
 	assert_node_equal(&n, &step);
@@ -127,7 +127,8 @@ static void test_overflow(void **state)
 {
 	(void)state;
 	struct rfs_inode_space s;
-	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, UINT64_C(1) << 32, 1),
+	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, UINT64_C(1) << 32,
+					      1),
 			 -EOVERFLOW);
 	assert_int_equal(rfs_inode_space_init(&s, 1 << 20, 2, 0, 1 << 20, 1),
 			 -EOVERFLOW);
@@ -153,10 +154,10 @@ static void test_overflow(void **state)
 			 -EOVERFLOW);
 	assert_int_equal(rfs_inode_space_init(&s, 8, 2, 0, lo, 1), 0);
 	assert_true(lo > (UINT64_C(1) << 28)); /* ~2^32 files per epoch */
-	struct rfs_node last = node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 7, 1,
-				    lo - 1);
-	struct rfs_node first = node(RFS_NODE_EPOCH, RFS_EPOCH_LIMIT - 1, 0,
-				     0, 0);
+	struct rfs_node last =
+		node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 7, 1, lo - 1);
+	struct rfs_node first =
+		node(RFS_NODE_EPOCH, RFS_EPOCH_LIMIT - 1, 0, 0, 0);
 	uint64_t ino = rfs_inode_of(&s, &last);
 	assert_true(ino > rfs_inode_of(&s, &first)); /* no wrap */
 	check_round_trip(&s, last);
@@ -224,48 +225,60 @@ static void test_lookup_malformed(void **state)
 	assert_int_equal(rfs_inode_space_init(&s, 4, 2, 0, 100, 10), 0);
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
 	static const char *const bad_root[] = {
-		"", "config", "Config.json", "config.json ", "epochs",
-		"epoch/", ".", "..", "rank", "batch",
+		"",	  "config", "Config.json", "config.json ", "epochs",
+		"epoch/", ".",	    "..",	   "rank",	   "batch",
 	};
 	for (size_t i = 0; i < sizeof(bad_root) / sizeof(bad_root[0]); i++)
 		lookup_fails(&s, &root, bad_root[i], -ENOENT);
 
 	struct rfs_node epochs = node(RFS_NODE_EPOCHS, 0, 0, 0, 0);
 	static const char *const bad_epoch[] = {
-		"",	     "00",	   "01",	 "1e3",	   "-1",
-		"+1",	     " 1",	   "1 ",	 "0x1",	   "1.0",
-		"2147483648", "4294967296", "99999999999999999999999",
-		"a",	     "٣",
+		"",
+		"00",
+		"01",
+		"1e3",
+		"-1",
+		"+1",
+		" 1",
+		"1 ",
+		"0x1",
+		"1.0",
+		"2147483648",
+		"4294967296",
+		"99999999999999999999999",
+		"a",
+		"٣",
 	};
 	for (size_t i = 0; i < sizeof(bad_epoch) / sizeof(bad_epoch[0]); i++)
 		lookup_fails(&s, &epochs, bad_epoch[i], -ENOENT);
 
 	struct rfs_node ep = node(RFS_NODE_EPOCH, 0, 0, 0, 0);
 	static const char *const bad_ranks[] = { "rank ", "ranks", "Rank",
-						 "", " rank", "rank/" };
+						 "",	  " rank", "rank/" };
 	for (size_t i = 0; i < sizeof(bad_ranks) / sizeof(bad_ranks[0]); i++)
 		lookup_fails(&s, &ep, bad_ranks[i], -ENOENT);
 
 	struct rfs_node ranks = node(RFS_NODE_RANKS, 0, 0, 0, 0);
-	static const char *const bad_rank[] = { "4", "5", "00", "01", "-0",
-						"+1", " 1", "1e0", "",
-						"18446744073709551616" };
+	static const char *const bad_rank[] = {
+		"4",  "5",  "00",  "01", "-0",
+		"+1", " 1", "1e0", "",	 "18446744073709551616"
+	};
 	for (size_t i = 0; i < sizeof(bad_rank) / sizeof(bad_rank[0]); i++)
 		lookup_fails(&s, &ranks, bad_rank[i], -ENOENT);
 
 	struct rfs_node rank = node(RFS_NODE_RANK, 0, 1, 0, 0);
-	static const char *const bad_kind[] = { "batches", "Batch", "idx",
-						"", "batch ", "0" };
+	static const char *const bad_kind[] = { "batches", "Batch",  "idx",
+						"",	   "batch ", "0" };
 	for (size_t i = 0; i < sizeof(bad_kind) / sizeof(bad_kind[0]); i++)
 		lookup_fails(&s, &rank, bad_kind[i], -ENOENT);
 
 	struct rfs_node kind = node(RFS_NODE_KIND, 0, 1, 0, 0);
 	static const char *const bad_file[] = {
-		"0.npy",       "1.npy",	      "00001.npy",   "0000001.npy",
-		"000000.NPY",  "000000.Npy",  "000000.npz",  "000000",
-		"000000.npy ", " 00000.npy",  "+00001.npy",  "-00001.npy",
-		"00001e.npy",  "0x0001.npy",  "000100.npy",  "999999.npy",
-		"000000.npy.", "000000..npy", ".npy",	     "",
+		"0.npy",       "1.npy",	      "00001.npy",  "0000001.npy",
+		"000000.NPY",  "000000.Npy",  "000000.npz", "000000",
+		"000000.npy ", " 00000.npy",  "+00001.npy", "-00001.npy",
+		"00001e.npy",  "0x0001.npy",  "000100.npy", "999999.npy",
+		"000000.npy.", "000000..npy", ".npy",	    "",
 		"000000.npyx", "00000 .npy",
 	};
 	for (size_t i = 0; i < sizeof(bad_file) / sizeof(bad_file[0]); i++)
@@ -278,8 +291,7 @@ static void test_lookup_under_file_and_long_names(void **state)
 	struct rfs_inode_space s;
 	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 0, 10, 3), 0);
 	static const enum rfs_node_type files[] = {
-		RFS_NODE_CONFIG, RFS_NODE_DATASET, RFS_NODE_STATS,
-		RFS_NODE_FILE
+		RFS_NODE_CONFIG, RFS_NODE_DATASET, RFS_NODE_STATS, RFS_NODE_FILE
 	};
 	for (size_t i = 0; i < 4; i++) {
 		struct rfs_node f = node(files[i], 0, 0, 0, 0);
@@ -330,7 +342,8 @@ static void test_width(void **state)
 	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 1000000, 1), 0);
 	assert_int_equal(s.width, 6);
 	struct rfs_node kind = node(RFS_NODE_KIND, 0, 0, 0, 0);
-	lookup_ok(&s, &kind, "999999.npy", node(RFS_NODE_FILE, 0, 0, 0, 999999));
+	lookup_ok(&s, &kind, "999999.npy",
+		  node(RFS_NODE_FILE, 0, 0, 0, 999999));
 	lookup_fails(&s, &kind, "1000000.npy", -ENOENT);
 
 	assert_int_equal(rfs_inode_space_init(&s, 1, 2, 0, 1000001, 1), 0);
@@ -363,9 +376,9 @@ static void test_count_and_entries(void **state)
 	assert_int_equal(rfs_inode_space_init(&s, 3, 2, 0, 12, 5), 0);
 	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
 	assert_true(rfs_inode_count(&s, &root) == 5);
-	static const char *const root_names[] = { "config.json",
-						  "dataset.json", "stats.json",
-						  "epoch", "step" };
+	static const char *const root_names[] = { "config.json", "dataset.json",
+						  "stats.json", "epoch",
+						  "step" };
 	for (uint64_t i = 0; i < 5; i++) {
 		rfs_inode_entry(&s, &root, i, &n, name, sizeof(name));
 		assert_string_equal(name, root_names[i]);
@@ -375,7 +388,7 @@ static void test_count_and_entries(void **state)
 	rfs_inode_entry(&s, &epochs, 4, &n, name, sizeof(name));
 	assert_string_equal(name, "4");
 	assert_node_equal(&n, &(struct rfs_node){ .type = RFS_NODE_EPOCH,
-						   .epoch = 4 });
+						  .epoch = 4 });
 	struct rfs_node ep = node(RFS_NODE_EPOCH, 2, 0, 0, 0);
 	assert_true(rfs_inode_count(&s, &ep) == 1);
 	rfs_inode_entry(&s, &ep, 0, &n, name, sizeof(name));
@@ -395,10 +408,10 @@ static void test_count_and_entries(void **state)
 	rfs_inode_entry(&s, &kind, 11, &n, name, sizeof(name));
 	assert_string_equal(name, "000011.npy");
 	assert_node_equal(&n, &(struct rfs_node){ .type = RFS_NODE_FILE,
-						   .epoch = 2,
-						   .rank = 1,
-						   .kind = 1,
-						   .batch = 11 });
+						  .epoch = 2,
+						  .rank = 1,
+						  .kind = 1,
+						  .batch = 11 });
 	/* A small name buffer truncates, NUL-terminated. */
 	char small[4];
 	rfs_inode_entry(&s, &kind, 11, &n, small, sizeof(small));
@@ -491,11 +504,10 @@ static void test_steps(void **state)
 	 * epoch 3. */
 	assert_int_equal(rfs_inode_lookup(&s, &rank, "000000123.npy", &file),
 			 0);
-	assert_node_equal(&file, &(struct rfs_node){
-					 .type = RFS_NODE_STEP_FILE,
-					 .rank = 1,
-					 .kind = 0,
-					 .batch = 123 });
+	assert_node_equal(&file, &(struct rfs_node){ .type = RFS_NODE_STEP_FILE,
+						     .rank = 1,
+						     .kind = 0,
+						     .batch = 123 });
 	uint64_t epoch, batch;
 	rfs_inode_batch(&s, &file, &epoch, &batch);
 	assert_true(epoch == 3 && batch == 3);
@@ -510,7 +522,7 @@ static void test_steps(void **state)
 	/* Beyond what 9 digits spell, or not exactly 9 digits. */
 	static const char *const bad[] = { "1000000000.npy", "00000123.npy",
 					   "0000000123.npy", "000000123.NPY",
-					   "batch", "000000123.npz" };
+					   "batch",	     "000000123.npz" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(rfs_inode_lookup(&s, &rank, bad[i], &n),
 				 -ENOENT);

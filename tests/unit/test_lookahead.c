@@ -98,11 +98,11 @@ static void test_opened_queues_ahead(void **state)
 	open_at(l, 0, 0, BATCHES - 1); /* epoch 1's 0, 1, 2 */
 	wait_done(l, 6);
 	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_cache_get(c,
-				       &(struct rfs_cache_key){ .epoch = 1,
-								.batch = 2 },
-				       &e),
-			 0);
+	assert_int_equal(
+		rfs_cache_get(c,
+			      &(struct rfs_cache_key){ .epoch = 1, .batch = 2 },
+			      &e),
+		0);
 	rfs_cache_put(c, e);
 	rfs_cache_counters(c, &cc);
 	assert_true(cc.hits == 1);

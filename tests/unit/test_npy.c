@@ -23,6 +23,8 @@ struct npy_golden {
 	const char *header;
 };
 
+/* One golden case a line. */
+/* clang-format off */
 static const struct npy_golden npy_golden[] = {
 	{ "int8", 2, { 256, 784 }, 128, 200832,
 	  "\223NUMPY\001\000v\000{'descr': '|i1', 'fortran_order': False, 'shape': (256, 784), }                                                      \012" },
@@ -166,6 +168,7 @@ static const struct npy_golden npy_golden_wide[] = {
 	{ "float64", 2, { UINT64_C(4294967296), UINT64_C(4294967296) }, 128, 0,
 	  "\223NUMPY\001\000v\000{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }                                        \012" },
 };
+/* clang-format on */
 /* Golden table: END */
 
 #define N_GOLDEN (sizeof(npy_golden) / sizeof(npy_golden[0]))
@@ -246,7 +249,8 @@ static void test_file_size_equals_numpy(void **state)
 		enum rfs_dtype t = dtype_named(g->dtype);
 		assert_true(rfs_npy_file_size(t, g->ndims, g->shape) ==
 			    g->file_size);
-		uint64_t elems = g->shape[0] * (g->ndims == 2 ? g->shape[1] : 1);
+		uint64_t elems =
+			g->shape[0] * (g->ndims == 2 ? g->shape[1] : 1);
 		assert_true(g->file_size ==
 			    g->header_len + elems * rfs_dtype_size(t));
 	}

@@ -76,8 +76,8 @@ static const struct member *find(const struct member *m, int n,
 }
 
 /* The member's payload after its .npy header, checking the header. */
-static const unsigned char *payload(const struct member *m,
-				    enum rfs_dtype t, uint64_t n)
+static const unsigned char *payload(const struct member *m, enum rfs_dtype t,
+				    uint64_t n)
 {
 	char header[RFS_NPY_HEADER_MAX];
 	size_t h = rfs_npy_header(t, 1, &n, header);
@@ -93,7 +93,9 @@ static void test_csr_members(void **state)
 	const float values[] = { 1.5f, 2.0f, 7.0f };
 	const int64_t cols[] = { 1, 4, 0 };
 	const uint64_t start[] = { 0, 2, 2, 3 };
-	struct rfs_npz_csr m = { .rows = 3, .cols = 5, .nnz = 3,
+	struct rfs_npz_csr m = { .rows = 3,
+				 .cols = 5,
+				 .nnz = 3,
 				 .value_dtype = RFS_FLOAT32,
 				 .index_dtype = rfs_npz_index_dtype(5, 3) };
 	assert_int_equal(m.index_dtype, RFS_INT32);
@@ -133,8 +135,10 @@ static void test_wide_indices_and_empty(void **state)
 	(void)state;
 	assert_int_equal(rfs_npz_index_dtype(UINT64_C(1) << 31, 1), RFS_INT64);
 	const uint64_t start[] = { 0, 0 };
-	struct rfs_npz_csr m = { .rows = 1, .cols = UINT64_C(3) << 31,
-				 .nnz = 0, .value_dtype = RFS_FLOAT64,
+	struct rfs_npz_csr m = { .rows = 1,
+				 .cols = UINT64_C(3) << 31,
+				 .nnz = 0,
+				 .value_dtype = RFS_FLOAT64,
 				 .index_dtype = RFS_INT64 };
 	size_t size = rfs_npz_size(&m);
 	unsigned char *z = malloc(size);
@@ -157,7 +161,9 @@ static void test_values_in_place(void **state)
 	const int64_t cols[] = { 3, 0, 9, 2 };
 	const uint64_t start[] = { 0, 1, 3, 3, 4 };
 	for (int wide = 0; wide < 2; wide++) {
-		struct rfs_npz_csr m = { .rows = 4, .cols = 10, .nnz = 4,
+		struct rfs_npz_csr m = { .rows = 4,
+					 .cols = 10,
+					 .nnz = 4,
 					 .value_dtype = RFS_FLOAT64,
 					 .index_dtype = wide ? RFS_INT64 :
 							       RFS_INT32 };
@@ -172,9 +178,8 @@ static void test_values_in_place(void **state)
 		assert_memory_equal(a, b, size);
 		struct member mem[8];
 		assert_int_equal(parse(b, size, mem), 5);
-		assert_ptr_equal(payload(find(mem, 5, "data.npy"), RFS_FLOAT64,
-					 4),
-				 at);
+		assert_ptr_equal(
+			payload(find(mem, 5, "data.npy"), RFS_FLOAT64, 4), at);
 		free(a);
 		free(b);
 	}

@@ -94,9 +94,11 @@ static void test_sources_mountpoint_and_options(void **state)
 	/* A relative mountpoint, through a "..", given from dir. */
 	char rel[PATH_MAX + 16], cwd[PATH_MAX];
 	snprintf(rel, sizeof(rel), "mnt/../../%s/mnt/", strrchr(dir, '/') + 1);
-	char *argv[] = { "rankfs", "-f", "-o",
-			 "world_size=2,batch_size=64,max_threads=8",
-			 "-o", "seed=7", "a.h5", "b.h5ad", rel, NULL };
+	char *argv[] = { "rankfs", "-f",
+			 "-o",	   "world_size=2,batch_size=64,max_threads=8",
+			 "-o",	   "seed=7",
+			 "a.h5",   "b.h5ad",
+			 rel,	   NULL };
 	struct rfs_cli cli;
 	struct parsed p;
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
@@ -126,10 +128,14 @@ static void test_sources_mountpoint_and_options(void **state)
 static void test_mount_words_dropped_and_names_kept(void **state)
 {
 	(void)state;
-	char *argv[] = { "rankfs", "-o",
+	char *argv[] = { "rankfs",
+			 "-o",
 			 "rw,noatime,_netdev,x-systemd.automount,nofail",
-			 "-o", "fsname=data,subtype=cells,allow_other",
-			 "x.h5", mnt, NULL };
+			 "-o",
+			 "fsname=data,subtype=cells,allow_other",
+			 "x.h5",
+			 mnt,
+			 NULL };
 	struct rfs_cli cli;
 	struct parsed p;
 	parse(argv, 2, &cli, &p);
@@ -175,8 +181,8 @@ static void test_log_file_both_spellings(void **state)
 	assert_int_equal(p.rc, 0);
 	assert_string_equal(cli.config.log_file, "/var/log/r.log");
 	rfs_opts_free(&cli);
-	char *argv2[] = { "rankfs", "-o", "log_file=/tmp/r2.log", "x.h5", mnt,
-			  NULL };
+	char *argv2[] = { "rankfs", "-o", "log_file=/tmp/r2.log",
+			  "x.h5",   mnt,  NULL };
 	parse(argv2, 2, &cli, &p);
 	assert_int_equal(p.rc, 0);
 	assert_string_equal(cli.config.log_file, "/tmp/r2.log");
@@ -238,16 +244,14 @@ static void test_bad_command_lines_name_the_culprit(void **state)
 	expect_error(dash, "unknown option '--frobnicate'; rankfs takes -f");
 	char *ours[] = { "rankfs", "-o", "world_size=0", "x.h5", mnt, NULL };
 	expect_error(ours, "option world_size=0: expected");
-	char *threads[] = { "rankfs", "-o", "max_threads=0", "x.h5", mnt,
-			    NULL };
+	char *threads[] = { "rankfs", "-o", "max_threads=0", "x.h5", mnt, NULL };
 	expect_error(threads, "option max_threads=0: expected an integer "
 			      "from 1 to 1024");
-	char *idle[] = { "rankfs", "-o", "max_idle_threads=-1", "x.h5", mnt,
-			 NULL };
+	char *idle[] = { "rankfs", "-o", "max_idle_threads=-1",
+			 "x.h5",   mnt,	 NULL };
 	expect_error(idle, "option max_idle_threads=-1: expected an integer "
 			   "from 0 to 1024");
-	char *flag[] = { "rankfs", "-o", "allow_other=yes", "x.h5", mnt,
-			 NULL };
+	char *flag[] = { "rankfs", "-o", "allow_other=yes", "x.h5", mnt, NULL };
 	expect_error(flag, "option allow_other=yes: allow_other takes no "
 			   "value");
 	char *read[] = { "rankfs", "-o", "max_read=0", "x.h5", mnt, NULL };

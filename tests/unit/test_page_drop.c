@@ -226,8 +226,7 @@ static void *cancel_one(void *arg)
 	return NULL;
 }
 
-static void test_cancel_forgets_queued_and_waits_for_one_under_way(
-	void **state)
+static void test_cancel_forgets_queued_and_waits_for_one_under_way(void **state)
 {
 	struct rfs_page_drop *d = start_holding(state, 1);
 	rfs_page_drop_push(d, 2);
@@ -268,8 +267,8 @@ int main(void)
 	alarm(60); /* a drop or wait that never ends fails, not hangs */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(
-			test_drops_in_order_each_queued_file_once,
-			reset_kernel, stop_and_close),
+			test_drops_in_order_each_queued_file_once, reset_kernel,
+			stop_and_close),
 		cmocka_unit_test_setup_teardown(
 			test_full_queue_keeps_what_it_has_and_says_so_once,
 			reset_kernel, stop_and_close),

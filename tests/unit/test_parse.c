@@ -65,8 +65,8 @@ static void test_leading_zeros(void **state)
 	assert_true(v == 0);
 	assert_int_equal(parse("000123", UINT64_MAX, 0, &v), 0);
 	assert_true(v == 123);
-	assert_int_equal(parse("000000000000000000000000000000042",
-			       UINT64_MAX, 0, &v),
+	assert_int_equal(parse("000000000000000000000000000000042", UINT64_MAX,
+			       0, &v),
 			 0);
 	assert_true(v == 42);
 }
@@ -75,9 +75,17 @@ static void test_not_numbers(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {
-		"-1",  "+1",  " 1",   "1 ",	 "1\n", "\t1", "0x10", "0X1",
-		"1e3", "1E3", "1.0",  "1,000", "a",	  "12a", "a12",  "1_0",
-		"--",  ".",   "NaN", "inf",   "\xff", "١" /* Arabic-Indic 1 */,
+		"-1",	"+1",
+		" 1",	"1 ",
+		"1\n",	"\t1",
+		"0x10", "0X1",
+		"1e3",	"1E3",
+		"1.0",	"1,000",
+		"a",	"12a",
+		"a12",	"1_0",
+		"--",	".",
+		"NaN",	"inf",
+		"\xff", "١" /* Arabic-Indic 1 */,
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v;
@@ -94,7 +102,9 @@ static void test_embedded_nul_is_invalid(void **state)
 {
 	(void)state;
 	uint64_t v;
-	assert_int_equal(rfs_parse_u64("1\0" "2", 3, UINT64_MAX, 0, &v),
+	assert_int_equal(rfs_parse_u64("1\0"
+				       "2",
+				       3, UINT64_MAX, 0, &v),
 			 -EINVAL);
 }
 
@@ -134,10 +144,9 @@ static void test_overflow_past_2_64(void **state)
 			 -ERANGE);
 	assert_int_equal(parse("36893488147419103232", UINT64_MAX, 1, &v),
 			 -ERANGE); /* 2^65: would wrap to 0 */
-	assert_int_equal(
-		parse("1000000000000000000000000000000000000000", UINT64_MAX,
-		      0, &v),
-		-ERANGE);
+	assert_int_equal(parse("1000000000000000000000000000000000000000",
+			       UINT64_MAX, 0, &v),
+			 -ERANGE);
 	/* Garbage after an overflow is still garbage. */
 	assert_int_equal(parse("99999999999999999999x", UINT64_MAX, 0, &v),
 			 -EINVAL);

@@ -23,27 +23,22 @@ static void make_config(struct rfs_config *c, const char *world,
 {
 	char err[128];
 	rfs_config_init(c);
-	assert_int_equal(rfs_config_set(c, "world_size", world, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "batch_size", batch, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "fetch_factor", fetch, err,
-					sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(c, "world_size", world, err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "batch_size", batch, err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "fetch_factor", fetch, err, sizeof(err)), 0);
 }
 
 /* Layout of a single sequence of length n. */
-static int layout1(const struct rfs_config *c, uint64_t n,
-		   struct rfs_layout *l)
+static int layout1(const struct rfs_config *c, uint64_t n, struct rfs_layout *l)
 {
 	return rfs_partition_layout(c, &n, l);
 }
 
-static uint64_t position(const struct rfs_config *c,
-			 const struct rfs_layout *l, uint64_t rank,
-			 uint64_t batch, uint64_t j)
+static uint64_t position(const struct rfs_config *c, const struct rfs_layout *l,
+			 uint64_t rank, uint64_t batch, uint64_t j)
 {
 	uint64_t seq, pos;
 	rfs_partition_locate(c, l, rank, batch, j, &seq, &pos);
@@ -73,8 +68,7 @@ static void test_layout_numbers(void **state)
 
 	/* Defaults: 1 x 256, fetch_factor 16. */
 	rfs_config_init(&c);
-	assert_int_equal(layout1(&c, UINT64_C(1000000000), &l),
-			 0);
+	assert_int_equal(layout1(&c, UINT64_C(1000000000), &l), 0);
 	assert_true(l.global_batch == 256);
 	assert_true(l.window == 4096);
 	assert_true(l.batches_per_rank == UINT64_C(1000000000) / 256);
@@ -187,8 +181,8 @@ static void test_same_global_batch_for_same_g(void **state)
 			uint64_t expect = k * 64;
 			for (uint64_t r = 0; r < c.world_size; r++)
 				for (uint64_t j = 0; j < c.batch_size; j++)
-					assert_true(position(&c, &l, r, k,
-							     j) == expect++);
+					assert_true(position(&c, &l, r, k, j) ==
+						    expect++);
 		}
 	}
 }
@@ -255,11 +249,9 @@ static void test_drop_last_0_covers_everything(void **state)
 				for (uint64_t k = 0; k < l.batches_per_rank;
 				     k++) {
 					uint64_t rows =
-						rfs_partition_batch_rows(&l,
-									 k);
+						rfs_partition_batch_rows(&l, k);
 					for (uint64_t j = 0; j < rows; j++) {
-						seen[position(&c, &l, r, k,
-							      j) %
+						seen[position(&c, &l, r, k, j) %
 						     n]++;
 						total++;
 					}

@@ -29,8 +29,7 @@ static void check_bijection(uint64_t n, uint64_t key)
 		uint64_t bit = UINT64_C(1) << (y % 64);
 		if (seen[y / 64] & bit)
 			fail_msg("n=%llu: %llu hit twice",
-				 (unsigned long long)n,
-				 (unsigned long long)y);
+				 (unsigned long long)n, (unsigned long long)y);
 		seen[y / 64] |= bit;
 		uint64_t back = rfs_permute_invert(&p, y);
 		if (back != i)
@@ -42,8 +41,7 @@ static void check_bijection(uint64_t n, uint64_t key)
 	for (uint64_t y = 0; y < n; y++)
 		if (!(seen[y / 64] & (UINT64_C(1) << (y % 64))))
 			fail_msg("n=%llu: %llu never hit",
-				 (unsigned long long)n,
-				 (unsigned long long)y);
+				 (unsigned long long)n, (unsigned long long)y);
 	free(seen);
 }
 
@@ -89,8 +87,8 @@ static void test_primes(void **state)
 static void test_powers_of_two_and_neighbours(void **state)
 {
 	(void)state;
-	static const unsigned ks[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-				       15, 16, 17 };
+	static const unsigned ks[] = { 1, 2,  3,  4,  5,  6,  7, 8,
+				       9, 10, 11, 12, 15, 16, 17 };
 	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
 		uint64_t p2 = UINT64_C(1) << ks[i];
 		check_bijection(p2 - 1, ks[i]);
@@ -142,19 +140,19 @@ static void test_differs_across_seeds_and_epochs(void **state)
 	const uint64_t n = 1000;
 	uint64_t base = rfs_permute_key(1, 0, RFS_PURPOSE_ROWS, 0);
 	/* Two random permutations of 1000 agree in about 1 position. */
-	assert_true(differing_positions(
-			    n, base, rfs_permute_key(2, 0, RFS_PURPOSE_ROWS, 0)) >
-		    950);
-	assert_true(differing_positions(
-			    n, base, rfs_permute_key(1, 1, RFS_PURPOSE_ROWS, 0)) >
-		    950);
 	assert_true(differing_positions(n, base,
-					rfs_permute_key(1, 0,
-							RFS_PURPOSE_BLOCKS, 0)) >
-		    950);
-	assert_true(differing_positions(
-			    n, base, rfs_permute_key(1, 0, RFS_PURPOSE_ROWS, 1)) >
-		    950);
+					rfs_permute_key(2, 0, RFS_PURPOSE_ROWS,
+							0)) > 950);
+	assert_true(differing_positions(n, base,
+					rfs_permute_key(1, 1, RFS_PURPOSE_ROWS,
+							0)) > 950);
+	assert_true(
+		differing_positions(
+			n, base, rfs_permute_key(1, 0, RFS_PURPOSE_BLOCKS, 0)) >
+		950);
+	assert_true(differing_positions(n, base,
+					rfs_permute_key(1, 0, RFS_PURPOSE_ROWS,
+							1)) > 950);
 	/* Same key, same permutation. */
 	assert_int_equal(differing_positions(n, base, base), 0);
 	/* Not the identity either. */
@@ -194,10 +192,10 @@ static void test_key_derivation(void **state)
 					b[8 * w + i] =
 						(unsigned char)(words[w] >>
 								(8 * i));
-			assert_true(rfs_permute_key(seeds[s], epoch,
-						    RFS_PURPOSE_WINDOW, 77) ==
-				    XXH3_64bits_withSeed(b, sizeof(b),
-							 seeds[s]));
+			assert_true(
+				rfs_permute_key(seeds[s], epoch,
+						RFS_PURPOSE_WINDOW, 77) ==
+				XXH3_64bits_withSeed(b, sizeof(b), seeds[s]));
 		}
 	}
 }
@@ -232,8 +230,8 @@ static void test_output_is_pinned(void **state)
 		assert_true(rfs_permute_apply(&p, i) == want10[i]);
 	rfs_permute_init(&p, UINT64_C(1000000000),
 			 rfs_permute_key(7, 3, RFS_PURPOSE_BLOCKS, 0));
-	static const uint64_t want_big[4] = { 371267501, 869777599,
-						602541246, 242842316 };
+	static const uint64_t want_big[4] = { 371267501, 869777599, 602541246,
+					      242842316 };
 	for (uint64_t i = 0; i < 4; i++)
 		assert_true(rfs_permute_apply(&p, i * 1000) == want_big[i]);
 }
@@ -245,8 +243,9 @@ static void test_output_is_pinned(void **state)
 static void test_ranges_match_one_at_a_time(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 0, 1, 2, 3, 5, 64, 65, 1000, 4097,
-				       100000 };
+	static const uint64_t ns[] = {
+		0, 1, 2, 3, 5, 64, 65, 1000, 4097, 100000
+	};
 	static const uint64_t blocks[] = { 1, 3, 64, 1000 };
 	uint64_t *out = malloc(5000 * sizeof(*out));
 	assert_non_null(out);
@@ -258,21 +257,22 @@ static void test_ranges_match_one_at_a_time(void **state)
 		rfs_permute_init(&p, n, key);
 		for (size_t s = 0; s < 3; s++) {
 			uint64_t first = starts[s];
-			size_t count = (size_t)(n - first < 4500 ? n - first :
-								     4500);
+			size_t count =
+				(size_t)(n - first < 4500 ? n - first : 4500);
 			rfs_permute_apply_range(&p, first, count, out);
 			for (size_t k = 0; k < count; k++)
 				assert_true(out[k] ==
 					    rfs_permute_apply(&p, first + k));
 			for (size_t b = 0; b < 4; b++) {
 				struct rfs_blocked bl;
-				rfs_permute_blocked_init(&bl, n, blocks[b], key);
-				rfs_permute_blocked_apply_range(&bl, first, count, out);
+				rfs_permute_blocked_init(&bl, n, blocks[b],
+							 key);
+				rfs_permute_blocked_apply_range(&bl, first,
+								count, out);
 				for (size_t k = 0; k < count; k++)
 					assert_true(out[k] ==
-						    rfs_permute_blocked_apply(&bl,
-								      first +
-									      k));
+						    rfs_permute_blocked_apply(
+							    &bl, first + k));
 			}
 		}
 	}

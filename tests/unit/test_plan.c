@@ -28,25 +28,19 @@ static const struct rfs_rowset *all(uint64_t n)
 }
 
 static void make_config(struct rfs_config *c, const char *strategy,
-			const char *world, const char *batch,
-			const char *fetch)
+			const char *world, const char *batch, const char *fetch)
 {
 	char err[128];
 	rfs_config_init(c);
-	assert_int_equal(rfs_config_set(c, "strategy", strategy, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "world_size", world, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "batch_size", batch, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "fetch_factor", fetch, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "seed", "17", err, sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(c, "strategy", strategy, err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "world_size", world, err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "batch_size", batch, err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "fetch_factor", fetch, err, sizeof(err)), 0);
+	assert_int_equal(rfs_config_set(c, "seed", "17", err, sizeof(err)), 0);
 }
 
 static const char *const strategies[] = { "streaming", "shuffle",
@@ -63,10 +57,11 @@ static int64_t *plan_epoch(struct rfs_planner *p, const struct rfs_config *c,
 	assert_non_null(rows);
 	for (uint64_t k = 0; k < l->batches_per_rank; k++)
 		for (uint64_t r = 0; r < c->world_size; r++)
-			assert_int_equal(rfs_plan_batch(p, epoch, r, k,
-							   rows + k * g +
-								   r * c->batch_size),
-					 0);
+			assert_int_equal(
+				rfs_plan_batch(p, epoch, r, k,
+					       rows + k * g +
+						       r * c->batch_size),
+				0);
 	return rows;
 }
 
@@ -95,8 +90,7 @@ static void test_config_is_copied(void **state)
 	char err[64];
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "1", "8", "2");
-	assert_int_equal(rfs_config_set(&c, "dataset", "/X", err,
-					sizeof(err)),
+	assert_int_equal(rfs_config_set(&c, "dataset", "/X", err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_plan_create(&c, all(100), &p), 0);
 	int64_t a[8], b[8];
@@ -115,8 +109,7 @@ static void test_config_is_copied(void **state)
 }
 
 static void check_epoch_rows(const char *strategy, const char *world,
-			     const char *batch, const char *fetch,
-			     uint64_t n)
+			     const char *batch, const char *fetch, uint64_t n)
 {
 	struct rfs_config c;
 	struct rfs_planner *p;
@@ -177,18 +170,17 @@ static void test_streaming_positions(void **state)
 		for (uint64_t k = 0; k < rfs_plan_layout(p)->batches_per_rank;
 		     k++)
 			for (uint64_t r = 0; r < 3; r++) {
-				assert_int_equal(rfs_plan_batch(p, epoch, r,
-								   k, rows),
+				assert_int_equal(rfs_plan_batch(p, epoch, r, k,
+								rows),
 						 0);
 				for (uint64_t j = 0; j < 5; j++)
-					assert_true(rows[j] ==
-						    (int64_t)(k * 15 + r * 5 +
-							      j));
+					assert_true(
+						rows[j] ==
+						(int64_t)(k * 15 + r * 5 + j));
 			}
 	/* Any epoch up to the limit. */
-	assert_int_equal(rfs_plan_batch(p, (UINT64_C(1) << 31) - 1, 2, 65,
-					   rows),
-			 0);
+	assert_int_equal(
+		rfs_plan_batch(p, (UINT64_C(1) << 31) - 1, 2, 65, rows), 0);
 	assert_true(rows[4] == 65 * 15 + 10 + 4);
 	rfs_plan_destroy(p);
 }
@@ -272,12 +264,11 @@ static void test_deterministic_across_planners(void **state)
 			for (uint64_t k = l->batches_per_rank; k-- > 0;)
 				for (uint64_t r = 2; r-- > 0;)
 					assert_int_equal(
-						rfs_plan_batch(
-							b, epoch, r, k,
-							y + k * 64 + r * 32),
+						rfs_plan_batch(b, epoch, r, k,
+							       y + k * 64 +
+								       r * 32),
 						0);
-			assert_memory_equal(x, y,
-					    l->batches_per_rank * 64 * 8);
+			assert_memory_equal(x, y, l->batches_per_rank * 64 * 8);
 			free(x);
 			free(y);
 		}
@@ -295,9 +286,8 @@ static void test_epochs_and_seeds_differ(void **state)
 		char err[64];
 		make_config(&c, strategies[s], "2", "32", "8");
 		c2 = c;
-		assert_int_equal(rfs_config_set(&c2, "seed", "18", err,
-						sizeof(err)),
-				 0);
+		assert_int_equal(
+			rfs_config_set(&c2, "seed", "18", err, sizeof(err)), 0);
 		assert_int_equal(rfs_plan_create(&c, all(2048), &p), 0);
 		assert_int_equal(rfs_plan_create(&c2, all(2048), &q), 0);
 		int64_t *e0 = plan_epoch(p, &c, 0);
@@ -341,8 +331,9 @@ static void test_elastic_same_global_batches(void **state)
 				ref = rows;
 				bpr = rfs_plan_layout(p)->batches_per_rank;
 			} else {
-				assert_true(rfs_plan_layout(p)
-						    ->batches_per_rank == bpr);
+				assert_true(
+					rfs_plan_layout(p)->batches_per_rank ==
+					bpr);
 				assert_memory_equal(ref, rows,
 						    bpr * 64 * sizeof(*rows));
 				free(rows);
@@ -463,14 +454,13 @@ static void test_threads_build_a_window_once(void **state)
 	struct rfs_config c;
 	struct rfs_planner *p;
 	make_config(&c, "shuffle", "2", "16384", "32");
-	assert_int_equal(rfs_plan_create(&c, all(UINT64_C(1) << 21), &p),
-			 0);
+	assert_int_equal(rfs_plan_create(&c, all(UINT64_C(1) << 21), &p), 0);
 	assert_int_equal(rfs_plan_windows_built(p), 0);
 	struct same_window_arg args[THREADS];
 	for (int i = 0; i < THREADS; i++) /* all in window 0 */
-		args[i] = (struct same_window_arg){ .p = p, .rank = i % 2,
-						    .batch = i / 2,
-						    .rows = 16384 };
+		args[i] = (struct same_window_arg){
+			.p = p, .rank = i % 2, .batch = i / 2, .rows = 16384
+		};
 	plan_at_once(args, THREADS);
 	assert_int_equal(rfs_plan_windows_built(p), 1);
 	/* The next window is a build of its own. */
@@ -519,8 +509,7 @@ static void test_memory_bound(void **state)
 	assert_int_equal(least, (4 + 2) * 512 * 8);
 	assert_int_equal(rfs_plan_memory_bound(p), (4 + 4) * 512 * 8);
 	/* Less than 4 cached windows and one build: refused, unchanged. */
-	assert_int_equal(rfs_plan_limit(p, 6 * 512 * 8 - 1, &least),
-			 -ENOSPC);
+	assert_int_equal(rfs_plan_limit(p, 6 * 512 * 8 - 1, &least), -ENOSPC);
 	assert_int_equal(rfs_plan_memory_bound(p), (4 + 4) * 512 * 8);
 	/* With one build at a time, every batch still plans. */
 	assert_int_equal(rfs_plan_limit(p, 6 * 512 * 8, &least), 0);
@@ -568,8 +557,8 @@ static double plan_cost_us(const char *strategy, uint64_t n)
 			if (k >= l->batches_per_rank)
 				k = l->batches_per_rank - 1;
 			assert_int_equal(rfs_plan_batch(p, epoch,
-							   (uint64_t)i % 2, k,
-							   rows),
+							(uint64_t)i % 2, k,
+							rows),
 					 0);
 			assert_true(rows[0] >= 0 && (uint64_t)rows[0] < n);
 		}
@@ -586,8 +575,7 @@ static void test_cost_independent_of_n(void **state)
 	(void)state;
 	for (size_t s = 1; s < 3; s++) {
 		double small = plan_cost_us(strategies[s], 1000);
-		double big = plan_cost_us(strategies[s],
-					  UINT64_C(1000000000));
+		double big = plan_cost_us(strategies[s], UINT64_C(1000000000));
 		printf("%s: plan N=1000: %.1f us/batch; N=1000000000: %.1f "
 		       "us/batch\n",
 		       strategies[s], small, big);
@@ -617,8 +605,7 @@ static void test_partitions_and_drop_last(void **state)
 			make_config(&c, "block_shuffle", "3", "16", "2");
 			set(&c, "partition", parts[p]);
 			set(&c, "drop_last", drop ? "1" : "0");
-			assert_int_equal(rfs_plan_create(&c, all(n), &pl),
-					 0);
+			assert_int_equal(rfs_plan_create(&c, all(n), &pl), 0);
 			const struct rfs_layout *l = rfs_plan_layout(pl);
 			unsigned *seen = calloc(n, sizeof(*seen));
 			int64_t rows[16];
@@ -627,12 +614,12 @@ static void test_partitions_and_drop_last(void **state)
 				uint64_t mine = 0;
 				for (uint64_t k = 0; k < l->batches_per_rank;
 				     k++) {
-					uint64_t b = rfs_partition_batch_rows(l,
-									      k);
-					assert_int_equal(
-						rfs_plan_batch(pl, 4, r, k,
-								  rows),
-						0);
+					uint64_t b =
+						rfs_partition_batch_rows(l, k);
+					assert_int_equal(rfs_plan_batch(pl, 4,
+									r, k,
+									rows),
+							 0);
 					for (uint64_t j = 0; j < b; j++)
 						seen[rows[j]]++;
 					mine += b;
@@ -685,7 +672,8 @@ static void test_weighted_windows_move_sorted_blocks(void **state)
 		for (int b = 0; b < 4; b++) {
 			int up = 1;
 			for (int j = 1; j < 16; j++)
-				up &= batch[b * 16 + j] >= batch[b * 16 + j - 1];
+				up &= batch[b * 16 + j] >=
+				      batch[b * 16 + j - 1];
 			ascending_blocks += up;
 		}
 		for (int j = 1; j < 64; j++)

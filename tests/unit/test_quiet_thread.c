@@ -35,8 +35,8 @@ static void test_blocks_termination_signals_in_the_thread(void **state)
 	pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 	pthread_sigmask(SIG_BLOCK, NULL, &before);
 	pthread_t t;
-	assert_int_equal(rfs_quiet_thread_create(&t, "rankfs-test",
-						 read_mask, &in_thread),
+	assert_int_equal(rfs_quiet_thread_create(&t, "rankfs-test", read_mask,
+						 &in_thread),
 			 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	/* Named before it ran: an instant thread has its name too. */

@@ -73,15 +73,16 @@ static void drop_from_page_cache(const struct file *f)
 {
 	size_t left = 0;
 	for (int tries = 0; tries < 100; tries++) {
-		assert_int_equal(posix_fadvise(f->fd, 0, 0,
-					       POSIX_FADV_DONTNEED), 0);
+		assert_int_equal(
+			posix_fadvise(f->fd, 0, 0, POSIX_FADV_DONTNEED), 0);
 		left = cached_pages(f);
 		if (left == 0)
 			return;
 		usleep(10000);
 	}
 	fail_msg("%s: %zu pages stay in the page cache after "
-		 "POSIX_FADV_DONTNEED", f->path, left);
+		 "POSIX_FADV_DONTNEED",
+		 f->path, left);
 }
 
 static void drop_file(struct file *f)
@@ -212,12 +213,13 @@ static int sees_the_drop(struct rfs_rowmap *m, const struct file *f,
 	int misses = 0;
 	for (int k = 0; k < OWN_READS; k++) {
 		drop_from_page_cache(f);
-		misses += nowait_read_misses(f, (off_t)((k * 7 % PAGES) *
-							 f->page));
+		misses += nowait_read_misses(
+			f, (off_t)((k * 7 % PAGES) * f->page));
 	}
-	fprintf(stderr, "%s: the probe never saw a drop in %d tries; this "
-		"test's own NOWAIT reads missed %d of %d times\n", f->path,
-		TRIES, misses, OWN_READS);
+	fprintf(stderr,
+		"%s: the probe never saw a drop in %d tries; this "
+		"test's own NOWAIT reads missed %d of %d times\n",
+		f->path, TRIES, misses, OWN_READS);
 	return misses < OWN_READS / 2 && brought_back > 0;
 }
 

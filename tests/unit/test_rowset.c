@@ -119,8 +119,7 @@ static void test_extreme_weights_keep_their_shares(void **state)
 		struct rfs_rowset r = { .length = 8 };
 		uint64_t bad;
 		assert_int_equal(rfs_rowset_set_weights(&r, extreme_weight,
-							(void *)cases[c],
-							&bad),
+							(void *)cases[c], &bad),
 				 0);
 		/* The middle of each eighth of [0, 2^53). */
 		for (uint64_t k = 0; k < 8; k++)
@@ -154,7 +153,8 @@ static void test_bad_weights(void **state)
 	v = INFINITY;
 	assert_int_equal(rfs_rowset_set_weights(&r, bad_weight, &v, &bad),
 			 -EINVAL);
-	struct rfs_rowset zeros = { .length = 3, .base = (uint64_t[]){ 0, 2, 3 } };
+	struct rfs_rowset zeros = { .length = 3,
+				    .base = (uint64_t[]){ 0, 2, 3 } };
 	assert_int_equal(rfs_rowset_set_weights(&zeros, table_weight, NULL,
 						&bad),
 			 -EINVAL);

@@ -28,17 +28,15 @@ static void make_config(struct rfs_config *c, const char *strategy,
 {
 	char err[128];
 	rfs_config_init(c);
-	assert_int_equal(rfs_config_set(c, "strategy", strategy, err,
-					sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(c, "strategy", strategy, err, sizeof(err)), 0);
 	if (block_size)
 		assert_int_equal(rfs_config_set(c, "block_size", block_size,
 						err, sizeof(err)),
 				 0);
 	if (seed)
-		assert_int_equal(rfs_config_set(c, "seed", seed, err,
-						sizeof(err)),
-				 0);
+		assert_int_equal(
+			rfs_config_set(c, "seed", seed, err, sizeof(err)), 0);
 }
 
 /* S_e as an array; asserts it is a permutation of [0, n). */
@@ -57,8 +55,7 @@ static uint64_t *sequence(const struct rfs_config *c, uint64_t n,
 		if (seq[pos] >= n)
 			fail_msg("%s n=%llu: S[%llu] = %llu out of range",
 				 rfs_config_strategy_name(c->strategy),
-				 (unsigned long long)n,
-				 (unsigned long long)pos,
+				 (unsigned long long)n, (unsigned long long)pos,
 				 (unsigned long long)seq[pos]);
 		if (seen[seq[pos]]++)
 			fail_msg("%s n=%llu: row %llu twice",
@@ -76,8 +73,8 @@ static const char *const strategies[] = { "streaming", "shuffle",
 static void test_every_strategy_is_a_permutation(void **state)
 {
 	(void)state;
-	static const uint64_t ns[] = { 1, 2, 63, 64, 65, 127, 128, 1000, 1024,
-				       4096, 4097, 10000 };
+	static const uint64_t ns[] = { 1,   2,	  63,	64,   65,   127,
+				       128, 1000, 1024, 4096, 4097, 10000 };
 	for (size_t s = 0; s < 3; s++) {
 		struct rfs_config c;
 		make_config(&c, strategies[s], "64", "5");
@@ -90,8 +87,9 @@ static void test_every_strategy_is_a_permutation(void **state)
 static void test_other_block_sizes(void **state)
 {
 	(void)state;
-	static const char *const sizes[] = { "1", "2", "3", "7", "100",
-					     "999", "1000", "1001", "5000" };
+	static const char *const sizes[] = { "1",    "2",    "3",
+					     "7",    "100",  "999",
+					     "1000", "1001", "5000" };
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		struct rfs_config c;
 		make_config(&c, "block_shuffle", sizes[i], "11");
@@ -206,7 +204,8 @@ static void test_short_block_slot_varies(void **state)
 		assert_true(s.order.last_block_items == 1000 % 64);
 		assert_true(s.order.short_slot < 16);
 		/* The short slot holds the last block's first row. */
-		assert_true(rfs_sampler_row(&s, s.order.short_slot * 64) == 960);
+		assert_true(rfs_sampler_row(&s, s.order.short_slot * 64) ==
+			    960);
 		distinct_slots += s.order.short_slot != prev;
 		prev = s.order.short_slot;
 	}
@@ -274,9 +273,8 @@ static void test_weighted_draws(void **state)
 	make_config(&c, "weighted", "64", "5");
 	struct rfs_rowset rows = { .length = 4000 };
 	uint64_t bad;
-	assert_int_equal(rfs_rowset_set_weights(&rows, linear_weight, NULL,
-						&bad),
-			 0);
+	assert_int_equal(
+		rfs_rowset_set_weights(&rows, linear_weight, NULL, &bad), 0);
 	struct rfs_sampler s;
 	rfs_sampler_init(&s, &c, &rows, 0, 0);
 	assert_true(rfs_sampler_length(&s) == 4000); /* default: the rows */
@@ -302,9 +300,8 @@ static void test_weighted_draws(void **state)
 			rfs_sampler_row(&s, pos);
 	}
 	assert_true(same < 500); /* another epoch draws anew */
-	assert_int_equal(rfs_config_set(&c, "total_size", "123", err,
-					sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(&c, "total_size", "123", err, sizeof(err)), 0);
 	rfs_sampler_init(&s, &c, &rows, 0, 0);
 	assert_true(rfs_sampler_length(&s) == 123);
 	rfs_rowset_free(&rows);
@@ -315,14 +312,13 @@ static void test_weighted_draws(void **state)
 static void test_rows_of_a_range(void **state)
 {
 	(void)state;
-	static const char *const all_strategies[] = {
-		"streaming", "shuffle", "block_shuffle", "weighted"
-	};
+	static const char *const all_strategies[] = { "streaming", "shuffle",
+						      "block_shuffle",
+						      "weighted" };
 	struct rfs_rowset rows = { .length = 3001 };
 	uint64_t bad;
-	assert_int_equal(rfs_rowset_set_weights(&rows, linear_weight, NULL,
-						&bad),
-			 0);
+	assert_int_equal(
+		rfs_rowset_set_weights(&rows, linear_weight, NULL, &bad), 0);
 	uint64_t out[2000];
 	for (size_t i = 0; i < 4; i++) {
 		struct rfs_config c;

@@ -60,12 +60,21 @@ static int write_file(const char *path, int first, int rows)
 		age[i] = 30 + r % 3;
 	}
 	struct h5fx_dataset d[] = {
-		{ .name = "/X", .type = H5FX_F32, .ndims = 2,
-		  .dims = { (uint64_t)rows, 2 }, .data = x },
-		{ .name = "/obs/weight", .type = H5FX_F64, .ndims = 1,
-		  .dims = { (uint64_t)rows }, .data = w },
-		{ .name = "/obs/age", .type = H5FX_I32, .ndims = 1,
-		  .dims = { (uint64_t)rows }, .data = age },
+		{ .name = "/X",
+		  .type = H5FX_F32,
+		  .ndims = 2,
+		  .dims = { (uint64_t)rows, 2 },
+		  .data = x },
+		{ .name = "/obs/weight",
+		  .type = H5FX_F64,
+		  .ndims = 1,
+		  .dims = { (uint64_t)rows },
+		  .data = w },
+		{ .name = "/obs/age",
+		  .type = H5FX_I32,
+		  .ndims = 1,
+		  .dims = { (uint64_t)rows },
+		  .data = age },
 	};
 	const char *splits[] = { "train", "val" }, *cts[] = { "a", "b", "c" };
 	if (h5fx_write(path, d, 3, 1) != 0 ||
@@ -94,8 +103,10 @@ static int setup(void **state)
 	}
 	char *one[] = { f->path };
 	char *three[] = { f->part[0], f->part[1], f->part[2] };
-	if (rfs_dataset_open(one, 1, NULL, 1 << 20, &f->one, err, sizeof(err)) != 0 ||
-	    rfs_dataset_open(three, 3, NULL, 1 << 20, &f->three, err, sizeof(err)) != 0)
+	if (rfs_dataset_open(one, 1, NULL, 1 << 20, &f->one, err,
+			     sizeof(err)) != 0 ||
+	    rfs_dataset_open(three, 3, NULL, 1 << 20, &f->three, err,
+			     sizeof(err)) != 0)
 		goto fail;
 	*state = f;
 	return 0;
@@ -216,8 +227,8 @@ static void test_weighted(void **state)
 	struct fixture *f = *state;
 	struct rfs_selection s;
 	char err[512];
-	const char *kv[] = { "strategy", "weighted", "weights", "weight",
-			     "filter", "split:train", NULL };
+	const char *kv[] = { "strategy", "weighted",	"weights", "weight",
+			     "filter",	 "split:train", NULL };
 	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), 0);
 	const struct rfs_rowset *r = &s.seqs[0];
 	double sum = 0;
@@ -230,8 +241,8 @@ static void test_weighted(void **state)
 	assert_int_equal(build(f->one, cat, &s, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "weights=ct"));
 	const char *zero[] = { "strategy", "weighted", "weights", "weight",
-			       "filter", "age:31", "filter", "split:val",
-			       "filter", "ct:a", NULL };
+			       "filter",   "age:31",   "filter",  "split:val",
+			       "filter",   "ct:a",     NULL };
 	/* Rows with age 31, val and a: 7 only (weight 0). */
 	assert_int_equal(build(f->one, zero, &s, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "every weight is 0"));
@@ -263,8 +274,9 @@ static void test_class_balanced_weights(void **state)
 	rfs_selection_free(&s);
 
 	/* smoothing 1: every row weight 1, natural frequencies. */
-	const char *natural[] = { "strategy", "class_balanced", "label", "ct",
-				  "smoothing", "1", NULL };
+	const char *natural[] = { "strategy", "class_balanced", "label",
+				  "ct",	      "smoothing",	"1",
+				  NULL };
 	assert_int_equal(build(f->one, natural, &s, err, sizeof(err)), 0);
 	assert_true(s.seqs[0].cdf[ROWS - 1] == ROWS - 2);
 	rfs_selection_free(&s);
@@ -286,8 +298,8 @@ static void test_file_partition(void **state)
 	rfs_selection_free(&s);
 
 	/* With a filter the ranges are stretches of the kept rows. */
-	const char *flt[] = { "world_size", "2", "partition", "file",
-			      "filter", "split:val", NULL };
+	const char *flt[] = { "world_size", "2",	 "partition", "file",
+			      "filter",	    "split:val", NULL };
 	assert_int_equal(build(f->three, flt, &s, err, sizeof(err)), 0);
 	/* val rows: 3, 7, 11, 15, 19 -> rank 0: 3, 7, 15, 19; rank 1: 11 */
 	assert_true(s.seqs[0].length == 4 && s.seqs[1].length == 1);
@@ -298,11 +310,10 @@ static void test_file_partition(void **state)
 	const char *many[] = { "world_size", "4", "partition", "file", NULL };
 	assert_int_equal(build(f->three, many, &s, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "3 source files for world_size 4"));
-	const char *draws[] = { "world_size", "2", "partition", "file",
-				"strategy", "weighted", "weights", "weight",
-				NULL };
-	assert_int_equal(build(f->three, draws, &s, err, sizeof(err)),
-			 -EINVAL);
+	const char *draws[] = { "world_size", "2",	  "partition",
+				"file",	      "strategy", "weighted",
+				"weights",    "weight",	  NULL };
+	assert_int_equal(build(f->three, draws, &s, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "partition=file works with"));
 }
 
@@ -328,18 +339,17 @@ static void test_digest(void **state)
 	const char *val[] = { "filter", "split:val", NULL };
 	const char *ct[] = { "label", "ct", NULL };
 	const char *age[] = { "label", "age", NULL };
-	const char *w[] = { "strategy", "weighted", "weights", "weight",
-			    NULL };
+	const char *w[] = { "strategy", "weighted", "weights", "weight", NULL };
 	const char *w_age[] = { "strategy", "weighted", "weights", "age",
 				NULL };
-	const char *w_seeded[] = { "strategy", "weighted", "weights",
-				   "weight", "seed", "9", NULL };
+	const char *w_seeded[] = { "strategy", "weighted", "weights", "weight",
+				   "seed",     "9",	   NULL };
 	assert_true(digest_of(f->one, NULL) == 0);
 	const char *plain[] = { "strategy", "shuffle", NULL };
 	assert_true(digest_of(f->one, plain) == 0);
 	uint64_t h[] = { digest_of(f->one, train), digest_of(f->one, val),
-			 digest_of(f->one, ct), digest_of(f->one, age),
-			 digest_of(f->one, w), digest_of(f->one, w_age) };
+			 digest_of(f->one, ct),	   digest_of(f->one, age),
+			 digest_of(f->one, w),	   digest_of(f->one, w_age) };
 	size_t n = sizeof(h) / sizeof(h[0]);
 	for (size_t i = 0; i < n; i++) {
 		assert_true(h[i] != 0);
@@ -360,9 +370,8 @@ static void test_digest(void **state)
 		codes[r] = ct_of(r);
 	const char *names[] = { "x", "y", "z" };
 	assert_int_equal(write_file(renamed, 0, ROWS), 0);
-	assert_int_equal(h5fx_add_categorical(renamed, "ct2", codes, ROWS,
-					      names, 3),
-			 0);
+	assert_int_equal(
+		h5fx_add_categorical(renamed, "ct2", codes, ROWS, names, 3), 0);
 	char *paths[] = { renamed };
 	struct rfs_dataset *d;
 	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &d, err,

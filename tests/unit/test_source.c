@@ -123,9 +123,12 @@ static const char *write_f32(struct fixture *f, const char *name,
 			     uint64_t rows, int anndata)
 {
 	float *m = f32_matrix(rows, COLS);
-	struct h5fx_dataset d = { .name = dataset, .type = H5FX_F32,
-				  .ndims = 2, .dims = { rows, COLS },
-				  .layout = layout, .data = m };
+	struct h5fx_dataset d = { .name = dataset,
+				  .type = H5FX_F32,
+				  .ndims = 2,
+				  .dims = { rows, COLS },
+				  .layout = layout,
+				  .data = m };
 	const char *path = file_in(f, name);
 	assert_int_equal(h5fx_write(path, &d, 1, anndata), 0);
 	free(m);
@@ -144,8 +147,7 @@ static struct rfs_source *open_ok(const char *path, const char *dataset)
 }
 
 /* Reads rows (any order, repeats) and compares with value_f32. */
-static void check_f32_rows(struct rfs_source *s, const int64_t *rows,
-			   size_t n)
+static void check_f32_rows(struct rfs_source *s, const int64_t *rows, size_t n)
 {
 	float *out = malloc(n * COLS * sizeof(*out));
 	assert_non_null(out);
@@ -162,15 +164,15 @@ static void check_f32_rows(struct rfs_source *s, const int64_t *rows,
 	free(out);
 }
 
-static const int64_t scattered[] = { 49, 0, 7, 7, 8, 9, 10, 3, 49, 0,
-				     25, 24, 26, 1, 2, 48, 30, 7 };
+static const int64_t scattered[] = { 49, 0,  7,	 7,  8, 9, 10, 3,  49,
+				     0,	 25, 24, 26, 1, 2, 48, 30, 7 };
 #define N_SCATTERED (sizeof(scattered) / sizeof(scattered[0]))
 
 static void test_contiguous_f32(void **state)
 {
 	struct fixture *f = *state;
-	const char *path = write_f32(f, "plain.h5", "/data/X", H5FX_CONTIGUOUS,
-				     ROWS, 0);
+	const char *path =
+		write_f32(f, "plain.h5", "/data/X", H5FX_CONTIGUOUS, ROWS, 0);
 	struct rfs_source *s = open_ok(path, "/data/X");
 	const struct rfs_source_info *i = rfs_source_info(s);
 	assert_int_equal(i->ndims, 2);
@@ -233,14 +235,12 @@ static void test_relative_path_made_absolute(void **state)
 static void test_chunked_and_deflate(void **state)
 {
 	struct fixture *f = *state;
-	static const enum h5fx_layout layouts[] = { H5FX_CHUNKED,
-						    H5FX_DEFLATE,
+	static const enum h5fx_layout layouts[] = { H5FX_CHUNKED, H5FX_DEFLATE,
 						    H5FX_COMPACT };
-	static const char *const names[] = { "chunked", "chunked",
-					     "compact" };
+	static const char *const names[] = { "chunked", "chunked", "compact" };
 	for (int l = 0; l < 3; l++) {
-		const char *path = write_f32(f, "chunked.h5", "/X", layouts[l],
-					     ROWS, 0);
+		const char *path =
+			write_f32(f, "chunked.h5", "/X", layouts[l], ROWS, 0);
 		struct rfs_source *s = open_ok(path, "/X");
 		const struct rfs_source_info *i = rfs_source_info(s);
 		assert_string_equal(i->layout, names[l]);
@@ -269,8 +269,11 @@ static void test_same_data_same_fingerprint(void **state)
 	struct rfs_source *c = open_ok(file_in(f, "c.h5"), "/X");
 	float *m = f32_matrix(ROWS, COLS);
 	m[(ROWS - 1) * COLS + 2] = -1; /* last row differs */
-	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
-				  .dims = { ROWS, COLS }, .data = m };
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
+				  .ndims = 2,
+				  .dims = { ROWS, COLS },
+				  .data = m };
 	assert_int_equal(h5fx_write(file_in(f, "d.h5"), &d, 1, 0), 0);
 	free(m);
 	struct rfs_source *e = open_ok(file_in(f, "d.h5"), "/X");
@@ -291,12 +294,13 @@ static void test_one_dimensional(void **state)
 	for (int i = 0; i < 100; i++)
 		labels[i] = (int64_t)i * 1000003 - 7;
 	for (int chunked = 0; chunked < 2; chunked++) {
-		struct h5fx_dataset d = {
-			.name = "/obs/labels", .type = H5FX_I64, .ndims = 1,
-			.dims = { 100 },
-			.layout = chunked ? H5FX_CHUNKED : H5FX_CONTIGUOUS,
-			.data = labels
-		};
+		struct h5fx_dataset d = { .name = "/obs/labels",
+					  .type = H5FX_I64,
+					  .ndims = 1,
+					  .dims = { 100 },
+					  .layout = chunked ? H5FX_CHUNKED :
+							      H5FX_CONTIGUOUS,
+					  .data = labels };
 		const char *path = file_in(f, "labels.h5");
 		assert_int_equal(h5fx_write(path, &d, 1, 0), 0);
 		struct rfs_source *s = open_ok(path, "/obs/labels");
@@ -323,12 +327,12 @@ static void test_every_dtype(void **state)
 		enum rfs_dtype dt;
 		int direct;
 	} types[] = {
-		{ H5FX_I8, RFS_INT8, 1 },	  { H5FX_I16, RFS_INT16, 1 },
-		{ H5FX_I32, RFS_INT32, 1 },	  { H5FX_I64, RFS_INT64, 1 },
-		{ H5FX_U8, RFS_UINT8, 1 },	  { H5FX_U16, RFS_UINT16, 1 },
-		{ H5FX_U32, RFS_UINT32, 1 },	  { H5FX_U64, RFS_UINT64, 1 },
-		{ H5FX_F16, RFS_FLOAT16, 1 },	  { H5FX_F32, RFS_FLOAT32, 1 },
-		{ H5FX_F64, RFS_FLOAT64, 1 },	  { H5FX_I32BE, RFS_INT32, 0 },
+		{ H5FX_I8, RFS_INT8, 1 },	{ H5FX_I16, RFS_INT16, 1 },
+		{ H5FX_I32, RFS_INT32, 1 },	{ H5FX_I64, RFS_INT64, 1 },
+		{ H5FX_U8, RFS_UINT8, 1 },	{ H5FX_U16, RFS_UINT16, 1 },
+		{ H5FX_U32, RFS_UINT32, 1 },	{ H5FX_U64, RFS_UINT64, 1 },
+		{ H5FX_F16, RFS_FLOAT16, 1 },	{ H5FX_F32, RFS_FLOAT32, 1 },
+		{ H5FX_F64, RFS_FLOAT64, 1 },	{ H5FX_I32BE, RFS_INT32, 0 },
 		{ H5FX_F64BE, RFS_FLOAT64, 0 },
 	};
 	enum { R = 20, C = 3 };
@@ -352,18 +356,22 @@ static void test_every_dtype(void **state)
 			} else {
 				for (size_t b = 0; b < es; b++)
 					data[e * es + b] =
-						(unsigned char)(e * 7 + b * 31 + 1);
+						(unsigned char)(e * 7 + b * 31 +
+								1);
 			}
 		}
-		struct h5fx_dataset d = { .name = "/X", .type = types[t].fx,
-					  .ndims = 2, .dims = { R, C },
+		struct h5fx_dataset d = { .name = "/X",
+					  .type = types[t].fx,
+					  .ndims = 2,
+					  .dims = { R, C },
 					  .data = data };
 		const char *path = file_in(f, "types.h5");
 		assert_int_equal(h5fx_write(path, &d, 1, 0), 0);
 		struct rfs_source *s = open_ok(path, "/X");
 		const struct rfs_source_info *i = rfs_source_info(s);
 		assert_int_equal(i->dtype, types[t].dt);
-		assert_int_equal(i->read_path != RFS_READ_LIBRARY, types[t].direct);
+		assert_int_equal(i->read_path != RFS_READ_LIBRARY,
+				 types[t].direct);
 		assert_int_equal(rfs_source_row_bytes(s), C * es);
 		const int64_t rows[] = { 19, 0, 5, 5, 6 };
 		unsigned char out[5 * C * 8];
@@ -383,8 +391,8 @@ static void test_anndata_automatic(void **state)
 {
 	struct fixture *f = *state;
 	/* .h5ad: /X without naming it. */
-	const char *path = write_f32(f, "cells.h5ad", "/X", H5FX_CONTIGUOUS,
-				     ROWS, 0);
+	const char *path =
+		write_f32(f, "cells.h5ad", "/X", H5FX_CONTIGUOUS, ROWS, 0);
 	struct rfs_source *s = open_ok(path, NULL);
 	assert_string_equal(rfs_source_info(s)->dataset, "/X");
 	check_f32_rows(s, scattered, N_SCATTERED);
@@ -416,8 +424,8 @@ static void expect_open_error(const char *path, const char *dataset,
 static void test_columns(void **state)
 {
 	struct fixture *f = *state;
-	const char *path = write_f32(f, "obs.h5ad", "/X", H5FX_CONTIGUOUS, 4,
-				     1);
+	const char *path =
+		write_f32(f, "obs.h5ad", "/X", H5FX_CONTIGUOUS, 4, 1);
 	const int8_t flags[] = { 1, 0, 0, 1 }, codes[] = { 1, -1, 0, 1 };
 	const char *words[] = { "val", "train", "val", "test" };
 	const char *cats[] = { "train", "val" };
@@ -432,18 +440,16 @@ static void test_columns(void **state)
 	struct rfs_column c;
 	char err[512];
 
-	assert_int_equal(rfs_source_read_column(s, "flag", &c, err,
-						sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_source_read_column(s, "flag", &c, err, sizeof(err)), 0);
 	assert_true(c.boolean && c.ncategories == 2);
 	assert_string_equal(c.categories[1], "True");
 	const int64_t want_flags[] = { 1, 0, 0, 1 };
 	assert_memory_equal(c.codes, want_flags, sizeof(want_flags));
 	rfs_column_free(&c);
 
-	assert_int_equal(rfs_source_read_column(s, "split", &c, err,
-						sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_source_read_column(s, "split", &c, err, sizeof(err)), 0);
 	assert_true(c.ncategories == 3); /* test, train, val */
 	const int64_t want_split[] = { 2, 1, 2, 0 };
 	assert_memory_equal(c.codes, want_split, sizeof(want_split));
@@ -504,8 +510,8 @@ static void test_not_hdf5(void **state)
 static void test_dataset_not_found(void **state)
 {
 	struct fixture *f = *state;
-	const char *path = write_f32(f, "x.h5", "/layers/X", H5FX_CONTIGUOUS,
-				     ROWS, 0);
+	const char *path =
+		write_f32(f, "x.h5", "/layers/X", H5FX_CONTIGUOUS, ROWS, 0);
 	const char *const want[] = { "x.h5", "/missing", "not found",
 				     "/layers/X", NULL };
 	expect_open_error(path, "/missing", -EINVAL, want);
@@ -519,8 +525,8 @@ static void test_dataset_not_found(void **state)
 static void test_generic_file_needs_dataset(void **state)
 {
 	struct fixture *f = *state;
-	const char *path = write_f32(f, "generic.h5", "/emb", H5FX_CONTIGUOUS,
-				     ROWS, 0);
+	const char *path =
+		write_f32(f, "generic.h5", "/emb", H5FX_CONTIGUOUS, ROWS, 0);
 	const char *const want[] = { "generic.h5", "dataset=", "/emb", NULL };
 	expect_open_error(path, NULL, -EINVAL, want);
 }
@@ -530,8 +536,10 @@ static void test_unsupported_datasets(void **state)
 	struct fixture *f = *state;
 	float *cube = calloc(4 * 3 * 2, sizeof(float));
 	assert_non_null(cube);
-	struct h5fx_dataset d3 = { .name = "/X", .type = H5FX_F32,
-				   .ndims = 3, .dims = { 4, 3, 2 },
+	struct h5fx_dataset d3 = { .name = "/X",
+				   .type = H5FX_F32,
+				   .ndims = 3,
+				   .dims = { 4, 3, 2 },
 				   .data = cube };
 	const char *path = file_in(f, "cube.h5");
 	assert_int_equal(h5fx_write(path, &d3, 1, 0), 0);
@@ -540,23 +548,27 @@ static void test_unsupported_datasets(void **state)
 	expect_open_error(path, "/X", -ENOTSUP, want3d);
 
 	char strings[5][8] = { "a", "b", "c", "d", "e" };
-	struct h5fx_dataset ds = { .name = "/names", .type = H5FX_STRING,
-				   .ndims = 1, .dims = { 5 },
+	struct h5fx_dataset ds = { .name = "/names",
+				   .type = H5FX_STRING,
+				   .ndims = 1,
+				   .dims = { 5 },
 				   .data = strings };
 	path = file_in(f, "strings.h5");
 	assert_int_equal(h5fx_write(path, &ds, 1, 0), 0);
 	const char *const want_str[] = { "/names", "dtype", "string", NULL };
 	expect_open_error(path, "/names", -ENOTSUP, want_str);
 
-	struct h5fx_dataset d0 = { .name = "/X", .type = H5FX_F32, .ndims = 2,
-				   .dims = { 0, 4 } };
+	struct h5fx_dataset d0 = {
+		.name = "/X", .type = H5FX_F32, .ndims = 2, .dims = { 0, 4 }
+	};
 	path = file_in(f, "zero.h5");
 	assert_int_equal(h5fx_write(path, &d0, 1, 0), 0);
 	const char *const want0[] = { "zero.h5", "/X", "no rows", NULL };
 	expect_open_error(path, "/X", -EINVAL, want0);
 
-	struct h5fx_dataset dc = { .name = "/X", .type = H5FX_F32, .ndims = 2,
-				   .dims = { 4, 0 } };
+	struct h5fx_dataset dc = {
+		.name = "/X", .type = H5FX_F32, .ndims = 2, .dims = { 4, 0 }
+	};
 	path = file_in(f, "nocols.h5");
 	assert_int_equal(h5fx_write(path, &dc, 1, 0), 0);
 	const char *const want_c[] = { "nocols.h5", "0 columns", NULL };
@@ -568,8 +580,7 @@ static void test_sparse_group(void **state)
 	struct fixture *f = *state;
 	const char *path = file_in(f, "sparse.h5ad");
 	assert_int_equal(h5fx_write_group(path, "/X", "csr_matrix"), 0);
-	const char *const want[] = { "csr_matrix without a valid shape",
-				     NULL };
+	const char *const want[] = { "csr_matrix without a valid shape", NULL };
 	expect_open_error(path, NULL, -EINVAL, want);
 	assert_int_equal(h5fx_write_group(path, "/X", "csc_matrix"), 0);
 	const char *const csc[] = { "csc_matrix", "tocsr", NULL };
@@ -585,12 +596,22 @@ static const char *write_csr(struct fixture *f, const char *name,
 			     const int32_t *indices)
 {
 	struct h5fx_dataset d[] = {
-		{ .name = "/X/data", .type = H5FX_F32, .ndims = 1,
-		  .dims = { 6 }, .layout = H5FX_DEFLATE, .data = csr_data },
-		{ .name = "/X/indices", .type = H5FX_I32, .ndims = 1,
-		  .dims = { 6 }, .data = indices },
-		{ .name = "/X/indptr", .type = H5FX_I64, .ndims = 1,
-		  .dims = { 6 }, .data = csr_indptr },
+		{ .name = "/X/data",
+		  .type = H5FX_F32,
+		  .ndims = 1,
+		  .dims = { 6 },
+		  .layout = H5FX_DEFLATE,
+		  .data = csr_data },
+		{ .name = "/X/indices",
+		  .type = H5FX_I32,
+		  .ndims = 1,
+		  .dims = { 6 },
+		  .data = indices },
+		{ .name = "/X/indptr",
+		  .type = H5FX_I64,
+		  .ndims = 1,
+		  .dims = { 6 },
+		  .data = csr_indptr },
 	};
 	const char *path = file_in(f, name);
 	assert_int_equal(h5fx_write(path, d, 3, 1), 0);
@@ -620,8 +641,8 @@ static void test_csr_rows(void **state)
 	rfs_source_csr_free(&c);
 	/* The bound a fill reserves covers at least the arrays returned,
 	 * and grows with the stored values. */
-	size_t returned = 7 * sizeof(uint64_t) + 8 * sizeof(float) +
-			  8 * sizeof(int64_t);
+	size_t returned =
+		7 * sizeof(uint64_t) + 8 * sizeof(float) + 8 * sizeof(int64_t);
 	assert_true(rfs_source_read_scratch(s, 6, 8) >= returned);
 	assert_true(rfs_source_read_scratch(s, 6, 80) >=
 		    rfs_source_read_scratch(s, 6, 8) + 72 * 2 * sizeof(float));
@@ -644,17 +665,16 @@ static void test_csr_rows(void **state)
 	struct rfs_source *b = NULL;
 	char err[512];
 	/* The fingerprint reads the last row: open fails already. */
-	assert_int_equal(rfs_source_open(path, NULL, NULL, &b, err,
-					 sizeof(err)),
-			 -EIO);
+	assert_int_equal(
+		rfs_source_open(path, NULL, NULL, &b, err, sizeof(err)), -EIO);
 	assert_null(b);
 }
 
 static void test_injected_read_failure(void **state)
 {
 	struct fixture *f = *state;
-	const char *path = write_f32(f, "inject.h5", "/X", H5FX_CHUNKED, ROWS,
-				     0);
+	const char *path =
+		write_f32(f, "inject.h5", "/X", H5FX_CHUNKED, ROWS, 0);
 	struct rfs_source *s = open_ok(path, "/X");
 	float out[N_SCATTERED * COLS];
 	h5dread_fail = 1;
@@ -680,8 +700,8 @@ static void test_injected_read_failure(void **state)
 static void test_changed_file_fails(void **state)
 {
 	struct fixture *f = *state;
-	const char *path = write_f32(f, "changing.h5", "/X", H5FX_CONTIGUOUS,
-				     ROWS, 0);
+	const char *path =
+		write_f32(f, "changing.h5", "/X", H5FX_CONTIGUOUS, ROWS, 0);
 	struct rfs_source *s = open_ok(path, "/X");
 	check_f32_rows(s, scattered, N_SCATTERED);
 	assert_int_equal(rfs_source_state(s), RFS_SOURCE_OK);
@@ -703,17 +723,20 @@ static void test_changed_file_fails(void **state)
 	rfs_source_destroy(s);
 
 	/* Renamed over and unlinked: the file opened is still served. */
-	char *renamed = strdup(write_f32(f, "renamed.h5", "/X",
-					 H5FX_CONTIGUOUS, ROWS, 0));
+	char *renamed = strdup(
+		write_f32(f, "renamed.h5", "/X", H5FX_CONTIGUOUS, ROWS, 0));
 	char *moved = strdup(file_in(f, "moved.h5"));
 	assert_true(renamed && moved);
 	s = open_ok(renamed, "/X");
 	assert_int_equal(rename(renamed, moved), 0);
 	float *zeros = calloc(ROWS * COLS, sizeof(*zeros));
 	assert_non_null(zeros);
-	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
+				  .ndims = 2,
 				  .dims = { ROWS, COLS },
-				  .layout = H5FX_CONTIGUOUS, .data = zeros };
+				  .layout = H5FX_CONTIGUOUS,
+				  .data = zeros };
 	assert_int_equal(h5fx_write(renamed, &d, 1, 0), 0);
 	free(zeros);
 	check_f32_rows(s, scattered, N_SCATTERED);
@@ -736,8 +759,8 @@ static void test_changed_file_fails(void **state)
 	rfs_source_destroy(s);
 
 	/* The file an external link leads to is watched too. */
-	char *target = strdup(write_f32(f, "target.h5", "/X",
-					H5FX_CONTIGUOUS, ROWS, 0));
+	char *target = strdup(
+		write_f32(f, "target.h5", "/X", H5FX_CONTIGUOUS, ROWS, 0));
 	char *link = strdup(file_in(f, "link.h5"));
 	assert_true(target && link);
 	hid_t file = H5Fcreate(link, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -817,19 +840,19 @@ static void test_virtual_sources_opened_where_checked(void **state)
 	for (int k = 0; k < 3; k++) {
 		char name[16];
 		snprintf(name, sizeof(name), "part%d.h5", k);
-		struct h5fx_dataset d = {
-			.name = "/X", .type = H5FX_F32, .ndims = 2,
-			.dims = { cut[k + 1] - cut[k], COLS },
-			.layout = H5FX_CONTIGUOUS, .data = m + cut[k] * COLS
-		};
+		struct h5fx_dataset d = { .name = "/X",
+					  .type = H5FX_F32,
+					  .ndims = 2,
+					  .dims = { cut[k + 1] - cut[k], COLS },
+					  .layout = H5FX_CONTIGUOUS,
+					  .data = m + cut[k] * COLS };
 		assert_int_equal(h5fx_write(file_in(f, name), &d, 1, 0), 0);
-		hsize_t start[2] = { cut[k], 0 }, count[2] = { d.dims[0],
-							       COLS };
+		hsize_t start[2] = { cut[k], 0 },
+			count[2] = { d.dims[0], COLS };
 		hid_t src = H5Screate_simple(2, count, NULL);
 		assert_true(H5Sselect_hyperslab(vspace, H5S_SELECT_SET, start,
 						NULL, count, NULL) >= 0);
-		assert_true(H5Pset_virtual(dcpl, vspace, name, "/X", src) >=
-			    0);
+		assert_true(H5Pset_virtual(dcpl, vspace, name, "/X", src) >= 0);
 		H5Sclose(src);
 	}
 	char *vds = strdup(file_in(f, "vds/vds.h5"));
@@ -901,9 +924,12 @@ static void test_external_storage(void **state)
 	rfs_source_destroy(s);
 
 	/* From elsewhere, the same name is another (missing) file. */
-	const char *const missing[] = { path, "/X", "external file ext.raw",
+	const char *const missing[] = { path,
+					"/X",
+					"external file ext.raw",
 					"cannot be read at /ext.raw",
-					"No such file", NULL };
+					"No such file",
+					NULL };
 	expect_open_error(path, "/X", -ENOENT, missing);
 	/* Or under HDF5_EXTFILE_PREFIX, which must not be relative. (HDF5
 	 * reads it once, at its start: its ${ORIGIN} is tested through a
@@ -914,16 +940,18 @@ static void test_external_storage(void **state)
 	expect_open_error(path, "/X", -EINVAL, relative);
 	/* "." is the working directory of each read, for HDF5. */
 	assert_int_equal(setenv("HDF5_EXTFILE_PREFIX", ".", 1), 0);
-	const char *const dot[] = { path, "HDF5_EXTFILE_PREFIX (.)",
-				    "relative", NULL };
+	const char *const dot[] = { path, "HDF5_EXTFILE_PREFIX (.)", "relative",
+				    NULL };
 	expect_open_error(path, "/X", -EINVAL, dot);
 	assert_int_equal(unsetenv("HDF5_EXTFILE_PREFIX"), 0);
 
 	/* A short file: HDF5 would serve the rest as zeros. */
 	assert_int_equal(truncate(raw, 100 + ROWS * COLS * 4 - 1), 0);
 	assert_int_equal(chdir(f->dir), 0);
-	const char *const shorter[] = { path, "/X", "1200 bytes at offset 100",
-					raw, "has 1299", "zeros", NULL };
+	const char *const shorter[] = {
+		path,	 "/X", "1200 bytes at offset 100", raw, "has 1299",
+		"zeros", NULL
+	};
 	expect_open_error(path, "/X", -EINVAL, shorter);
 	back_to(cwd);
 	free(path);
@@ -937,10 +965,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_relative_path_made_absolute, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_chunked_and_deflate,
+		cmocka_unit_test_setup_teardown(test_chunked_and_deflate, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_same_data_same_fingerprint,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_same_data_same_fingerprint, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_one_dimensional, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_every_dtype, setup,
@@ -950,22 +978,20 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_columns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_file, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_not_hdf5, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_not_hdf5, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dataset_not_found, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(
-			test_generic_file_needs_dataset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_generic_file_needs_dataset,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_datasets,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sparse_group, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_csr_rows, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_csr_rows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_injected_read_failure,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_changed_file_fails,
-						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changed_file_fails, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_virtual_sources_opened_where_checked, setup,
 			teardown),

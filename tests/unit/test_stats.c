@@ -71,8 +71,8 @@ static void *open_batches(void *arg)
 	return NULL;
 }
 
-#define LAST_OPENED                                                     \
-	"\"last_opened\": {\"epoch\": %llu, \"batch\": %llu, "             \
+#define LAST_OPENED                                            \
+	"\"last_opened\": {\"epoch\": %llu, \"batch\": %llu, " \
 	"\"seconds_ago\": %llu"
 
 /* Rendered while a rank opens batches, across a second's turn: the last
@@ -93,8 +93,8 @@ static void test_last_open_is_one_snapshot(void **state)
 		const char *at = strstr(j, "\"last_opened\": {");
 		unsigned long long epoch, batch, ago;
 		if (at) {
-			assert_int_equal(sscanf(at, LAST_OPENED, &epoch,
-						&batch, &ago),
+			assert_int_equal(sscanf(at, LAST_OPENED, &epoch, &batch,
+						&ago),
 					 3);
 			assert_true(epoch == batch);
 			/* Not 2^64 - 1, nor the time since boot (an open
@@ -126,8 +126,9 @@ static void test_generation_quantiles(void **state)
 	assert_non_null(g);
 	double p50, p99;
 	unsigned long long n;
-	assert_int_equal(sscanf(g, "\"generation\": {\"batches\": %llu, "
-				   "\"p50_ms\": %lf, \"p99_ms\": %lf",
+	assert_int_equal(sscanf(g,
+				"\"generation\": {\"batches\": %llu, "
+				"\"p50_ms\": %lf, \"p99_ms\": %lf",
 				&n, &p50, &p99),
 			 3);
 	assert_true(n == 100);

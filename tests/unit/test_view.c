@@ -42,7 +42,8 @@ static int write_source_cols(const char *path, uint64_t rows, int ndims,
 	for (uint64_t r = 0; r < rows; r++)
 		for (uint64_t c = 0; c < cols; c++)
 			m[r * cols + c] = value(r, c);
-	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32,
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
 				  .ndims = ndims,
 				  .dims = { rows, ndims == 2 ? cols : 0 },
 				  .data = m };
@@ -87,20 +88,15 @@ static void make_config(struct rfs_config *c, const char *strategy,
 {
 	char err[128];
 	rfs_config_init(c);
-	assert_int_equal(rfs_config_set(c, "world_size", "2", err,
-					sizeof(err)),
+	assert_int_equal(rfs_config_set(c, "world_size", "2", err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_config_set(c, "batch_size", "16", err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "fetch_factor", "4", err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "strategy", strategy, err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(c, "seed", seed, err, sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(c, "batch_size", "16", err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "fetch_factor", "4", err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(c, "strategy", strategy, err, sizeof(err)), 0);
+	assert_int_equal(rfs_config_set(c, "seed", seed, err, sizeof(err)), 0);
 	assert_int_equal(rfs_config_set(c, "cache_mb", "1", err, sizeof(err)),
 			 0);
 	/* Exact cache counters below: no background generation. */
@@ -108,12 +104,12 @@ static void make_config(struct rfs_config *c, const char *strategy,
 			 0);
 }
 
-static struct rfs_view *create_ok(const struct rfs_config *c,
-				  const char *path)
+static struct rfs_view *create_ok(const struct rfs_config *c, const char *path)
 {
 	struct rfs_view *v = NULL;
 	char err[512] = "";
-	int rc = rfs_view_create(c, (char *[]){ (char *)path }, 1, &v, err, sizeof(err));
+	int rc = rfs_view_create(c, (char *[]){ (char *)path }, 1, &v, err,
+				 sizeof(err));
 	if (rc != 0)
 		fail_msg("view on %s: %d %s", path, rc, err);
 	assert_non_null(v);
@@ -144,11 +140,15 @@ static void test_sizes_and_layout(void **state)
 
 	char header[RFS_NPY_HEADER_MAX];
 	const uint64_t bshape[2] = { 16, COLS }, ishape[1] = { 16 };
-	uint64_t bsize = rfs_npy_header(RFS_FLOAT32, 2, bshape, header) +
-			 16 * COLS * 4;
+	uint64_t bsize =
+		rfs_npy_header(RFS_FLOAT32, 2, bshape, header) + 16 * COLS * 4;
 	uint64_t isize = rfs_npy_header(RFS_INT64, 1, ishape, header) + 16 * 8;
-	assert_true(rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_BATCH }) == bsize);
-	assert_true(rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_INDEX }) == isize);
+	assert_true(rfs_view_file_size(
+			    v, &(struct rfs_cache_key){
+				       .kind = RFS_KIND_BATCH }) == bsize);
+	assert_true(rfs_view_file_size(
+			    v, &(struct rfs_cache_key){
+				       .kind = RFS_KIND_INDEX }) == isize);
 	assert_true(bsize == 128 + 320 && isize == 128 + 128);
 
 	struct stat st;
@@ -219,8 +219,8 @@ static void test_json_files(void **state)
 }
 
 /* Parses an .npy header: returns its length and checks descr/shape. */
-static size_t parse_npy(const unsigned char *p, size_t size,
-			const char *descr, const char *shape)
+static size_t parse_npy(const unsigned char *p, size_t size, const char *descr,
+			const char *shape)
 {
 	assert_true(size >= 64);
 	assert_memory_equal(p, "\x93NUMPY\x01\x00", 8);
@@ -245,17 +245,21 @@ static size_t parse_npy(const unsigned char *p, size_t size,
 static void check_batches(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 			  uint64_t batch)
 {
-	struct rfs_cache_key ik = { .epoch = epoch, .rank = rank,
-				    .batch = batch, .kind = RFS_KIND_INDEX };
+	struct rfs_cache_key ik = { .epoch = epoch,
+				    .rank = rank,
+				    .batch = batch,
+				    .kind = RFS_KIND_INDEX };
 	struct rfs_cache_key bk = ik;
 	bk.kind = RFS_KIND_BATCH;
 	struct rfs_cache_entry *ie, *be;
 	assert_int_equal(rfs_view_get(v, &ik, &ie), 0);
 	assert_int_equal(rfs_view_get(v, &bk, &be), 0);
 	assert_true(rfs_cache_entry_size(ie) ==
-		    rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_INDEX }));
+		    rfs_view_file_size(v, &(struct rfs_cache_key){
+						  .kind = RFS_KIND_INDEX }));
 	assert_true(rfs_cache_entry_size(be) ==
-		    rfs_view_file_size(v, &(struct rfs_cache_key){ .kind = RFS_KIND_BATCH }));
+		    rfs_view_file_size(v, &(struct rfs_cache_key){
+						  .kind = RFS_KIND_BATCH }));
 
 	const unsigned char *ip = rfs_cache_entry_data(ie);
 	const unsigned char *bp = rfs_cache_entry_data(be);
@@ -319,8 +323,9 @@ static void test_get_is_cached(void **state)
 	struct rfs_config c;
 	make_config(&c, "shuffle", "5");
 	struct rfs_view *v = create_ok(&c, f->path);
-	struct rfs_cache_key k = { .epoch = 0, .rank = 1, .batch = 2,
-				   .kind = RFS_KIND_BATCH };
+	struct rfs_cache_key k = {
+		.epoch = 0, .rank = 1, .batch = 2, .kind = RFS_KIND_BATCH
+	};
 	struct rfs_cache_entry *a, *b;
 	assert_int_equal(rfs_view_get(v, &k, &a), 0);
 	assert_int_equal(rfs_view_get(v, &k, &b), 0);
@@ -366,14 +371,13 @@ static void wait_prefetched(struct rfs_view *v, uint64_t n)
 
 /* A view of path with prefetch=depth, and cache_mb unless NULL
  * (make_config's otherwise). */
-static struct rfs_view *prefetching_view(struct rfs_config *c,
-					 const char *path, const char *depth,
+static struct rfs_view *prefetching_view(struct rfs_config *c, const char *path,
+					 const char *depth,
 					 const char *cache_mb)
 {
 	char err[64];
 	make_config(c, "shuffle", "5");
-	assert_int_equal(rfs_config_set(c, "prefetch", depth, err,
-					sizeof(err)),
+	assert_int_equal(rfs_config_set(c, "prefetch", depth, err, sizeof(err)),
 			 0);
 	if (cache_mb)
 		assert_int_equal(rfs_config_set(c, "cache_mb", cache_mb, err,
@@ -446,17 +450,14 @@ static void test_view_id(void **state)
 	make_config(&c3, "block_shuffle", "6");
 	make_config(&c4, "block_shuffle", "5");
 	/* Options outside the identity do not change it. */
-	assert_int_equal(rfs_config_set(&c2, "cache_mb", "7", err,
-					sizeof(err)),
+	assert_int_equal(rfs_config_set(&c2, "cache_mb", "7", err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_config_set(&c2, "epochs", "3", err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_config_set(&c2, "direct_io", "1", err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(rfs_config_set(&c4, "block_size", "32", err,
-					sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(&c2, "direct_io", "1", err, sizeof(err)), 0);
+	assert_int_equal(
+		rfs_config_set(&c4, "block_size", "32", err, sizeof(err)), 0);
 	struct rfs_view *v1 = create_ok(&c1, f->path);
 	struct rfs_view *v2 = create_ok(&c2, f->path);
 	struct rfs_view *v3 = create_ok(&c3, f->path);
@@ -511,7 +512,8 @@ static void test_errors(void **state)
 	assert_int_equal(write_source(small, 31, 2), 0);
 	make_config(&c, "shuffle", "1");
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)small }, 1, &v, err, sizeof(err)),
+	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)small }, 1, &v,
+					 err, sizeof(err)),
 			 -EINVAL);
 	assert_null(v);
 	assert_non_null(strstr(err, "small.h5ad"));
@@ -529,17 +531,18 @@ static void test_errors(void **state)
 	char missing[PATH_MAX + 32];
 	snprintf(missing, sizeof(missing), "%s/missing.h5ad", f->dir);
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)missing }, 1, &v, err, sizeof(err)),
+	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)missing }, 1,
+					 &v, err, sizeof(err)),
 			 -ENOENT);
 	assert_null(v);
 	assert_non_null(strstr(err, "missing.h5ad"));
 
 	char wrong[64];
-	assert_int_equal(rfs_config_set(&c, "dataset", "/Y", wrong,
-					sizeof(wrong)),
-			 0);
+	assert_int_equal(
+		rfs_config_set(&c, "dataset", "/Y", wrong, sizeof(wrong)), 0);
 	memset(err, 0, sizeof(err));
-	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)f->path }, 1, &v, err, sizeof(err)),
+	assert_int_equal(rfs_view_create(&c, (char *[]){ (char *)f->path }, 1,
+					 &v, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(v);
 	assert_non_null(strstr(err, "/Y"));

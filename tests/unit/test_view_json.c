@@ -33,8 +33,11 @@ static int write_source(const char *path, uint64_t rows)
 		return -1;
 	for (uint64_t i = 0; i < rows * COLS; i++)
 		m[i] = (float)i;
-	struct h5fx_dataset d = { .name = "/X", .type = H5FX_F32, .ndims = 2,
-				  .dims = { rows, COLS }, .data = m };
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
+				  .ndims = 2,
+				  .dims = { rows, COLS },
+				  .data = m };
 	int rc = h5fx_write(path, &d, 1, 1);
 	free(m);
 	return rc;
@@ -92,9 +95,8 @@ static void open_source(struct opened *o, const char *path, const char *seed)
 	if (rfs_dataset_open(paths, 1, "/X", 1 << 20, &o->d, err,
 			     sizeof(err)) != 0)
 		fail_msg("open %s: %s", path, err);
-	assert_int_equal(rfs_selection_build(&o->c, o->d, &o->s, err,
-					     sizeof(err)),
-			 0);
+	assert_int_equal(
+		rfs_selection_build(&o->c, o->d, &o->s, err, sizeof(err)), 0);
 }
 
 static void close_source(struct opened *o)
@@ -146,8 +148,7 @@ static void test_config_and_dataset(void **state)
 	open_source(&o, f->path, "77");
 	char *j;
 	size_t len;
-	assert_int_equal(rfs_view_json_config(&o.c, 0xabcdef12345ull, &j,
-					      &len),
+	assert_int_equal(rfs_view_json_config(&o.c, 0xabcdef12345ull, &j, &len),
 			 0);
 	assert_int_equal(strlen(j), len);
 	assert_int_equal(j[0], '{');
@@ -157,8 +158,8 @@ static void test_config_and_dataset(void **state)
 	assert_int_equal(strcmp(j + len - 2, "}\n"), 0);
 	free(j);
 
-	assert_int_equal(rfs_view_json_dataset(&o.c, o.d, &o.s, RFS_FLOAT64,
-					       &j, &len),
+	assert_int_equal(rfs_view_json_dataset(&o.c, o.d, &o.s, RFS_FLOAT64, &j,
+					       &len),
 			 0);
 	assert_int_equal(strlen(j), len);
 	assert_non_null(strstr(j, "\"rows\": 1000"));
@@ -184,13 +185,20 @@ static void test_stats(void **state)
 	(void)state;
 	struct rfs_view_json_live l = {
 		.view_id = 0x1234,
-		.cache = { .hits = 3, .misses = 4, .bytes = 500,
-			   .entries = 2, .room_waits = 1 },
+		.cache = { .hits = 3,
+			   .misses = 4,
+			   .bytes = 500,
+			   .entries = 2,
+			   .room_waits = 1 },
 		.capacity_bytes = 1 << 20,
 		.prefetch = { .queued = 7, .done = 6, .dropped = 5 },
 		.depth = 8,
-		.budget = { .total = 100, .chunks = 50, .plan_limit = 25,
-			    .plan = 10, .batches = 40, .prefetch = 20,
+		.budget = { .total = 100,
+			    .chunks = 50,
+			    .plan_limit = 25,
+			    .plan = 10,
+			    .batches = 40,
+			    .prefetch = 20,
 			    .pool = 12 },
 		.sources_bytes = 7,
 	};
