@@ -23,7 +23,7 @@ set-up: a fresh mount's first touch of its buffers and mappings).
 Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
 --json writes the numbers, --plot a PNG.
 
-    scripts/bench [--rows 100000] [--json F] [--plot F]
+    scripts/bench [--rows 100000] [--json F] [--plot F] [--baseline BIN]
 """
 import argparse
 import ctypes
@@ -303,8 +303,9 @@ class Mounted:
         self.proc.wait(timeout=60)
 
 
-def rankfs_mount(path, options, mnt, log=None):
-    return Mounted([RANKFS, "-f", "-o", options, path, mnt], mnt, log)
+def rankfs_mount(path, options, mnt, log=None, binary=None):
+    return Mounted([binary or RANKFS, "-f", "-o", options, path, mnt], mnt,
+                   log)
 
 
 def trivial_mount(binary, files, cols, mnt, direct_io=False,
@@ -349,6 +350,10 @@ def main():
                     "counted")
     ap.add_argument("--skip", default="",
                     help="comma-separated contender prefixes to leave out")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="another rankfs binary (an older commit's build): "
+                    "its shuffle and block_shuffle take turns with this "
+                    "build's on the dense file")
     ap.add_argument("--only", metavar="REGEX",
                     help="run only the contenders whose name matches")
     args = ap.parse_args()
@@ -382,13 +387,13 @@ def main():
 
     served = {}  # per source: bytes per rank of a rankfs epoch
 
-    def rankfs(name, path, options, ext, nbytes=None):
+    def rankfs(name, path, options, ext, nbytes=None, binary=None):
         """nbytes None: the bytes per rank served, from st_size (which
         generates nothing). Listing is set-up; batches generate on read."""
         def mount():
             mnt = tempfile.mkdtemp(dir=work)
             m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
-                             f"{options}", mnt, f"{mnt}.log")
+                             f"{options}", mnt, f"{mnt}.log", binary)
             size = nbytes
             if size is None:
                 d = f"{mnt}/epoch/0/rank"
@@ -421,6 +426,10 @@ def main():
                    dense_bytes)
             for d in ("", " direct_io")
             for s in ("block_shuffle", "shuffle")],
+          # Another build of rankfs, taking turns with this one.
+          *([rankfs(f"rankfs {s} (dense, baseline)", dense,
+                    f"strategy={s}", ".npy", dense_bytes, args.baseline)
+             for s in ("block_shuffle", "shuffle")] if args.baseline else []),
           Contender("h5py+DistributedSampler (dense)",
                     unmounted(h5py_reader(dense), dense_bytes)),
           Contender("AnnLoader+DistributedSampler (dense)",
@@ -460,6 +469,12 @@ def main():
         ("rankfs shuffle / h5py+DistributedSampler (dense)",
          ratio("rankfs shuffle (dense)", "h5py+DistributedSampler (dense)"),
          2.0),
+        ("rankfs shuffle / baseline build's (dense)",
+         ratio("rankfs shuffle (dense)", "rankfs shuffle (dense, baseline)"),
+         None),
+        ("baseline build's shuffle / trivial FUSE server",
+         ratio("rankfs shuffle (dense, baseline)",
+               "trivial FUSE server (dense files)"), None),
         ("rankfs shuffle / rankfs block_shuffle (dense)",
          ratio("rankfs shuffle (dense)", "rankfs block_shuffle (dense)"),
          0.8),
