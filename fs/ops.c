@@ -59,24 +59,28 @@ static int is_file(const struct rfs_node *n)
 	return n->type == RFS_NODE_FILE || n->type == RFS_NODE_STEP_FILE;
 }
 
-static uint64_t node_size(struct rfs_fs *fs, const struct rfs_node *n)
+static int node_size(struct rfs_fs *fs, const struct rfs_node *n,
+		     uint64_t *size)
 {
 	size_t len = 0;
+	*size = 0;
 	switch (n->type) {
 	case RFS_NODE_CONFIG:
 		rfs_view_config_json(fs->view, &len);
-		return len;
+		break;
 	case RFS_NODE_DATASET:
 		rfs_view_dataset_json(fs->view, &len);
-		return len;
+		break;
 	case RFS_NODE_FILE:
 	case RFS_NODE_STEP_FILE: {
 		struct rfs_cache_key key = file_key(fs, n);
-		return rfs_view_file_size(fs->view, &key);
+		return rfs_view_file_size(fs->view, &key, size);
 	}
 	default:
-		return 0;
+		break;
 	}
+	*size = len;
+	return 0;
 }
 
 /* st_blksize, which readers size their buffers by. numpy reads a .npy's
@@ -91,6 +95,7 @@ static blksize_t preferred_io_size(const struct rfs_node *n)
 static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 		     struct stat *st)
 {
+	int rc = 0;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = rfs_inode_of(&fs->space, n);
 	st->st_uid = fs->uid;
@@ -102,13 +107,13 @@ static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 	} else {
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
-		st->st_size = (off_t)node_size(fs, n);
+		uint64_t size;
+		rc = node_size(fs, n, &size);
+		st->st_size = (off_t)size;
 		st->st_blocks = (st->st_size + 511) / 512;
 	}
 	st->st_blksize = preferred_io_size(n);
-	/* No file is empty: a file size of 0 means it could not be
-	 * computed (out of memory), which must not be cached for a day. */
-	return st->st_size == 0 && is_file(n) ? -ENOMEM : 0;
+	return rc;
 }
 
 static double attr_timeout(const struct rfs_node *n)

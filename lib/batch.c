@@ -438,22 +438,25 @@ void rfs_batch_destroy(struct rfs_batch *b)
 	free(b);
 }
 
-uint64_t rfs_batch_file_size(struct rfs_batch *b,
-			     const struct rfs_cache_key *key)
+int rfs_batch_file_size(struct rfs_batch *b, const struct rfs_cache_key *key,
+			uint64_t *size)
 {
 	uint64_t n = rfs_batch_rows(b, key->batch);
-	if (key->kind != RFS_KIND_NPZ)
-		return npy_size(b, key->kind, key->batch);
-	/* The .npz depends on the batch's stored values: plan it. */
-	int64_t *rows = malloc(n * sizeof(*rows));
-	if (!rows || rfs_plan_batch(b->planner, key->epoch, key->rank,
-				    key->batch, rows) != 0) {
-		free(rows);
+	if (key->kind != RFS_KIND_NPZ) {
+		*size = npy_size(b, key->kind, key->batch);
 		return 0;
 	}
-	struct rfs_npz_csr m = npz_shape(b, rows, n);
+	/* The .npz depends on the batch's stored values: plan it. */
+	int64_t *rows = malloc(n * sizeof(*rows));
+	int rc = rows ? rfs_plan_batch(b->planner, key->epoch, key->rank,
+				       key->batch, rows) :
+			-ENOMEM;
+	if (rc == 0) {
+		struct rfs_npz_csr m = npz_shape(b, rows, n);
+		*size = rfs_npz_size(&m);
+	}
 	free(rows);
-	return rfs_npz_size(&m);
+	return rc;
 }
 
 uint64_t rfs_batch_cost(const struct rfs_batch *b)

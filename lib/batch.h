@@ -43,9 +43,9 @@ void rfs_batch_destroy(struct rfs_batch *b);
 uint64_t rfs_batch_rows(const struct rfs_batch *b, uint64_t batch);
 
 /* Exact size of key's file: computed, nothing is generated (an .npz plans
- * its batch and sums row counts from indptr). 0 when out of memory. */
-uint64_t rfs_batch_file_size(struct rfs_batch *b,
-			     const struct rfs_cache_key *key);
+ * its batch and sums row counts from indptr). @return 0 or -ENOMEM. */
+int rfs_batch_file_size(struct rfs_batch *b, const struct rfs_cache_key *key,
+			uint64_t *size);
 
 /* The memory a batch file of batch_size rows holds while it is
  * generated: the file and its generation's scratch (CSR: of a batch of

@@ -334,9 +334,10 @@ int rfs_view_has_npz(const struct rfs_view *v)
 	return rfs_dataset_info(v->dataset)->sparse;
 }
 
-uint64_t rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key)
+int rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key,
+		       uint64_t *size)
 {
-	return rfs_batch_file_size(v->batch, key);
+	return rfs_batch_file_size(v->batch, key, size);
 }
 
 uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch)

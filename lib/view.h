@@ -38,9 +38,9 @@ int rfs_view_has_npz(const struct rfs_view *v);
 /* Rows in batch (batch_size, or fewer for the last with drop_last=0). */
 uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch);
 /* Exact size of a file: computed, nothing is generated (an .npz plans its
- * batch and sums row counts from indptr). 0 when out of memory. */
-uint64_t rfs_view_file_size(struct rfs_view *v,
-			    const struct rfs_cache_key *key);
+ * batch and sums row counts from indptr). @return 0 or -ENOMEM. */
+int rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key,
+		       uint64_t *size);
 /* Seconds: the sources' newest mtime, every file's fixed timestamp. */
 int64_t rfs_view_mtime(const struct rfs_view *v);
 /* config.json and dataset.json, rendered once at create; valid for the

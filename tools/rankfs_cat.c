@@ -213,8 +213,10 @@ static int write_file(struct rfs_view *v, const struct rfs_inode_space *s,
 	struct rfs_cache_key key = { .rank = n->rank, .kind = n->kind };
 	struct rfs_cache_entry *e;
 	rfs_inode_batch(s, n, &key.epoch, &key.batch);
-	uint64_t size = rfs_view_file_size(v, &key);
-	int rc = rfs_view_get(v, &key, &e);
+	uint64_t size;
+	int rc = rfs_view_file_size(v, &key, &size);
+	if (rc == 0)
+		rc = rfs_view_get(v, &key, &e);
 	if (rc != 0) {
 		fprintf(stderr, "rankfs-cat: %s: %s\n", path, strerror(-rc));
 		return 1;

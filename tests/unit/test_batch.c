@@ -31,6 +31,14 @@ struct fixture {
 	char path[PATH_MAX + 32]; /* N x D float32 at /X, obs/cell_type */
 };
 
+/* A file's size through rfs_batch_file_size(), which must succeed. */
+static uint64_t size_of(struct rfs_batch *b, const struct rfs_cache_key *k)
+{
+	uint64_t size = 0;
+	assert_int_equal(rfs_batch_file_size(b, k, &size), 0);
+	return size;
+}
+
 static float value(uint64_t r, uint64_t c)
 {
 	return (float)r * 10.0f + (float)c + 0.5f;
@@ -189,7 +197,7 @@ static struct rfs_cache_entry *get(struct gen *g, uint64_t epoch, uint64_t rank,
 	};
 	struct rfs_cache_entry *e = NULL;
 	assert_int_equal(rfs_cache_get(g->cache, &k, &e), 0);
-	assert_true(rfs_cache_entry_size(e) == rfs_batch_file_size(g->b, &k));
+	assert_true(rfs_cache_entry_size(e) == size_of(g->b, &k));
 	return e;
 }
 
@@ -257,11 +265,11 @@ static void test_sizes_rows_and_cost(void **state)
 		rfs_npy_header(RFS_FLOAT32, 2, bshape, header) + 16 * COLS * 4;
 	uint64_t isize = rfs_npy_header(RFS_INT64, 1, ishape, header) + 16 * 8;
 	struct rfs_cache_key k = { .kind = RFS_KIND_BATCH };
-	assert_true(rfs_batch_file_size(g.b, &k) == bsize);
+	assert_true(size_of(g.b, &k) == bsize);
 	k.kind = RFS_KIND_INDEX;
-	assert_true(rfs_batch_file_size(g.b, &k) == isize);
+	assert_true(size_of(g.b, &k) == isize);
 	k.kind = RFS_KIND_LABEL;
-	assert_true(rfs_batch_file_size(g.b, &k) == isize);
+	assert_true(size_of(g.b, &k) == isize);
 	assert_true(rfs_batch_rows(g.b, 0) == 16);
 	/* A batch held by prefetch: its file and the row ids beside it. */
 	assert_true(rfs_batch_cost(g.b) >= bsize + 16 * 8);

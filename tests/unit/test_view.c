@@ -83,6 +83,15 @@ static int teardown(void **state)
 }
 
 /* world_size 2 x batch_size 16, fetch_factor 4, plus extra options. */
+/* A file's size through rfs_view_file_size(), which must succeed. */
+static uint64_t file_size(struct rfs_view *v, uint64_t kind)
+{
+	uint64_t size = 0;
+	struct rfs_cache_key k = { .kind = kind };
+	assert_int_equal(rfs_view_file_size(v, &k, &size), 0);
+	return size;
+}
+
 static void make_config(struct rfs_config *c, const char *strategy,
 			const char *seed)
 {
@@ -143,12 +152,8 @@ static void test_sizes_and_layout(void **state)
 	uint64_t bsize =
 		rfs_npy_header(RFS_FLOAT32, 2, bshape, header) + 16 * COLS * 4;
 	uint64_t isize = rfs_npy_header(RFS_INT64, 1, ishape, header) + 16 * 8;
-	assert_true(rfs_view_file_size(
-			    v, &(struct rfs_cache_key){
-				       .kind = RFS_KIND_BATCH }) == bsize);
-	assert_true(rfs_view_file_size(
-			    v, &(struct rfs_cache_key){
-				       .kind = RFS_KIND_INDEX }) == isize);
+	assert_true(file_size(v, RFS_KIND_BATCH) == bsize);
+	assert_true(file_size(v, RFS_KIND_INDEX) == isize);
 	assert_true(bsize == 128 + 320 && isize == 128 + 128);
 
 	struct stat st;
@@ -254,12 +259,8 @@ static void check_batches(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 	struct rfs_cache_entry *ie, *be;
 	assert_int_equal(rfs_view_get(v, &ik, &ie), 0);
 	assert_int_equal(rfs_view_get(v, &bk, &be), 0);
-	assert_true(rfs_cache_entry_size(ie) ==
-		    rfs_view_file_size(v, &(struct rfs_cache_key){
-						  .kind = RFS_KIND_INDEX }));
-	assert_true(rfs_cache_entry_size(be) ==
-		    rfs_view_file_size(v, &(struct rfs_cache_key){
-						  .kind = RFS_KIND_BATCH }));
+	assert_true(rfs_cache_entry_size(ie) == file_size(v, RFS_KIND_INDEX));
+	assert_true(rfs_cache_entry_size(be) == file_size(v, RFS_KIND_BATCH));
 
 	const unsigned char *ip = rfs_cache_entry_data(ie);
 	const unsigned char *bp = rfs_cache_entry_data(be);
