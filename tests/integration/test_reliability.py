@@ -93,16 +93,23 @@ def test_concurrent_random_reads(mounts, tmp_path, direct_io):
         assert read_all(p) == expected[p]
 
 
-@pytest.mark.parametrize("how", ["replaced", "deleted"])
-def test_source_replaced_keeps_serving_the_opened_file(mounts, tmp_path, how):
-    # A new file renamed over the source, or an unlink: the daemon still
-    # holds the old file, whose bytes are intact, and keeps serving them.
+def mounted_with_batch_0(mounts, tmp_path):
+    """A 2000 x 100 source mounted, its batch 0 of rank 0 read and
+    checked: (path, rows, mount, batch 0's index)."""
     path = tmp_path / "s.h5"
     x = np.arange(200000, dtype=np.float32).reshape(2000, 100)
     write_h5(str(path), {"x": x})
     m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0")
     index = m.load("index", 0, 0, 0)
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    return path, x, m, index
+
+
+@pytest.mark.parametrize("how", ["replaced", "deleted"])
+def test_source_replaced_keeps_serving_the_opened_file(mounts, tmp_path, how):
+    # A new file renamed over the source, or an unlink: the daemon still
+    # holds the old file, whose bytes are intact, and keeps serving them.
+    path, x, m, index = mounted_with_batch_0(mounts, tmp_path)
     if how == "replaced":
         write_h5(str(tmp_path / "new.h5"), {"x": x + 1})
         os.replace(tmp_path / "new.h5", path)
@@ -139,12 +146,7 @@ def rewrite_in_place(path, how):
 @pytest.mark.parametrize("how", ["truncated", "rewritten",
                                  "rewritten, mtime restored"])
 def test_source_changed_in_place_fails_new_batches(mounts, tmp_path, how):
-    path = tmp_path / "s.h5"
-    x = np.arange(200000, dtype=np.float32).reshape(2000, 100)
-    write_h5(str(path), {"x": x})
-    m = mounts(str(path), "dataset=/x,batch_size=100,prefetch=0")
-    index = m.load("index", 0, 0, 0)
-    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    path, x, m, index = mounted_with_batch_0(mounts, tmp_path)
     rewrite_in_place(str(path), how)
     for epoch, k in ((0, 1), (0, 2), (5, 0)):
         with pytest.raises(OSError) as e:
