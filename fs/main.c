@@ -174,6 +174,7 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	}
 	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
+	fs.max_read = cli.max_read;
 	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
 				 rfs_view_kinds(fs.view),
 				 rfs_view_has_npz(fs.view),
