@@ -151,7 +151,7 @@ int main(int argc, char *argv[])
 	struct pages pages = { 0 };
 	struct fuse_session *se = NULL;
 	char err[1024];
-	int status = 1;
+	int status = 1, looped = 0;
 
 	rfs_daemon_keep_std_fds();
 	bound_allocator();
@@ -196,6 +196,14 @@ int main(int argc, char *argv[])
 		goto out_view;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
+	/* The directory under the mount, to tell the mount's answer from
+	 * its (daemon.h). */
+	struct stat under;
+	if (stat(cli.mountpoint, &under) != 0) {
+		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli.mountpoint,
+			strerror(errno));
+		goto out_signals;
+	}
 	if (fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
 	/* With direct_io nothing of ours is cached. */
@@ -219,13 +227,26 @@ int main(int argc, char *argv[])
 	if (!cli.fuse.foreground && !cli.config.log_file)
 		rfs_log_silence_stderr();
 	raise_readahead(cli.mountpoint);
-	if (!cli.fuse.foreground)
-		rfs_daemon_ready();
+	/* The parent is released once the mount answers, INIT done. */
+	char *probe = NULL;
+	if (asprintf(&probe, "%s/config.json", cli.mountpoint) < 0)
+		probe = NULL;
+	rc = probe ? rfs_daemon_ready_when_answered(probe, under.st_dev) :
+		     -ENOMEM;
+	free(probe);
+	if (rc != 0) {
+		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
+			strerror(-rc));
+		rfs_page_drop_destroy(pages.drop);
+		rfs_page_store_destroy(fs.page_store);
+		goto out_unmount;
+	}
 
 	int kicks = rfs_stop_signal_start(se);
 	if (kicks != 0) /* libfuse's handlers stay: a stop may wait */
 		rfs_log("cannot start the signal helper: %s", strerror(-kicks));
 	rc = run_loop(se, &cli);
+	looped = 1;
 	int stopped = kicks == 0 ? rfs_stop_signal_end() : 0;
 	/* A stop signal is a clean end, whatever the loop returned; with
 	 * libfuse's own handlers (no helper) the loop returns the signal's
@@ -240,6 +261,21 @@ int main(int argc, char *argv[])
 	rfs_page_store_destroy(fs.page_store);
 out_unmount:
 	fuse_session_unmount(se);
+	/* A session that ended before it answered (INIT failed, or a stop
+	 * signal came first) leaves the parent waiting for our exit. */
+	if (!rfs_daemon_end()) {
+		if (looped && status != 0)
+			fprintf(stderr,
+				"rankfs: %s: the FUSE session ended before the "
+				"mount answered (%s)\n",
+				cli.mountpoint, strerror(rc < 0 ? -rc : EIO));
+		else if (looped)
+			fprintf(stderr,
+				"rankfs: %s: stopped before the mount "
+				"answered\n",
+				cli.mountpoint);
+		status = 1;
+	}
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

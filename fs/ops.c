@@ -131,6 +131,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * max_read mount option (0 when none): the kernel takes that
 	 * option, at least 4096, as the largest read it sends. */
 	conn->max_read = fs->max_read;
+	/* Fault injection for the tests (test_lifecycle.py): the session
+	 * fails at INIT, as it did when this was left 0. */
+	if (getenv("RANKFS_FAULT_INIT"))
+		conn->max_read = fs->max_read + 1;
 	/* The kernel caps this at its own offer; main.c raises the bdi. */
 	conn->max_readahead = 1 << 20;
 	/* Readahead and page-cache reads are background requests: the

@@ -225,3 +225,29 @@ def test_max_read_mounts_and_serves(tmp_path, foreground, direct_io):
     assert wait_gone(mnt)
     if proc is not None:
         assert proc.wait(timeout=20) == 0, open(log).read()
+
+
+def test_session_failing_at_init_fails_the_background_start(source,
+                                                            tmp_path):
+    """The kernel sends INIT once the mount exists; a session that fails
+    there (as -o max_read once did) made the background command exit 0
+    with nothing mounted. The parent now waits for the mount to answer.
+    RANKFS_FAULT_INIT makes the daemon's init() disagree with libfuse."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(os.environ, RANKFS_FAULT_INIT="1")
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10", source,
+                        str(mnt)], capture_output=True, text=True,
+                       timeout=30, env=env)
+    try:
+        assert r.returncode == 1, r.stderr
+        assert (f"rankfs: {mnt}: the FUSE session ended before the mount "
+                "answered (Protocol error)") in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+        end = time.monotonic() + 10
+        while daemon_pids(mnt) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not daemon_pids(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)])
