@@ -13,26 +13,9 @@
 #include "fs.h"
 #include "page_drop.h"
 #include "log.h"
+#include "mountinfo.h"
 #include "opts.h"
 #include "stop_signal.h"
-
-/* mountinfo writes space, tab, newline and backslash in a path as \ooo
- * (octal): decodes them in place. */
-static void unescape_octal(char *s)
-{
-	char *out = s;
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-					(s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
-	}
-	*out = '\0';
-}
 
 /* The kernel gives a FUSE mount 128 KiB of readahead whatever init asks;
  * its backing device's read_ahead_kb can be raised by root. Found through
@@ -41,21 +24,10 @@ static void unescape_octal(char *s)
  * never fatal. */
 static void raise_readahead(const char *mountpoint)
 {
-	char line[8192], dev[64] = "";
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
+	struct rfs_mount_entry e;
+	if (rfs_mountinfo_find(NULL, mountpoint, &e) != 0)
 		return;
-	while (fgets(line, sizeof(line), f)) {
-		char majmin[64], point[4096];
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
-			continue;
-		unescape_octal(point);
-		if (strcmp(point, mountpoint) == 0)
-			snprintf(dev, sizeof(dev), "%s", majmin);
-	}
-	fclose(f);
-	if (!dev[0])
-		return;
+	const char *dev = e.majmin;
 	char path[128];
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
 	FILE *ra = fopen(path, "we");
@@ -66,6 +38,22 @@ static void raise_readahead(const char *mountpoint)
 			"%s",
 			path);
 	}
+}
+
+/* A mount on a mount point would hide what is mounted there (another
+ * rankfs mount, a tmpfs), which goes on living unseen: refused, naming
+ * it. Checked before the fork, and again just before mounting, since the
+ * sources may take long to open. @return 0 or -1 (said on stderr). */
+static int refuse_mount_point(const char *mountpoint)
+{
+	struct rfs_mount_entry e;
+	if (rfs_mountinfo_find(NULL, mountpoint, &e) != 0)
+		return 0;
+	fprintf(stderr,
+		"rankfs: mountpoint %s is already a mount point (%s from %s); "
+		"unmount it first or mount elsewhere\n",
+		mountpoint, e.fstype, e.source);
+	return -1;
 }
 
 /* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped), as do
@@ -160,6 +148,8 @@ int main(int argc, char *argv[])
 		status = rc > 0 ? 0 : 1;
 		goto out_opts;
 	}
+	if (refuse_mount_point(cli.mountpoint) != 0)
+		goto out_opts;
 	if (!cli.fuse.foreground && rfs_daemon_start() != 0)
 		goto out_opts;
 	if (cli.config.log_file &&
@@ -204,7 +194,8 @@ int main(int argc, char *argv[])
 			strerror(errno));
 		goto out_signals;
 	}
-	if (fuse_session_mount(se, cli.mountpoint) != 0)
+	if (refuse_mount_point(cli.mountpoint) != 0 ||
+	    fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
 	/* With direct_io nothing of ours is cached. */
 	pages.se = se;

@@ -359,3 +359,42 @@ def test_help_lists_every_option_and_version():
     assert "default: 10" not in r.stdout and "default: -1" not in r.stdout
     r = run_rankfs(["--version"])
     assert r.returncode == 0 and r.stdout.startswith("rankfs ")
+
+
+@pytest.mark.parametrize("foreground", [True, False],
+                         ids=["foreground", "background"])
+def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
+    """A second mount on a mount point would hide the first, which would
+    go on unseen: refused before mounting, naming what is there."""
+    import subprocess
+    from conftest import mount_entry
+    first = mounts(files["good"], "dataset=/x,batch_size=10")
+    before = np.load(first.file("batch", 0, 0, 1))
+    for spelling in (first.mnt, first.mnt + "/"):
+        r = run_rankfs((["-f"] if foreground else []) +
+                       ["-o", "dataset=/x,batch_size=10", files["h5ad"],
+                        spelling])
+        assert r.returncode == 1, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert lines == [f"rankfs: mountpoint {first.mnt} is already a "
+                         f"mount point (fuse.rankfs from {files['good']}); "
+                         "unmount it first or mount elsewhere"], r.stderr
+    # The first mount is the one still there, and still serves.
+    assert first.json("config.json")["dataset"] == "/x"
+    assert np.array_equal(np.load(first.file("batch", 0, 0, 1)), before)
+    assert first.proc.poll() is None
+    if os.geteuid() == 0:  # any file system: a tmpfs
+        t = tmp_path / "tmp"
+        t.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "scratch", str(t)],
+                       check=True)
+        try:
+            r = run_rankfs((["-f"] if foreground else []) +
+                           ["-o", "dataset=/x", files["good"], t])
+            assert r.returncode == 1, r.stderr
+            assert r.stderr == (f"rankfs: mountpoint {t} is already a "
+                                "mount point (tmpfs from scratch); unmount "
+                                "it first or mount elsewhere\n")
+            assert mount_entry(t)[2] == "tmpfs"  # still on top
+        finally:
+            subprocess.run(["umount", str(t)], check=True)
