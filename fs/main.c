@@ -1,5 +1,6 @@
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -54,6 +55,71 @@ static int refuse_mount_point(const char *mountpoint)
 		"unmount it first or mount elsewhere\n",
 		mountpoint, e.fstype, e.source);
 	return -1;
+}
+
+/* Whether st, log_file's file, may not take log lines: anything but a
+ * regular file (a FIFO, a device, a directory), or a file the view
+ * reads. @return 0, or -1 said on stderr. */
+static int refuse_log_file(const char *path, const struct stat *st,
+			   const struct rfs_view *view)
+{
+	if (!S_ISREG(st->st_mode)) {
+		fprintf(stderr,
+			"rankfs: option log_file=%s: not a regular file\n",
+			path);
+		return -1;
+	}
+	const char *src = rfs_view_source_reading(view, st->st_dev, st->st_ino);
+	if (!src)
+		return 0;
+	struct stat s;
+	if (stat(src, &s) == 0 && s.st_dev == st->st_dev &&
+	    s.st_ino == st->st_ino)
+		fprintf(stderr, "rankfs: option log_file=%s is the source %s\n",
+			path, src);
+	else
+		fprintf(stderr,
+			"rankfs: option log_file=%s is a file the source %s "
+			"reads rows from\n",
+			path, src);
+	return -1;
+}
+
+/* log_file: a regular file, or a new one, that no source is. The source
+ * is never opened for writing, so it is looked at first (through links);
+ * and an open that would block (a FIFO without a reader) must not hang
+ * the mount: O_NONBLOCK, which changes nothing for a regular file. What
+ * was opened is looked at again, in case the name changed in between.
+ * @return 0, or -1 said on stderr. */
+static int open_log_file(const char *path, const struct rfs_view *view)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && refuse_log_file(path, &st, view) != 0)
+		return -1; /* else a new file, or the open says why not */
+	int fd = open(path,
+		      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY |
+			      O_CLOEXEC,
+		      0666);
+	if (fd < 0) {
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (refuse_log_file(path, &st, view) != 0) {
+		close(fd);
+		return -1;
+	}
+	int rc = rfs_log_set_fd(fd);
+	if (rc != 0)
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
+			strerror(-rc));
+	return rc == 0 ? 0 : -1;
 }
 
 /* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped), as do
@@ -152,17 +218,15 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	if (!cli.fuse.foreground && rfs_daemon_start() != 0)
 		goto out_opts;
-	if (cli.config.log_file &&
-	    (rc = rfs_log_set_file(cli.config.log_file)) != 0) {
-		fprintf(stderr, "rankfs: option log_file=%s: %s\n",
-			cli.config.log_file, strerror(-rc));
-		goto out_opts;
-	}
 	if (rfs_view_create(&cli.config, cli.sources, cli.nsources, &fs.view,
 			    err, sizeof(err)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", err);
 		goto out_opts;
 	}
+	/* Once the sources are open, to know them. */
+	if (cli.config.log_file &&
+	    open_log_file(cli.config.log_file, fs.view) != 0)
+		goto out_view;
 	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
 	fs.max_read = cli.max_read;
 	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
