@@ -373,14 +373,16 @@ def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
     before = np.load(first.file("batch", 0, 0, 1))
     for spelling in (first.mnt, first.mnt + "/"):
         r = run_rankfs((["-f"] if foreground else []) +
-                       ["-o", "dataset=/x,batch_size=10", files["h5ad"],
-                        spelling])
+                       ["-o", "batch_size=10", files["h5ad"], spelling])
+        if r.returncode == 0:  # mounted over the first: take it away
+            subprocess.run(["fusermount3", "-u", first.mnt])
         assert r.returncode == 1, r.stderr
         lines = r.stderr.strip().splitlines()
         assert lines == [f"rankfs: mountpoint {first.mnt} is already a "
                          f"mount point (fuse.rankfs from {files['good']}); "
                          "unmount it first or mount elsewhere"], r.stderr
-    # The first mount is the one still there, and still serves.
+    # The first mount is the one still there, and still serves (the
+    # second would say /X, AnnData's).
     assert first.json("config.json")["dataset"] == "/x"
     assert np.array_equal(np.load(first.file("batch", 0, 0, 1)), before)
     assert first.proc.poll() is None
@@ -392,6 +394,8 @@ def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
         try:
             r = run_rankfs((["-f"] if foreground else []) +
                            ["-o", "dataset=/x", files["good"], t])
+            if r.returncode == 0:
+                subprocess.run(["fusermount3", "-u", str(t)])
             assert r.returncode == 1, r.stderr
             assert r.stderr == (f"rankfs: mountpoint {t} is already a "
                                 "mount point (tmpfs from scratch); unmount "
@@ -430,6 +434,8 @@ def test_log_file_only_a_regular_file_not_a_source(files, tmp_path,
                          ["-o", "dataset=/x", f"--log-file={log}"]):
             # A FIFO used to block the open: a hang fails the test.
             r = run_rankfs(fg + spelling + [src, mnt], timeout=20)
+            if is_mounted(mnt):
+                subprocess.run(["fusermount3", "-u", str(mnt)])
             assert r.returncode == 1, r.stderr
             sep = "" if why.startswith(":") else " "
             assert r.stderr == \
