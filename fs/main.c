@@ -250,8 +250,8 @@ int main(int argc, char *argv[])
 		goto out_view;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	/* The directory under the mount, to tell the mount's answer from
-	 * its (daemon.h). */
+	/* The directory under the mount: a probe that reaches it, not the
+	 * mount, finds the mount gone (daemon.h). */
 	struct stat under;
 	if (stat(cli.mountpoint, &under) != 0) {
 		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli.mountpoint,
