@@ -2,13 +2,27 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int ready_fd = -1; /* child's end of the pipe to the parent */
+#include "quiet_thread.h"
+
+/* The child's end of the pipe to the parent: -1 in the foreground and
+ * once the parent is released. Changed by the prober thread while it
+ * runs, read by rfs_daemon_end() after joining it. */
+static int ready_fd = -1;
+
+static struct {
+	pthread_t thread;
+	int started;
+	char *path;
+	dev_t under_dev;
+} prober;
 
 void rfs_daemon_keep_std_fds(void)
 {
@@ -82,4 +96,47 @@ void rfs_daemon_ready(void)
 	}
 	close(ready_fd);
 	ready_fd = -1;
+}
+
+static void *probe(void *arg)
+{
+	(void)arg;
+	struct stat st;
+	int rc;
+	do
+		rc = stat(prober.path, &st);
+	while (rc != 0 && errno == EINTR);
+	if (rc == 0 && st.st_dev != prober.under_dev)
+		rfs_daemon_ready();
+	return NULL;
+}
+
+int rfs_daemon_ready_when_answered(const char *probe_path, dev_t under_dev)
+{
+	if (ready_fd < 0)
+		return 0;
+	prober.path = strdup(probe_path);
+	if (!prober.path)
+		return -ENOMEM;
+	prober.under_dev = under_dev;
+	int rc = rfs_quiet_thread_create(&prober.thread, "rankfs-ready", probe,
+					 NULL);
+	if (rc != 0) {
+		free(prober.path);
+		prober.path = NULL;
+		return rc;
+	}
+	prober.started = 1;
+	return 0;
+}
+
+int rfs_daemon_end(void)
+{
+	if (prober.started) {
+		pthread_join(prober.thread, NULL);
+		prober.started = 0;
+	}
+	free(prober.path);
+	prober.path = NULL;
+	return ready_fd < 0;
 }

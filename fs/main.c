@@ -1,5 +1,6 @@
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -13,26 +14,9 @@
 #include "fs.h"
 #include "page_drop.h"
 #include "log.h"
+#include "mountinfo.h"
 #include "opts.h"
 #include "stop_signal.h"
-
-/* mountinfo writes space, tab, newline and backslash in a path as \ooo
- * (octal): decodes them in place. */
-static void unescape_octal(char *s)
-{
-	char *out = s;
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
-					(s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
-	}
-	*out = '\0';
-}
 
 /* The kernel gives a FUSE mount 128 KiB of readahead whatever init asks;
  * its backing device's read_ahead_kb can be raised by root. Found through
@@ -41,21 +25,10 @@ static void unescape_octal(char *s)
  * never fatal. */
 static void raise_readahead(const char *mountpoint)
 {
-	char line[8192], dev[64] = "";
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
+	struct rfs_mount_entry e;
+	if (rfs_mountinfo_find(NULL, mountpoint, &e) != 0)
 		return;
-	while (fgets(line, sizeof(line), f)) {
-		char majmin[64], point[4096];
-		if (sscanf(line, "%*s %*s %63s %*s %4095s", majmin, point) != 2)
-			continue;
-		unescape_octal(point);
-		if (strcmp(point, mountpoint) == 0)
-			snprintf(dev, sizeof(dev), "%s", majmin);
-	}
-	fclose(f);
-	if (!dev[0])
-		return;
+	const char *dev = e.majmin;
 	char path[128];
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
 	FILE *ra = fopen(path, "we");
@@ -66,6 +39,87 @@ static void raise_readahead(const char *mountpoint)
 			"%s",
 			path);
 	}
+}
+
+/* A mount on a mount point would hide what is mounted there (another
+ * rankfs mount, a tmpfs), which goes on living unseen: refused, naming
+ * it. Checked before the fork, and again just before mounting, since the
+ * sources may take long to open. @return 0 or -1 (said on stderr). */
+static int refuse_mount_point(const char *mountpoint)
+{
+	struct rfs_mount_entry e;
+	if (rfs_mountinfo_find(NULL, mountpoint, &e) != 0)
+		return 0;
+	fprintf(stderr,
+		"rankfs: mountpoint %s is already a mount point (%s from %s); "
+		"unmount it first or mount elsewhere\n",
+		mountpoint, e.fstype, e.source);
+	return -1;
+}
+
+/* Whether st, log_file's file, may not take log lines: anything but a
+ * regular file (a FIFO, a device, a directory), or a file the view
+ * reads. @return 0, or -1 said on stderr. */
+static int refuse_log_file(const char *path, const struct stat *st,
+			   const struct rfs_view *view)
+{
+	if (!S_ISREG(st->st_mode)) {
+		fprintf(stderr,
+			"rankfs: option log_file=%s: not a regular file\n",
+			path);
+		return -1;
+	}
+	const char *src = rfs_view_source_reading(view, st->st_dev, st->st_ino);
+	if (!src)
+		return 0;
+	struct stat s;
+	if (stat(src, &s) == 0 && s.st_dev == st->st_dev &&
+	    s.st_ino == st->st_ino)
+		fprintf(stderr, "rankfs: option log_file=%s is the source %s\n",
+			path, src);
+	else
+		fprintf(stderr,
+			"rankfs: option log_file=%s is a file the source %s "
+			"reads rows from\n",
+			path, src);
+	return -1;
+}
+
+/* log_file: a regular file, or a new one, that no source is. The source
+ * is never opened for writing, so it is looked at first (through links);
+ * and an open that would block (a FIFO without a reader) must not hang
+ * the mount: O_NONBLOCK, which changes nothing for a regular file. What
+ * was opened is looked at again, in case the name changed in between.
+ * @return 0, or -1 said on stderr. */
+static int open_log_file(const char *path, const struct rfs_view *view)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && refuse_log_file(path, &st, view) != 0)
+		return -1; /* else a new file, or the open says why not */
+	int fd = open(path,
+		      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY |
+			      O_CLOEXEC,
+		      0666);
+	if (fd < 0) {
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0) {
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (refuse_log_file(path, &st, view) != 0) {
+		close(fd);
+		return -1;
+	}
+	int rc = rfs_log_set_fd(fd);
+	if (rc != 0)
+		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
+			strerror(-rc));
+	return rc == 0 ? 0 : -1;
 }
 
 /* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped), as do
@@ -151,7 +205,7 @@ int main(int argc, char *argv[])
 	struct pages pages = { 0 };
 	struct fuse_session *se = NULL;
 	char err[1024];
-	int status = 1;
+	int status = 1, looped = 0;
 
 	rfs_daemon_keep_std_fds();
 	bound_allocator();
@@ -160,20 +214,21 @@ int main(int argc, char *argv[])
 		status = rc > 0 ? 0 : 1;
 		goto out_opts;
 	}
+	if (refuse_mount_point(cli.mountpoint) != 0)
+		goto out_opts;
 	if (!cli.fuse.foreground && rfs_daemon_start() != 0)
 		goto out_opts;
-	if (cli.config.log_file &&
-	    (rc = rfs_log_set_file(cli.config.log_file)) != 0) {
-		fprintf(stderr, "rankfs: option log_file=%s: %s\n",
-			cli.config.log_file, strerror(-rc));
-		goto out_opts;
-	}
 	if (rfs_view_create(&cli.config, cli.sources, cli.nsources, &fs.view,
 			    err, sizeof(err)) != 0) {
 		fprintf(stderr, "rankfs: %s\n", err);
 		goto out_opts;
 	}
+	/* Once the sources are open, to know them. */
+	if (cli.config.log_file &&
+	    open_log_file(cli.config.log_file, fs.view) != 0)
+		goto out_view;
 	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
+	fs.max_read = cli.max_read;
 	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
 				 rfs_view_kinds(fs.view),
 				 rfs_view_has_npz(fs.view),
@@ -195,7 +250,16 @@ int main(int argc, char *argv[])
 		goto out_view;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	if (fuse_session_mount(se, cli.mountpoint) != 0)
+	/* The directory under the mount: a probe that reaches it, not the
+	 * mount, finds the mount gone (daemon.h). */
+	struct stat under;
+	if (stat(cli.mountpoint, &under) != 0) {
+		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli.mountpoint,
+			strerror(errno));
+		goto out_signals;
+	}
+	if (refuse_mount_point(cli.mountpoint) != 0 ||
+	    fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
 	/* With direct_io nothing of ours is cached. */
 	pages.se = se;
@@ -218,13 +282,26 @@ int main(int argc, char *argv[])
 	if (!cli.fuse.foreground && !cli.config.log_file)
 		rfs_log_silence_stderr();
 	raise_readahead(cli.mountpoint);
-	if (!cli.fuse.foreground)
-		rfs_daemon_ready();
+	/* The parent is released once the mount answers, INIT done. */
+	char *probe = NULL;
+	if (asprintf(&probe, "%s/config.json", cli.mountpoint) < 0)
+		probe = NULL;
+	rc = probe ? rfs_daemon_ready_when_answered(probe, under.st_dev) :
+		     -ENOMEM;
+	free(probe);
+	if (rc != 0) {
+		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
+			strerror(-rc));
+		rfs_page_drop_destroy(pages.drop);
+		rfs_page_store_destroy(fs.page_store);
+		goto out_unmount;
+	}
 
 	int kicks = rfs_stop_signal_start(se);
 	if (kicks != 0) /* libfuse's handlers stay: a stop may wait */
 		rfs_log("cannot start the signal helper: %s", strerror(-kicks));
 	rc = run_loop(se, &cli);
+	looped = 1;
 	int stopped = kicks == 0 ? rfs_stop_signal_end() : 0;
 	/* A stop signal is a clean end, whatever the loop returned; with
 	 * libfuse's own handlers (no helper) the loop returns the signal's
@@ -239,6 +316,21 @@ int main(int argc, char *argv[])
 	rfs_page_store_destroy(fs.page_store);
 out_unmount:
 	fuse_session_unmount(se);
+	/* A session that ended before it answered (INIT failed, or a stop
+	 * signal came first) leaves the parent waiting for our exit. */
+	if (!rfs_daemon_end()) {
+		if (looped && status != 0)
+			fprintf(stderr,
+				"rankfs: %s: the FUSE session ended before the "
+				"mount answered (%s)\n",
+				cli.mountpoint, strerror(rc < 0 ? -rc : EIO));
+		else if (looped)
+			fprintf(stderr,
+				"rankfs: %s: stopped before the mount "
+				"answered\n",
+				cli.mountpoint);
+		status = 1;
+	}
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

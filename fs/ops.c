@@ -131,7 +131,15 @@ static int decode(fuse_req_t req, fuse_ino_t ino, struct rfs_node *n)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct rfs_fs *fs = userdata;
+	/* libfuse 3.14 fails INIT (EPROTO) unless this equals its
+	 * max_read mount option (0 when none): the kernel takes that
+	 * option, at least 4096, as the largest read it sends. */
+	conn->max_read = fs->max_read;
+	/* Fault injection for the tests (test_lifecycle.py): the session
+	 * fails at INIT, as it did when this was left 0. */
+	if (getenv("RANKFS_FAULT_INIT"))
+		conn->max_read = fs->max_read + 1;
 	/* The kernel caps this at its own offer; main.c raises the bdi. */
 	conn->max_readahead = 1 << 20;
 	/* Readahead and page-cache reads are background requests: the

@@ -124,6 +124,9 @@ static int take_option(struct parse_state *st, const char *arg)
 		st->has_fsname |= strcmp(key, "fsname") == 0;
 		st->has_subtype |= strcmp(key, "subtype") == 0;
 		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
+		/* Checked above: 1 .. UINT32_MAX. libfuse keeps the last. */
+		if (strcmp(key, "max_read") == 0)
+			st->cli->max_read = (unsigned)strtoul(eq + 1, NULL, 10);
 		return 1; /* libfuse's: keep */
 	}
 	if (kind == RFS_MOUNTOPT_IGNORED)

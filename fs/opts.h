@@ -14,6 +14,7 @@ struct rfs_cli {
 	struct fuse_args args; /* what is left for fuse_session_new() */
 	struct fuse_cmdline_opts fuse; /* -f, -d, -s, max_threads, ... */
 	int max_threads_given; /* -o max_threads= was on the command line */
+	unsigned max_read; /* -o max_read=N's N (the last one), 0: not given */
 };
 
 /* Parses argv. Prints errors (one line naming the culprit) to stderr and

@@ -322,6 +322,15 @@ size_t rfs_dataset_files(const struct rfs_dataset *d)
 	return d->nfiles;
 }
 
+const char *rfs_dataset_file_reading(const struct rfs_dataset *d, dev_t dev,
+				     ino_t ino)
+{
+	for (size_t i = 0; i < rfs_dataset_files(d); i++)
+		if (rfs_source_reads_file(d->files[i], dev, ino))
+			return rfs_source_info(d->files[i])->path;
+	return NULL;
+}
+
 struct rfs_source *rfs_dataset_source(const struct rfs_dataset *d, size_t i)
 {
 	return d->files[i];

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "column.h"
 #include "dtype.h"
@@ -31,6 +32,11 @@ const struct rfs_source_info *rfs_dataset_file(const struct rfs_dataset *d,
 					       size_t i);
 /* File i's source (its state: rfs_source_state()); valid until destroy. */
 struct rfs_source *rfs_dataset_source(const struct rfs_dataset *d, size_t i);
+/* The path (as rfs_dataset_file()'s) of the first file whose source is
+ * the file dev/ino or reads rows from it (rfs_source_reads_file()), or
+ * NULL if none does. Valid until destroy. */
+const char *rfs_dataset_file_reading(const struct rfs_dataset *d, dev_t dev,
+				     ino_t ino);
 /* The global id of file i's first row. */
 uint64_t rfs_dataset_file_start(const struct rfs_dataset *d, size_t i);
 

@@ -1,10 +1,12 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 static FILE *log_stream; /* NULL: stderr; written once before threads */
 static int silenced;
@@ -12,9 +14,18 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int rfs_log_set_file(const char *path)
 {
-	FILE *f = fopen(path, "ae");
-	if (!f)
-		return -errno;
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+	return fd < 0 ? -errno : rfs_log_set_fd(fd);
+}
+
+int rfs_log_set_fd(int fd)
+{
+	FILE *f = fdopen(fd, "a");
+	if (!f) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
 	setvbuf(f, NULL, _IOLBF, 0);
 	log_stream = f;
 	return 0;

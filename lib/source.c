@@ -228,6 +228,11 @@ out:
 	return rc;
 }
 
+int rfs_source_reads_file(const struct rfs_source *s, dev_t dev, ino_t ino)
+{
+	return s->ops->reads_file(s, dev, ino);
+}
+
 enum rfs_source_state rfs_source_state(struct rfs_source *s)
 {
 	return s->ops->state(s);

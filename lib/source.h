@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "dtype.h"
 
@@ -121,6 +122,12 @@ enum rfs_source_state rfs_source_state(struct rfs_source *s);
 /* "ok", "replaced: serving the file opened at mount" or "changed in
  * place: EIO for new batches". */
 const char *rfs_source_state_name(enum rfs_source_state st);
+
+/* 1 if the file dev/ino is the source's file as opened, or one its
+ * served rows are read from (an external link's target, a virtual
+ * dataset's source file), else 0: a file rankfs must never write, such
+ * as a log file (fs/main.c). Thread-safe. */
+int rfs_source_reads_file(const struct rfs_source *s, dev_t dev, ino_t ino);
 
 /* Accepts NULL. */
 void rfs_source_destroy(struct rfs_source *s);

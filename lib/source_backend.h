@@ -7,6 +7,8 @@
 #ifndef RFS_SOURCE_BACKEND_H
 #define RFS_SOURCE_BACKEND_H
 
+#include <sys/types.h>
+
 #include "source.h"
 
 /* The two arrays of a CSR matrix besides indptr. */
@@ -31,6 +33,8 @@ struct rfs_source_ops {
 	int (*check_unchanged)(struct rfs_source *s);
 	/* As rfs_source_state(). */
 	enum rfs_source_state (*state)(struct rfs_source *s);
+	/* As rfs_source_reads_file(). */
+	int (*reads_file)(const struct rfs_source *s, dev_t dev, ino_t ino);
 	/* Bytes a read_rows of one row allocates for itself. */
 	size_t (*row_scratch)(const struct rfs_source *s);
 	/* Frees everything; called once, on a source its open returned. */

@@ -568,6 +568,7 @@ static const struct rfs_source_ops ops = {
 	.read_column = rfs_hdf5_read_column,
 	.check_unchanged = rfs_hdf5_check_unchanged,
 	.state = rfs_hdf5_state,
+	.reads_file = rfs_hdf5_reads_file,
 	.row_scratch = rfs_hdf5_row_scratch,
 	.close = close_source,
 };

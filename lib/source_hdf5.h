@@ -113,6 +113,7 @@ int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
 				  size_t errlen);
 int rfs_hdf5_check_unchanged(struct rfs_source *base);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
+int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);
 
 /* source_hdf5_vlen.c: n variable-length strings of a dataset (attr 0)
  * or attribute (attr 1) read as mem, in a child process (a damaged

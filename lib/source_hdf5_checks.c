@@ -429,6 +429,18 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base)
 	return -EIO;
 }
 
+int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino)
+{
+	const struct hdf5_source *s = (const struct hdf5_source *)base;
+	if (s->opened.st_dev == dev && s->opened.st_ino == ino)
+		return 1;
+	for (size_t i = 0; i < s->nlinked; i++)
+		if (s->linked[i].opened.st_dev == dev &&
+		    s->linked[i].opened.st_ino == ino)
+			return 1;
+	return 0;
+}
+
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;

@@ -356,6 +356,12 @@ const char *rfs_view_config_json(const struct rfs_view *v, size_t *len)
 	return v->config_json;
 }
 
+const char *rfs_view_source_reading(const struct rfs_view *v, dev_t dev,
+				    ino_t ino)
+{
+	return rfs_dataset_file_reading(v->dataset, dev, ino);
+}
+
 const char *rfs_view_dataset_json(const struct rfs_view *v, size_t *len)
 {
 	*len = v->dataset_json_len;

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cache.h"
 #include "config.h"
@@ -25,6 +26,13 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 
 /* No entries may be held. Accepts NULL and half-built views. */
 void rfs_view_destroy(struct rfs_view *v);
+
+/* The path of the source file that is the file dev/ino, or whose rows
+ * are read from it (rfs_dataset_file_reading()); NULL if none. For
+ * refusing a log file that would write into a source. Valid for the
+ * view's life. */
+const char *rfs_view_source_reading(const struct rfs_view *v, dev_t dev,
+				    ino_t ino);
 
 /* Effective options (dataset and total_size resolved). Valid for the
  * view's life. */

@@ -7,7 +7,8 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import is_mounted, run_rankfs, write_h5, write_h5ad
+from conftest import (RANKFS, is_mounted, run_rankfs, wait_mounted,
+                      write_h5, write_h5ad)
 
 N = 300
 
@@ -359,3 +360,109 @@ def test_help_lists_every_option_and_version():
     assert "default: 10" not in r.stdout and "default: -1" not in r.stdout
     r = run_rankfs(["--version"])
     assert r.returncode == 0 and r.stdout.startswith("rankfs ")
+
+
+@pytest.mark.parametrize("foreground", [True, False],
+                         ids=["foreground", "background"])
+def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
+    """A second mount on a mount point would hide the first, which would
+    go on unseen: refused before mounting, naming what is there."""
+    import subprocess
+    from conftest import mount_entry
+    first = mounts(files["good"], "dataset=/x,batch_size=10")
+    before = np.load(first.file("batch", 0, 0, 1))
+    for spelling in (first.mnt, first.mnt + "/"):
+        r = run_rankfs((["-f"] if foreground else []) +
+                       ["-o", "batch_size=10", files["h5ad"], spelling])
+        if r.returncode == 0:  # mounted over the first: take it away
+            subprocess.run(["fusermount3", "-u", first.mnt])
+        assert r.returncode == 1, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert lines == [f"rankfs: mountpoint {first.mnt} is already a "
+                         f"mount point (fuse.rankfs from {files['good']}); "
+                         "unmount it first or mount elsewhere"], r.stderr
+    # The first mount is the one still there, and still serves (the
+    # second would say /X, AnnData's).
+    assert first.json("config.json")["dataset"] == "/x"
+    assert np.array_equal(np.load(first.file("batch", 0, 0, 1)), before)
+    assert first.proc.poll() is None
+    if os.geteuid() == 0:  # any file system: a tmpfs
+        t = tmp_path / "tmp"
+        t.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "scratch", str(t)],
+                       check=True)
+        try:
+            r = run_rankfs((["-f"] if foreground else []) +
+                           ["-o", "dataset=/x", files["good"], t])
+            if r.returncode == 0:
+                subprocess.run(["fusermount3", "-u", str(t)])
+            assert r.returncode == 1, r.stderr
+            assert r.stderr == (f"rankfs: mountpoint {t} is already a "
+                                "mount point (tmpfs from scratch); unmount "
+                                "it first or mount elsewhere\n")
+            assert mount_entry(t)[2] == "tmpfs"  # still on top
+        finally:
+            subprocess.run(["umount", str(t)], check=True)
+
+
+@pytest.mark.parametrize("foreground", [True, False],
+                         ids=["foreground", "background"])
+def test_log_file_only_a_regular_file_not_a_source(files, tmp_path,
+                                                   foreground):
+    """log_file once appended log lines into a source it named (which
+    rankfs must never write), and a FIFO hung the mount for good. Both
+    are refused before the log is opened, the source through a link
+    too, and so is anything else but a regular file; a new file works."""
+    import hashlib
+    import shutil
+    import subprocess
+    src = tmp_path / "src.h5"
+    shutil.copyfile(files["good"], src)
+    os.symlink(src, tmp_path / "link.h5")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    before = (hashlib.sha256(src.read_bytes()).hexdigest(),
+              os.stat(src).st_mtime_ns)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    fg = ["-f"] if foreground else []
+    for log, why in [(src, f"is the source {src}"),
+                     (tmp_path / "link.h5", f"is the source {src}"),
+                     (tmp_path / "fifo", ": not a regular file"),
+                     (tmp_path / "dir", ": not a regular file")]:
+        for spelling in (["-o", f"dataset=/x,log_file={log}"],
+                         ["-o", "dataset=/x", f"--log-file={log}"]):
+            # A FIFO used to block the open: a hang fails the test.
+            r = run_rankfs(fg + spelling + [src, mnt], timeout=20)
+            if is_mounted(mnt):
+                subprocess.run(["fusermount3", "-u", str(mnt)])
+            assert r.returncode == 1, r.stderr
+            sep = "" if why.startswith(":") else " "
+            assert r.stderr == \
+                f"rankfs: option log_file={log}{sep}{why}\n", r.stderr
+            assert not is_mounted(mnt)
+    assert (hashlib.sha256(src.read_bytes()).hexdigest(),
+            os.stat(src).st_mtime_ns) == before
+    # A new file is made and takes the log.
+    new = tmp_path / "new.log"
+    proc = None
+    try:
+        if foreground:
+            proc = subprocess.Popen(
+                [RANKFS, "-f", "-o", f"dataset=/x,log_file={new}",
+                 str(src), str(mnt)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE)
+            wait_mounted(str(mnt), proc, str(new))
+        else:
+            r = run_rankfs(["-o", f"dataset=/x,log_file={new}", src, mnt])
+            assert r.returncode == 0, r.stderr
+            assert is_mounted(mnt)
+        assert os.path.isfile(new)
+        assert np.load(mnt / "epoch/0/rank/0/batch/000000.npy").shape == \
+            (256, 4)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    if proc is not None:
+        assert proc.wait(timeout=20) == 0, proc.stderr.read()
+    assert (hashlib.sha256(src.read_bytes()).hexdigest(),
+            os.stat(src).st_mtime_ns) == before

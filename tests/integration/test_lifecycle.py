@@ -185,3 +185,69 @@ def test_helper_threads_are_named(mounts, source, options, prefetchers,
     assert names.count("rankfs-prefetch") == prefetchers, names
     assert names.count("rankfs-drop") == droppers, names
     assert "rankfs" in names, names  # the main thread
+
+
+@pytest.mark.parametrize("foreground", [True, False],
+                         ids=["foreground", "background"])
+@pytest.mark.parametrize("direct_io", ["", ",direct_io"],
+                         ids=["page_cache", "direct_io"])
+def test_max_read_mounts_and_serves(tmp_path, foreground, direct_io):
+    """-o max_read=N once ended the session at the kernel's INIT
+    (libfuse wants init() to repeat the option) while the background
+    command exited 0 with nothing mounted. Batches of 256,000 bytes are
+    read in 64 KiB requests."""
+    src = write_h5(str(tmp_path / "s.h5"), {
+        "x": np.arange(256000, dtype=np.float32).reshape(4000, 64)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    options = f"dataset=/x,batch_size=1000,max_read=65536{direct_io}"
+    log = str(tmp_path / "log")
+    proc = None
+    try:
+        if foreground:
+            proc = start_daemon(str(mnt), [src], options, log=log)
+            wait_mounted(str(mnt), proc, log)
+        else:
+            r = subprocess.run([RANKFS, "-o", options, src, str(mnt)],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+            assert r.stderr == ""
+            assert is_mounted(mnt)
+        rows = np.arange(256000, dtype=np.float32).reshape(4000, 64)
+        for k in range(2):
+            batch = np.load(mnt / f"epoch/0/rank/0/batch/{k:06d}.npy")
+            index = np.load(mnt / f"epoch/0/rank/0/index/{k:06d}.npy")
+            assert batch.shape == (1000, 64)
+            assert np.array_equal(batch, rows[index])
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert wait_gone(mnt)
+    if proc is not None:
+        assert proc.wait(timeout=20) == 0, open(log).read()
+
+
+def test_session_failing_at_init_fails_the_background_start(source,
+                                                            tmp_path):
+    """The kernel sends INIT once the mount exists; a session that fails
+    there (as -o max_read once did) made the background command exit 0
+    with nothing mounted. The parent now waits for the mount to answer.
+    RANKFS_FAULT_INIT makes the daemon's init() disagree with libfuse."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(os.environ, RANKFS_FAULT_INIT="1")
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10", source,
+                        str(mnt)], capture_output=True, text=True,
+                       timeout=30, env=env)
+    try:
+        assert r.returncode == 1, r.stderr
+        assert (f"rankfs: {mnt}: the FUSE session ended before the mount "
+                "answered (Protocol error)") in r.stderr, r.stderr
+        assert not is_mounted(mnt)
+        end = time.monotonic() + 10
+        while daemon_pids(mnt) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not daemon_pids(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)])

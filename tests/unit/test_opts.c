@@ -189,6 +189,29 @@ static void test_log_file_both_spellings(void **state)
 	rfs_opts_free(&cli);
 }
 
+/* op_init must repeat libfuse's max_read (the last one given), or
+ * libfuse ends the session at INIT. */
+static void test_max_read_kept_for_init(void **state)
+{
+	(void)state;
+	struct rfs_cli cli;
+	struct parsed p;
+	char *none[] = { "rankfs", "x.h5", mnt, NULL };
+	parse(none, 2, &cli, &p);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(cli.max_read, 0);
+	rfs_opts_free(&cli);
+	char *two[] = { "rankfs", "-o", "max_read=65536,max_read=4096",
+			"x.h5",	  mnt,	NULL };
+	parse(two, 2, &cli, &p);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(cli.max_read, 4096);
+	char args[4096];
+	fuse_args_of(&cli, args, sizeof(args));
+	assert_non_null(strstr(args, "max_read=4096"));
+	rfs_opts_free(&cli);
+}
+
 static void test_help_and_version_print_and_stop(void **state)
 {
 	(void)state;
@@ -279,6 +302,7 @@ int main(void)
 		cmocka_unit_test(test_mount_words_dropped_and_names_kept),
 		cmocka_unit_test(test_fsname_commas_escaped),
 		cmocka_unit_test(test_log_file_both_spellings),
+		cmocka_unit_test(test_max_read_kept_for_init),
 		cmocka_unit_test(test_help_and_version_print_and_stop),
 		cmocka_unit_test(test_bad_command_lines_name_the_culprit),
 	};

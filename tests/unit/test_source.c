@@ -807,6 +807,15 @@ static void test_virtual_dataset_sources(void **state)
 	write_vds(vds, "part.h5"); /* beside the virtual dataset */
 	struct rfs_source *s = open_ok(vds, "/X");
 	check_f32_rows(s, scattered, N_SCATTERED);
+	/* Files never to write (a log_file): itself and its source file. */
+	struct stat self, part, other;
+	assert_int_equal(stat(vds, &self), 0);
+	assert_int_equal(stat(file_in(f, "part.h5"), &part), 0);
+	assert_int_equal(stat(log_path, &other), 0);
+	assert_int_equal(rfs_source_reads_file(s, self.st_dev, self.st_ino), 1);
+	assert_int_equal(rfs_source_reads_file(s, part.st_dev, part.st_ino), 1);
+	assert_int_equal(rfs_source_reads_file(s, other.st_dev, other.st_ino),
+			 0);
 	rfs_source_destroy(s);
 	/* A source file that is not there: rows of fill values otherwise. */
 	write_vds(vds, "gone.h5");
