@@ -234,6 +234,12 @@ def test_content_hash_xattr(mounts, tmp_path):
     with pytest.raises(OSError):
         os.getxattr(files[0], "user.other")
     assert os.listxattr(m.path("config.json")) == []
+    # The command docs/usage.md gives (getfattr: package attr, which
+    # scripts/setup installs).
+    out = subprocess.run(["getfattr", "-n", "user.rankfs.xxh3",
+                          "--only-values", files[0]],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout == os.getxattr(files[0], "user.rankfs.xxh3").decode()
 
 
 def test_debugging_session_example(fashion, tmp_path):
