@@ -2,12 +2,13 @@
 nothing left mounted, in the foreground and in the background."""
 import os
 import re
+import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import is_mounted, run_rankfs, write_h5, write_h5ad
+from conftest import RANKFS_PLAN, is_mounted, run_rankfs, write_h5, write_h5ad
 
 N = 300
 
@@ -359,3 +360,22 @@ def test_help_lists_every_option_and_version():
     assert "default: 10" not in r.stdout and "default: -1" not in r.stdout
     r = run_rankfs(["--version"])
     assert r.returncode == 0 and r.stdout.startswith("rankfs ")
+
+
+def test_plan_help_and_version():
+    """rankfs-plan --help is a usage text, not "'--help' is not a
+    number"; both exit 0."""
+    for flag in ("--help", "-h"):
+        r = subprocess.run([RANKFS_PLAN, flag], capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert r.stdout.startswith("usage: rankfs-plan --rows N")
+        assert "--time" in r.stdout and "EPOCH RANK BATCH" in r.stdout
+    for flag in ("--version", "-V"):
+        r = subprocess.run([RANKFS_PLAN, flag], capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and r.stdout.startswith("rankfs-plan ")
+    r = subprocess.run([RANKFS_PLAN, "--bogus"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("rankfs-plan: unknown option '--bogus'\n")
