@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "mountopt.h"
 #include "parse.h"
 #include "plan.h"
 #include "rowset.h"
@@ -53,11 +54,24 @@ static void print_help(void)
 	       "saying why.\nSee docs/sampling.md.\n");
 }
 
-static int apply_options(struct rfs_config *c, char *list)
+/* The options of list, an -o argument; next is the argument after it
+ * (NULL: none), for errors. */
+static int apply_options(struct rfs_config *c, char *list, const char *next)
 {
-	char err[256];
+	char err[512];
+	/* Refused as a mount refuses them, though strtok would skip it. */
+	if (rfs_mountopt_list_has_empty(list) &&
+	    rfs_mountopt_explain_space("", list, next, err, sizeof(err))) {
+		fprintf(stderr, "rankfs-plan: %s\n", err);
+		return -1;
+	}
 	for (char *save = NULL, *opt = strtok_r(list, ",", &save); opt;
 	     opt = strtok_r(NULL, ",", &save)) {
+		if (rfs_mountopt_explain_space(opt, NULL, NULL, err,
+					       sizeof(err))) {
+			fprintf(stderr, "rankfs-plan: %s\n", err);
+			return -1;
+		}
 		char *eq = strchr(opt, '=');
 		if (eq)
 			*eq = '\0';
@@ -135,7 +149,10 @@ int main(int argc, char *argv[])
 			if (number(argv[++i], &rows) != 0)
 				goto out;
 		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-			if (apply_options(&c, argv[++i]) != 0)
+			i++;
+			if (apply_options(&c, argv[i],
+					  i + 1 < argc ? argv[i + 1] : NULL) !=
+			    0)
 				goto out;
 		} else if (strcmp(argv[i], "--time") == 0) {
 			timing = 1;
