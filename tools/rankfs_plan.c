@@ -157,7 +157,11 @@ int main(int argc, char *argv[])
 		} else if (strcmp(argv[i], "--time") == 0) {
 			timing = 1;
 		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "rankfs-plan: unknown option '%s'\n",
+			int valued = strcmp(argv[i], "-o") == 0 ||
+				     strcmp(argv[i], "--rows") == 0;
+			fprintf(stderr, "rankfs-plan: %s '%s'\n",
+				valued ? "a value must follow" :
+					 "unknown option",
 				argv[i]);
 			status = usage();
 			goto out;

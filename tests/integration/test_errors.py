@@ -379,3 +379,7 @@ def test_plan_help_and_version():
                        text=True)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("rankfs-plan: unknown option '--bogus'\n")
+    r = subprocess.run([RANKFS_PLAN, "--rows", "10", "-o"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("rankfs-plan: a value must follow '-o'\n")
