@@ -24,6 +24,8 @@ static const struct fuse_opt templates[] = {
 
 struct parse_state {
 	struct rfs_cli *cli;
+	int argc;
+	char **argv; /* the command line as given, for errors */
 	int action; /* 1: help or version printed */
 	int failed;
 	int has_fsname, has_subtype;
@@ -94,10 +96,39 @@ static void unknown_option(const char *key)
 	rfs_buf_free(&b);
 }
 
+/* The first -o argument holding an empty option, and the argument after
+ * it (NULL where none): libfuse hands proc one option at a time, without
+ * the list it came from. */
+static void empty_option_list(const struct parse_state *st, const char **list,
+			      const char **next)
+{
+	*list = *next = NULL;
+	for (int i = 1; i < st->argc && strcmp(st->argv[i], "--") != 0; i++) {
+		const char *l;
+		if (strcmp(st->argv[i], "-o") == 0 && i + 1 < st->argc)
+			l = st->argv[++i];
+		else if (strncmp(st->argv[i], "-o", 2) == 0)
+			l = st->argv[i] + 2;
+		else
+			continue;
+		if (rfs_mountopt_list_has_empty(l)) {
+			*list = l;
+			*next = i + 1 < st->argc ? st->argv[i + 1] : NULL;
+			return;
+		}
+	}
+}
+
 static int take_option(struct parse_state *st, const char *arg)
 {
-	char err[256], key[64];
-	const char *eq = strchr(arg, '=');
+	char err[512], key[64];
+	const char *eq = strchr(arg, '='), *list = NULL, *next = NULL;
+	if (!*arg)
+		empty_option_list(st, &list, &next);
+	if (rfs_mountopt_explain_space(arg, list, next, err, sizeof(err))) {
+		fprintf(stderr, "rankfs: %s\n", err);
+		return -1;
+	}
 	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
 	if (klen >= sizeof(key)) {
 		fprintf(stderr, "rankfs: unknown option '%.64s...'\n", arg);
@@ -275,7 +306,7 @@ static int add_fixed_options(struct rfs_cli *cli, int has_fsname,
 
 int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 {
-	struct parse_state st = { .cli = cli };
+	struct parse_state st = { .cli = cli, .argc = argc, .argv = argv };
 	memset(cli, 0, sizeof(*cli));
 	rfs_config_init(&cli->config);
 	cli->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);

@@ -40,7 +40,7 @@ struct rfs_cache {
 	struct rfs_cache_entry retired; /* sentinel: next retired last */
 	size_t bytes; /* of every entry with a buffer, being filled or not */
 	size_t retired_bytes, retired_limit; /* of the retired list */
-	uint64_t entries, hits, misses, room_waits;
+	uint64_t entries, hits, misses, prefetched, room_waits;
 	uint64_t next_ticket, turn; /* fills take room in the order asked */
 };
 
@@ -366,7 +366,7 @@ void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key)
 	 * would otherwise be undone as a retirement. */
 	struct rfs_cache_entry *e = find(c, key) ? NULL : insert(c, key);
 	if (e) {
-		c->misses++;
+		c->prefetched++;
 		fill_locked(c, e);
 		if (e->error == 0) {
 			release_locked(c, e);
@@ -416,6 +416,7 @@ void rfs_cache_counters(struct rfs_cache *c, struct rfs_cache_counters *out)
 	pthread_mutex_lock(&c->lock);
 	*out = (struct rfs_cache_counters){ .hits = c->hits,
 					    .misses = c->misses,
+					    .prefetched = c->prefetched,
 					    .bytes = c->bytes,
 					    .entries = c->entries,
 					    .room_waits = c->room_waits };

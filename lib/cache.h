@@ -78,8 +78,8 @@ void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e);
 
 /* Generates key's entry if it is not there (a get and a put), and
  * otherwise leaves it as it is: a prefetch that arrives after the reader
- * neither counts as a use nor undoes a retirement. Neither counted as a
- * hit nor as a miss when the entry is there. */
+ * neither counts as a use nor undoes a retirement. Never counted as a hit
+ * or a miss, which count gets: a fill it runs counts as prefetched. */
 void rfs_cache_warm(struct rfs_cache *c, const struct rfs_cache_key *key);
 
 /* Says key's file was closed: a loader reads each file once, and kept in
@@ -97,7 +97,8 @@ size_t rfs_cache_entry_size(const struct rfs_cache_entry *e);
 
 struct rfs_cache_counters {
 	uint64_t hits; /* gets served by an existing or pending entry */
-	uint64_t misses; /* gets that ran fill() */
+	uint64_t misses; /* gets that ran fill(): hits + misses = gets */
+	uint64_t prefetched; /* fills run by rfs_cache_warm() */
 	/* Memory held now, in buffers being filled too (the
 	 * rfs_bigbuf_footprint of each), with their fills' scratch. */
 	uint64_t bytes;

@@ -1,5 +1,6 @@
 #include "mountopt.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,6 +95,83 @@ int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int rfs_mountopt_list_has_empty(const char *list)
+{
+	size_t item = 0; /* characters of the item so far */
+	for (const char *s = list; *s; s++) {
+		if (*s == '\\' && s[1]) {
+			s++;
+			item++;
+		} else if (*s == ',') {
+			if (!item)
+				return 1;
+			item = 0;
+		} else {
+			item++;
+		}
+	}
+	return !item;
+}
+
+/* Whether list's last character is a comma that ends an item (not one
+ * escaped by a backslash). */
+static int ends_with_comma(const char *list)
+{
+	size_t len = strlen(list), slashes = 0;
+	if (!len || list[len - 1] != ',')
+		return 0;
+	while (slashes + 1 < len && list[len - 2 - slashes] == '\\')
+		slashes++;
+	return slashes % 2 == 0;
+}
+
+/* Whether a command line argument reads as an option rather than a
+ * SOURCE or MOUNTPOINT: a name and '=' before any '/'. */
+static int looks_like_option(const char *arg)
+{
+	size_t name = strcspn(arg, "=/");
+	return arg[0] != '-' && name > 0 && arg[name] == '=';
+}
+
+#define NO_SPACES "options are comma-separated without spaces"
+
+int rfs_mountopt_explain_space(const char *opt, const char *list,
+			       const char *next, char *err, size_t errlen)
+{
+	size_t name = strcspn(opt, "=");
+	if (*opt == '\0' && list && ends_with_comma(list) && next &&
+	    looks_like_option(next)) {
+		snprintf(
+			err, errlen,
+			"-o %s ends with a comma, and '%s' after it is an "
+			"argument of its own: a space after a comma? (" NO_SPACES
+			": -o %s%s)",
+			list, next, list, next);
+	} else if (*opt == '\0') {
+		if (list)
+			snprintf(err, errlen,
+				 "-o %s: an empty option (a comma at the start "
+				 "or end, or two in a row; " NO_SPACES ")",
+				 list);
+		else
+			snprintf(err, errlen,
+				 "an empty option (a comma at the start or end "
+				 "of -o's list, or two in a row; " NO_SPACES
+				 ")");
+	} else if (isspace((unsigned char)opt[0])) {
+		snprintf(err, errlen,
+			 "option '%s': a space after a comma (" NO_SPACES ")",
+			 opt);
+	} else if (name && isspace((unsigned char)opt[name - 1])) {
+		snprintf(err, errlen,
+			 "option '%s': a space before %s (" NO_SPACES ")", opt,
+			 opt[name] ? "'='" : "a comma");
+	} else {
+		return 0;
+	}
+	return 1;
 }
 
 void rfs_mountopt_render_fuse_names(struct rfs_buf *b)

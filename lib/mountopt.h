@@ -25,6 +25,24 @@ enum rfs_mountopt_kind rfs_mountopt_kind(const char *key);
 int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 			    size_t errlen);
 
+/* Whether list, an -o argument, holds an empty option once split at its
+ * commas as libfuse splits it (a backslash escapes the next character):
+ * "", ",a", "a,", "a,,b". */
+int rfs_mountopt_list_has_empty(const char *list);
+
+/* Explains an -o item that a space on the command line made, which would
+ * otherwise be refused as an unknown option, '' or ' b': -o 'a=1, b=2'
+ * (quoted) gives the item " b=2"; -o a=1, b=2 (not quoted) the list
+ * "a=1," whose last item is empty, and an argument "b=2" of its own.
+ * @param opt the item, as split at commas
+ * @param list the -o argument it came from, or NULL where unknown
+ * @param next the command line argument after list, or NULL
+ * @return 1 with one line in err naming the item or list (no "rankfs: "
+ * prefix) when opt is empty or has a space at the start or end of its
+ * name, else 0 (err untouched). */
+int rfs_mountopt_explain_space(const char *opt, const char *list,
+			       const char *next, char *err, size_t errlen);
+
 /* Appends libfuse's option names, comma-separated. */
 void rfs_mountopt_render_fuse_names(struct rfs_buf *b);
 

@@ -3,7 +3,14 @@
  * values from a few microseconds apart, which a dashboard does not mind.
  *
  * rows/s is over the last RATE_SECONDS whole seconds: each rank keeps a
- * ring of per-second row counts, the slot of second t at t mod RING. The
+ * ring of per-second row counts, the slot of second t at t mod RING. So it
+ * falls to 0 seconds after a reader stops; the epoch rate stays. It is
+ * over the rank's opens of one epoch, the epoch of its last open: the
+ * rows of those opens after the first, over the time from the first to
+ * the last (the first open's rows were read before the clock started, so
+ * a reader opening a batch every d seconds shows rows / d). An open of
+ * another epoch starts a new span; the last span with two opens or more
+ * is shown until the new one has two. The
  * generation time distribution is a histogram of quarter-octave buckets
  * (each 19 % wider than the last) from 1 us, so p50 and p99 are upper
  * bucket bounds, within 19 %.
@@ -21,6 +28,14 @@
 #define RATE_SECONDS 10
 #define BUCKETS 96 /* 2^(96/4) us = 16.7 s */
 
+/* One rank's opens of one epoch. */
+struct epoch_span {
+	uint64_t epoch;
+	uint64_t opens; /* 0: no span */
+	uint64_t first_ns, last_ns;
+	uint64_t rows_after_first; /* of the opens after the first */
+};
+
 struct rank_counters {
 	_Atomic uint64_t batches, bytes;
 	_Atomic uint64_t found[3];
@@ -30,6 +45,9 @@ struct rank_counters {
 	uint64_t last_epoch, last_batch, last_open_s;
 	uint64_t ring_second[RING]; /* protected by ring_lock */
 	uint64_t ring_rows[RING]; /* protected by ring_lock */
+	/* The span of the last open's epoch, and the last span before it
+	 * with two opens or more: protected by ring_lock. */
+	struct epoch_span span, shown;
 };
 
 struct rfs_stats {
@@ -37,6 +55,8 @@ struct rfs_stats {
 	_Atomic uint64_t generated[BUCKETS];
 	struct rank_counters per_rank[];
 };
+
+#define NS_PER_S 1000000000u
 
 static uint64_t now_s(void)
 {
@@ -49,7 +69,7 @@ uint64_t rfs_stats_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 int rfs_stats_create(uint64_t ranks, struct rfs_stats **out)
@@ -77,12 +97,48 @@ void rfs_stats_destroy(struct rfs_stats *s)
 #define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
 #define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+/* Whether sp has a rate: two opens or more, over some time. */
+static int has_rate(const struct epoch_span *sp)
+{
+	return sp->opens >= 2 && sp->last_ns > sp->first_ns;
+}
+
+/* Counts an open of epoch at now_ns in c's spans. Called with ring_lock
+ * held. */
+static void span_open(struct rank_counters *c, uint64_t epoch, uint64_t rows,
+		      uint64_t now_ns)
+{
+	struct epoch_span *sp = &c->span;
+	if (sp->opens && sp->epoch == epoch) {
+		sp->opens++;
+		sp->rows_after_first += rows;
+		if (now_ns > sp->last_ns)
+			sp->last_ns = now_ns;
+		return;
+	}
+	if (has_rate(sp))
+		c->shown = *sp;
+	*sp = (struct epoch_span){ .epoch = epoch,
+				   .opens = 1,
+				   .first_ns = now_ns,
+				   .last_ns = now_ns };
+}
+
 void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank, uint64_t epoch,
 			    uint64_t batch, uint64_t rows)
 {
+	rfs_stats_batch_opened_at(s, rank, epoch, batch, rows,
+				  rfs_stats_now_ns());
+}
+
+void rfs_stats_batch_opened_at(struct rfs_stats *s, uint64_t rank,
+			       uint64_t epoch, uint64_t batch, uint64_t rows,
+			       uint64_t now_ns)
+{
 	struct rank_counters *c = &s->per_rank[rank];
-	uint64_t t = now_s();
+	uint64_t t = now_ns / NS_PER_S;
 	pthread_mutex_lock(&c->ring_lock);
+	span_open(c, epoch, rows, now_ns);
 	ADD(c->batches, 1); /* with the last open: one snapshot */
 	c->last_epoch = epoch;
 	c->last_batch = batch;
@@ -116,6 +172,7 @@ void rfs_stats_generated(struct rfs_stats *s, uint64_t ns)
 
 struct last_open {
 	uint64_t batches, epoch, batch, seconds_ago;
+	struct epoch_span span; /* opens 0: no rate yet */
 };
 
 /* Rows opened in the last RATE_SECONDS whole seconds, per second, and the
@@ -129,10 +186,13 @@ static double rows_per_s(struct rank_counters *c, uint64_t t,
 		if (c->ring_second[i] < t &&
 		    c->ring_second[i] + RATE_SECONDS >= t)
 			rows += c->ring_rows[i];
-	*last = (struct last_open){ GET(c->batches), c->last_epoch,
-				    c->last_batch,
-				    t > c->last_open_s ? t - c->last_open_s :
-							 0 };
+	*last = (struct last_open){ .batches = GET(c->batches),
+				    .epoch = c->last_epoch,
+				    .batch = c->last_batch,
+				    .seconds_ago = t > c->last_open_s ?
+							   t - c->last_open_s :
+							   0 };
+	last->span = has_rate(&c->span) ? c->span : c->shown;
 	pthread_mutex_unlock(&c->ring_lock);
 	return (double)rows / RATE_SECONDS;
 }
@@ -171,6 +231,22 @@ void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 			       r ? "," : "", (unsigned long long)r,
 			       (unsigned long long)nb, (unsigned long long)by,
 			       rate);
+		const struct epoch_span *sp = &last.span;
+		if (sp->opens) {
+			double secs =
+				(double)(sp->last_ns - sp->first_ns) / NS_PER_S;
+			rfs_buf_printf(
+				&ranks,
+				"\"epoch_rows_per_s\": %.1f, \"epoch_rate\": "
+				"{\"epoch\": %llu, \"batches\": %llu, "
+				"\"seconds\": %.3f}, ",
+				(double)sp->rows_after_first / secs,
+				(unsigned long long)sp->epoch,
+				(unsigned long long)sp->opens, secs);
+		} else {
+			rfs_buf_printf(&ranks, "\"epoch_rows_per_s\": null, "
+					       "\"epoch_rate\": null, ");
+		}
 		if (nb)
 			rfs_buf_printf(
 				&ranks,

@@ -133,10 +133,12 @@ int rfs_view_json_stats(const struct rfs_view_json_live *l, char **out,
 	rfs_stats_render_json(l->stats, &b);
 	rfs_buf_printf(&b,
 		       ",\n  \"cache\": {\"hits\": %llu, \"misses\": %llu, "
-		       "\"bytes\": %llu, \"entries\": %llu, "
-		       "\"capacity_bytes\": %llu, \"room_waits\": %llu}",
+		       "\"prefetched\": %llu, \"bytes\": %llu, "
+		       "\"entries\": %llu, \"capacity_bytes\": %llu, "
+		       "\"room_waits\": %llu}",
 		       (unsigned long long)l->cache.hits,
 		       (unsigned long long)l->cache.misses,
+		       (unsigned long long)l->cache.prefetched,
 		       (unsigned long long)l->cache.bytes,
 		       (unsigned long long)l->cache.entries,
 		       (unsigned long long)l->capacity_bytes,

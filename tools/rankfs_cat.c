@@ -79,13 +79,19 @@ static void unknown_option(const char *key)
 	rfs_buf_free(&b);
 }
 
-/* One option, "key" or "key=value", as the mount's opts.c takes it. */
-static int take_option(struct rfs_config *c, const char *arg)
+/* One option, "key" or "key=value", as the mount's opts.c takes it;
+ * list is the -o argument it came from, next the argument after it. */
+static int take_option(struct rfs_config *c, const char *arg, const char *list,
+		       const char *next)
 {
-	char err[256], key[64];
+	char err[512], key[64];
 	const char *eq = strchr(arg, '=');
 	const char *value = eq ? eq + 1 : NULL;
 	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+	if (rfs_mountopt_explain_space(arg, list, next, err, sizeof(err))) {
+		fprintf(stderr, "rankfs-cat: %s\n", err);
+		return -1;
+	}
 	if (klen >= sizeof(key)) {
 		fprintf(stderr, "rankfs-cat: unknown option '%.64s...'\n", arg);
 		return -1;
@@ -114,19 +120,24 @@ static int take_option(struct rfs_config *c, const char *arg)
 }
 
 /* An -o group split as libfuse splits it: at commas, a backslash
- * escaping the next character, "\ooo" an octal byte. list is consumed. */
-static int take_options(struct rfs_config *c, char *list)
+ * escaping the next character, "\ooo" an octal byte. given is the
+ * argument and next the one after it (NULL: none), for errors. */
+static int take_options(struct rfs_config *c, const char *given,
+			const char *next)
 {
+	char *list = strdup(given);
+	if (!list)
+		return -1;
+	int rc = 0;
 	char *s = list, *d = list, *opt = list;
 	for (;; s++) {
 		if (*s == ',' || *s == '\0') {
 			int end = *s == '\0';
 			*d = '\0';
 			/* An empty one too, as the mount refuses it. */
-			if (take_option(c, opt) != 0)
-				return -1;
-			if (end)
-				return 0;
+			rc = take_option(c, opt, given, next);
+			if (rc != 0 || end)
+				break;
 			opt = d = s + 1;
 		} else if (s[0] == '\\' && s[1] != '\0') {
 			s++;
@@ -142,6 +153,8 @@ static int take_options(struct rfs_config *c, char *list)
 			*d++ = *s;
 		}
 	}
+	free(list);
+	return rc;
 }
 
 /* The node at path, looked up one component at a time from the root as
@@ -346,10 +359,10 @@ int main(int argc, char *argv[])
 				status = usage(stderr);
 				goto out;
 			}
-			char *list = strdup(a[2] ? a + 2 : argv[++i]);
-			int rc = list ? take_options(&c, list) : -1;
-			free(list);
-			if (rc != 0)
+			const char *list = a[2] ? a + 2 : argv[++i];
+			if (take_options(&c, list,
+					 i + 1 < argc ? argv[i + 1] : NULL) !=
+			    0)
 				goto out;
 		} else if (strncmp(a, "--log-file=", 11) == 0) {
 			if (rfs_config_set(&c, "log_file", a + 11, err,

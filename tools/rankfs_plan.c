@@ -4,6 +4,7 @@
  *
  *   rankfs-plan --rows N [-o OPTIONS] EPOCH RANK BATCH   print row ids
  *   rankfs-plan --rows N [-o OPTIONS] --time [COUNT]      time planning
+ *   rankfs-plan --help | --version
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,24 +14,64 @@
 #include <time.h>
 
 #include "config.h"
+#include "mountopt.h"
 #include "parse.h"
 #include "plan.h"
 #include "rowset.h"
 #include "sampler.h"
 
+static void print_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: rankfs-plan --rows N [-o OPTIONS] EPOCH RANK BATCH\n"
+		"       rankfs-plan --rows N [-o OPTIONS] --time [COUNT]\n"
+		"       rankfs-plan --help | --version\n");
+}
+
 static int usage(void)
 {
-	fprintf(stderr,
-		"usage: rankfs-plan --rows N [-o OPTIONS] EPOCH RANK BATCH\n"
-		"       rankfs-plan --rows N [-o OPTIONS] --time [COUNT]\n");
+	print_usage(stderr);
 	return 2;
 }
 
-static int apply_options(struct rfs_config *c, char *list)
+static void print_help(void)
 {
-	char err[256];
+	print_usage(stdout);
+	printf("\nPrints the global row ids of batch BATCH of rank RANK in "
+	       "epoch EPOCH, one a\nline, as a mount with these options "
+	       "serves them in index/NNNNNN.npy, for a\nsource of N rows; "
+	       "or, with --time, times planning COUNT batches (100).\n"
+	       "Neither FUSE nor HDF5 is involved: partition=file, filter= "
+	       "and the weighted\nstrategies need the data (mount it, or "
+	       "use rankfs-cat).\n\n"
+	       "    --rows N      rows of the source\n"
+	       "    -o OPTIONS    rankfs's options, comma-separated without "
+	       "spaces\n"
+	       "    --time        time the planner instead of printing\n"
+	       "    -h, --help    this text\n"
+	       "    -V, --version the version\n\n"
+	       "Exit status: 0 printed; 2 otherwise, with a line on stderr "
+	       "saying why.\nSee docs/sampling.md.\n");
+}
+
+/* The options of list, an -o argument; next is the argument after it
+ * (NULL: none), for errors. */
+static int apply_options(struct rfs_config *c, char *list, const char *next)
+{
+	char err[512];
+	/* Refused as a mount refuses them, though strtok would skip it. */
+	if (rfs_mountopt_list_has_empty(list) &&
+	    rfs_mountopt_explain_space("", list, next, err, sizeof(err))) {
+		fprintf(stderr, "rankfs-plan: %s\n", err);
+		return -1;
+	}
 	for (char *save = NULL, *opt = strtok_r(list, ",", &save); opt;
 	     opt = strtok_r(NULL, ",", &save)) {
+		if (rfs_mountopt_explain_space(opt, NULL, NULL, err,
+					       sizeof(err))) {
+			fprintf(stderr, "rankfs-plan: %s\n", err);
+			return -1;
+		}
 		char *eq = strchr(opt, '=');
 		if (eq)
 			*eq = '\0';
@@ -94,14 +135,36 @@ int main(int argc, char *argv[])
 
 	rfs_config_init(&c);
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+		if (strcmp(argv[i], "-h") == 0 ||
+		    strcmp(argv[i], "--help") == 0) {
+			print_help();
+			status = 0;
+			goto out;
+		} else if (strcmp(argv[i], "-V") == 0 ||
+			   strcmp(argv[i], "--version") == 0) {
+			printf("rankfs-plan %s\n", RANKFS_VERSION);
+			status = 0;
+			goto out;
+		} else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
 			if (number(argv[++i], &rows) != 0)
 				goto out;
 		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
-			if (apply_options(&c, argv[++i]) != 0)
+			i++;
+			if (apply_options(&c, argv[i],
+					  i + 1 < argc ? argv[i + 1] : NULL) !=
+			    0)
 				goto out;
 		} else if (strcmp(argv[i], "--time") == 0) {
 			timing = 1;
+		} else if (argv[i][0] == '-') {
+			int valued = strcmp(argv[i], "-o") == 0 ||
+				     strcmp(argv[i], "--rows") == 0;
+			fprintf(stderr, "rankfs-plan: %s '%s'\n",
+				valued ? "a value must follow" :
+					 "unknown option",
+				argv[i]);
+			status = usage();
+			goto out;
 		} else if (nargs < 3 && number(argv[i], &args[nargs]) == 0) {
 			nargs++;
 		} else {

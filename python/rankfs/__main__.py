@@ -43,6 +43,13 @@ def _last(rank: Dict[str, Any]) -> str:
     return f"e{last['epoch']} b{last['batch']} {last['seconds_ago']}s ago"
 
 
+def _epoch_rate(rank: Dict[str, Any]) -> str:
+    """rows/s over the rank's last epoch read (stats.json's
+    epoch_rows_per_s), which stays when rows/s falls to 0."""
+    rate = rank.get("epoch_rows_per_s")
+    return "-" if rate is None else f"{rate:.1f}"
+
+
 def summary(m: Mount, stats: Optional[Dict[str, Any]] = None) -> str:
     """The text `python3 -m rankfs MOUNT` prints."""
     c, d = m.config, m.dataset
@@ -82,8 +89,8 @@ def summary(m: Mount, stats: Optional[Dict[str, Any]] = None) -> str:
                f"{_size(batch_bytes * nb * m.world_size)}")
     out.append(f"served    {stats.get('batches_served', 0)} batches, "
                f"{_size(stats.get('bytes_served', 0))}")
-    out.append(f"{'rank':>6} {'batches':>9} {'served':>11} {'rows/s':>10} "
-               f"{'ready':>6} {'wait_s':>8}  last opened")
+    out.append(f"{'rank':>6} {'batches':>9} {'served':>11} {'rows/s':>9} "
+               f"{'epoch r/s':>9} {'ready':>6} {'wait_s':>8}  last opened")
     ranks = stats.get("ranks", [])
     shown = ranks if len(ranks) <= 12 else ranks[:6] + ranks[-6:]
     for i, r in enumerate(shown):
@@ -91,7 +98,8 @@ def summary(m: Mount, stats: Optional[Dict[str, Any]] = None) -> str:
             out.append(f"{'...':>6} ({len(ranks) - 12} ranks not shown)")
         out.append(f"{r['rank']:>6} {r['batches_served']:>9} "
                    f"{_size(r['bytes_served']):>11} "
-                   f"{r['rows_per_s']:>10.1f} {r['ready_rate']:>6.2f} "
+                   f"{r['rows_per_s']:>9.1f} {_epoch_rate(r):>9} "
+                   f"{r['ready_rate']:>6.2f} "
                    f"{r['wait_s']:>8.3f}  {_last(r)}")
     return "\n".join(out)
 

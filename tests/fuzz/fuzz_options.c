@@ -3,7 +3,9 @@
  *
  * Input: a -o list, "key=value,key,...". Every option is applied; accepted
  * values must render back (JSON, identity) without crashing, and a value
- * rankfs accepts for a numeric option must render as that number.
+ * rankfs accepts for a numeric option must render as that number. An
+ * empty option or one a space made is explained (lib/mountopt.c) in a
+ * line that names its list or itself.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -12,22 +14,37 @@
 
 #include "buf.h"
 #include "config.h"
+#include "mountopt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char *list = malloc(size + 1), err[256];
-	if (!list)
+	char *list = malloc(size + 1), err[256], said[512];
+	char *whole = malloc(size + 1);
+	if (!list || !whole) {
+		free(list);
+		free(whole);
 		return 0;
+	}
 	memcpy(list, data, size);
 	list[size] = '\0';
+	memcpy(whole, list, size + 1);
+	if (rfs_mountopt_list_has_empty(whole) &&
+	    (!rfs_mountopt_explain_space("", whole, "b=2", said,
+					 sizeof(said)) ||
+	     strncmp(said, "-o ", 3) != 0))
+		abort(); /* an empty option is always explained */
 
 	struct rfs_config c;
 	rfs_config_init(&c);
 	char *save = NULL;
 	for (char *opt = strtok_r(list, ",", &save); opt;
 	     opt = strtok_r(NULL, ",", &save)) {
+		if (rfs_mountopt_explain_space(opt, whole, NULL, said,
+					       sizeof(said)) &&
+		    !strstr(said, opt) && strlen(opt) < 200)
+			abort(); /* names the option (unless cut short) */
 		char *eq = strchr(opt, '=');
 		if (eq)
 			*eq = '\0';
@@ -45,5 +62,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rfs_buf_free(&b);
 	rfs_config_free(&c);
 	free(list);
+	free(whole);
 	return 0;
 }

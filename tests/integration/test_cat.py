@@ -180,7 +180,12 @@ def test_bad_options(rankfs_cat, data, tmp_path):
     """Refused with the line the mount prints, and only where the mount
     refuses them."""
     for options, named in (("bogus=1", "unknown option 'bogus'"),
-                           ("world_size=2,,seed=1", "unknown option ''"),
+                           ("world_size=2,,seed=1",
+                            "-o world_size=2,,seed=1: an empty option"),
+                           ("world_size=2, seed=1",
+                            "option ' seed=1': a space after a comma "
+                            "(options are comma-separated without "
+                            "spaces)"),
                            ("batch_size=0", "batch_size"),
                            ("strategy=random", "strategy"),
                            ("filter=a\\,b", "option filter=a,b"),
@@ -198,6 +203,31 @@ def test_bad_options(rankfs_cat, data, tmp_path):
             subprocess.run(["fusermount3", "-u", str(tmp_path)])
         assert mount.returncode == 1, options
         assert mount.stderr == r.stderr.replace("rankfs-cat", "rankfs")
+
+
+def test_space_after_a_comma_not_quoted(rankfs_cat, data, tmp_path):
+    """-o world_size=2, batch_size=64 as a shell splits it: the list ends
+    with a comma and batch_size=64 is an argument of its own. rankfs,
+    rankfs-cat and rankfs-plan say so in the same words (rankfs-plan,
+    which skips empty options, too)."""
+    from conftest import RANKFS_CAT, RANKFS_PLAN
+    split = ["-o", "world_size=2,", "batch_size=64"]
+    want = ("-o world_size=2, ends with a comma, and 'batch_size=64' after "
+            "it is an argument of its own: a space after a comma? (options "
+            "are comma-separated without spaces: -o "
+            "world_size=2,batch_size=64)\n")
+    mount = run_rankfs(split + [data["atlas"], tmp_path])
+    if mount.returncode == 0:
+        subprocess.run(["fusermount3", "-u", str(tmp_path)])
+    assert (mount.returncode, mount.stderr) == (1, "rankfs: " + want)
+    cat = subprocess.run([RANKFS_CAT] + split + [data["atlas"],
+                                                 "config.json"],
+                         capture_output=True, text=True)
+    assert (cat.returncode, cat.stdout) == (1, "")
+    assert cat.stderr == "rankfs-cat: " + want
+    plan = subprocess.run([RANKFS_PLAN, "--rows", "600"] + split +
+                          ["0", "0", "0"], capture_output=True, text=True)
+    assert (plan.returncode, plan.stderr) == (2, "rankfs-plan: " + want)
 
 
 def test_missing_source_and_usage(rankfs_cat, data, tmp_path):

@@ -187,12 +187,23 @@ def test_stats_json_is_a_dashboard(mounts, tmp_path):
     path = write_h5ad(str(tmp_path / "s.h5ad"),
                       rng.random((4000, 16), dtype=np.float32))
     m = mounts(path, "world_size=2,batch_size=100,prefetch=4,fetch_factor=2")
-    for k in range(12):
+    for k in range(12):  # one open every 50 ms or more
         m.load("batch", 0, 1, k)
+        time.sleep(0.05)
     time.sleep(1.2)  # rows/s counts whole seconds
     s = m.json("stats.json")
     r1, r0 = s["ranks"][1], s["ranks"][0]
     assert r1["batches_served"] == 12
+    # The epoch's rate: the 11 x 100 rows opened after the first, over
+    # the time from the first open to the last (11 x 50 ms or more). It
+    # stays when rows_per_s falls to 0, and the next epoch's shows from
+    # its second open.
+    span = r1["epoch_rate"]
+    assert span["epoch"] == 0 and span["batches"] == 12
+    assert 0.55 <= span["seconds"] < 30
+    assert r1["epoch_rows_per_s"] == pytest.approx(1100 / span["seconds"],
+                                                   rel=0.01)
+    assert r0["epoch_rows_per_s"] is None and r0["epoch_rate"] is None
     assert r1["last_opened"] == {"epoch": 0, "batch": 11,
                                  "seconds_ago": r1["last_opened"][
                                      "seconds_ago"]}
@@ -210,6 +221,8 @@ def test_stats_json_is_a_dashboard(mounts, tmp_path):
                           "--once"], capture_output=True, text=True)
     assert out.returncode == 0 and "rows/s" in out.stdout
     assert out.stdout.splitlines()[-1].split()[:2] == ["1", "12"]
+    m.load("batch", 1, 1, 0)  # the next epoch's first open
+    assert m.json("stats.json")["ranks"][1]["epoch_rate"] == span
 
 
 def test_content_hash_xattr(mounts, tmp_path):
@@ -234,6 +247,12 @@ def test_content_hash_xattr(mounts, tmp_path):
     with pytest.raises(OSError):
         os.getxattr(files[0], "user.other")
     assert os.listxattr(m.path("config.json")) == []
+    # The command docs/usage.md gives (getfattr: package attr, which
+    # scripts/setup installs).
+    out = subprocess.run(["getfattr", "-n", "user.rankfs.xxh3",
+                          "--only-values", files[0]],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout == os.getxattr(files[0], "user.rankfs.xxh3").decode()
 
 
 def test_debugging_session_example(fashion, tmp_path):

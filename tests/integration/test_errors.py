@@ -2,13 +2,14 @@
 nothing left mounted, in the foreground and in the background."""
 import os
 import re
+import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import (RANKFS, is_mounted, run_rankfs, wait_mounted,
-                      write_h5, write_h5ad)
+from conftest import (RANKFS, RANKFS_PLAN, is_mounted, run_rankfs,
+                      wait_mounted, write_h5, write_h5ad)
 
 N = 300
 
@@ -466,3 +467,26 @@ def test_log_file_only_a_regular_file_not_a_source(files, tmp_path,
         assert proc.wait(timeout=20) == 0, proc.stderr.read()
     assert (hashlib.sha256(src.read_bytes()).hexdigest(),
             os.stat(src).st_mtime_ns) == before
+
+
+def test_plan_help_and_version():
+    """rankfs-plan --help is a usage text, not "'--help' is not a
+    number"; both exit 0."""
+    for flag in ("--help", "-h"):
+        r = subprocess.run([RANKFS_PLAN, flag], capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert r.stdout.startswith("usage: rankfs-plan --rows N")
+        assert "--time" in r.stdout and "EPOCH RANK BATCH" in r.stdout
+    for flag in ("--version", "-V"):
+        r = subprocess.run([RANKFS_PLAN, flag], capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and r.stdout.startswith("rankfs-plan ")
+    r = subprocess.run([RANKFS_PLAN, "--bogus"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("rankfs-plan: unknown option '--bogus'\n")
+    r = subprocess.run([RANKFS_PLAN, "--rows", "10", "-o"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("rankfs-plan: a value must follow '-o'\n")

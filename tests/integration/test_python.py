@@ -311,6 +311,9 @@ def test_python_m_rankfs_prints_a_summary(mounted):
              if line.split()[:1] in (["0"], ["1"])]
     assert [row[0] for row in ranks] == ["0", "1"]
     assert int(ranks[1][1]) >= 3 and "e0 b2" in " ".join(ranks[1])
+    # Served (2 words), rows/s, then epoch r/s: rank 1 opened 3 batches
+    # of epoch 0 (or more).
+    assert float(ranks[1][5]) > 0
     bad = subprocess.run([sys.executable, "-m", "rankfs", REPO],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1

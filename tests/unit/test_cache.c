@@ -168,7 +168,23 @@ static void test_get_put_and_counters(void **state)
 	}
 	k = counters(c);
 	assert_true(k.misses == 5 && k.hits == 1 && k.bytes == 500 &&
-		    k.entries == 5);
+		    k.entries == 5 && k.prefetched == 0);
+
+	/* A warm fills ahead of the gets: prefetched, neither a hit nor a
+	 * miss, and the get that finds it is a hit. */
+	struct rfs_cache_key ahead = key;
+	ahead.batch += 100;
+	rfs_cache_warm(c, &ahead);
+	rfs_cache_warm(c, &ahead); /* there: nothing */
+	rfs_cache_warm(c, &key);
+	k = counters(c);
+	assert_true(k.misses == 5 && k.hits == 1 && k.prefetched == 1 &&
+		    k.entries == 6);
+	assert_int_equal(rfs_cache_get(c, &ahead, &e), 0);
+	rfs_cache_put(c, e);
+	k = counters(c);
+	assert_true(k.misses == 5 && k.hits == 2 && k.prefetched == 1);
+	assert_int_equal(atomic_load(&f.calls), 6);
 	rfs_cache_destroy(c);
 	rfs_cache_destroy(NULL);
 }

@@ -1,5 +1,6 @@
 /* Unit tests for lib/mountopt.c: which of a mount's -o words are
- * libfuse's or mount(8)'s, and libfuse values refused up front. */
+ * libfuse's or mount(8)'s, libfuse values refused up front, and the
+ * line for an option a space made. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,12 +76,82 @@ static void test_names(void **state)
 	rfs_buf_free(&b);
 }
 
+static void test_empty_options(void **state)
+{
+	(void)state;
+	assert_true(rfs_mountopt_list_has_empty(""));
+	assert_true(rfs_mountopt_list_has_empty("a=1,"));
+	assert_true(rfs_mountopt_list_has_empty(",a=1"));
+	assert_true(rfs_mountopt_list_has_empty("a=1,,b=2"));
+	assert_true(rfs_mountopt_list_has_empty("a=\\\\,")); /* a=\\, */
+	assert_false(rfs_mountopt_list_has_empty("a=1,b=2"));
+	assert_false(rfs_mountopt_list_has_empty("a=1, b=2"));
+	assert_false(rfs_mountopt_list_has_empty("a=\\,")); /* escaped */
+	assert_false(rfs_mountopt_list_has_empty("\\,"));
+}
+
+/* explain_space's line for opt holds message; NULL: no line. */
+static void expect_space(const char *opt, const char *list, const char *next,
+			 const char *message)
+{
+	char err[512] = "untouched";
+	int said =
+		rfs_mountopt_explain_space(opt, list, next, err, sizeof(err));
+	if (!message) {
+		assert_int_equal(said, 0);
+		assert_string_equal(err, "untouched");
+		return;
+	}
+	if (said != 1 || !strstr(err, message))
+		fail_msg("'%s': %d \"%s\", expected \"%s\"", opt, said, err,
+			 message);
+}
+
+static void test_spaces_explained(void **state)
+{
+	(void)state;
+	/* -o 'world_size=2, batch_size=64', quoted. */
+	expect_space(" batch_size=64", "world_size=2, batch_size=64", "x.h5",
+		     "option ' batch_size=64': a space after a comma (options "
+		     "are comma-separated without spaces)");
+	expect_space("\tseed=1", NULL, NULL, "a space after a comma");
+	/* -o world_size=2, batch_size=64, not quoted: the next argument is
+	 * named, and the list it was meant to be part of. */
+	expect_space("", "world_size=2,", "batch_size=64",
+		     "-o world_size=2, ends with a comma, and 'batch_size=64' "
+		     "after it is an argument of its own: a space after a "
+		     "comma? (options are comma-separated without spaces: -o "
+		     "world_size=2,batch_size=64)");
+	/* A comma at the end before SOURCE, or two in a row. */
+	expect_space("", "world_size=2,", "/data/a.h5",
+		     "-o world_size=2,: an empty option (a comma at the start "
+		     "or end, or two in a row;");
+	expect_space("", "world_size=2,", "-f", "-o world_size=2,: an empty");
+	expect_space("", "world_size=2,", NULL, "-o world_size=2,: an empty");
+	expect_space("", "a=1,,b=2", "x.h5", "-o a=1,,b=2: an empty option");
+	/* A comma escaped is no end; a backslash escaped leaves one. */
+	expect_space("", "a=1\\,", "b=2", "-o a=1\\,: an empty option");
+	expect_space("", "a=\\\\,", "b=2", "and 'b=2' after it");
+	expect_space("", NULL, NULL, "an empty option (a comma at the start");
+	/* Spaces at the end of a name. */
+	expect_space("ro ", NULL, NULL, "option 'ro ': a space before a comma");
+	expect_space("seed =1", NULL, NULL,
+		     "option 'seed =1': a space before '='");
+	/* Anything else is for the option parsers to judge. */
+	expect_space("seed=1", "seed=1", NULL, NULL);
+	expect_space("seed=1 ", NULL, NULL, NULL);
+	expect_space("log_file=/my logs/a.log", NULL, NULL, NULL);
+	expect_space("=1", NULL, NULL, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_empty_options),
+		cmocka_unit_test(test_spaces_explained),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -293,6 +293,28 @@ static void test_bad_command_lines_name_the_culprit(void **state)
 	expect_error(hidden, "lies under it");
 	char *log[] = { "rankfs", "--log-file=", "x.h5", mnt, NULL };
 	expect_error(log, "rankfs: --log-file: ");
+	/* A space after a comma, quoted or not: not "unknown option ''". */
+	char *quoted[] = { "rankfs", "-o", "world_size=2, batch_size=64",
+			   "x.h5",   mnt,  NULL };
+	expect_error(quoted, "option ' batch_size=64': a space after a comma");
+	char *split[] = {
+		"rankfs", "-o", "world_size=2,", "batch_size=64", "x.h5",
+		mnt,	  NULL
+	};
+	expect_error(split, "-o world_size=2, ends with a comma, and "
+			    "'batch_size=64' after it is an argument of its "
+			    "own");
+	char *joined[] = { "rankfs",
+			   "-oseed=1",
+			   "-oworld_size=2,",
+			   "batch_size=64",
+			   "x.h5",
+			   mnt,
+			   NULL };
+	expect_error(joined, "-o world_size=2,batch_size=64)");
+	char *twice[] = { "rankfs", "-o", "seed=1,,world_size=2",
+			  "x.h5",   mnt,  NULL };
+	expect_error(twice, "-o seed=1,,world_size=2: an empty option");
 }
 
 int main(void)

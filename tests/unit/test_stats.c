@@ -1,4 +1,5 @@
-/* Unit tests for lib/stats.c: per-rank counters and generation times. */
+/* Unit tests for lib/stats.c: per-rank counters, rates and generation
+ * times. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -138,12 +139,76 @@ static void test_generation_quantiles(void **state)
 	rfs_stats_destroy(s);
 }
 
+#define S UINT64_C(1000000000)
+
+/* rank's epoch rate members as rendered, from "epoch_rows_per_s". */
+static void expect_epoch_rate(struct rfs_stats *s, int rank, const char *want)
+{
+	char *j = render(s), key[32];
+	snprintf(key, sizeof(key), "{\"rank\": %d,", rank);
+	const char *at = strstr(j, key);
+	assert_non_null(at);
+	at = strstr(at, "\"epoch_rows_per_s\"");
+	assert_non_null(at);
+	if (strncmp(at, want, strlen(want)) != 0)
+		fail_msg("rank %d: %.120s, expected %s", rank, at, want);
+	free(j);
+}
+
+/* The rate over the last epoch's opens: rows after the first open, over
+ * the time from the first open to the last; it stays when the reader
+ * stops (rows_per_s falls to 0), and a new epoch's shows from its second
+ * open. */
+static void test_epoch_rate(void **state)
+{
+	(void)state;
+	struct rfs_stats *s;
+	uint64_t t = 1000 * S;
+	assert_int_equal(rfs_stats_create(2, &s), 0);
+	expect_epoch_rate(s, 1,
+			  "\"epoch_rows_per_s\": null, \"epoch_rate\": null, "
+			  "\"last_opened\": null");
+	rfs_stats_batch_opened_at(s, 1, 2, 0, 256, t);
+	expect_epoch_rate(s, 1, "\"epoch_rows_per_s\": null, ");
+	/* 512 rows after the first open, in 1 s. */
+	rfs_stats_batch_opened_at(s, 1, 2, 1, 256, t + S / 2);
+	rfs_stats_batch_opened_at(s, 1, 2, 2, 256, t + S);
+	expect_epoch_rate(s, 1,
+			  "\"epoch_rows_per_s\": 512.0, \"epoch_rate\": "
+			  "{\"epoch\": 2, \"batches\": 3, \"seconds\": 1.000}");
+	/* The next epoch's first open: epoch 2 is still shown. */
+	rfs_stats_batch_opened_at(s, 1, 3, 0, 256, t + 2 * S);
+	expect_epoch_rate(s, 1,
+			  "\"epoch_rows_per_s\": 512.0, \"epoch_rate\": "
+			  "{\"epoch\": 2, ");
+	/* Its second: epoch 3, 100 rows in 0.25 s (a short last batch). */
+	rfs_stats_batch_opened_at(s, 1, 3, 1, 100, t + 2 * S + S / 4);
+	expect_epoch_rate(s, 1,
+			  "\"epoch_rows_per_s\": 400.0, \"epoch_rate\": "
+			  "{\"epoch\": 3, \"batches\": 2, \"seconds\": 0.250}");
+	/* A single open of another epoch (a cat while training) shows no
+	 * rate: epoch 3's stays shown, then a new span of epoch 3 starts. */
+	rfs_stats_batch_opened_at(s, 1, 0, 7, 256, t + 3 * S);
+	rfs_stats_batch_opened_at(s, 1, 3, 2, 256, t + 4 * S);
+	expect_epoch_rate(s, 1,
+			  "\"epoch_rows_per_s\": 400.0, \"epoch_rate\": "
+			  "{\"epoch\": 3, \"batches\": 2, ");
+	rfs_stats_batch_opened_at(s, 1, 3, 3, 256, t + 6 * S);
+	expect_epoch_rate(s, 1,
+			  "\"epoch_rows_per_s\": 128.0, \"epoch_rate\": "
+			  "{\"epoch\": 3, \"batches\": 2, \"seconds\": 2.000}");
+	/* Per rank. */
+	expect_epoch_rate(s, 0, "\"epoch_rows_per_s\": null, ");
+	rfs_stats_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counters_per_rank),
 		cmocka_unit_test(test_generation_quantiles),
 		cmocka_unit_test(test_last_open_is_one_snapshot),
+		cmocka_unit_test(test_epoch_rate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

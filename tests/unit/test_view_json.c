@@ -187,6 +187,7 @@ static void test_stats(void **state)
 		.view_id = 0x1234,
 		.cache = { .hits = 3,
 			   .misses = 4,
+			   .prefetched = 9,
 			   .bytes = 500,
 			   .entries = 2,
 			   .room_waits = 1 },
@@ -210,6 +211,7 @@ static void test_stats(void **state)
 	assert_non_null(strstr(j, "\"view_id\": \"0000000000001234\""));
 	assert_non_null(strstr(j, "\"ranks\": ["));
 	assert_non_null(strstr(j, "\"cache\": {\"hits\": 3, \"misses\": 4, "
+				  "\"prefetched\": 9, "
 				  "\"bytes\": 500, \"entries\": 2, "
 				  "\"capacity_bytes\": 1048576, "
 				  "\"room_waits\": 1}"));
