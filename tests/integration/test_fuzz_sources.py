@@ -18,6 +18,11 @@ import pytest
 from conftest import RANKFS, is_mounted
 
 SEEDS = int(os.environ.get("RANKFS_FUZZ_SEEDS", "12"))
+# The sanitized daemon's leak check leaves out what the HDF5 library
+# itself loses on a damaged file (its error paths leak, ours must not:
+# the rest of the suite checks those with undamaged files).
+LSAN_SUPPRESSIONS = os.path.join(os.path.dirname(__file__),
+                                 "lsan-hdf5.supp")
 ROWS, COLS, BATCH = 60, 16, 10
 DEADLINE = 60.0
 
@@ -109,6 +114,13 @@ def in_child(target, *args):
         p.join(5)
 
 
+def sanitizer_error(text):
+    """A sanitizer's error report (its warning that an allocation of a
+    damaged size failed, answered by rankfs, is none)."""
+    return "ERROR: AddressSanitizer" in text or \
+        "ERROR: LeakSanitizer" in text or "runtime error" in text
+
+
 def check_one(path, kind, mnt, log):
     ref = in_child(reference_rows, path, kind)
     if ref == "hung":  # h5py loops on it: no row is readable
@@ -117,13 +129,15 @@ def check_one(path, kind, mnt, log):
         proc = subprocess.Popen(
             [RANKFS, "-f", "-o", f"batch_size={BATCH},drop_last=0,"
              "open_timeout=10,prefetch=0", path, mnt],
-            stdout=out, stderr=subprocess.STDOUT)
+            stdout=out, stderr=subprocess.STDOUT,
+            env=dict(os.environ,
+                     LSAN_OPTIONS=f"suppressions={LSAN_SUPPRESSIONS}"))
     deadline = time.monotonic() + DEADLINE
     while not is_mounted(mnt) and proc.poll() is None:
         assert time.monotonic() < deadline, f"{path}: mount hangs"
         time.sleep(0.02)
     text = open(log).read()
-    assert "Sanitizer" not in text and "runtime error" not in text, text
+    assert not sanitizer_error(text), text
     if proc.poll() is not None:  # refused: a message, a failure status
         assert proc.returncode == 1, (proc.returncode, text)
         assert text.strip(), f"{path}: mount failed without a word"
@@ -136,7 +150,7 @@ def check_one(path, kind, mnt, log):
     assert got != "hung", f"{path}: a read hangs"
     text = open(log).read()
     assert code == 0, (code, text)
-    assert "Sanitizer" not in text and "runtime error" not in text, text
+    assert not sanitizer_error(text), text
     for item in got:
         if isinstance(item, int):
             assert item == errno.EIO, item
