@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "fs.h"
+#include "ops.h"
 #include "page_drop.h"
 #include "log.h"
 #include "mountinfo.h"

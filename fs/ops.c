@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fs.h"
+#include "ops.h"
 
 #define IMMUTABLE_TIMEOUT 86400.0
 

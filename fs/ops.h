@@ -1,6 +1,7 @@
-/* State shared by the FUSE handlers: reached through fuse_req_userdata(). */
-#ifndef RFS_FS_H
-#define RFS_FS_H
+/* The low-level FUSE handlers (ops.c) and the state they share, reached
+ * through fuse_req_userdata(). */
+#ifndef RFS_OPS_H
+#define RFS_OPS_H
 
 #include <sys/types.h>
 
