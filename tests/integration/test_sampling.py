@@ -429,8 +429,10 @@ def test_multi_file_equals_single_file(mounts, atlas, split_atlas, strategy):
     assert info["label"]["categories"] == CLASSES
 
 
-def test_partition_file_gives_whole_files(mounts, split_atlas):
+def test_partition_file_gives_whole_files(mounts, split_atlas, tmp_path):
     m = mounts(split_atlas, "world_size=2,batch_size=100,partition=file")
+    free = tmp_path / "free"  # m.mnt is a mount point: refused as such
+    free.mkdir()
     # Rank 0 has files 0 and 2, rank 1 file 1 (rows 1500..4099).
     r0 = np.concatenate(m.epoch_index(0, 0))
     r1 = np.concatenate(m.epoch_index(0, 1))
@@ -439,12 +441,12 @@ def test_partition_file_gives_whole_files(mounts, split_atlas):
     assert len(r0) == len(r1) == 2600 // 100 * 100
     assert len(np.unique(r0)) == len(r0)
     r = run_rankfs(["-o", "world_size=4,partition=file", *split_atlas,
-                    m.mnt])
+                    free])
     assert r.returncode != 0 and "partition=file" in r.stderr and \
         "3 source files" in r.stderr
     # A batch more than rank 1's one file holds: the rank is named.
     r = run_rankfs(["-o", "world_size=2,batch_size=3000,partition=file",
-                    *split_atlas, m.mnt])
+                    *split_atlas, free])
     assert r.returncode != 0 and "partition=file rank 1's files hold " \
         "2600 rows, fewer than batch_size 3000" in r.stderr, r.stderr
 
