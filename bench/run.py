@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """rankfs against the loaders people use, side by side, in one run.
 
-One epoch of 2 ranks read concurrently (2 processes, like 2 GPUs on one
-node), batch 256, on the same warm files, timing each contender's epoch
-loop only (imports, opening files and mounting are paid once per job):
+One epoch of --ranks ranks (default 2) read concurrently (processes,
+like GPUs on one node), batch 256, on the same warm files, timing each
+contender's epoch loop only (imports, opening files and mounting are paid
+once per job); a mounted contender's daemon CPU (utime + stime from
+/proc/PID/stat) is read around each epoch and reported per GB served:
 
   rankfs           np.load of epoch/0/rank/R/batch/*.npy (or load_npz of
                    *.npz) through a fresh mount, per strategy, through the
@@ -15,6 +17,16 @@ loop only (imports, opening files and mounting are paid once per job):
   page cache       the same bytes read from a file in the page cache
   trivial FUSE     bench/trivialfs.c serving as many files of the same
                    size from memory, read with np.load
+  block reader     in-process h5py, as scDataset's BlockShuffling: 64-row
+                   blocks shuffled, 16 batches per fetch read as contiguous
+                   slices, rows shuffled within the fetch
+
+--from-storage: a dense 4 GB HDF5 file (1,000,000 x 1,000 float32, /X);
+--atlas: a Tahoe-shaped CSR .h5ad (200,000 x 62,710, 2,000 values a cell,
+--atlas-gzip also gzip). There every epoch of every contender gets a
+fresh mount and drop_caches first, epochs are partial (--batches, 100 or
+40 per rank), and the storage's own figures (dd, 4 KiB O_DIRECT random
+reads at QD1 and QD32) and the daemon's peak RSS are printed beside.
 
 Contenders of a file take turns, epoch by epoch (measure_group), and the
 median of --repeats epochs is reported, after --warmup epochs of each
@@ -23,7 +35,10 @@ set-up: a fresh mount's first touch of its buffers and mappings).
 Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
 --json writes the numbers, --plot a PNG.
 
-    scripts/bench [--rows 100000] [--json F] [--plot F] [--baseline BIN]
+    scripts/bench [--rows 100000] [--ranks N] [--json F] [--plot F]
+                  [--baseline BIN] [--batches N]
+    scripts/bench --from-storage [--batches 100] [--repeats 2]
+    scripts/bench --atlas [--atlas-gzip] [--atlas-cells 200000]
 """
 import argparse
 import ctypes
@@ -126,8 +141,8 @@ def make_atlas(path, cells, genes, nnz, compression=None, step=10000):
     ).write_h5ad(tmp)
     rng = np.random.default_rng(2)
     total = cells * nnz
-    kw = dict(compression=compression, chunks=(1 << 20,)) \
-        if compression else {}
+    # h5py's automatic chunks, as anndata's write_h5ad(compression=...)
+    kw = dict(compression=compression, chunks=True) if compression else {}
     with h5py.File(tmp, "a") as f:
         if "X" in f:
             del f["X"]
