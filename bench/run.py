@@ -372,6 +372,19 @@ def peak_rss_mb(pid):
                 return int(line.split()[1]) / 1024
 
 
+def disk_sectors(path):
+    """Sectors read so far by the block device holding path (its line of
+    /proc/diskstats; every process's reads count)."""
+    dev = os.stat(path).st_dev
+    key = (os.major(dev), os.minor(dev))
+    with open("/proc/diskstats") as f:
+        for line in f:
+            v = line.split()
+            if (int(v[0]), int(v[1])) == key:
+                return int(v[5])
+    return None
+
+
 def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -405,7 +418,7 @@ def summarize(name, times, warmup, rows_per_rank, bytes_per_rank,
 
 
 def measure_group(contenders, rows_per_rank, repeats, warmup,
-                  fresh=False):
+                  fresh=False, disk=None):
     """Opens every contender, then runs epoch 0 of each in turn, then
     epoch 1, and so on (epoch e of rankfs, the sampler's epoch e of the
     others: never the same bytes twice); reports the median per contender
@@ -418,12 +431,15 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
     fresh: from storage. Every epoch of every contender gets its own
     fresh mount (opened, listed by the readers' set-up) and an empty page
     cache (drop_caches after the mount, before the readers start); the
-    daemon's peak RSS (VmHWM) is the largest over its mounts."""
+    daemon's peak RSS (VmHWM) is the largest over its mounts.
+    disk: a file on the source's device, whose MB read from the device
+    per epoch are reported (median; anyone's reads count)."""
     opened = {}
     times = {c.name: [] for c in contenders}
     warm = {c.name: [] for c in contenders}
     cpu = {c.name: [] for c in contenders}
     rss = {c.name: None for c in contenders}
+    read = {c.name: [] for c in contenders}
     nbytes = {}
     try:
         if not fresh:
@@ -441,7 +457,11 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                     drop_caches()
                 setup, _, close, pid = opened[c.name]
                 before = cpu_seconds(pid)
+                sectors = disk_sectors(disk) if disk else None
                 wall, got = measure_once(c.name, setup, epoch)
+                if sectors is not None and epoch >= skip:
+                    read[c.name].append(
+                        (disk_sectors(disk) - sectors) * 512 / 1e6)
                 if pid is not None:
                     used = cpu_seconds(pid) - before
                     if epoch >= skip:
@@ -455,10 +475,20 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                     raise SystemExit(f"bench: {c.name}: read {got} rows, "
                                      f"expected {rows_per_rank} per rank")
                 (warm if epoch < skip else times)[c.name].append(wall)
-        return [summarize(c.name, times[c.name], warm[c.name],
-                          rows_per_rank, nbytes[c.name], cpu[c.name],
-                          rss[c.name])
-                for c in contenders]
+        out = [summarize(c.name, times[c.name], warm[c.name],
+                         rows_per_rank, nbytes[c.name], cpu[c.name],
+                         rss[c.name])
+               for c in contenders]
+        for r in out:
+            mb = read[r["name"]]
+            r["disk_mb_read"] = sorted(mb)[len(mb) // 2] if mb else None
+            r["all_disk_mb_read"] = mb
+            if mb:
+                log(f"bench: {r['name']:44s} read {r['disk_mb_read']:.0f}"
+                    f" MB from the disk for {RANKS * nbytes[r['name']] / 1e6:.0f}"
+                    f" MB served (median of "
+                    f"{', '.join(f'{m:.0f}' for m in mb)})")
+        return out
     finally:
         for _, _, close, _ in opened.values():
             close()
@@ -842,7 +872,7 @@ def storage_main(args):
                               unmounted(block_reader(path, rows_per_rank),
                                         nbytes)))
         results += measure_group(cs, rows_per_rank, args.repeats,
-                                 args.warmup, fresh=True)
+                                 args.warmup, fresh=True, disk=path)
         ratio, _ = ratios_of(results)
         ratios += [
             ("storage: rankfs block_shuffle / block reader",
@@ -876,7 +906,7 @@ def storage_main(args):
                         Contender(f"anndata backed CSR+DistributedSampler "
                                   f"(atlas{tag})", backed_open))
             results += measure_group(cs, rows_per_rank, args.repeats,
-                                     args.warmup, fresh=True)
+                                     args.warmup, fresh=True, disk=path)
             ratio, _ = ratios_of(results)
             ratios.append((f"atlas{tag}: rankfs .npz block_shuffle / "
                            "anndata backed",
@@ -944,14 +974,16 @@ def machine_info():
 
 def report(args, results, ratios, extra, notes=()):
     print(f"\n{'contender':48s} {'rows/s':>10s} {'MB/s':>8s} {'s':>7s} "
-          f"{'CPU s/GB':>9s} {'peak RSS':>9s}")
+          f"{'CPU s/GB':>9s} {'peak RSS':>9s} {'disk MB':>8s}")
     for r in results:
         c = r["cpu_s_per_gb"]
         m = r["peak_rss_mb"]
+        d = r.get("disk_mb_read")
         print(f"{r['name']:48s} {r['rows_per_s']:10.0f} "
               f"{r['mb_per_s']:8.0f} {r['seconds']:7.2f} "
               f"{'-' if c is None else f'{c:.2f}':>9s} "
-              f"{'-' if m is None else f'{m:.0f} MiB':>9s}")
+              f"{'-' if m is None else f'{m:.0f} MiB':>9s} "
+              f"{'-' if d is None else f'{d:.0f}':>8s}")
     print(f"\n{'ratio':60s} {'measured':>8s} {'target':>7s}")
     for name, value, target in ratios:
         if value is None:
