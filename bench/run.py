@@ -843,11 +843,12 @@ def storage_main(args):
     extra_opts = f",cache_mb={args.cache_mb}" if args.cache_mb else ""
     served = {}
 
-    def rankfs(name, path, options, ext, nbytes=None):
+    def rankfs(name, path, options, ext, nbytes=None, binary=None):
         def mount():
             mnt = tempfile.mkdtemp(dir=work)
             m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
-                             f"{options}{extra_opts}", mnt, f"{mnt}.log")
+                             f"{options}{extra_opts}", mnt, f"{mnt}.log",
+                             binary)
             size = nbytes if nbytes is not None else served_bytes(mnt, ext)
             served[(path, ext)] = size
             return rankfs_reader(mnt, ext), size, m.close, m.proc.pid
@@ -862,8 +863,11 @@ def storage_main(args):
         nb = min(args.storage_rows // (RANKS * BATCH), LIMIT)
         rows_per_rank = nb * BATCH
         nbytes = nb * (128 + BATCH * args.cols * 4)
-        cs = chosen(*[rankfs(f"rankfs {s} (storage)", path,
-                             f"dataset=/X,strategy={s}", ".npy", nbytes)
+        cs = chosen(*[rankfs(f"rankfs {s} (storage{b})", path,
+                             f"dataset=/X,strategy={s}", ".npy", nbytes,
+                             args.baseline if b else None)
+                      for b in ([""] + ([", baseline"] if args.baseline
+                                        else []))
                       for s in ("block_shuffle", "shuffle")],
                     Contender("h5py+DistributedSampler (storage)",
                               unmounted(h5py_reader(path), nbytes)),
