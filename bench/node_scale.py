@@ -35,12 +35,10 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402  (stdlib and numpy only at import)
@@ -49,24 +47,6 @@ SHUFFLE = "rankfs shuffle"
 BLOCK = "rankfs block_shuffle"
 TRIVIAL = "trivial FUSE server"
 H5PY = "h5py+DistributedSampler"
-
-
-def write_source(path, rows, cols, step):
-    """The dense source, written once in slabs of `step` rows."""
-    import h5py
-    if os.path.exists(path):
-        return
-    t0 = time.perf_counter()
-    run.log(f"node_scale: writing {path} ({rows} x {cols} float32, "
-            f"{rows * cols * 4 / 1e9:.1f} GB)")
-    rng = np.random.default_rng(1)
-    with h5py.File(path + ".tmp", "w") as f:
-        x = f.create_dataset("X", (rows, cols), dtype="float32")
-        for a in range(0, rows, step):
-            b = min(rows, a + step)
-            x[a:b] = rng.random((b - a, cols), dtype=np.float32)
-    os.rename(path + ".tmp", path)
-    run.log(f"node_scale: written in {time.perf_counter() - t0:.1f} s")
 
 
 def trivial_mount(binary, files, cols, mnt, notes):
@@ -124,8 +104,10 @@ def main():
     os.makedirs(args.dir, exist_ok=True)
     src = os.path.join(args.dir, f"dense-{args.rows}x{args.cols}.h5")
     # Slabs of about 256 MB.
-    write_source(src, args.rows, args.cols,
-                 max(1, (1 << 28) // (4 * args.cols)))
+    t0 = time.perf_counter()
+    run.make_dense_h5(src, args.rows, args.cols,
+                      max(1, (1 << 28) // (4 * args.cols)))
+    run.log(f"node_scale: source ready in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
     run.warm(src)
     run.log(f"node_scale: warmed the source in "
