@@ -327,3 +327,27 @@ int h5fx_mark_csr(const char *path, const char *group, uint64_t rows,
 		H5Gclose(g);
 	return H5Fclose(file) < 0 ? -1 : rc;
 }
+
+float h5fx_f32_value(uint64_t r, uint64_t c)
+{
+	return (float)r * 10.0f + (float)c + 0.5f;
+}
+
+int h5fx_write_f32(const char *path, uint64_t rows, uint64_t cols, int ndims,
+		   int anndata)
+{
+	float *m = malloc(rows * cols * sizeof(*m) + 1);
+	if (!m)
+		return -1;
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t c = 0; c < cols; c++)
+			m[r * cols + c] = h5fx_f32_value(r, c);
+	struct h5fx_dataset d = { .name = "/X",
+				  .type = H5FX_F32,
+				  .ndims = ndims,
+				  .dims = { rows, ndims == 2 ? cols : 0 },
+				  .data = m };
+	int rc = h5fx_write(path, &d, 1, anndata);
+	free(m);
+	return rc;
+}

@@ -42,6 +42,15 @@ struct h5fx_dataset {
 int h5fx_write(const char *path, const struct h5fx_dataset *d, size_t n,
 	       int anndata);
 
+/* The value of row r, column c in h5fx_write_f32()'s files. */
+float h5fx_f32_value(uint64_t r, uint64_t c);
+
+/* Creates path with one float32 dataset /X of rows x cols (ndims 2) or
+ * rows (ndims 1), cell (r, c) h5fx_f32_value(r, c); anndata as for
+ * h5fx_write(). @return 0 or -1. */
+int h5fx_write_f32(const char *path, uint64_t rows, uint64_t cols, int ndims,
+		   int anndata);
+
 /* Creates path with group name (attribute encoding-type=kind unless NULL)
  * and nothing else. @return 0 or -1. */
 int h5fx_write_group(const char *path, const char *name, const char *kind);

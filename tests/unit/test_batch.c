@@ -41,7 +41,7 @@ static uint64_t size_of(struct rfs_batch *b, const struct rfs_cache_key *k)
 
 static float value(uint64_t r, uint64_t c)
 {
-	return (float)r * 10.0f + (float)c + 0.5f;
+	return h5fx_f32_value(r, c);
 }
 
 static int8_t code_of(uint64_t r)
@@ -51,28 +51,14 @@ static int8_t code_of(uint64_t r)
 
 static int write_source(const char *path, uint64_t rows, int ndims)
 {
-	float *m = malloc(rows * COLS * sizeof(*m));
 	int8_t *codes = malloc(rows);
-	int rc = -1;
-	if (!m || !codes)
-		goto out;
-	for (uint64_t r = 0; r < rows; r++) {
+	int rc = codes ? h5fx_write_f32(path, rows, COLS, ndims, 1) : -1;
+	for (uint64_t r = 0; r < rows && rc == 0; r++)
 		codes[r] = code_of(r);
-		for (uint64_t c = 0; c < COLS; c++)
-			m[r * COLS + c] = value(r, c);
-	}
-	struct h5fx_dataset d = { .name = "/X",
-				  .type = H5FX_F32,
-				  .ndims = ndims,
-				  .dims = { rows, ndims == 2 ? COLS : 0 },
-				  .data = m };
 	static const char *const cats[] = { "a", "b", "c" };
-	rc = h5fx_write(path, &d, 1, 1);
 	if (rc == 0)
 		rc = h5fx_add_categorical(path, "cell_type", codes, rows, cats,
 					  3);
-out:
-	free(m);
 	free(codes);
 	return rc;
 }

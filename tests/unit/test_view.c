@@ -30,26 +30,13 @@ struct fixture {
 
 static float value(uint64_t r, uint64_t c)
 {
-	return (float)r * 10.0f + (float)c + 0.5f;
+	return h5fx_f32_value(r, c);
 }
 
 static int write_source_cols(const char *path, uint64_t rows, int ndims,
 			     uint64_t cols)
 {
-	float *m = malloc(rows * cols * sizeof(*m));
-	if (!m)
-		return -1;
-	for (uint64_t r = 0; r < rows; r++)
-		for (uint64_t c = 0; c < cols; c++)
-			m[r * cols + c] = value(r, c);
-	struct h5fx_dataset d = { .name = "/X",
-				  .type = H5FX_F32,
-				  .ndims = ndims,
-				  .dims = { rows, ndims == 2 ? cols : 0 },
-				  .data = m };
-	int rc = h5fx_write(path, &d, 1, 0);
-	free(m);
-	return rc;
+	return h5fx_write_f32(path, rows, cols, ndims, 0);
 }
 
 static int write_source(const char *path, uint64_t rows, int ndims)

@@ -28,19 +28,7 @@ struct fixture {
 
 static int write_source(const char *path, uint64_t rows)
 {
-	float *m = calloc(rows * COLS, sizeof(*m));
-	if (!m)
-		return -1;
-	for (uint64_t i = 0; i < rows * COLS; i++)
-		m[i] = (float)i;
-	struct h5fx_dataset d = { .name = "/X",
-				  .type = H5FX_F32,
-				  .ndims = 2,
-				  .dims = { rows, COLS },
-				  .data = m };
-	int rc = h5fx_write(path, &d, 1, 1);
-	free(m);
-	return rc;
+	return h5fx_write_f32(path, rows, COLS, 2, 1);
 }
 
 static int setup(void **state)
