@@ -10,6 +10,7 @@
 #include "source.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,6 +256,16 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen)
 {
 	return s->ops->read_column(s, name, out, err, errlen);
+}
+
+int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
+			      char *err, size_t errlen)
+{
+	if (!s->ops->read_var_names || !s->info.has_var) {
+		snprintf(err, errlen, "%s: no var names", s->info.path);
+		return -ENOENT;
+	}
+	return s->ops->read_var_names(s, names, n, err, errlen);
 }
 
 void rfs_source_destroy(struct rfs_source *s)

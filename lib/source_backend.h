@@ -31,6 +31,9 @@ struct rfs_source_ops {
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
 	int (*check_unchanged)(struct rfs_source *s);
+	/* As rfs_source_read_var_names(); NULL: the format has none. */
+	int (*read_var_names)(struct rfs_source *s, char ***names, uint64_t *n,
+			      char *err, size_t errlen);
 	/* As rfs_source_state(). */
 	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* As rfs_source_reads_file(). */
