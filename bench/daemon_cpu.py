@@ -6,7 +6,7 @@ daemon's work with the readers'. This counts the daemon's own CPU
 (utime + stime from /proc/PID/stat, its threads and kernel work included)
 while 2 ranks read epochs 1..N of the dense file with np.load, after an
 unmeasured epoch 0, for rankfs (shuffle, or --strategies) and the trivial
-server, each with and without direct_io.
+server.
 
     bench/daemon_cpu.py [--epochs 4] [--strategies streaming,block_shuffle,
                         shuffle] [--dir data/bench]   (after scripts/bench
@@ -231,7 +231,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="with --builds: rounds of every build")
     ap.add_argument("--options", default="",
-                    help="with --builds: extra mount options (direct_io)")
+                    help="with --builds: extra mount options")
     ap.add_argument("--turns", action="store_true",
                     help="with --builds: all mounted, taking turns per "
                     "epoch")
@@ -252,23 +252,19 @@ def main():
     trivialfs = os.path.join(work, "trivialfs")
     run.build_trivialfs(trivialfs)
     nb = args.rows // (run.RANKS * run.BATCH)
-    for direct_io in (False, True):
-        suffix = " direct_io" if direct_io else ""
-        for strategy in args.strategies.split(","):
-            measure_rankfs(f"rankfs {strategy}{suffix}", path, strategy,
-                           "direct_io" if direct_io else "", ".npy",
-                           args.epochs, work, args.each)
-        for distinct in (False, True)[:1 + args.distinct]:
-            mnt = tempfile.mkdtemp(dir=work)
-            m = run.trivial_mount(trivialfs, nb * (args.epochs + 1),
-                                  args.cols, mnt, direct_io, distinct)
-            try:
-                per_epoch("trivial FUSE server" + suffix +
-                          (" distinct" if distinct else ""), m,
-                          run.trivial_reader(mnt, nb), args.epochs,
-                          args.each)
-            finally:
-                m.close()
+    for strategy in args.strategies.split(","):
+        measure_rankfs(f"rankfs {strategy}", path, strategy, "", ".npy",
+                       args.epochs, work, args.each)
+    for distinct in (False, True)[:1 + args.distinct]:
+        mnt = tempfile.mkdtemp(dir=work)
+        m = run.trivial_mount(trivialfs, nb * (args.epochs + 1), args.cols,
+                              mnt, False, distinct)
+        try:
+            per_epoch("trivial FUSE server" +
+                      (" distinct" if distinct else ""), m,
+                      run.trivial_reader(mnt, nb), args.epochs, args.each)
+        finally:
+            m.close()
 
 
 if __name__ == "__main__":

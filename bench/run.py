@@ -8,8 +8,7 @@ once per job); a mounted contender's daemon CPU (utime + stime from
 /proc/PID/stat) is read around each epoch and reported per GB served:
 
   rankfs           np.load of epoch/0/rank/R/batch/*.npy (or load_npz of
-                   *.npz) through a fresh mount, per strategy, through the
-                   page cache and with direct_io
+                   *.npz) through a fresh mount, per strategy
   h5py+sampler     torch's DistributedSampler indices, 256 at a time,
                    sorted, then h5py fancy indexing
   AnnLoader        anndata's AnnLoader over the backed file, same sampler
@@ -665,10 +664,8 @@ def main():
                                          args.warmup))
 
     dense = paths["dense"]
-    group(*[rankfs(f"rankfs {s}{d} (dense)", dense,
-                   f"strategy={s}{d.replace(' ', ',')}", ".npy",
+    group(*[rankfs(f"rankfs {s} (dense)", dense, f"strategy={s}", ".npy",
                    dense_bytes)
-            for d in ("", " direct_io")
             for s in ("block_shuffle", "shuffle")],
           # Another build of rankfs, taking turns with this one.
           *([rankfs(f"rankfs {s} (dense, baseline)", dense,
@@ -685,8 +682,7 @@ def main():
           Contender("page cache read (dense bytes)",
                     unmounted(pagecache_reader(dense, dense_bytes,
                                                dense_file), dense_bytes)),
-          trivial("trivial FUSE server (dense files)", False),
-          trivial("trivial FUSE server direct_io (dense files)", True))
+          trivial("trivial FUSE server (dense files)", False))
     # h5py's 1 MB chunk cache re-inflates chunks for every row here: one
     # epoch takes minutes, so it runs once.
     group(*[rankfs(f"rankfs {s} (dense, gzip)", paths["dense_gzip"],
@@ -744,15 +740,6 @@ def main():
         ("rankfs shuffle / trivial FUSE server",
          ratio("rankfs shuffle (dense)", "trivial FUSE server (dense files)"),
          0.7),
-        ("rankfs shuffle direct_io / h5py+DistributedSampler",
-         ratio("rankfs shuffle direct_io (dense)",
-               "h5py+DistributedSampler (dense)"), 2.0),
-        ("rankfs shuffle direct_io / rankfs block_shuffle direct_io",
-         ratio("rankfs shuffle direct_io (dense)",
-               "rankfs block_shuffle direct_io (dense)"), 0.8),
-        ("rankfs shuffle direct_io / trivial FUSE direct_io",
-         ratio("rankfs shuffle direct_io (dense)",
-               "trivial FUSE server direct_io (dense files)"), 0.7),
         ("rankfs shuffle .npz / anndata backed CSR",
          ratio("rankfs shuffle (CSR .npz)",
                "anndata backed CSR+DistributedSampler"), 3.0),

@@ -227,7 +227,6 @@ int main(int argc, char *argv[])
 	if (cli.config.log_file &&
 	    open_log_file(cli.config.log_file, fs.view) != 0)
 		goto out_view;
-	fs.direct_io = (int)rfs_view_config(fs.view)->direct_io;
 	fs.max_read = cli.max_read;
 	if (rfs_inode_space_init(&fs.space, cli.config.world_size,
 				 rfs_view_kinds(fs.view),
@@ -261,18 +260,14 @@ int main(int argc, char *argv[])
 	if (refuse_mount_point(cli.mountpoint) != 0 ||
 	    fuse_session_mount(se, cli.mountpoint) != 0)
 		goto out_signals;
-	/* With direct_io nothing of ours is cached. */
 	pages.se = se;
-	if (!fs.direct_io &&
-	    (rc = rfs_page_drop_create(se, &pages.drop)) != 0) {
+	if ((rc = rfs_page_drop_create(se, &pages.drop)) != 0) {
 		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
 			strerror(-rc));
 		goto out_unmount;
 	}
-	/* With direct_io nothing is stored or dropped, but opens are
-	 * counted: a file's bytes go at its last release only. */
-	if ((rc = rfs_page_store_create(fs.direct_io ? NULL : &page_ops, &pages,
-					&fs.page_store)) != 0) {
+	if ((rc = rfs_page_store_create(&page_ops, &pages, &fs.page_store)) !=
+	    0) {
 		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
 		rfs_page_drop_destroy(pages.drop);
 		goto out_unmount;

@@ -85,8 +85,7 @@ static int node_size(struct rfs_fs *fs, const struct rfs_node *n,
 
 /* st_blksize, which readers size their buffers by. numpy reads a .npy's
  * header through Python's buffer, then the array with a read of its own:
- * a 1 MiB buffer read the whole file twice (with direct_io, rankfs sent
- * it twice). zipfile's many small reads of an .npz want a large buffer. */
+ * a 1 MiB buffer read the whole file twice. zipfile's many small reads of an .npz want a large buffer. */
 static blksize_t preferred_io_size(const struct rfs_node *n)
 {
 	return is_file(n) && n->kind != RFS_KIND_NPZ ? 4096 : 1 << 20;
@@ -270,8 +269,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
  * reads are then the kernel's alone. A file that fails to generate is not
- * stored, and its reads fail as before. With direct_io the open is only
- * counted.
+ * stored, and its reads fail as before.
  * @return 0, or -ENOMEM: not counted. */
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 			 const struct rfs_cache_key *key)
@@ -337,7 +335,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else {
 		int file = is_file(&n);
 		fi->keep_cache = 1;
-		fi->direct_io = file && fs->direct_io;
 		if (file) {
 			struct rfs_cache_key key = file_key(fs, &n);
 			rfs_view_opened(fs->view, &key);

@@ -14,13 +14,11 @@ struct rfs_fs {
 	struct rfs_inode_space space;
 	uid_t uid; /* owner shown on every node */
 	gid_t gid;
-	int direct_io;
 	/* -o max_read's value, or 0: op_init must give libfuse the same
 	 * value its mount options hold, or libfuse ends the session. */
 	unsigned max_read;
 	/* Counts the opens of files; stores a file's bytes at its first
-	 * open and drops its pages at its last release, except with
-	 * direct_io (page_store.h). */
+	 * open and drops its pages at its last release (page_store.h). */
 	struct rfs_page_store *page_store;
 };
 

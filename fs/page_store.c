@@ -36,7 +36,7 @@ struct open_inode {
 };
 
 struct rfs_page_store {
-	const struct rfs_page_store_ops *ops; /* NULL: only counting */
+	const struct rfs_page_store_ops *ops;
 	void *ctx;
 	pthread_mutex_t lock;
 	pthread_cond_t filled; /* a fill ended */
@@ -93,14 +93,14 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 		}
 		*f = (struct open_inode){ .next = s->open,
 					  .ino = ino,
-					  .filling = s->ops != NULL };
+					  .filling = 1 };
 		s->open = f;
 	}
 	f->opens++;
 	while (!first && f->filling)
 		pthread_cond_wait(&s->filled, &s->lock);
 	pthread_mutex_unlock(&s->lock);
-	if (!first || !s->ops)
+	if (!first)
 		return 0;
 	/* Not under the lock: it may wait for a drop in flight, which no
 	 * read of ino can hold up (none is open), but other inodes' opens
@@ -113,7 +113,7 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len)
 {
-	int rc = data && s->ops ? s->ops->store(s->ctx, ino, data, len) : 0;
+	int rc = data ? s->ops->store(s->ctx, ino, data, len) : 0;
 	pthread_mutex_lock(&s->lock);
 	struct open_inode *f = *find(s, ino);
 	if (f)
@@ -133,7 +133,7 @@ int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
 		*at = f->next;
 		free(f);
 	}
-	if (last && s->ops)
+	if (last)
 		s->ops->drop(s->ctx, ino);
 	if (last && at_last)
 		at_last(ctx);

@@ -27,9 +27,7 @@ struct rfs_page_store_ops {
 	void (*cancel_drop)(void *ctx, uint64_t ino);
 };
 
-/* ops NULL (direct_io): nothing is stored or dropped, opens are only
- * counted, and rfs_page_store_open() returns 0 or -ENOMEM. ops and ctx
- * are borrowed and must outlive s. @return 0 or -ENOMEM. */
+/* ops and ctx are borrowed and must outlive s. @return 0 or -ENOMEM. */
 int rfs_page_store_create(const struct rfs_page_store_ops *ops, void *ctx,
 			  struct rfs_page_store **out);
 

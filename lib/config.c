@@ -85,9 +85,6 @@ static const struct option_def options[] = {
 	  "fetch_factor; 0: off)" },
 	{ "threads", NUMBER, FIELD(threads), 1, 1024, NULL, 0,
 	  "threads generating prefetched batches (default: one per core)" },
-	{ "direct_io", FLAG, FIELD(direct_io), 0, 1, NULL, 0,
-	  "bypass the page cache: one copy less, but no mmap (default "
-	  "off)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
 	  "append logs here when daemonised (default: none)" },
 	{ "open_timeout", NUMBER, FIELD(open_timeout), 0, 86400, NULL, 0,
@@ -260,7 +257,7 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 			*number_at(c, o) = 1;
 			return 0;
 		}
-		__attribute__((fallthrough)); /* direct_io=0/1 */
+		__attribute__((fallthrough)); /* raw=0/1 */
 	case NUMBER:
 		if (!value ||
 		    rfs_parse_u64(value, strlen(value), o->max, 0, &v) != 0 ||

@@ -51,7 +51,6 @@ struct rfs_config {
 	uint64_t cache_mb;
 	uint64_t prefetch; /* batches ahead per rank; RFS_UNSET: default */
 	uint64_t threads; /* prefetch threads; RFS_UNSET: one per core */
-	uint64_t direct_io;
 	char *log_file; /* NULL: stderr */
 	uint64_t open_timeout; /* seconds per mount-time read of a source */
 };

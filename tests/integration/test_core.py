@@ -240,7 +240,7 @@ def test_config_json_resolves_defaults(mounts, sources):
     assert c["fetch_factor"] == 16 and c["partition"] == "batch"
     assert c["drop_last"] == 1 and c["dataset"] == "/X"
     assert c["epochs"] == 10 and c["cache_mb"] == 1024
-    assert c["direct_io"] is False and "passthrough" not in c
+    assert "direct_io" not in c and "passthrough" not in c
 
 
 def test_listing_modes_sizes_inodes(mounts, sources):
@@ -456,17 +456,14 @@ def test_closed_files_leave_the_page_cache(mounts, tmp_path):
                                   x[m.load("index", 0, 0, 0)])
 
 
-@pytest.mark.parametrize("direct_io", [False, True])
-def test_closed_files_are_retired_from_the_batch_cache(mounts, tmp_path,
-                                                       direct_io):
+def test_closed_files_are_retired_from_the_batch_cache(mounts, tmp_path):
     """A file read and closed stays in the batch cache only within an
     eighth of it (half of cache_mb holds batches): reading an epoch does
     not fill the cache with files nobody reads again. The file closed last
     is still served without being generated again."""
     x = np.arange(2000000, dtype=np.float32).reshape(20000, 100)
     path = write_h5(str(tmp_path / "s.h5"), {"x": x})
-    m = mounts(path, "dataset=/x,batch_size=100,prefetch=0,cache_mb=8" +
-               (",direct_io" if direct_io else ""))
+    m = mounts(path, "dataset=/x,batch_size=100,prefetch=0,cache_mb=8")
     size = os.path.getsize(m.file("batch", 0, 0, 0))  # 40,128 bytes
     for k in range(m.batches()):  # 200 files, 8 MB
         index = m.load("index", 0, 0, k)
@@ -486,20 +483,19 @@ def test_closed_files_are_retired_from_the_batch_cache(mounts, tmp_path,
     assert m.json("stats.json")["cache"]["misses"] == misses
 
 
-@pytest.mark.parametrize("direct_io", [False, True])
-def test_file_open_elsewhere_stays_at_a_close(mounts, tmp_path, direct_io):
+@pytest.mark.parametrize("flags", [0, os.O_DIRECT], ids=["cached", "o_direct"])
+def test_file_open_elsewhere_stays_at_a_close(mounts, tmp_path, flags):
     """A reads half a batch file; B opens it, reads it whole and closes it;
     A reads the rest. The file (1 MB, above the eighth of the batch cache
     that closed files keep) is generated once: with the build of f9e14c2,
     B's close dropped its pages and evicted it, and A's reads generated it
-    again."""
+    again. O_DIRECT opens (DALI's use_o_direct) read through rankfs."""
     x = np.arange(4000000, dtype=np.float32).reshape(4000, 1000)
     path = write_h5(str(tmp_path / "s.h5"), {"x": x})
-    m = mounts(path, "dataset=/x,batch_size=256,prefetch=0,cache_mb=8" +
-               (",direct_io" if direct_io else ""))
+    m = mounts(path, "dataset=/x,batch_size=256,prefetch=0,cache_mb=8")
     f = m.file("batch", 0, 0, 3)
     made = lambda: m.json("stats.json")["generation"]["batches"]
-    with open(f, "rb", buffering=0) as a:
+    with os.fdopen(os.open(f, os.O_RDONLY | flags), "rb", buffering=0) as a:
         size = os.fstat(a.fileno()).st_size
         first = a.read(size // 2)
         with open(f, "rb", buffering=0) as b:
@@ -531,43 +527,40 @@ def test_batch_names_grow_past_six_digits(mounts, tmp_path):
             os.stat(f"{d}/{name}")
 
 
-def test_direct_io(mounts, sources):
+def test_o_direct_reads(mounts, sources):
+    """A reader's O_DIRECT open (DALI's numpy reader with use_o_direct)
+    bypasses the page cache: its reads reach rankfs and return exact
+    slices at any offset and size."""
     path, dataset, _ = sources["h5ad"]
     src = source_rows(path, dataset)
-    m = mounts(path, "world_size=2,batch_size=100,direct_io")
-    assert m.json("config.json")["direct_io"] is True
+    m = mounts(path, "world_size=2,batch_size=100")
     index = m.load("index", 0, 1, 2)
-    np.testing.assert_array_equal(m.load("batch", 0, 1, 2), src[index])
-    # Reads of odd sizes and offsets return exact slices.
-    with open(m.file("batch", 0, 1, 2), "rb") as f:
-        whole = f.read()
-        f.seek(1000)
-        assert f.read(333) == whole[1000:1333]
-        f.seek(len(whole) - 5)
-        assert f.read(100) == whole[-5:]
-    # The trade documented for direct_io: no shared mapping (libfuse
-    # 3.14 cannot ask the kernel for one), so np.load(mmap_mode=) fails.
-    with open(m.file("batch", 0, 1, 2), "rb") as f:
-        with pytest.raises(OSError) as e:
-            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        assert e.value.errno == errno.ENODEV
-    with pytest.raises(OSError) as e:
-        m.load("batch", 0, 1, 2, mmap_mode="r")
-    assert e.value.errno == errno.ENODEV
+    f = m.file("batch", 0, 1, 2)
+    with open(f, "rb") as g:
+        whole = g.read()
+    np.testing.assert_array_equal(np.load(io.BytesIO(whole)), src[index])
+    fd = os.open(f, os.O_RDONLY | os.O_DIRECT)
+    try:
+        served = m.json("stats.json")["ranks"][1]["bytes_served"]
+        assert os.pread(fd, 333, 1000) == whole[1000:1333]
+        assert os.pread(fd, 100, len(whole) - 5) == whole[-5:]
+        assert os.pread(fd, len(whole), 0) == whole
+        now = m.json("stats.json")["ranks"][1]["bytes_served"]
+        assert now - served == 333 + 5 + len(whole)
+    finally:
+        os.close(fd)
 
 
-@pytest.mark.parametrize("direct_io", [False, True])
-def test_np_load_reads_a_batch_once(mounts, tmp_path, direct_io):
+def test_np_load_reads_a_batch_once(mounts, tmp_path):
     """A .npy's st_blksize is a page: numpy reads the header through
     Python's buffer of that size, then the array with a read of its own.
-    With a buffer as large as the file it read every byte twice (with
-    direct_io, rankfs served them twice; through the page cache the kernel
-    asks rankfs once either way, so there only st_blksize tells). An .npz,
-    read by zipfile in many small pieces, gets a 1 MiB buffer."""
+    With a buffer as large as the file it read every byte twice (through
+    the page cache the kernel asks rankfs once either way, so only
+    st_blksize tells). An .npz, read by zipfile in many small pieces, gets
+    a 1 MiB buffer."""
     x = np.random.default_rng(3).random((2048, 256), dtype=np.float32)
     path = write_h5(str(tmp_path / "w.h5"), {"x": x})
-    m = mounts(path, "dataset=/x,batch_size=512,prefetch=0" +
-               (",direct_io" if direct_io else ""))
+    m = mounts(path, "dataset=/x,batch_size=512,prefetch=0")
     f = m.file("batch", 0, 0, 1)
     st = os.stat(f)
     assert st.st_blksize == 4096

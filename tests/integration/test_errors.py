@@ -132,7 +132,10 @@ CASES = [
      ["'bogus'", "world_size", "log_file", "allow_other", "clone_fd"]),
     # FUSE passthrough was removed: its option is unknown like any other.
     ("passthrough option", "good", "dataset=/x,passthrough",
-     ["'passthrough'", "world_size", "direct_io"]),
+     ["'passthrough'", "world_size", "log_file"]),
+    # So was direct_io: the page cache serves every file.
+    ("direct_io option", "good", "dataset=/x,direct_io",
+     ["'direct_io'", "world_size", "log_file"]),
     ("bad strategy", "good", "dataset=/x,strategy=random",
      ["strategy=random", "streaming, shuffle, block_shuffle"]),
     ("zero world size", "good", "dataset=/x,world_size=0",

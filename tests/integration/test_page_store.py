@@ -1,13 +1,13 @@
 """Files stored at open: through the page cache (the default), a batch
 file's bytes are handed to the kernel before its open is answered, so its
-reads never reach the daemon; with direct_io they all do."""
+reads never reach the daemon; with O_DIRECT they all do."""
 import io
 import os
 
 import numpy as np
 import pytest
 
-from conftest import without_daemon, write_h5ad
+from conftest import without_daemon, write_h5, write_h5ad
 
 N, D = 1000, 24
 
@@ -29,11 +29,11 @@ def read_all(fd, size):
     return bytes(got)
 
 
-def open_then_read_stopped(m, f):
+def open_then_read_stopped(m, f, flags=0):
     """Opens f while the daemon runs, and reads it whole while it is
     stopped. @return (stuck, the bytes, f's size), as without_daemon."""
     size = os.path.getsize(f)
-    fd = os.open(f, os.O_RDONLY)
+    fd = os.open(f, os.O_RDONLY | flags)
     try:
         stuck, got = without_daemon(m, lambda: read_all(fd, size))
     finally:
@@ -60,12 +60,13 @@ def test_reads_after_open_need_no_daemon(mounts, source, extra):
     assert served == size + os.path.getsize(m.file("index", 2, 1, 3))
 
 
-def test_direct_io_reads_reach_the_daemon(mounts, source):
-    """The same read with direct_io waits for the daemon: what the test
-    above tells apart."""
+def test_o_direct_reads_reach_the_daemon(mounts, source):
+    """The same read through an O_DIRECT open waits for the daemon: what
+    the test above tells apart."""
     path, _ = source
-    m = mounts(path, "world_size=2,batch_size=64,direct_io")
-    stuck, got, size = open_then_read_stopped(m, m.file("batch", 0, 0, 0))
+    m = mounts(path, "world_size=2,batch_size=64")
+    stuck, got, size = open_then_read_stopped(m, m.file("batch", 0, 0, 0),
+                                              os.O_DIRECT)
     assert stuck
     assert len(got) == size
 
@@ -91,3 +92,32 @@ def test_open_while_open_elsewhere_is_served(mounts, source):
     assert served == size + os.path.getsize(m.file("index", 0, 0, 1))
     for _ in range(3):  # reopened after closes: stored or read again
         np.testing.assert_array_equal(np.load(f), x[index])
+
+
+def test_open_files_read_alternately_in_pieces_generate_once(mounts,
+                                                             tmp_path):
+    """Two open 16 MB batch files read alternately in 1 MiB pieces with
+    cache_mb=40 (the batch cache holds one of them): each is generated
+    once, at its first open, whose bytes the page cache keeps while it is
+    open. direct_io, which rankfs had until this test, generated them 32
+    times between them."""
+    x = np.random.default_rng(4).random((8192, 1000), dtype=np.float32)
+    path = write_h5(str(tmp_path / "big.h5"), {"x": x})
+    m = mounts(path, "dataset=/x,batch_size=4096,prefetch=0,cache_mb=40")
+    files = [m.file("batch", 0, 0, k) for k in (0, 1)]
+    size = os.path.getsize(files[0])
+    assert size > 16_000_000
+    fds = [os.open(f, os.O_RDONLY) for f in files]
+    try:
+        got = [bytearray(), bytearray()]
+        for off in range(0, size, 1 << 20):
+            for k in (0, 1):
+                got[k] += os.pread(fds[k], 1 << 20, off)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    for k in (0, 1):
+        index = m.load("index", 0, 0, k)
+        np.testing.assert_array_equal(np.load(io.BytesIO(bytes(got[k]))),
+                                      x[index])
+    assert m.json("stats.json")["generation"]["batches"] == 2

@@ -47,7 +47,7 @@ static void test_defaults(void **state)
 	assert_null(c.dataset);
 	assert_int_equal(c.epochs, 10);
 	assert_int_equal(c.cache_mb, 1024);
-	assert_int_equal(c.direct_io, 0);
+	assert_int_equal(c.raw, 0);
 	assert_null(c.log_file);
 	rfs_config_free(&c);
 }
@@ -77,7 +77,7 @@ static void test_every_option_sets(void **state)
 	set_ok(&c, "dataset", "/obsm/X_pca");
 	set_ok(&c, "epochs", "3");
 	set_ok(&c, "cache_mb", "64");
-	set_ok(&c, "direct_io", NULL);
+	set_ok(&c, "raw", NULL);
 	set_ok(&c, "log_file", "/tmp/rankfs.log");
 	set_ok(&c, "drop_last", "0");
 	set_ok(&c, "total_size", "5000");
@@ -106,17 +106,17 @@ static void test_every_option_sets(void **state)
 	assert_string_equal(c.dataset, "/obsm/X_pca");
 	assert_int_equal(c.epochs, 3);
 	assert_int_equal(c.cache_mb, 64);
-	assert_int_equal(c.direct_io, 1);
+	assert_int_equal(c.raw, 1);
 	assert_string_equal(c.log_file, "/tmp/rankfs.log");
 
 	set_ok(&c, "strategy", "streaming");
 	assert_int_equal(c.strategy, RFS_STREAMING);
 	set_ok(&c, "strategy", "block_shuffle");
 	assert_int_equal(c.strategy, RFS_BLOCK_SHUFFLE);
-	set_ok(&c, "direct_io", "0");
-	assert_int_equal(c.direct_io, 0);
-	set_ok(&c, "direct_io", "1");
-	assert_int_equal(c.direct_io, 1);
+	set_ok(&c, "raw", "0");
+	assert_int_equal(c.raw, 0);
+	set_ok(&c, "raw", "1");
+	assert_int_equal(c.raw, 1);
 	/* Setting a text option again replaces (and frees) the old copy. */
 	set_ok(&c, "dataset", "/X");
 	assert_string_equal(c.dataset, "/X");
@@ -279,8 +279,8 @@ static void test_bad_values_rejected(void **state)
 		{ "epochs", "2147483649" },
 		{ "cache_mb", "0" },
 		{ "cache_mb", "1073741825" },
-		{ "direct_io", "2" },
-		{ "direct_io", "yes" },
+		{ "raw", "2" },
+		{ "raw", "yes" },
 		{ "strategy", "random" },
 		{ "strategy", "" },
 		{ "strategy", NULL },
@@ -387,6 +387,10 @@ static void test_unknown_key(void **state)
 	assert_int_equal(rfs_config_set(&c, "passthrough", NULL, err,
 					sizeof(err)),
 			 -ENOENT);
+	/* So was direct_io (the page cache serves every file). */
+	assert_int_equal(rfs_config_set(&c, "direct_io", NULL, err,
+					sizeof(err)),
+			 -ENOENT);
 	assert_string_equal(err, "untouched");
 	assert_memory_equal(&c, &before, sizeof(c));
 }
@@ -427,7 +431,6 @@ static void test_render_json_defaults(void **state)
 		"\"dataset\": null",
 		"\"epochs\": 10",
 		"\"cache_mb\": 1024",
-		"\"direct_io\": false",
 		"\"log_file\": null",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
@@ -448,12 +451,12 @@ static void test_render_json_set_values(void **state)
 	set_ok(&c, "strategy", "streaming");
 	set_ok(&c, "seed", "12345678901234567890");
 	set_ok(&c, "dataset", "/a\"b\\c");
-	set_ok(&c, "direct_io", "1");
+	set_ok(&c, "raw", "1");
 	char *j = render(&c, 0);
 	assert_non_null(strstr(j, "\"strategy\": \"streaming\""));
 	assert_non_null(strstr(j, "\"seed\": 12345678901234567890"));
 	assert_non_null(strstr(j, "\"dataset\": \"/a\\\"b\\\\c\""));
-	assert_non_null(strstr(j, "\"direct_io\": true"));
+	assert_non_null(strstr(j, "\"raw\": true"));
 	free(j);
 	rfs_config_free(&c);
 }
@@ -479,12 +482,12 @@ static void test_render_identity(void **state)
 	/* Options that do not change the bytes served stay out. */
 	assert_null(strstr(id, "epochs"));
 	assert_null(strstr(id, "cache_mb"));
-	assert_null(strstr(id, "direct_io"));
+	assert_null(strstr(id, "threads"));
 	assert_null(strstr(id, "log_file"));
 	/* ... so changing them leaves the identity as it was. */
 	set_ok(&c, "epochs", "99");
 	set_ok(&c, "cache_mb", "1");
-	set_ok(&c, "direct_io", "1");
+	set_ok(&c, "threads", "3");
 	set_ok(&c, "log_file", "/tmp/x");
 	char *id2 = render(&c, 1);
 	assert_string_equal(id, id2);
@@ -510,7 +513,7 @@ static void test_render_help(void **state)
 	static const char *const names[] = {
 		"world_size", "batch_size",   "seed",	   "strategy",
 		"block_size", "fetch_factor", "partition", "drop_last",
-		"dataset",    "epochs",	      "cache_mb",  "direct_io",
+		"dataset",    "epochs",	      "cache_mb",  "threads",
 		"log_file",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

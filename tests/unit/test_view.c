@@ -448,8 +448,8 @@ static void test_view_id(void **state)
 			 0);
 	assert_int_equal(rfs_config_set(&c2, "epochs", "3", err, sizeof(err)),
 			 0);
-	assert_int_equal(
-		rfs_config_set(&c2, "direct_io", "1", err, sizeof(err)), 0);
+	assert_int_equal(rfs_config_set(&c2, "threads", "3", err, sizeof(err)),
+			 0);
 	assert_int_equal(
 		rfs_config_set(&c4, "block_size", "32", err, sizeof(err)), 0);
 	struct rfs_view *v1 = create_ok(&c1, f->path);

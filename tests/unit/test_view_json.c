@@ -111,7 +111,7 @@ static void test_view_id(void **state)
 	open_source(&c, f->path, "6");
 	open_source(&d, f->other, "5");
 	set(&b.c, "cache_mb", "7"); /* not byte-changing */
-	set(&b.c, "direct_io", NULL);
+	set(&b.c, "threads", "3");
 	uint64_t ida = id_of(&a);
 	assert_true(ida == id_of(&b));
 	assert_true(ida != id_of(&c));
