@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "deadline.h"
+#include "log.h"
 
 /* Rows per read while counting served values: bounded memory. */
 #define COUNT_ROWS 4096
@@ -165,6 +166,13 @@ int rfs_dataset_var_build(struct rfs_dataset_var *v, enum rfs_varjoin_mode mode,
 			return 0;
 		int rc =
 			read_names(files[0], &v->names, &v->count, err, errlen);
+		if (rc == -EINVAL) {
+			/* A var of another length than X's width: such a
+			 * file mounted before var_names.txt, and still does,
+			 * without it. */
+			rfs_log("%s; no var_names.txt", err);
+			return 0;
+		}
 		if (rc == 0)
 			v->fingerprint =
 				rfs_source_info(files[0])->var_fingerprint;

@@ -436,6 +436,21 @@ static void test_join_errors(void **state)
 			 -EINVAL);
 	assert_non_null(strstr(err, "names.txt: 'nope' (line 2)"));
 	remove(names);
+	/* A var shorter than X is wide: no join; without one the file
+	 * mounts as before, with no var names served. */
+	const char *genes[] = { "g0", "g1" };
+	assert_int_equal(h5fx_add_var(bare, genes, 2), 0);
+	paths[0] = bare;
+	join = (struct rfs_dataset_join){ RFS_VARJOIN_OUTER, NULL };
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "bare.h5ad: 2 var names for 3 columns"));
+	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_var_count(d) == 0);
+	rfs_dataset_destroy(d);
 	remove(bare);
 }
 
