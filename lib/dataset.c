@@ -539,13 +539,9 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 			d->files[f], n, nnz + n * d->var.max_dropped);
 		most = one > most ? one : most;
 	}
-	uint64_t widest = 0;
-	for (size_t f = 0; f < d->nfiles; f++)
-		if (rfs_source_info(d->files[f])->max_row_nnz > widest)
-			widest = rfs_source_info(d->files[f])->max_row_nnz;
 	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
 	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t)) +
-	       rfs_varjoin_row_scratch(widest, elem);
+	       rfs_varjoin_row_scratch(d->var.widest, elem);
 }
 
 /* The file holding global row (binary search over the starts). */
@@ -602,11 +598,11 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
 	int64_t *local = malloc((n ? n : 1) * sizeof(*local));
 	size_t *slots = malloc((n ? n : 1) * sizeof(*slots));
-	void *scratch = d->var.join ?
-				malloc(rfs_varjoin_row_scratch(
-					d->var.max_row_nnz + d->var.max_dropped,
-					elem)) :
-				NULL;
+	/* A row is sorted in scratch: room for the fullest stored row. */
+	void *scratch =
+		d->var.join ?
+			malloc(rfs_varjoin_row_scratch(d->var.widest, elem)) :
+			NULL;
 	int rc = -ENOMEM;
 	*out = (struct rfs_csr){ .rows = n };
 	out->start = calloc(n + 1, sizeof(*out->start));

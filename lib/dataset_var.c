@@ -90,6 +90,8 @@ static int count_csr(struct rfs_dataset_var *v, struct rfs_source *const *files,
 	}
 	for (size_t f = 0; f < n; f++) {
 		const struct rfs_source_info *info = rfs_source_info(files[f]);
+		if (info->max_row_nnz > v->widest)
+			v->widest = info->max_row_nnz;
 		if (rfs_varjoin_drops(v->join, f)) {
 			/* Counts are stored in 32 bits. */
 			if (info->max_row_nnz > UINT32_MAX) {
