@@ -244,6 +244,9 @@ int main(int argc, char *argv[])
 						     fs.view)));
 		goto out_view;
 	}
+	size_t var_names_len;
+	fs.space.var_names = rfs_view_var_names_txt(fs.view, &var_names_len) !=
+			     NULL;
 	se = rfs_ops_session_new(&cli.args, &fs);
 	if (!se)
 		goto out_view;

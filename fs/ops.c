@@ -71,6 +71,9 @@ static int node_size(struct rfs_fs *fs, const struct rfs_node *n,
 	case RFS_NODE_DATASET:
 		rfs_view_dataset_json(fs->view, &len);
 		break;
+	case RFS_NODE_VAR_NAMES:
+		rfs_view_var_names_txt(fs->view, &len);
+		break;
 	case RFS_NODE_FILE:
 	case RFS_NODE_STEP_FILE: {
 		struct rfs_cache_key key = file_key(fs, n);
@@ -408,6 +411,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	case RFS_NODE_DATASET:
 		text = rfs_view_dataset_json(fs->view, &len);
+		break;
+	case RFS_NODE_VAR_NAMES:
+		text = rfs_view_var_names_txt(fs->view, &len);
 		break;
 	case RFS_NODE_STATS: {
 		struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;

@@ -13,6 +13,8 @@ enum kind { NUMBER, CHOICE, TEXT, FLAG, REAL, LIST };
 static const char *const strategies[] = { "streaming",	    "shuffle",
 					  "block_shuffle",  "weighted",
 					  "class_balanced", NULL };
+/* enum rfs_varjoin_mode's first three; "names" is var_names=FILE. */
+static const char *const var_joins[] = { "none", "inner", "outer", NULL };
 static const char *const partitions[] = { "batch", "round_robin", "contiguous",
 					  "file", NULL };
 /* "source", then enum rfs_dtype's names in order. */
@@ -29,11 +31,15 @@ struct option_def {
 	size_t offset;
 	uint64_t min, max; /* NUMBER and FLAG; REAL: [min, max] too */
 	const char *const *choices; /* CHOICE */
-	int identity; /* changes the bytes served: part of view_id */
+	/* Changes the bytes served: part of view_id (IF_SET: only when not
+	 * its default, so that options added later keep the view_ids of
+	 * mounts without them). */
+	int identity;
 	const char *help;
 };
 
 #define FIELD(f) offsetof(struct rfs_config, f)
+#define IF_SET 2
 
 static const struct option_def options[] = {
 	{ "world_size", NUMBER, FIELD(world_size), 1, 1u << 20, NULL, 1,
@@ -73,6 +79,12 @@ static const struct option_def options[] = {
 	  "serve .h5ad raw/X instead of X" },
 	{ "dtype", CHOICE, FIELD(dtype), 0, 0, dtypes, 1,
 	  "element type of batch files (default source: no cast)" },
+	{ "var_join", CHOICE, FIELD(var_join), 0, 0, var_joins, IF_SET,
+	  "files whose var names differ: inner (names in every file), "
+	  "outer (every name, absent ones 0); default none: refused" },
+	{ "var_names", TEXT, FIELD(var_names), 0, 0, NULL, IF_SET,
+	  "serve exactly the var names of this file (one per line), in its "
+	  "order; absent ones 0" },
 	{ "epochs", NUMBER, FIELD(epochs), 1, RFS_EPOCHS, NULL, 0,
 	  "epochs listed by ls epoch/ (default 10; any epoch resolves)" },
 	{ "cache_mb", NUMBER, FIELD(cache_mb), 1, UINT64_C(1) << 30, NULL, 0,
@@ -384,7 +396,12 @@ void rfs_config_render_json(const struct rfs_config *c, struct rfs_buf *b)
 void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b)
 {
 	for (size_t i = 0; i < N_OPTIONS; i++) {
-		if (!options[i].identity)
+		const struct option_def *o = &options[i];
+		struct rfs_config *m = (struct rfs_config *)c;
+		if (!o->identity)
+			continue;
+		if (o->identity == IF_SET &&
+		    (o->kind == TEXT ? !*text_at(m, o) : !*number_at(m, o)))
 			continue;
 		rfs_buf_printf(b, "%s=", options[i].name);
 		render_value(c, &options[i], b, 0);

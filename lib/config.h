@@ -47,6 +47,8 @@ struct rfs_config {
 	char *layer; /* .h5ad layers/NAME instead of X; NULL: none */
 	uint64_t raw; /* 1: .h5ad raw/X instead of X */
 	uint64_t dtype; /* 0: the source's; else enum rfs_dtype + 1 */
+	uint64_t var_join; /* enum rfs_varjoin_mode: NONE, INNER or OUTER */
+	char *var_names; /* file of served var names; NULL: none */
 	uint64_t epochs;
 	uint64_t cache_mb;
 	uint64_t prefetch; /* batches ahead per rank; RFS_UNSET: default */

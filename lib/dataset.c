@@ -11,7 +11,9 @@
 #include <xxhash.h>
 
 #include "chunks.h"
+#include "dataset_var.h"
 #include "deadline.h"
+#include "log.h"
 #include "rowsort.h"
 
 struct rfs_dataset {
@@ -20,6 +22,12 @@ struct rfs_dataset {
 	struct rfs_source **files;
 	uint64_t *starts; /* nfiles + 1: first global row of each file */
 	uint64_t fingerprint;
+	struct rfs_source_info info; /* the first file's, as served */
+	struct rfs_dataset_var var; /* served var names; the join */
+	/* Each file read as it is stored: one file, no join or an
+	 * identity one. Else rows go through the join's gather or remap. */
+	int direct;
+	size_t staging_row_bytes; /* dense: the widest file's row */
 };
 
 static int ends_with(const char *s, const char *suffix)
@@ -181,7 +189,7 @@ static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 
 /* Every file must serve rows of the same shape and type as the first. */
 static int check_agree(const struct rfs_source_info *a,
-		       const struct rfs_source_info *b, char *err,
+		       const struct rfs_source_info *b, int join, char *err,
 		       size_t errlen)
 {
 	if (a->sparse != b->sparse) {
@@ -192,21 +200,28 @@ static int check_agree(const struct rfs_source_info *a,
 			 a->path, a->sparse ? "CSR" : "dense");
 		return -EINVAL;
 	}
-	if (a->ndims != b->ndims || a->cols != b->cols ||
+	/* Joined on var names, the widths may differ (dataset_var.c). */
+	if (a->ndims != b->ndims || (!join && a->cols != b->cols) ||
 	    a->dtype != b->dtype) {
 		snprintf(err, errlen,
 			 "%s: %s has %llu columns of %s, but %s has %llu "
-			 "columns of %s (files must agree)",
+			 "columns of %s (files must agree%s)",
 			 b->path, b->dataset, (unsigned long long)b->cols,
 			 rfs_dtype_name(b->dtype), a->path,
-			 (unsigned long long)a->cols, rfs_dtype_name(a->dtype));
+			 (unsigned long long)a->cols, rfs_dtype_name(a->dtype),
+			 a->has_var && b->has_var && a->cols != b->cols ?
+				 "; -o var_join=inner|outer or var_names=FILE "
+				 "joins files on their var names" :
+				 "");
 		return -EINVAL;
 	}
-	if (a->has_var && b->has_var &&
+	if (!join && a->has_var && b->has_var &&
 	    a->var_fingerprint != b->var_fingerprint) {
 		snprintf(err, errlen,
 			 "%s: var names differ from %s's (xxh3 %016llx vs "
-			 "%016llx): the columns are not the same genes",
+			 "%016llx): the columns are not the same genes "
+			 "(-o var_join=inner|outer or var_names=FILE joins "
+			 "them)",
 			 b->path, a->path,
 			 (unsigned long long)b->var_fingerprint,
 			 (unsigned long long)a->var_fingerprint);
@@ -245,10 +260,54 @@ static int check_descriptors(size_t n, char *err, size_t errlen)
 	return -EMFILE;
 }
 
+/* The served description, var names and read paths, once the files
+ * are open. */
+static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
+		 char *err, size_t errlen)
+{
+	enum rfs_varjoin_mode mode = join ? join->mode : RFS_VARJOIN_NONE;
+	int rc = rfs_dataset_var_build(&d->var, mode,
+				       join ? join->names_file : NULL, d->files,
+				       d->nfiles, err, errlen);
+	if (rc != 0)
+		return rc;
+	d->info = *rfs_source_info(d->files[0]);
+	d->direct = d->nfiles == 1;
+	if (!d->var.join)
+		return 0;
+	d->info.cols = d->var.count;
+	d->info.var_fingerprint = d->var.fingerprint;
+	d->direct = d->nfiles == 1 && rfs_varjoin_identity(d->var.join, 0);
+	for (size_t f = 0; f < d->nfiles; f++) {
+		size_t rb = rfs_source_row_bytes(d->files[f]);
+		if (rb > d->staging_row_bytes)
+			d->staging_row_bytes = rb;
+	}
+	if (d->info.sparse) {
+		d->info.nnz = d->var.nnz;
+		d->info.max_row_nnz = d->var.max_row_nnz;
+	}
+	/* Other columns, other bytes: another view_id. */
+	uint64_t part[3] = { d->fingerprint, d->var.fingerprint, mode };
+	d->fingerprint = XXH3_64bits(part, sizeof(part));
+	return 0;
+}
+
 int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 		     size_t chunk_cache_bytes, struct rfs_dataset **out,
 		     char *err, size_t errlen)
 {
+	return rfs_dataset_open_joined(paths, npaths, dataset,
+				       chunk_cache_bytes, NULL, out, err,
+				       errlen);
+}
+
+int rfs_dataset_open_joined(char *const *paths, size_t npaths,
+			    const char *dataset, size_t chunk_cache_bytes,
+			    const struct rfs_dataset_join *join,
+			    struct rfs_dataset **out, char *err, size_t errlen)
+{
+	int joined = join && join->mode != RFS_VARJOIN_NONE;
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
 	int rc = -ENOMEM;
@@ -284,7 +343,7 @@ int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 		const struct rfs_source_info *info =
 			rfs_source_info(d->files[i]);
 		if (i > 0 && (rc = check_agree(rfs_source_info(d->files[0]),
-					       info, err, errlen)) != 0)
+					       info, joined, err, errlen)) != 0)
 			goto fail;
 		d->starts[i + 1] = d->starts[i] + info->rows;
 		uint64_t part[2] = { fp, info->fingerprint };
@@ -292,6 +351,9 @@ int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 			      XXH3_64bits(part, sizeof(part));
 	}
 	d->fingerprint = fp;
+	rc = serve(d, join, err, errlen);
+	if (rc != 0)
+		goto fail;
 	*out = d;
 	rc = 0;
 	goto out;
@@ -309,6 +371,7 @@ void rfs_dataset_destroy(struct rfs_dataset *d)
 	if (!d)
 		return;
 	/* Sources first: the chunk cache's datasets borrow their fds. */
+	rfs_dataset_var_free(&d->var, d->nfiles);
 	for (size_t i = 0; i < d->nfiles; i++)
 		rfs_source_destroy(d->files[i]);
 	rfs_chunks_destroy(d->chunks);
@@ -354,12 +417,32 @@ uint64_t rfs_dataset_rows(const struct rfs_dataset *d)
 
 const struct rfs_source_info *rfs_dataset_info(const struct rfs_dataset *d)
 {
-	return rfs_source_info(d->files[0]);
+	return &d->info;
 }
 
 size_t rfs_dataset_row_bytes(const struct rfs_dataset *d)
 {
-	return rfs_source_row_bytes(d->files[0]);
+	return d->info.cols * rfs_dtype_size(d->info.dtype);
+}
+
+enum rfs_varjoin_mode rfs_dataset_var_join(const struct rfs_dataset *d)
+{
+	return d->var.mode;
+}
+
+uint64_t rfs_dataset_var_count(const struct rfs_dataset *d)
+{
+	return d->var.count;
+}
+
+const char *rfs_dataset_var_name(const struct rfs_dataset *d, uint64_t i)
+{
+	return d->var.join ? rfs_varjoin_name(d->var.join, i) : d->var.names[i];
+}
+
+uint64_t rfs_dataset_var_fingerprint(const struct rfs_dataset *d)
+{
+	return d->var.fingerprint;
 }
 
 uint64_t rfs_dataset_fingerprint(const struct rfs_dataset *d)
@@ -379,15 +462,18 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d)
 int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			  void *dst)
 {
-	if (d->nfiles == 1)
+	if (d->direct)
 		return rfs_source_read_rows(d->files[0], rows, n, dst);
 
 	/* Sorted, each file's rows are one stretch: read it as one fetch
-	 * from that file into a staging buffer, then put rows in place. */
+	 * from that file into a staging buffer, then put rows in place
+	 * (joined: gathered onto the served columns). */
 	size_t rb = rfs_dataset_row_bytes(d);
+	size_t sb = d->var.join ? d->staging_row_bytes : rb;
+	size_t elem = rfs_dtype_size(d->info.dtype);
 	struct rfs_wanted *w = rfs_rowsort(rows, n);
 	int64_t *local = malloc(n * sizeof(*local));
-	unsigned char *staging = malloc(n * rb);
+	unsigned char *staging = malloc(n * sb + 1);
 	unsigned char *out = dst;
 	int rc = -ENOMEM;
 	if (!w || !local || !staging)
@@ -403,9 +489,18 @@ int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 		if (j == i)
 			continue;
 		rc = rfs_source_read_rows(d->files[f], local, j - i, staging);
-		for (size_t k = i; k < j && rc == 0; k++)
-			memcpy(out + w[k].slot * rb, staging + (k - i) * rb,
-			       rb);
+		int gather = d->var.join &&
+			     !rfs_varjoin_identity(d->var.join, f);
+		size_t fb = rfs_source_row_bytes(d->files[f]);
+		for (size_t k = i; k < j && rc == 0; k++) {
+			if (gather)
+				rfs_varjoin_gather(d->var.join, f,
+						   staging + (k - i) * fb,
+						   out + w[k].slot * rb, elem);
+			else
+				memcpy(out + w[k].slot * rb,
+				       staging + (k - i) * rb, rb);
+		}
 		i = j;
 	}
 out:
@@ -423,15 +518,30 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 		size_t one = rfs_source_read_scratch(d->files[f], n, nnz);
 		most = one > most ? one : most;
 	}
-	if (d->nfiles == 1)
+	if (d->direct)
 		return most;
+	size_t rb = d->var.join ? d->staging_row_bytes :
+				  rfs_dataset_row_bytes(d);
 	if (!rfs_dataset_info(d)->sparse) /* sorted rows, local ids, staging */
-		return most + n * (sizeof(struct rfs_wanted) + sizeof(int64_t) +
-				   rfs_dataset_row_bytes(d));
+		return most +
+		       n * (sizeof(struct rfs_wanted) + sizeof(int64_t) + rb);
 	/* local, slots, and the joined rfs_csr */
 	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
+	if (!d->var.join)
+		return most + n * (sizeof(int64_t) + sizeof(size_t)) +
+		       (n + 1) * sizeof(uint64_t) +
+		       nnz * (elem + sizeof(int64_t));
+	/* nnz served are read as up to nnz + n x max_dropped stored ones,
+	 * and a row is sorted in scratch of its own. */
+	most = 0;
+	for (size_t f = 0; f < d->nfiles; f++) {
+		size_t one = rfs_source_read_scratch(
+			d->files[f], n, nnz + n * d->var.max_dropped);
+		most = one > most ? one : most;
+	}
 	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
-	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t));
+	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t)) +
+	       rfs_varjoin_row_scratch(d->var.widest, elem);
 }
 
 /* The file holding global row (binary search over the starts). */
@@ -450,6 +560,8 @@ static size_t file_of(const struct rfs_dataset *d, uint64_t row)
 
 uint64_t rfs_dataset_nnz(const struct rfs_dataset *d)
 {
+	if (d->var.join)
+		return d->var.nnz;
 	uint64_t total = 0;
 	for (size_t f = 0; f < d->nfiles; f++)
 		total += rfs_source_info(d->files[f])->nnz;
@@ -458,6 +570,8 @@ uint64_t rfs_dataset_nnz(const struct rfs_dataset *d)
 
 uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d)
 {
+	if (d->var.join)
+		return d->var.max_row_nnz;
 	uint64_t most = 0;
 	for (size_t f = 0; f < d->nfiles; f++)
 		if (rfs_source_info(d->files[f])->max_row_nnz > most)
@@ -468,23 +582,31 @@ uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d)
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)
 {
 	size_t f = file_of(d, row);
+	if (d->var.served_nnz && d->var.served_nnz[f])
+		return d->var.served_nnz[f][row - d->starts[f]];
 	return rfs_source_row_nnz(d->files[f], row - d->starts[f]);
 }
 
 int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			 void *values, struct rfs_csr *out)
 {
-	if (d->nfiles == 1)
+	if (d->direct)
 		return rfs_source_read_csr(d->files[0], rows, n, values, out);
 
-	/* Each file's rows in one fetch, then every row to its slot. */
+	/* Each file's rows in one fetch, then every row to its slot
+	 * (joined: remapped onto the served columns first). */
 	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
 	int64_t *local = malloc((n ? n : 1) * sizeof(*local));
 	size_t *slots = malloc((n ? n : 1) * sizeof(*slots));
+	/* A row is sorted in scratch: room for the fullest stored row. */
+	void *scratch =
+		d->var.join ?
+			malloc(rfs_varjoin_row_scratch(d->var.widest, elem)) :
+			NULL;
 	int rc = -ENOMEM;
 	*out = (struct rfs_csr){ .rows = n };
 	out->start = calloc(n + 1, sizeof(*out->start));
-	if (!local || !slots || !out->start)
+	if (!local || !slots || !out->start || (d->var.join && !scratch))
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		out->start[i + 1] = out->start[i] +
@@ -505,25 +627,47 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 		}
 		if (m == 0)
 			continue;
-		struct rfs_csr part;
+		struct rfs_csr part = { 0 };
 		rc = rfs_source_read_csr(d->files[f], local, m, NULL, &part);
+		int remap = d->var.join &&
+			    !rfs_varjoin_identity(d->var.join, f);
 		for (size_t k = 0; k < m && rc == 0; k++) {
 			uint64_t len = part.start[k + 1] - part.start[k];
 			uint64_t to = out->start[slots[k]];
+			if (remap)
+				len = rfs_varjoin_remap_row(
+					d->var.join, f,
+					part.cols + part.start[k],
+					(char *)part.values +
+						part.start[k] * elem,
+					elem, len, scratch);
+			/* Counted at open: a file changed since is EIO. */
+			if (len != out->start[slots[k] + 1] - to) {
+				rfs_log("%s: row %lld: %llu stored values "
+					"served, %llu counted at mount",
+					rfs_source_info(d->files[f])->path,
+					(long long)local[k],
+					(unsigned long long)len,
+					(unsigned long long)(out->start[slots[k] +
+									1] -
+							     to));
+				rc = -EIO;
+				break;
+			}
 			memcpy((char *)out->values + to * elem,
 			       (char *)part.values + part.start[k] * elem,
 			       len * elem);
 			memcpy(out->cols + to, part.cols + part.start[k],
 			       len * sizeof(int64_t));
 		}
-		if (rc == 0)
-			rfs_source_csr_free(&part);
+		rfs_source_csr_free(&part); /* zeroed on a failed read */
 	}
 out:
 	if (rc != 0)
 		rfs_source_csr_free(out);
 	free(local);
 	free(slots);
+	free(scratch);
 	return rc;
 }
 

@@ -11,6 +11,7 @@
 #include "column.h"
 #include "dtype.h"
 #include "source.h"
+#include "varjoin.h"
 
 struct rfs_dataset;
 
@@ -22,6 +23,22 @@ struct rfs_dataset;
 int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
 		     size_t chunk_cache_bytes, struct rfs_dataset **out,
 		     char *err, size_t errlen);
+
+/* How files whose var names differ are served (varjoin.h): mode, and
+ * for RFS_VARJOIN_NAMES the file of names. */
+struct rfs_dataset_join {
+	enum rfs_varjoin_mode mode;
+	const char *names_file; /* borrowed, for the open only */
+};
+
+/* As rfs_dataset_open(), the columns joined on var names as join says
+ * (NULL or mode NONE: files must have the same var names). Joined,
+ * rfs_dataset_info()'s cols, nnz, max_row_nnz and var_fingerprint are
+ * the served ones, and rows are read onto the served columns. */
+int rfs_dataset_open_joined(char *const *paths, size_t npaths,
+			    const char *dataset, size_t chunk_cache_bytes,
+			    const struct rfs_dataset_join *join,
+			    struct rfs_dataset **out, char *err, size_t errlen);
 
 /* Accepts NULL. */
 void rfs_dataset_destroy(struct rfs_dataset *d);
@@ -41,10 +58,20 @@ const char *rfs_dataset_file_reading(const struct rfs_dataset *d, dev_t dev,
 uint64_t rfs_dataset_file_start(const struct rfs_dataset *d, size_t i);
 
 uint64_t rfs_dataset_rows(const struct rfs_dataset *d);
-/* Shape and type of a row: the first file's (all agree). */
+/* Shape and type of a row: the first file's (all agree), its width
+ * and CSR counts the served ones when joined. */
 const struct rfs_source_info *rfs_dataset_info(const struct rfs_dataset *d);
 size_t rfs_dataset_row_bytes(const struct rfs_dataset *d);
-/* XXH3 over every file's fingerprint, in order. */
+/* The join mode, and the served var names (the first file's, or the
+ * join's): count 0 when the sources have none. Valid until destroy. */
+enum rfs_varjoin_mode rfs_dataset_var_join(const struct rfs_dataset *d);
+uint64_t rfs_dataset_var_count(const struct rfs_dataset *d);
+const char *rfs_dataset_var_name(const struct rfs_dataset *d, uint64_t i);
+/* XXH3 of the served names, as a source's var_fingerprint. */
+uint64_t rfs_dataset_var_fingerprint(const struct rfs_dataset *d);
+
+/* XXH3 over every file's fingerprint, in order (joined: and over the
+ * served names and the mode). */
 uint64_t rfs_dataset_fingerprint(const struct rfs_dataset *d);
 /* Seconds: the newest mtime of the files. */
 int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
@@ -61,7 +88,8 @@ int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 				uint64_t nnz);
 
-/* CSR sources: the stored values of a global row (indptr is in memory). */
+/* CSR sources: the stored values of a global row (indptr is in memory;
+ * joined, counted at open). */
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
 
 /* CSR: the stored values of all files. */

@@ -3,8 +3,9 @@
  *
  * Every node of the tree has a number that follows from its position alone,
  * so lookups need no table, forget() needs no bookkeeping, and two mounts
- * with the same options give the same numbers. The seven fixed nodes take
- * 1..7 (1 is FUSE's root). Each epoch then owns a contiguous range of
+ * with the same options give the same numbers. The eight fixed nodes take
+ * 1..8 (1 is FUSE's root; 8, var_names.txt, only where the sources name
+ * their columns). Each epoch then owns a contiguous range of
  * per_epoch numbers starting at EPOCH_BASE + E * per_epoch, laid out as
  *
  *     +0                     epoch/E/
@@ -44,14 +45,22 @@ static const struct {
 	{ "stats.json", RFS_NODE_STATS },
 	{ "epoch", RFS_NODE_EPOCHS },
 	{ "step", RFS_NODE_STEPS },
+	{ "var_names.txt", RFS_NODE_VAR_NAMES }, /* last: only if var_names */
 };
 #define ROOT_ENTRIES (sizeof(root_entries) / sizeof(root_entries[0]))
 
 static const enum rfs_node_type fixed_nodes[] = {
-	RFS_NODE_ROOT,	 RFS_NODE_CONFIG, RFS_NODE_DATASET,   RFS_NODE_STATS,
-	RFS_NODE_EPOCHS, RFS_NODE_STEPS,  RFS_NODE_STEP_RANKS
+	RFS_NODE_ROOT,	     RFS_NODE_CONFIG,	RFS_NODE_DATASET,
+	RFS_NODE_STATS,	     RFS_NODE_EPOCHS,	RFS_NODE_STEPS,
+	RFS_NODE_STEP_RANKS, RFS_NODE_VAR_NAMES
 };
 #define FIXED_NODES (sizeof(fixed_nodes) / sizeof(fixed_nodes[0]))
+
+/* Root entries listed and looked up: var_names.txt where there are names. */
+static size_t root_count(const struct rfs_inode_space *s)
+{
+	return s->var_names ? ROOT_ENTRIES : ROOT_ENTRIES - 1;
+}
 
 /* a * b + c, or -EOVERFLOW. */
 static int mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
@@ -176,7 +185,9 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 	*out = (struct rfs_node){ 0 };
 	if (ino >= 1 && ino <= FIXED_NODES) {
 		out->type = fixed_nodes[ino - 1];
-		return 0;
+		return out->type != RFS_NODE_VAR_NAMES || s->var_names ?
+			       0 :
+			       -ENOENT;
 	}
 	if (ino < EPOCH_BASE)
 		return -ENOENT;
@@ -208,8 +219,8 @@ int rfs_inode_node(const struct rfs_inode_space *s, uint64_t ino,
 int rfs_inode_is_dir(const struct rfs_node *n)
 {
 	return n->type != RFS_NODE_CONFIG && n->type != RFS_NODE_DATASET &&
-	       n->type != RFS_NODE_STATS && n->type != RFS_NODE_FILE &&
-	       n->type != RFS_NODE_STEP_FILE;
+	       n->type != RFS_NODE_STATS && n->type != RFS_NODE_VAR_NAMES &&
+	       n->type != RFS_NODE_FILE && n->type != RFS_NODE_STEP_FILE;
 }
 
 void rfs_inode_batch(const struct rfs_inode_space *s, const struct rfs_node *n,
@@ -287,7 +298,7 @@ int rfs_inode_lookup(const struct rfs_inode_space *s,
 	*out = *parent;
 	switch (parent->type) {
 	case RFS_NODE_ROOT:
-		for (size_t i = 0; i < ROOT_ENTRIES; i++) {
+		for (size_t i = 0; i < root_count(s); i++) {
 			if (strcmp(name, root_entries[i].name) == 0) {
 				out->type = root_entries[i].type;
 				return 0;
@@ -337,7 +348,7 @@ uint64_t rfs_inode_count(const struct rfs_inode_space *s,
 {
 	switch (parent->type) {
 	case RFS_NODE_ROOT:
-		return ROOT_ENTRIES;
+		return root_count(s);
 	case RFS_NODE_EPOCHS:
 		return s->epochs_listed;
 	case RFS_NODE_EPOCH:

@@ -25,6 +25,7 @@ enum rfs_node_type {
 	RFS_NODE_STEP_RANK, /* step/rank/R/: batch files, index/, label/ */
 	RFS_NODE_STEP_KIND, /* step/rank/R/index/ (label/) */
 	RFS_NODE_STEP_FILE, /* step/rank/R/[kind/]NNNNNNNNN.npy; batch = step */
+	RFS_NODE_VAR_NAMES, /* var_names.txt */
 };
 
 struct rfs_node {
@@ -48,6 +49,8 @@ struct rfs_inode_space {
 	unsigned step_width; /* digits of a step file name */
 	uint64_t step_base; /* inode of step/rank/0/ */
 	uint64_t per_step_rank; /* inodes under step/rank/R/, itself included */
+	/* var_names.txt is at the root: set after init (0 there). */
+	int var_names;
 };
 
 /* kinds: directory kinds (2 or 3); npz: batch/ also holds .npz files.

@@ -497,45 +497,91 @@ static const char *var_table(const char *dataset)
 	return NULL;
 }
 
-/* XXH3 of the var names (each followed by a NUL), so files whose columns
- * are different genes are told apart even when D agrees. */
-static int fingerprint_var(struct hdf5_source *s, char *err, size_t errlen)
+/* The var names of s's rows, read as a 1-D string dataset (in a child:
+ * source_hdf5_vlen.c). *strings NULL and 0: the file has no var table
+ * for its rows. @return 0 or a negative errno with err set. */
+static int read_var(struct hdf5_source *s, char ***strings, uint64_t *n,
+		    char *err, size_t errlen)
 {
 	const char *table = s->anndata ? var_table(s->dataset) : NULL;
 	char index[128] = "_index";
 	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
+	*strings = NULL;
+	*n = 0;
 	if (group < 0)
 		return 0;
 	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
 	hid_t names = H5Dopen2(group, index, H5P_DEFAULT);
-	int64_t n = names >= 0 ? rfs_hdf5_length_1d(names) : -1;
-	char **strings = NULL;
-	int rc = n >= 0 ? rfs_hdf5_read_strings(names, (uint64_t)n, &strings) :
-			  0;
+	int64_t len = names >= 0 ? rfs_hdf5_length_1d(names) : -1;
+	int rc = len >= 0 ?
+			 rfs_hdf5_read_strings(names, (uint64_t)len, strings) :
+			 0;
 	if (rc != 0)
 		snprintf(err, errlen,
 			 "%s: the var names (%s/%s) cannot be "
 			 "read: %s",
 			 s->path, table, index, strerror(-rc));
+	else if (*strings)
+		*n = (uint64_t)len;
+	if (names >= 0)
+		H5Dclose(names);
+	H5Gclose(group);
+	return rc;
+}
+
+static void free_strings(char **strings, uint64_t n)
+{
+	for (uint64_t i = 0; strings && i < n; i++)
+		free(strings[i]);
+	free(strings);
+}
+
+/* XXH3 of the var names (each followed by a NUL), so files whose columns
+ * are different genes are told apart even when D agrees. */
+static int fingerprint_var(struct hdf5_source *s, char *err, size_t errlen)
+{
+	char **strings;
+	uint64_t n;
+	int rc = read_var(s, &strings, &n, err, errlen);
 	if (rc == 0 && strings) {
 		XXH3_state_t *st = XXH3_createState();
 		if (st) {
 			XXH3_64bits_reset(st);
-			for (int64_t i = 0; i < n; i++)
+			for (uint64_t i = 0; i < n; i++)
 				XXH3_64bits_update(st, strings[i],
 						   strlen(strings[i]) + 1);
 			s->base.info.var_fingerprint = XXH3_64bits_digest(st);
 			s->base.info.has_var = 1;
 			XXH3_freeState(st);
 		}
-		for (int64_t i = 0; i < n; i++)
-			free(strings[i]);
-		free(strings);
 	}
-	if (names >= 0)
-		H5Dclose(names);
-	H5Gclose(group);
+	free_strings(strings, n);
 	return rc;
+}
+
+/* Mount time only (the read forks: no other thread may be in HDF5). */
+static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
+			  char *err, size_t errlen)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	int rc = read_var(s, names, n, err, errlen);
+	if (rc != 0)
+		return rc;
+	if (!*names) {
+		snprintf(err, errlen, "%s: no var names", s->path);
+		return -ENOENT;
+	}
+	if (*n != s->base.info.cols) {
+		snprintf(err, errlen,
+			 "%s: %llu var names for %llu columns of %s", s->path,
+			 (unsigned long long)*n,
+			 (unsigned long long)s->base.info.cols, s->dataset);
+		free_strings(*names, *n);
+		*names = NULL;
+		*n = 0;
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static void close_source(struct rfs_source *base)
@@ -566,6 +612,7 @@ static const struct rfs_source_ops ops = {
 	.read_rows = rfs_hdf5_read_rows,
 	.read_csr_part = rfs_hdf5_read_csr_part,
 	.read_column = rfs_hdf5_read_column,
+	.read_var_names = read_var_names,
 	.check_unchanged = rfs_hdf5_check_unchanged,
 	.state = rfs_hdf5_state,
 	.reads_file = rfs_hdf5_reads_file,

@@ -46,6 +46,8 @@ struct rfs_view {
 	uint64_t kinds;
 	char *config_json, *dataset_json;
 	size_t config_json_len, dataset_json_len;
+	char *var_names_txt; /* NULL: the sources name no columns */
+	size_t var_names_txt_len;
 };
 
 /* Resident bytes of this process now (0 if unknown). */
@@ -177,6 +179,35 @@ static int start_lookahead(struct rfs_view *v, size_t room)
 	return 0;
 }
 
+/* var_join= or var_names=FILE, the file named absolutely so that
+ * config.json mounts again from anywhere. */
+static int resolve_join(struct rfs_config *c, struct rfs_dataset_join *join,
+			char *err, size_t errlen)
+{
+	*join = (struct rfs_dataset_join){ .mode = c->var_join };
+	if (!c->var_names)
+		return 0;
+	if (c->var_join != RFS_VARJOIN_NONE) {
+		snprintf(err, errlen,
+			 "options var_join=%s and var_names=%s: give one "
+			 "(var_names serves exactly its names)",
+			 rfs_varjoin_mode_name(c->var_join), c->var_names);
+		return -EINVAL;
+	}
+	char *path = realpath(c->var_names, NULL);
+	if (!path) {
+		int rc = -errno;
+		snprintf(err, errlen, "var_names=%s: %s", c->var_names,
+			 strerror(errno));
+		return rc;
+	}
+	free(c->var_names);
+	c->var_names = path;
+	join->mode = RFS_VARJOIN_NAMES;
+	join->names_file = path;
+	return 0;
+}
+
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen)
@@ -195,9 +226,14 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	if (rc != 0)
 		goto fail_cache_mb;
 	rfs_bigbuf_limit(v->budget.pool);
+	struct rfs_dataset_join join;
+	rc = resolve_join(&v->config, &join, err, errlen);
+	if (rc != 0)
+		goto fail;
 	uint64_t before = resident_bytes();
-	rc = rfs_dataset_open(sources, nsources, v->config.dataset,
-			      v->budget.chunks, &v->dataset, err, errlen);
+	rc = rfs_dataset_open_joined(sources, nsources, v->config.dataset,
+				     v->budget.chunks, &join, &v->dataset, err,
+				     errlen);
 	uint64_t after = resident_bytes();
 	v->sources_bytes = after > before ? after - before : 0;
 	if (rc != 0)
@@ -278,6 +314,9 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					   &v->selection, v->out_dtype,
 					   &v->dataset_json,
 					   &v->dataset_json_len);
+	if (rc == 0)
+		rc = rfs_view_json_var_names(v->dataset, &v->var_names_txt,
+					     &v->var_names_txt_len);
 	if (rc != 0)
 		goto oom;
 	*out = v;
@@ -311,6 +350,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	rfs_config_free(&v->config);
 	free(v->config_json);
 	free(v->dataset_json);
+	free(v->var_names_txt);
 	free(v);
 }
 
@@ -360,6 +400,12 @@ const char *rfs_view_source_reading(const struct rfs_view *v, dev_t dev,
 				    ino_t ino)
 {
 	return rfs_dataset_file_reading(v->dataset, dev, ino);
+}
+
+const char *rfs_view_var_names_txt(const struct rfs_view *v, size_t *len)
+{
+	*len = v->var_names_txt_len;
+	return v->var_names_txt;
 }
 
 const char *rfs_view_dataset_json(const struct rfs_view *v, size_t *len)

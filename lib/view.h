@@ -55,6 +55,9 @@ int64_t rfs_view_mtime(const struct rfs_view *v);
  * view's life. */
 const char *rfs_view_config_json(const struct rfs_view *v, size_t *len);
 const char *rfs_view_dataset_json(const struct rfs_view *v, size_t *len);
+/* var_names.txt: the served var names, one per line; NULL (len 0) when
+ * the sources name no columns. Valid for the view's life. */
+const char *rfs_view_var_names_txt(const struct rfs_view *v, size_t *len);
 
 /* A snapshot of stats.json; the caller frees *out. @return 0 or -ENOMEM. */
 int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len);

@@ -116,11 +116,36 @@ int rfs_view_json_dataset(const struct rfs_config *c,
 	else
 		rfs_buf_printf(&b, "  \"shape\": [%llu],\n",
 			       (unsigned long long)rows);
+	/* The served var names (var_names.txt) and how they were joined. */
+	rfs_buf_printf(&b, "  \"var_join\": \"%s\",\n",
+		       rfs_varjoin_mode_name(rfs_dataset_var_join(d)));
+	if (rfs_dataset_var_count(d))
+		rfs_buf_printf(
+			&b,
+			"  \"var_names\": {\"count\": %llu, "
+			"\"fingerprint\": \"%016llx\"},\n",
+			(unsigned long long)rfs_dataset_var_count(d),
+			(unsigned long long)rfs_dataset_var_fingerprint(d));
+	else
+		rfs_buf_printf(&b, "  \"var_names\": null,\n");
 	rfs_buf_printf(&b, "  \"filtered_rows\": %llu,\n",
 		       (unsigned long long)s->kept_rows);
 	render_label(c, s, &b);
 	rfs_buf_printf(&b, "  \"fingerprint\": \"%016llx\"\n}\n",
 		       (unsigned long long)rfs_dataset_fingerprint(d));
+	return rfs_buf_finish(&b, out, len);
+}
+
+int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
+			    size_t *len)
+{
+	*out = NULL;
+	*len = 0;
+	if (!rfs_dataset_var_count(d))
+		return 0;
+	struct rfs_buf b = { 0 };
+	for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++)
+		rfs_buf_printf(&b, "%s\n", rfs_dataset_var_name(d, i));
 	return rfs_buf_finish(&b, out, len);
 }
 

@@ -272,6 +272,7 @@ static int cat(struct rfs_view *v, const struct rfs_config *c, const char *path)
 			(unsigned long long)(c->world_size * batches));
 		return 1;
 	}
+	s.var_names = rfs_view_var_names_txt(v, &len) != NULL;
 	rc = resolve(&s, path, &n, &failed_at);
 	if (rc != 0) {
 		fprintf(stderr,
@@ -289,6 +290,9 @@ static int cat(struct rfs_view *v, const struct rfs_config *c, const char *path)
 		break;
 	case RFS_NODE_DATASET:
 		text = rfs_view_dataset_json(v, &len);
+		break;
+	case RFS_NODE_VAR_NAMES:
+		text = rfs_view_var_names_txt(v, &len);
 		break;
 	case RFS_NODE_STATS:
 		if (rfs_view_stats_json(v, &stats, &len) != 0) {

@@ -165,7 +165,8 @@ def test_json_files_with_a_mount_option_string(mounts, rankfs_cat, data):
                "fsname=atlas,default_permissions")
     m = mounts(data["atlas"], options)
     assert_same(m, rankfs_cat, data["atlas"], options,
-                ["config.json", "/dataset.json", "./epoch/../config.json"])
+                ["config.json", "/dataset.json", "./epoch/../config.json",
+                 "var_names.txt"])
     config = json.loads(rankfs_cat(data["atlas"], options,
                                    "config.json").stdout)
     assert config["prefetch"] == m.json("config.json")["prefetch"] > 0
@@ -174,6 +175,26 @@ def test_json_files_with_a_mount_option_string(mounts, rankfs_cat, data):
     stats = json.loads(r.stdout)
     assert stats["view_id"] == config["view_id"]
     assert stats["batches_served"] == 0
+
+
+@pytest.mark.parametrize("options", ["var_join=inner", "var_join=outer"])
+def test_var_join(mounts, rankfs_cat, tmp_path, options):
+    """Files whose genes differ: batches, .npz files and the root files
+    of a join read the same."""
+    import anndata
+    import scipy.sparse as sp
+    paths = []
+    for k, var in enumerate((["a", "b", "c", "d"], ["d", "x", "b"])):
+        x = sp.random(40, len(var), density=0.4, format="csr",
+                      dtype=np.float32, random_state=k)
+        paths.append(str(tmp_path / f"g{k}.h5ad"))
+        anndata.AnnData(X=x, var=pd.DataFrame(index=var)).write_h5ad(
+            paths[-1])
+    options += ",world_size=2,batch_size=8,strategy=shuffle"
+    m = mounts(paths, options)
+    assert_same(m, rankfs_cat, paths, options,
+                ["var_names.txt", "dataset.json", "config.json"] +
+                sample(m, 2, ("batch",), "npz") + sample(m, 2))
 
 
 def test_bad_options(rankfs_cat, data, tmp_path):

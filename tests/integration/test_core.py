@@ -219,7 +219,7 @@ def options_of(config):
 
 @pytest.mark.parametrize("options", [
     "batch_size=10", "seed=18446744073709551615,batch_size=10",
-    "fetch_factor=65536,batch_size=2"])
+    "fetch_factor=65536,batch_size=2", "var_join=outer,batch_size=10"])
 def test_config_json_mounts_the_same_view_again(mounts, sources, options):
     path, _, _ = sources["h5ad"]
     first = mounts(path, options)

@@ -492,6 +492,23 @@ static void test_render_identity(void **state)
 	char *id2 = render(&c, 1);
 	assert_string_equal(id, id2);
 	free(id2);
+	/* Options added after view_ids were out join them only when set:
+	 * mounts without them keep their view_id. */
+	assert_null(strstr(id, "var_join"));
+	assert_null(strstr(id, "var_names"));
+	set_ok(&c, "var_join", "none");
+	id2 = render(&c, 1);
+	assert_string_equal(id, id2);
+	free(id2);
+	set_ok(&c, "var_join", "outer");
+	set_ok(&c, "var_names", "/tmp/genes.txt");
+	id2 = render(&c, 1);
+	assert_non_null(strstr(id2, "var_join=outer\n"));
+	assert_non_null(strstr(id2, "var_names=/tmp/genes.txt\n"));
+	free(id2);
+	set_ok(&c, "var_join", "none");
+	free(c.var_names);
+	c.var_names = NULL;
 	/* ... and changing one that does, changes it. */
 	set_ok(&c, "seed", "1");
 	id2 = render(&c, 1);

@@ -250,6 +250,210 @@ static void test_mismatches_name_the_file(void **state)
 	remove(link);
 }
 
+static struct rfs_dataset *open_joined(char **paths, size_t n,
+				       enum rfs_varjoin_mode mode,
+				       const char *names_file)
+{
+	struct rfs_dataset_join join = { mode, names_file };
+	struct rfs_dataset *d = NULL;
+	char err[512] = "";
+	if (rfs_dataset_open_joined(paths, n, NULL, 1 << 20, &join, &d, err,
+				    sizeof(err)) != 0)
+		fail_msg("open: %s", err);
+	return d;
+}
+
+/* Files whose first gene differs: outer serves g0, g1, g2, CD19 (absent
+ * ones 0), inner g1, g2; a file that is the served columns in order is
+ * read directly. */
+static void test_joined_dense(void **state)
+{
+	struct fixture *f = *state;
+	char other[PATH_MAX + 32];
+	snprintf(other, sizeof(other), "%s/other.h5ad", f->dir);
+	assert_int_equal(write_part(other, 100, 2, COLS, "CD19"), 0);
+	char *paths[] = { f->path[0], other };
+	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_OUTER, NULL);
+	assert_int_equal(rfs_dataset_var_join(d), RFS_VARJOIN_OUTER);
+	assert_true(rfs_dataset_info(d)->cols == 4);
+	assert_true(rfs_dataset_row_bytes(d) == 16);
+	assert_true(rfs_dataset_var_count(d) == 4);
+	assert_string_equal(rfs_dataset_var_name(d, 3), "CD19");
+	const int64_t rows[] = { 6, 1, 5 }; /* other's 1, f0's 1, other's 0 */
+	float out[3 * 4];
+	assert_int_equal(rfs_dataset_read_rows(d, rows, 3, out), 0);
+	const float want[3 * 4] = {
+		0,	     value(101, 1), value(101, 2), value(101, 0),
+		value(1, 0), value(1, 1),   value(1, 2),   0,
+		0,	     value(100, 1), value(100, 2), value(100, 0)
+	};
+	assert_memory_equal(out, want, sizeof(want));
+	assert_true(rfs_dataset_read_scratch(d, 3, 0) >= 3 * COLS * 4);
+	uint64_t outer_fp = rfs_dataset_fingerprint(d);
+	rfs_dataset_destroy(d);
+
+	d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
+	assert_true(rfs_dataset_info(d)->cols == 2);
+	float two[3 * 2];
+	assert_int_equal(rfs_dataset_read_rows(d, rows, 3, two), 0);
+	const float want2[3 * 2] = {
+		value(101, 1), value(101, 2), value(1, 1),
+		value(1, 2),   value(100, 1), value(100, 2)
+	};
+	assert_memory_equal(two, want2, sizeof(want2));
+	assert_true(rfs_dataset_fingerprint(d) != outer_fp);
+	rfs_dataset_destroy(d);
+
+	/* One file, joined with itself: the identity, read as before,
+	 * and the files' var names served in the default mode too. */
+	struct rfs_dataset *plain;
+	char err[512];
+	d = open_joined(paths, 1, RFS_VARJOIN_OUTER, NULL);
+	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &plain, err,
+					  sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_read_scratch(d, 3, 0) ==
+		    rfs_dataset_read_scratch(plain, 3, 0));
+	assert_int_equal(rfs_dataset_var_join(plain), RFS_VARJOIN_NONE);
+	assert_true(rfs_dataset_var_count(plain) == COLS);
+	assert_string_equal(rfs_dataset_var_name(plain, 0), "g0");
+	assert_true(rfs_dataset_var_fingerprint(plain) ==
+		    rfs_dataset_var_fingerprint(d));
+	rfs_dataset_destroy(plain);
+	rfs_dataset_destroy(d);
+	remove(other);
+}
+
+/* A 2 x 3 CSR .h5ad: row 0 holds columns 0 and 2 (values v0, v0 + 1),
+ * row 1 all three (v0 + 2 ..), its var names genes. */
+static void write_csr_part(const char *path, float v0, const char *const *genes)
+{
+	const float data[] = { v0, v0 + 1, v0 + 2, v0 + 3, v0 + 4 };
+	const int32_t indices[] = { 0, 2, 0, 1, 2 };
+	const int64_t indptr[] = { 0, 2, 5 };
+	struct h5fx_dataset d[] = {
+		{ .name = "/X/data",
+		  .type = H5FX_F32,
+		  .ndims = 1,
+		  .dims = { 5 },
+		  .data = data },
+		{ .name = "/X/indices",
+		  .type = H5FX_I32,
+		  .ndims = 1,
+		  .dims = { 5 },
+		  .data = indices },
+		{ .name = "/X/indptr",
+		  .type = H5FX_I64,
+		  .ndims = 1,
+		  .dims = { 3 },
+		  .data = indptr },
+	};
+	assert_int_equal(h5fx_write(path, d, 3, 1), 0);
+	assert_int_equal(h5fx_mark_csr(path, "/X", 2, 3), 0);
+	assert_int_equal(h5fx_add_var(path, genes, 3), 0);
+}
+
+/* CSR rows remapped: b's columns (c, x, a) onto inner's (a, c), x
+ * dropped, sorted; served counts exact, before any read. */
+static void test_joined_csr(void **state)
+{
+	struct fixture *f = *state;
+	char a[PATH_MAX + 32], b[PATH_MAX + 32];
+	snprintf(a, sizeof(a), "%s/csr_a.h5ad", f->dir);
+	snprintf(b, sizeof(b), "%s/csr_b.h5ad", f->dir);
+	const char *ga[] = { "a", "b", "c" }, *gb[] = { "c", "x", "a" };
+	write_csr_part(a, 1, ga);
+	write_csr_part(b, 10, gb);
+	char *paths[] = { a, b };
+	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
+	assert_true(rfs_dataset_info(d)->cols == 2);
+	/* a: row 0 {a, c}, row 1 {a, c} (b dropped); b: row 0 {c, a},
+	 * row 1 {c, a} (x dropped) */
+	assert_true(rfs_dataset_row_nnz(d, 0) == 2);
+	assert_true(rfs_dataset_row_nnz(d, 1) == 2);
+	assert_true(rfs_dataset_row_nnz(d, 2) == 2);
+	assert_true(rfs_dataset_row_nnz(d, 3) == 2);
+	assert_true(rfs_dataset_nnz(d) == 8);
+	assert_true(rfs_dataset_info(d)->nnz == 8);
+	assert_true(rfs_dataset_max_row_nnz(d) == 2);
+	const int64_t rows[] = { 3, 0, 2 };
+	struct rfs_csr c;
+	assert_int_equal(rfs_dataset_read_csr(d, rows, 3, NULL, &c), 0);
+	const uint64_t want_start[] = { 0, 2, 4, 6 };
+	assert_memory_equal(c.start, want_start, sizeof(want_start));
+	/* b row 1: c=12 (col 0), x=13, a=14 (col 2) -> a=14, c=12 */
+	const int64_t want_cols[] = { 0, 1, 0, 1, 0, 1 };
+	const float want_values[] = { 14, 12, 1, 2, 11, 10 };
+	assert_memory_equal(c.cols, want_cols, sizeof(want_cols));
+	assert_memory_equal(c.values, want_values, sizeof(want_values));
+	rfs_source_csr_free(&c);
+	/* Into the caller's buffer, sized by the served counts. */
+	float values[6];
+	assert_int_equal(rfs_dataset_read_csr(d, rows, 3, values, &c), 0);
+	assert_memory_equal(values, want_values, sizeof(want_values));
+	rfs_source_csr_free(&c);
+	rfs_dataset_destroy(d);
+
+	/* outer drops nothing: the files' own counts. */
+	d = open_joined(paths, 2, RFS_VARJOIN_OUTER, NULL);
+	assert_true(rfs_dataset_info(d)->cols == 4); /* a, b, c, x */
+	assert_true(rfs_dataset_nnz(d) == 10);
+	assert_true(rfs_dataset_row_nnz(d, 3) == 3);
+	assert_int_equal(rfs_dataset_read_csr(d, rows, 1, NULL, &c), 0);
+	const int64_t outer_cols[] = { 0, 2, 3 }; /* a=14, c=12, x=13 */
+	const float outer_values[] = { 14, 12, 13 };
+	assert_memory_equal(c.cols, outer_cols, sizeof(outer_cols));
+	assert_memory_equal(c.values, outer_values, sizeof(outer_values));
+	rfs_source_csr_free(&c);
+	rfs_dataset_destroy(d);
+	remove(a);
+	remove(b);
+}
+
+/* Joins need var names in every file, and var_names=FILE's errors. */
+static void test_join_errors(void **state)
+{
+	struct fixture *f = *state;
+	char bare[PATH_MAX + 32], names[PATH_MAX + 32], err[512] = "";
+	snprintf(bare, sizeof(bare), "%s/bare.h5ad", f->dir);
+	assert_int_equal(h5fx_write_f32(bare, 2, COLS, 2, 1), 0);
+	char *paths[] = { f->path[0], bare };
+	struct rfs_dataset *d = NULL;
+	struct rfs_dataset_join join = { RFS_VARJOIN_OUTER, NULL };
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 -EINVAL);
+	assert_null(d);
+	assert_non_null(strstr(err, "bare.h5ad: /X has no var names"));
+	snprintf(names, sizeof(names), "%s/names.txt", f->dir);
+	FILE *t = fopen(names, "w");
+	assert_non_null(t);
+	fputs("g2\nnope\n", t);
+	fclose(t);
+	join = (struct rfs_dataset_join){ RFS_VARJOIN_NAMES, names };
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "names.txt: 'nope' (line 2)"));
+	remove(names);
+	/* A var shorter than X is wide: no join; without one the file
+	 * mounts as before, with no var names served. */
+	const char *genes[] = { "g0", "g1" };
+	assert_int_equal(h5fx_add_var(bare, genes, 2), 0);
+	paths[0] = bare;
+	join = (struct rfs_dataset_join){ RFS_VARJOIN_OUTER, NULL };
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "bare.h5ad: 2 var names for 3 columns"));
+	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &d, err,
+					  sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_var_count(d) == 0);
+	rfs_dataset_destroy(d);
+	remove(bare);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +461,9 @@ int main(void)
 		cmocka_unit_test(test_directory_in_name_order),
 		cmocka_unit_test(test_column_across_files),
 		cmocka_unit_test(test_mismatches_name_the_file),
+		cmocka_unit_test(test_joined_dense),
+		cmocka_unit_test(test_joined_csr),
+		cmocka_unit_test(test_join_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

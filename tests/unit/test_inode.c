@@ -534,6 +534,33 @@ static void test_steps(void **state)
 	assert_true(s.steps == UINT64_C(10000000000));
 }
 
+/* var_names.txt: at the root, inode 8, only where the sources name
+ * their columns. */
+static void test_var_names_file(void **state)
+{
+	(void)state;
+	struct rfs_inode_space s;
+	struct rfs_node n;
+	char name[64];
+	assert_int_equal(rfs_inode_space_init(&s, 2, 2, 0, 10, 3), 0);
+	struct rfs_node root = node(RFS_NODE_ROOT, 0, 0, 0, 0);
+	lookup_fails(&s, &root, "var_names.txt", -ENOENT);
+	assert_int_equal(rfs_inode_node(&s, 8, &n), -ENOENT);
+	s.var_names = 1;
+	struct rfs_node want = node(RFS_NODE_VAR_NAMES, 0, 0, 0, 0);
+	lookup_ok(&s, &root, "var_names.txt", want);
+	assert_true(rfs_inode_of(&s, &want) == 8);
+	check_round_trip(&s, want);
+	assert_false(rfs_inode_is_dir(&want));
+	lookup_fails(&s, &want, "x", -ENOTDIR);
+	assert_true(rfs_inode_count(&s, &root) == 6);
+	rfs_inode_entry(&s, &root, 5, &n, name, sizeof(name));
+	assert_string_equal(name, "var_names.txt");
+	assert_node_equal(&n, &want);
+	for (uint64_t ino = 9; ino < 16; ino++)
+		assert_int_equal(rfs_inode_node(&s, ino, &n), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -548,6 +575,7 @@ int main(void)
 		cmocka_unit_test(test_count_and_entries),
 		cmocka_unit_test(test_distinct_numbers),
 		cmocka_unit_test(test_steps),
+		cmocka_unit_test(test_var_names_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

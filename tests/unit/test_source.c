@@ -20,6 +20,7 @@
 #include "log.h"
 #include "column.h"
 #include "source.h"
+#include "varjoin.h"
 
 /* rfs_log goes to a file so tests can check what failures log. */
 static char log_dir[PATH_MAX];
@@ -439,6 +440,28 @@ static void test_columns(void **state)
 	assert_true(rfs_source_info(s)->has_var);
 	struct rfs_column c;
 	char err[512];
+
+	/* The var names, in order; var_fingerprint is XXH3 of them. */
+	char **names = NULL;
+	uint64_t nnames = 0;
+	assert_int_equal(rfs_source_read_var_names(s, &names, &nnames, err,
+						   sizeof(err)),
+			 0);
+	assert_int_equal(nnames, COLS);
+	for (uint64_t i = 0; i < nnames; i++)
+		assert_string_equal(names[i], genes[i]);
+	assert_true(rfs_source_info(s)->var_fingerprint ==
+		    rfs_varjoin_fingerprint_of(names, nnames));
+	rfs_varjoin_free_names(names, nnames);
+	/* A file without a var table has no names. */
+	const char *bare =
+		write_f32(f, "novar.h5ad", "/X", H5FX_CONTIGUOUS, 4, 1);
+	struct rfs_source *b = open_ok(bare, NULL);
+	assert_int_equal(rfs_source_read_var_names(b, &names, &nnames, err,
+						   sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "novar.h5ad: no var names"));
+	rfs_source_destroy(b);
 
 	assert_int_equal(
 		rfs_source_read_column(s, "flag", &c, err, sizeof(err)), 0);
