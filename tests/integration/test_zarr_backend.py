@@ -1,0 +1,229 @@
+"""The zarr backend through real mounts: AnnData v2 stores written by
+anndata 0.8 and zarr-python 2 (dense and CSR, blosc lz4 with shuffle,
+zstd, gzip, big-endian, "/" keys, consolidated metadata) read back equal
+to zarr-python's own reading for every batch of a strategy; obs columns,
+layers and raw; a mount mixing .h5ad and zarr sources; directories."""
+import os
+import shutil
+import warnings
+
+import anndata
+import numcodecs
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import zarr
+
+N, D = 700, 50
+COMPRESSORS = {
+    "lz4": numcodecs.Blosc(cname="lz4", clevel=3,
+                           shuffle=numcodecs.Blosc.SHUFFLE),
+    "zstd": numcodecs.Zstd(level=3),
+    "gzip": numcodecs.GZip(level=5),
+    "zlib": numcodecs.Zlib(level=1),
+    "bitshuffle": numcodecs.Blosc(cname="zstd", clevel=1,
+                                  shuffle=numcodecs.Blosc.BITSHUFFLE),
+    "none": None,
+}
+
+
+def obs_frame(rng, n):
+    return pd.DataFrame({
+        "cell_type": pd.Categorical(rng.choice(["B", "T", "NK"], n)),
+        "w": rng.random(n) + 0.1,
+        "flag": rng.random(n) < 0.5,
+        "donor": [f"d{i % 7}" for i in range(n)],
+    }, index=[f"c{i}" for i in range(n)])
+
+
+def write_store(path, x, rng, layers=None, raw=None):
+    ad = anndata.AnnData(
+        X=x, obs=obs_frame(rng, x.shape[0]),
+        var=pd.DataFrame(index=[f"g{j}" for j in range(x.shape[1])]),
+        layers=layers or {})
+    if raw is not None:
+        ad.raw = raw
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ad.write_zarr(str(path))
+    return ad
+
+
+def rechunk(path, name, data, chunks, compressor, **kw):
+    """Rewrites array name of the store as zarr-python would with these
+    chunks and compressor."""
+    g = zarr.open_group(str(path), mode="r+")
+    del g[name]
+    g.create_dataset(name, data=data, chunks=chunks, compressor=compressor,
+                     **kw)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    d = tmp_path_factory.mktemp("zarr")
+    rng = np.random.default_rng(11)
+    x = rng.random((N, D), dtype=np.float32)
+    out = {"x": x, "dir": d}
+    for name, comp in COMPRESSORS.items():
+        p = d / f"dense_{name}.zarr"
+        out[f"obs"] = write_store(p, x, rng).obs
+        # 64 x 16 chunks: partial chunks at both edges.
+        rechunk(p, "X", x, (64, 16), comp)
+        out[f"dense_{name}"] = str(p)
+    p = d / "dense_be.zarr"
+    write_store(p, x.astype(">f8"), rng)
+    rechunk(p, "X", x.astype(">f8"), (100, D), COMPRESSORS["lz4"],
+            dtype=">f8")
+    out["dense_be"] = str(p)
+    p = d / "dense_slash.zarr"
+    write_store(p, x, rng)
+    rechunk(p, "X", x, (50, 25), COMPRESSORS["zstd"],
+            dimension_separator="/")
+    out["dense_slash"] = str(p)
+    m = sp.random(N, D, density=0.1, format="csr", random_state=rng,
+                  dtype=np.float32)
+    m.data[:] = rng.integers(1, 100, m.nnz)
+    m = m.tocsr()
+    out["csr_x"] = m
+    counts = rng.integers(0, 255, (N, D)).astype(np.uint16)
+    raw = anndata.AnnData(X=rng.random((N, D + 3), dtype=np.float32))
+    raw.var_names = [f"r{j}" for j in range(D + 3)]
+    out["counts"], out["raw"] = counts, raw.X
+    for name in ("lz4", "zstd", "gzip"):
+        p = d / f"csr_{name}.zarr"
+        write_store(p, m, rng, layers={"counts": counts}, raw=raw)
+        rechunk(p, "X/data", m.data, (300,), COMPRESSORS[name])
+        rechunk(p, "X/indices", m.indices, (256,), COMPRESSORS[name])
+        out[f"csr_{name}"] = str(p)
+    p = d / "consolidated.zarr"
+    write_store(p, x, rng)
+    rechunk(p, "X", x, (128, D), COMPRESSORS["lz4"])
+    zarr.consolidate_metadata(str(p))
+    out["consolidated"] = str(p)
+    out["consolidated_obs"] = anndata.read_zarr(str(p)).obs
+    return out
+
+
+def all_batches(m, epoch=0, rank=0):
+    for k in range(m.batches()):
+        yield k, m.load("index", epoch, rank, k)
+
+
+def zarr_rows(path, name="X"):
+    """zarr-python's own reading of the matrix."""
+    g = zarr.open_group(path, mode="r")
+    node = g[name]
+    if isinstance(node, zarr.Group):
+        shape = tuple(node.attrs["shape"])
+        return sp.csr_matrix((node["data"][:], node["indices"][:],
+                              node["indptr"][:]), shape=shape)
+    return node[:]
+
+
+@pytest.mark.parametrize("kind", ["dense_" + c for c in COMPRESSORS] +
+                         ["dense_be", "dense_slash", "consolidated"])
+def test_dense_every_batch(mounts, stores, kind):
+    want = zarr_rows(stores[kind])
+    m = mounts(stores[kind], "batch_size=64,strategy=shuffle,seed=3")
+    info = m.json("dataset.json")
+    assert info["read_path"] == "chunks" and info["rows"] == N
+    for k, index in all_batches(m):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k),
+                                      want[index].astype(info["dtype"]))
+
+
+@pytest.mark.parametrize("kind", ["csr_lz4", "csr_zstd", "csr_gzip"])
+def test_csr_every_batch_npz_and_npy(mounts, stores, kind):
+    want = zarr_rows(stores[kind])
+    assert (want != stores["csr_x"]).nnz == 0
+    m = mounts(stores[kind], "batch_size=50,strategy=block_shuffle")
+    assert m.json("dataset.json")["nnz"] == want.nnz
+    for k, index in all_batches(m):
+        path = m.file("batch", 0, 0, k)
+        np.testing.assert_array_equal(np.load(path), want[index].toarray())
+        z = np.load(path[:-4] + ".npz")
+        got = sp.csr_matrix((z["data"], z["indices"], z["indptr"]),
+                            shape=tuple(z["shape"]))
+        assert (got != want[index]).nnz == 0
+
+
+@pytest.mark.parametrize("options", [
+    "world_size=3,partition=round_robin,strategy=shuffle",
+    "world_size=2,partition=contiguous,strategy=block_shuffle",
+    "world_size=2,partition=batch,strategy=streaming",
+])
+def test_partitions_cover_the_rows(mounts, stores, options):
+    want = zarr_rows(stores["dense_lz4"])
+    m = mounts(stores["dense_lz4"], "batch_size=40," + options)
+    world = int(options.split(",")[0].split("=")[1])
+    seen = []
+    for rank in range(world):
+        for k, index in all_batches(m, 0, rank):
+            np.testing.assert_array_equal(m.load("batch", 0, rank, k),
+                                          want[index])
+            seen.extend(index.tolist())
+    assert len(set(seen)) == N or len(seen) >= N - world * 40
+
+
+def test_obs_columns(mounts, stores):
+    obs = stores["consolidated_obs"]
+    m = mounts(stores["consolidated"],
+               "batch_size=50,label=cell_type,filter=flag:true")
+    label = m.json("dataset.json")["label"]
+    assert label["categories"] == list(obs.cell_type.cat.categories)
+    codes = obs.cell_type.cat.codes.to_numpy()
+    flag = obs.flag.to_numpy()
+    assert m.json("dataset.json")["filtered_rows"] == flag.sum()
+    for k, index in all_batches(m):
+        assert flag[index].all()
+        np.testing.assert_array_equal(m.load("label", 0, 0, k),
+                                      codes[index])
+    m = mounts(stores["consolidated"], "batch_size=50,label=donor,"
+               "strategy=weighted,weights=w")
+    donors = sorted(set(obs.donor))
+    assert m.json("dataset.json")["label"]["categories"] == donors
+    index = m.load("index", 0, 0, 0)
+    np.testing.assert_array_equal(
+        m.load("label", 0, 0, 0),
+        [donors.index(obs.donor.iloc[i]) for i in index])
+
+
+@pytest.mark.parametrize("options,expect", [
+    ("layer=counts", "counts"), ("raw", "raw"), ("dtype=float64", "csr_x")])
+def test_layer_raw_and_casts(mounts, stores, options, expect):
+    m = mounts(stores["csr_lz4"], f"batch_size=100,{options}")
+    src = stores[expect]
+    src = src.toarray() if sp.issparse(src) else src
+    for k, index in all_batches(m):
+        got = m.load("batch", 0, 0, k)
+        if options.startswith("dtype"):
+            assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, src[index].astype(got.dtype))
+    assert m.json("dataset.json")["columns"] == src.shape[1]
+
+
+def test_mixed_h5ad_and_zarr_and_directories(mounts, stores, tmp_path):
+    x = stores["x"]
+    h5 = tmp_path / "a.h5ad"
+    ad = anndata.AnnData(
+        X=x, obs=pd.DataFrame(index=[f"h{i}" for i in range(N)]),
+        var=pd.DataFrame(index=[f"g{j}" for j in range(D)]))
+    ad.write_h5ad(h5)
+    both = np.concatenate([x, x])
+    m = mounts([str(h5), stores["dense_zstd"]],
+               "batch_size=70,strategy=shuffle")
+    assert m.json("dataset.json")["sources"][1]["read_path"] == "chunks"
+    for k, index in all_batches(m):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k), both[index])
+    # A directory of sources takes *.zarr stores with the .h5ad files.
+    d = tmp_path / "dir"
+    d.mkdir()
+    os.link(h5, d / "a.h5ad")
+    shutil.copytree(stores["dense_gzip"], d / "b.zarr")
+    os.mkdir(d / "other.zarr")  # not a store: skipped
+    m = mounts(str(d), "batch_size=70")
+    assert [os.path.basename(s["path"]) for s in
+            m.json("dataset.json")["sources"]] == ["a.h5ad", "b.zarr"]
+    index = m.load("index", 0, 0, 3)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 3), both[index])
