@@ -2,7 +2,7 @@
 anndata 0.8 and zarr-python 2 (dense and CSR, blosc lz4 with shuffle,
 zstd, gzip, big-endian, "/" keys, consolidated metadata) read back equal
 to zarr-python's own reading for every batch of a strategy; obs columns,
-layers and raw; a mount mixing .h5ad and zarr sources; directories."""
+layers and raw; a mount mixing .h5ad and zarr sources; directories; an annbatch collection."""
 import os
 import shutil
 import warnings
@@ -39,7 +39,7 @@ def obs_frame(rng, n):
 
 def write_store(path, x, rng, layers=None, raw=None):
     ad = anndata.AnnData(
-        X=x, obs=obs_frame(rng, x.shape[0]),
+        X=x, dtype=x.dtype, obs=obs_frame(rng, x.shape[0]),
         var=pd.DataFrame(index=[f"g{j}" for j in range(x.shape[1])]),
         layers=layers or {})
     if raw is not None:
@@ -227,3 +227,40 @@ def test_mixed_h5ad_and_zarr_and_directories(mounts, stores, tmp_path):
             m.json("dataset.json")["sources"]] == ["a.h5ad", "b.zarr"]
     index = m.load("index", 0, 0, 3)
     np.testing.assert_array_equal(m.load("batch", 0, 0, 3), both[index])
+
+
+def test_annbatch_collection(mounts, stores, tmp_path):
+    """A collection directory is one source argument: its dataset_N
+    stores, in numeric order, one row space; src_path is an obs column
+    like any other."""
+    x = stores["x"]
+    rng = np.random.default_rng(5)
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    with open(coll / "zarr.json", "w") as f:
+        f.write('{"zarr_format": 3, "node_type": "group", "attributes": '
+                '{"encoding-type": "annbatch-preshuffled"}}')
+    parts, srcs = [], []
+    for k, n in ((0, 100), (1, 250), (2, 30), (10, 60)):
+        part = x[:n] + k
+        ad = anndata.AnnData(
+            X=part, obs=pd.DataFrame(
+                {"src_path": pd.Categorical([f"file{k % 3}.h5ad"] * n)},
+                index=[f"c{k}_{i}" for i in range(n)]),
+            var=pd.DataFrame(index=[f"g{j}" for j in range(D)]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ad.write_zarr(str(coll / f"dataset_{k}"))
+        parts.append(part)
+        srcs += [f"file{k % 3}.h5ad"] * n
+    want = np.concatenate(parts)  # 0, 1, 2, 10: numeric, not name order
+    m = mounts(str(coll), "batch_size=32,strategy=shuffle,label=src_path")
+    info = m.json("dataset.json")
+    assert [os.path.basename(s["path"]) for s in info["sources"]] == [
+        "dataset_0", "dataset_1", "dataset_2", "dataset_10"]
+    cats = info["label"]["categories"]
+    assert cats == sorted(set(srcs))
+    for k, index in all_batches(m):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k), want[index])
+        np.testing.assert_array_equal(
+            m.load("label", 0, 0, k), [cats.index(srcs[i]) for i in index])
