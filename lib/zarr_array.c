@@ -28,6 +28,7 @@
 
 #define INDEX_CACHE_MAX (64u << 20)
 #define ABSENT UINT64_MAX
+#define FILES_MAX (UINT64_C(1) << 24)
 
 void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id)
 {
@@ -94,7 +95,18 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 		a->per[d] = a->m.chunk[d] / a->m.inner[d];
 		a->igrid[d] = a->grid[d] * a->per[d];
 	}
+	/* Each is looked at at mount (rfs_zarr_array_watch); a shard's
+	 * index is read whole. */
 	uint64_t files = a->grid[0] * a->grid[1];
+	if (a->grid[0] > FILES_MAX || a->grid[1] > FILES_MAX ||
+	    files > FILES_MAX || a->per[0] > FILES_MAX ||
+	    a->per[1] > FILES_MAX || a->per[0] * a->per[1] > FILES_MAX) {
+		snprintf(err, errlen,
+			 "%s: over %llu chunk files, or inner chunks in a "
+			 "shard: use bigger chunks",
+			 what, (unsigned long long)FILES_MAX);
+		return -ENOTSUP;
+	}
 	if (a->m.sharded && files > 0) {
 		a->index = calloc(files, sizeof(*a->index));
 		if (!a->index)

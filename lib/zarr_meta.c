@@ -589,8 +589,10 @@ int rfs_zarr_meta_parse(json_t *j, int v3, const char *what,
 		rc = -EINVAL;
 	}
 	/* A decoded chunk must fit memory and a size_t several times. */
-	if (rc == 0 && m->inner[0] * m->inner[1] >
-			       (UINT64_C(1) << 31) / (m->elem ? m->elem : 8)) {
+	uint64_t elems;
+	if (rc == 0 &&
+	    (__builtin_mul_overflow(m->inner[0], m->inner[1], &elems) ||
+	     elems > (UINT64_C(1) << 31) / (m->elem ? m->elem : 8))) {
 		snprintf(err, errlen, "%s: chunks of over 2 GiB", what);
 		rc = -ENOTSUP;
 	}
