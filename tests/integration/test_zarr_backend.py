@@ -3,6 +3,7 @@ anndata 0.8 and zarr-python 2 (dense and CSR, blosc lz4 with shuffle,
 zstd, gzip, big-endian, "/" keys, consolidated metadata) read back equal
 to zarr-python's own reading for every batch of a strategy; obs columns,
 layers and raw; a mount mixing .h5ad and zarr sources; directories; an annbatch collection."""
+import json
 import os
 import shutil
 import warnings
@@ -264,3 +265,92 @@ def test_annbatch_collection(mounts, stores, tmp_path):
         np.testing.assert_array_equal(m.load("batch", 0, 0, k), want[index])
         np.testing.assert_array_equal(
             m.load("label", 0, 0, k), [cats.index(srcs[i]) for i in index])
+
+
+def to_v3(src, dst, consolidated=False):
+    """A v3 copy of a v2 store: each node's metadata rewritten as
+    zarr.json (codecs translated: the chunk bytes are the same for blosc,
+    zstd, gzip and vlen-utf8), chunk keys "i.j" moved to "c/i/j"."""
+    nodes = {}
+    for d, _, files in os.walk(src):
+        rel = os.path.relpath(d, src)
+        rel = "" if rel == "." else rel
+        out = os.path.join(dst, rel)
+        os.makedirs(out, exist_ok=True)
+        attrs = {}
+        if ".zattrs" in files:
+            attrs = json.load(open(os.path.join(d, ".zattrs")))
+        if ".zarray" in files:
+            a = json.load(open(os.path.join(d, ".zarray")))
+            dt = a["dtype"]
+            names = {"b1": "bool", "O": "string", "f4": "float32",
+                     "f8": "float64", "i1": "int8", "i4": "int32",
+                     "i8": "int64", "u2": "uint16", "u1": "uint8"}
+            codecs = [{"name": "vlen-utf8"} if dt == "|O" else
+                      {"name": "bytes", "configuration": {
+                          "endian": "big" if dt[0] == ">" else "little"}}]
+            c = a["compressor"]
+            if c and c["id"] == "blosc":
+                codecs.append({"name": "blosc", "configuration": {
+                    "cname": c["cname"], "clevel": c["clevel"],
+                    "shuffle": ["noshuffle", "shuffle",
+                                "bitshuffle"][c["shuffle"]],
+                    "typesize": 4, "blocksize": 0}})
+            elif c:
+                codecs.append({"name": c["id"], "configuration": {
+                    "level": c.get("level", 1)}})
+            fill = a["fill_value"]
+            meta = {"zarr_format": 3, "node_type": "array",
+                    "shape": a["shape"], "data_type": names[dt[1:]],
+                    "chunk_grid": {"name": "regular", "configuration": {
+                        "chunk_shape": a["chunks"]}},
+                    "chunk_key_encoding": {"name": "default"},
+                    "fill_value": "" if dt == "|O" else fill,
+                    "codecs": codecs, "attributes": attrs}
+            for f in files:
+                if f[0] != ".":
+                    key = os.path.join(out, "c", *f.split("."))
+                    os.makedirs(os.path.dirname(key), exist_ok=True)
+                    shutil.copy(os.path.join(d, f), key)
+        elif ".zgroup" in files:
+            meta = {"zarr_format": 3, "node_type": "group",
+                    "attributes": attrs}
+        else:
+            continue
+        nodes[rel] = meta
+        if rel or not consolidated:
+            json.dump(meta, open(os.path.join(out, "zarr.json"), "w"))
+    if consolidated:
+        root = nodes.pop("")
+        root["consolidated_metadata"] = {"kind": "inline",
+                                         "metadata": nodes}
+        json.dump(root, open(os.path.join(dst, "zarr.json"), "w"))
+        for rel in nodes:  # only the consolidated copy says what they are
+            os.unlink(os.path.join(dst, rel, "zarr.json")) \
+                if os.path.exists(os.path.join(dst, rel, "zarr.json")) \
+                else None
+    return str(dst)
+
+
+@pytest.mark.parametrize("kind,consolidated", [
+    ("dense_lz4", False), ("dense_be", True), ("csr_zstd", False),
+    ("csr_gzip", True)])
+def test_v3_copies(mounts, stores, tmp_path, kind, consolidated):
+    p = to_v3(stores[kind], tmp_path / "v3.zarr", consolidated)
+    want = zarr_rows(stores[kind])
+    obs = anndata.read_zarr(stores[kind]).obs
+    m = mounts(p, "batch_size=64,strategy=shuffle,label=donor,"
+               "filter=flag:true|false")
+    cats = m.json("dataset.json")["label"]["categories"]
+    for k, index in all_batches(m):
+        got = m.load("batch", 0, 0, k)
+        rows = want[index]
+        rows = rows.toarray() if sp.issparse(rows) else rows
+        np.testing.assert_array_equal(got, rows.astype(got.dtype))
+        np.testing.assert_array_equal(
+            m.load("label", 0, 0, k),
+            [cats.index(obs.donor.iloc[i]) for i in index])
+    m2 = mounts(stores[kind], "batch_size=64,strategy=shuffle")
+    # One matrix, one fingerprint, whatever the format.
+    assert m.json("dataset.json")["fingerprint"] == \
+        m2.json("dataset.json")["fingerprint"]
