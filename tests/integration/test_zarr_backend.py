@@ -6,6 +6,7 @@ layers and raw; a mount mixing .h5ad and zarr sources; directories; an annbatch 
 import json
 import os
 import shutil
+import struct
 import warnings
 
 import anndata
@@ -267,10 +268,53 @@ def test_annbatch_collection(mounts, stores, tmp_path):
             m.load("label", 0, 0, k), [cats.index(srcs[i]) for i in index])
 
 
-def to_v3(src, dst, consolidated=False):
+def crc32c(b):
+    crc = 0xFFFFFFFF
+    for byte in b:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def shard_chunks(d, out, meta, per, at_start):
+    """Packs the v2 chunk files of an array chunked along rows only into
+    shards of `per` chunks each (sharding_indexed, crc32c index)."""
+    inner = meta["chunk_grid"]["configuration"]["chunk_shape"]
+    nd = len(inner)
+    grid = -(-meta["shape"][0] // inner[0])
+    for s in range(-(-grid // per)):
+        body, index = b"", b""
+        base = 16 * per + 4 if at_start else 0
+        for i in range(s * per, (s + 1) * per):
+            name = os.path.join(d, str(i) + (".0" if nd == 2 else ""))
+            if not os.path.exists(name):
+                index += struct.pack("<QQ", 2**64 - 1, 2**64 - 1)
+                continue
+            data = open(name, "rb").read()
+            index += struct.pack("<QQ", base + len(body), len(data))
+            body += data
+        index += struct.pack("<I", crc32c(index))
+        key = os.path.join(out, "c", str(s), *(["0"] if nd == 2 else []))
+        os.makedirs(os.path.dirname(key), exist_ok=True)
+        with open(key, "wb") as f:
+            f.write(index + body if at_start else body + index)
+    meta["codecs"] = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": inner, "codecs": meta["codecs"],
+        "index_codecs": [{"name": "bytes",
+                          "configuration": {"endian": "little"}},
+                         {"name": "crc32c"}],
+        "index_location": "start" if at_start else "end"}}]
+    meta["chunk_grid"]["configuration"]["chunk_shape"] = \
+        [inner[0] * per] + inner[1:]
+
+
+def to_v3(src, dst, consolidated=False, shard=0):
     """A v3 copy of a v2 store: each node's metadata rewritten as
     zarr.json (codecs translated: the chunk bytes are the same for blosc,
-    zstd, gzip and vlen-utf8), chunk keys "i.j" moved to "c/i/j"."""
+    zstd, gzip and vlen-utf8), chunk keys "i.j" moved to "c/i/j"; X's
+    arrays chunked along rows only packed into shards of `shard` chunks
+    (the index at the start for X/indices, else at the end)."""
     nodes = {}
     for d, _, files in os.walk(src):
         rel = os.path.relpath(d, src)
@@ -307,6 +351,10 @@ def to_v3(src, dst, consolidated=False):
                     "chunk_key_encoding": {"name": "default"},
                     "fill_value": "" if dt == "|O" else fill,
                     "codecs": codecs, "attributes": attrs}
+            if shard and rel.startswith("X") and (
+                    len(a["chunks"]) == 1 or a["chunks"][1] == a["shape"][1]):
+                shard_chunks(d, out, meta, shard, rel.endswith("indices"))
+                files = []
             for f in files:
                 if f[0] != ".":
                     key = os.path.join(out, "c", *f.split("."))
@@ -332,11 +380,11 @@ def to_v3(src, dst, consolidated=False):
     return str(dst)
 
 
-@pytest.mark.parametrize("kind,consolidated", [
-    ("dense_lz4", False), ("dense_be", True), ("csr_zstd", False),
-    ("csr_gzip", True)])
-def test_v3_copies(mounts, stores, tmp_path, kind, consolidated):
-    p = to_v3(stores[kind], tmp_path / "v3.zarr", consolidated)
+@pytest.mark.parametrize("kind,consolidated,shard", [
+    ("dense_lz4", False, 0), ("dense_be", True, 0), ("csr_zstd", False, 0),
+    ("csr_gzip", True, 0), ("consolidated", False, 3), ("csr_lz4", True, 4)])
+def test_v3_copies(mounts, stores, tmp_path, kind, consolidated, shard):
+    p = to_v3(stores[kind], tmp_path / "v3.zarr", consolidated, shard)
     want = zarr_rows(stores[kind])
     obs = anndata.read_zarr(stores[kind]).obs
     m = mounts(p, "batch_size=64,strategy=shuffle,label=donor,"
