@@ -29,6 +29,8 @@
 #define INDEX_CACHE_MAX (64u << 20)
 #define ABSENT UINT64_MAX
 #define FILES_MAX (UINT64_C(1) << 24)
+/* Decoded chunks are 2 GiB at most (zarr_meta.c); codecs add little. */
+#define STORED_MAX ((UINT64_C(1) << 31) + (UINT64_C(1) << 20))
 
 void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id)
 {
@@ -375,6 +377,15 @@ static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
 		len = idx[2 * p + 1];
 		if (off == ABSENT && len == ABSENT)
 			goto out;
+	}
+	if (len > STORED_MAX) { /* no chunk rankfs decodes is that big */
+		snprintf(why, whylen,
+			 "is %llu bytes, over the %llu a chunk may "
+			 "take",
+			 (unsigned long long)len,
+			 (unsigned long long)STORED_MAX);
+		rc = -EIO;
+		goto out;
 	}
 	*stored = malloc(len ? len : 1);
 	if (!*stored) {
