@@ -1,5 +1,5 @@
 /* Unit tests for lib/zarr_codec.c: chunks encoded here with the libraries
- * (blosc with each shuffle, zstd, gzip, zlib, crc32c, stacked) decode to
+ * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c, stacked) decode to
  * the elements; big-endian elements are swapped; a chunk of the wrong
  * size, truncated or corrupt is -EIO with a reason; vlen-utf8 framing. */
 #include <stdarg.h>
@@ -106,6 +106,30 @@ static void test_each_codec(void **state)
 	}
 }
 
+static void test_blosc_compressors(void **state)
+{
+	(void)state;
+	static int32_t v[N], got[N];
+	static unsigned char stored[N * 4 + BLOSC_MAX_OVERHEAD];
+	static const char *const cnames[] = { "blosclz", "lz4", "zlib",
+					      "zstd" };
+	struct rfs_zarr_pipe p = { .ncomp = 1, .comp = { RFS_ZARR_BLOSC } };
+	char why[128];
+	values(v);
+	for (int i = 0; i < 4; i++) {
+		int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v,
+					   stored, sizeof(stored), cnames[i], 0,
+					   1);
+		assert_true(n > 0);
+		memset(got, 0, sizeof(got));
+		assert_int_equal(rfs_zarr_decode(&p, stored, (size_t)n, 4,
+						 sizeof(got), got, NULL, NULL,
+						 why, sizeof(why)),
+				 0);
+		assert_memory_equal(got, v, sizeof(v));
+	}
+}
+
 static void test_stacked_and_big_endian(void **state)
 {
 	(void)state;
@@ -206,6 +230,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_codec),
+		cmocka_unit_test(test_blosc_compressors),
 		cmocka_unit_test(test_stacked_and_big_endian),
 		cmocka_unit_test(test_garbage_is_eio),
 		cmocka_unit_test(test_crc32c_known_value),
