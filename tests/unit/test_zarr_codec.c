@@ -1,7 +1,8 @@
 /* Unit tests for lib/zarr_codec.c: chunks encoded here with the libraries
- * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c, stacked) decode to
- * the elements; big-endian elements are swapped; a chunk of the wrong
- * size, truncated or corrupt is -EIO with a reason; vlen-utf8 framing. */
+ * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c,
+ * stacked) decode to the elements; big-endian elements are swapped; a
+ * chunk of the wrong size, truncated or corrupt is -EIO with a reason;
+ * vlen-utf8 framing. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
