@@ -305,3 +305,10 @@ def test_directory_not_a_store(tmp_path, x):
                 '{"encoding-type": "annbatch-preshuffled"}}')
     err = mount_error(tmp_path, str(col))
     assert "dataset_N" in err, err
+
+
+def test_log_file_in_the_store_refused(tmp_path, x):
+    p = write_dense(tmp_path / "l.zarr", x)
+    for name in ("X/1.0", "X/.zarray", ".zattrs"):
+        err = mount_error(tmp_path, p, f"log_file={p}/{name}")
+        assert f"log_file={p}/{name}" in err and p in err, err
