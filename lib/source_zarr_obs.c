@@ -1,7 +1,8 @@
 /*
  * Columns and var names of a zarr AnnData store, read whole at mount. An
  * obs column is a group with encoding-type "categorical" (codes and
- * categories arrays) or a numeric, bool or string array; "/PATH" names
+ * categories arrays), a codes array whose "categories" attribute names
+ * its categories array (anndata 0.7), or a numeric, bool or string array; "/PATH" names
  * any 1-D array of the store. The var names are the var table's index
  * (its "_index" attribute names the array), as in the HDF5 backend, and
  * hash the same way, so the same genes in either format agree.
@@ -139,16 +140,17 @@ static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
 	return rc;
 }
 
-static int categorical(struct zarr_source *s, const char *group, uint64_t n,
-		       const char *what, struct rfs_column *out, char *err,
-		       size_t errlen)
+/* Codes and categories arrays: a categorical group's (anndata >= 0.8),
+ * or a codes array whose "categories" attribute names them (0.7). */
+static int categorical(struct zarr_source *s, const char *codes_path,
+		       const char *cats_path, uint64_t n, const char *what,
+		       struct rfs_column *out, char *err, size_t errlen)
 {
 	struct rfs_zarr_array codes, cats;
-	char path[1200];
-	snprintf(path, sizeof(path), "%s/codes", group);
-	int rc = rfs_zarr_array_open(&s->st, path, NULL, &codes, err, errlen);
-	snprintf(path, sizeof(path), "%s/categories", group);
-	int rc2 = rfs_zarr_array_open(&s->st, path, NULL, &cats, err, errlen);
+	int rc = rfs_zarr_array_open(&s->st, codes_path, NULL, &codes, err,
+				     errlen);
+	int rc2 = rfs_zarr_array_open(&s->st, cats_path, NULL, &cats, err,
+				      errlen);
 	if (rc == 0 && rc2 != 0)
 		rc = rc2;
 	if (rc == 0 &&
@@ -230,7 +232,14 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			 s->path, what, enc ? enc : "none");
 		rc = -ENOTSUP;
 	} else if (kind == 2) {
-		rc = categorical(s, path, n, what, out, err, errlen);
+		char codes[1200], cats[1200];
+		snprintf(codes, sizeof(codes), "%s/codes", path);
+		snprintf(cats, sizeof(cats), "%s/categories", path);
+		rc = categorical(s, codes, cats, n, what, out, err, errlen);
+	} else if (kind == 1 && rfs_zarr_attr_string(attrs, "categories")) {
+		const char *cats = rfs_zarr_attr_string(attrs, "categories");
+		rc = categorical(s, path, cats + (cats[0] == '/'), n, what, out,
+				 err, errlen);
 	} else if (kind == 1) {
 		struct rfs_zarr_array a;
 		rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);

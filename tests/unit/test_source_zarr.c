@@ -313,6 +313,11 @@ static void write_v2_csr(const char *store, int bad_indptr)
 	put_raw(store, "obs/ct/codes", "|i1", codes, 1, R);
 	const char *cats[] = { "B", "NK", "T" };
 	put_strings(store, "obs/ct/categories", cats, 3);
+	/* anndata 0.7: codes whose attribute names the categories */
+	put_raw(store, "obs/old", "|i1", codes, 1, R);
+	text(store, "obs/old/.zattrs",
+	     "{\"categories\": \"/obs/__categories/old\"}");
+	put_strings(store, "obs/__categories/old", cats, 3);
 	double w[R];
 	uint8_t flag[R];
 	for (int r = 0; r < R; r++) {
@@ -360,6 +365,11 @@ static void test_v2_csr_columns_var(void **state)
 	assert_int_equal(col.ncategories, 3);
 	assert_string_equal(col.categories[1], "NK");
 	assert_int_equal(col.codes[8], -1);
+	rfs_column_free(&col);
+	assert_int_equal(rfs_source_read_column(s, "old", &col, err, 512), 0);
+	assert_int_equal(col.kind, RFS_COLUMN_CODES);
+	assert_string_equal(col.categories[2], "T");
+	assert_int_equal(col.codes[2], 2);
 	rfs_column_free(&col);
 	assert_int_equal(rfs_source_read_column(s, "w", &col, err, 512), 0);
 	assert_int_equal(col.kind, RFS_COLUMN_REAL);
