@@ -4,7 +4,7 @@
  * obs columns and var names; v3 sharded (index at the end with crc32c,
  * at the start, an absent inner chunk), consolidated; an unknown codec,
  * a bad indptr, a shard index past its file and a chunk file replaced
- * under an open source. */
+ * under an open source; an annbatch collection's members. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -572,6 +572,41 @@ static void test_shard_index_past_end(void **state)
 	rfs_source_destroy(s);
 }
 
+static void test_collection_members(void **state)
+{
+	(void)state;
+	char path[PATH_MAX], **m;
+	size_t n;
+	char err[512];
+	text("coll", "zarr.json",
+	     "{\"zarr_format\": 3, \"node_type\": \"group\", "
+	     "\"attributes\": {\"encoding-type\": "
+	     "\"annbatch-preshuffled\"}}");
+	static const char *const names[] = { "dataset_10", "dataset_2",
+					     "dataset_0", "dataset_01",
+					     "other" };
+	for (int i = 0; i < 5; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "%s/.zgroup", names[i]);
+		text("coll", rel, root_v2);
+	}
+	snprintf(path, sizeof(path), "%s/coll", root);
+	assert_int_equal(rfs_source_is_store(path), 1);
+	assert_int_equal(rfs_source_members(path, &m, &n, err, 512), 1);
+	assert_int_equal(n, 3); /* numeric order; dataset_01 is no member */
+	assert_non_null(strstr(m[0], "/dataset_0"));
+	assert_non_null(strstr(m[1], "/dataset_2"));
+	assert_non_null(strstr(m[2], "/dataset_10"));
+	for (size_t i = 0; i < n; i++)
+		free(m[i]);
+	free(m);
+	/* A store that is no collection stands for itself. */
+	write_v2_dense("single.zarr");
+	snprintf(path, sizeof(path), "%s/single.zarr", root);
+	assert_int_equal(rfs_source_members(path, &m, &n, err, 512), 0);
+	assert_int_equal(rfs_source_is_store(root), 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -596,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_v3_sharded),
 		cmocka_unit_test(test_shard_index_past_end),
+		cmocka_unit_test(test_collection_members),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
