@@ -106,7 +106,7 @@ static int zstd_stage(const void *src, size_t n, void *dst, size_t cap,
 			 out.pos == cap ? "decodes (zstd) to over %zu bytes" :
 					  "is a truncated zstd frame (%zu)",
 			 cap);
-		return -EIO;
+		return out.pos == cap ? -ENOSPC : -EIO;
 	}
 	if (in.pos != n) {
 		snprintf(why, whylen, "has %zu bytes after its zstd frame",
@@ -147,7 +147,7 @@ static int zlib_stage(int gzip, const void *src, size_t n, void *dst,
 			 left_out == 0	  ? "more bytes than the chunk holds" :
 			 r == Z_BUF_ERROR ? "truncated" :
 					    "corrupt stream");
-		return -EIO;
+		return left_out == 0 ? -ENOSPC : -EIO;
 	}
 	if (left_in != 0) {
 		snprintf(why, whylen, "has %zu bytes after its %s stream",
@@ -192,7 +192,8 @@ static int stage(enum rfs_zarr_comp c, const void *src, size_t n, void *dst,
 	return 0;
 }
 
-/* The most a stage may decode to: blosc and zstd say it, or we guess. */
+/* What a stage decodes to, when blosc's or zstd's header says it (or
+ * crc32c's), else SIZE_MAX. */
 static size_t stage_cap(enum rfs_zarr_comp c, const void *src, size_t n)
 {
 	size_t nbytes = 0;
@@ -206,7 +207,34 @@ static size_t stage_cap(enum rfs_zarr_comp c, const void *src, size_t n)
 		    z != ZSTD_CONTENTSIZE_ERROR && z <= DECODED_MAX)
 			return (size_t)z;
 	}
-	return DECODED_MAX;
+	return SIZE_MAX;
+}
+
+/* One stage into a buffer of its own: of the size its header says, or,
+ * for a stream that does not say (zlib, gzip, some zstd), grown until the
+ * stream fits, up to DECODED_MAX. */
+static int stage_alloc(enum rfs_zarr_comp c, const void *src, size_t n,
+		       unsigned char **out, size_t *got, char *why,
+		       size_t whylen)
+{
+	size_t cap = stage_cap(c, src, n);
+	int known = cap != SIZE_MAX;
+	if (!known)
+		cap = n < DECODED_MAX / 4 ? 4 * n + 4096 : DECODED_MAX;
+	for (;;) {
+		unsigned char *buf = malloc(cap ? cap : 1);
+		if (!buf)
+			return -ENOMEM;
+		int rc = stage(c, src, n, buf, cap, got, why, whylen);
+		if (rc == 0) {
+			*out = buf;
+			return 0;
+		}
+		free(buf);
+		if (rc != -ENOSPC || known || cap >= DECODED_MAX)
+			return rc == -ENOSPC ? -EIO : rc;
+		cap = cap > DECODED_MAX / 2 ? DECODED_MAX : 2 * cap;
+	}
 }
 
 static void swap_elements(unsigned char *p, size_t n, size_t elem)
@@ -228,18 +256,17 @@ int rfs_zarr_decode(const struct rfs_zarr_pipe *p, const void *src, size_t n,
 	size_t len = n;
 	int rc = 0;
 	for (int i = p->ncomp - 1; i >= 0 && rc == 0; i--) {
-		int last = i == 0;
-		size_t cap = last && want ? want :
-					    stage_cap(p->comp[i], cur, len);
-		/* +1: a stage that would overflow a known size says so */
-		unsigned char *next = last && want ? dst :
-						     malloc(cap ? cap : 1);
+		unsigned char *next = NULL;
 		size_t got = 0;
-		if (!next) {
-			rc = -ENOMEM;
-			break;
+		if (i == 0 && want) { /* the last: into dst, exactly */
+			next = dst;
+			rc = stage(p->comp[i], cur, len, dst, want, &got, why,
+				   whylen);
+			rc = rc == -ENOSPC ? -EIO : rc;
+		} else {
+			rc = stage_alloc(p->comp[i], cur, len, &next, &got, why,
+					 whylen);
 		}
-		rc = stage(p->comp[i], cur, len, next, cap, &got, why, whylen);
 		free(held);
 		held = next == dst ? NULL : next;
 		cur = next;

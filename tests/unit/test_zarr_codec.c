@@ -166,6 +166,29 @@ static void test_stacked_and_big_endian(void **state)
 			 -EIO);
 }
 
+/* Strings' chunks have no known size: the buffer grows to fit. */
+static void test_unknown_size_grows(void **state)
+{
+	(void)state;
+	static unsigned char zeros[1 << 20], stored[1 << 16];
+	char why[128];
+	for (int c = RFS_ZARR_GZIP; c <= RFS_ZARR_ZLIB; c++) {
+		size_t n = encode((enum rfs_zarr_comp)c, 0, zeros,
+				  sizeof(zeros), stored, sizeof(stored));
+		assert_true(n * 4 + 4096 < sizeof(zeros));
+		struct rfs_zarr_pipe p = { .ncomp = 1,
+					   .comp = { (enum rfs_zarr_comp)c } };
+		void *out = NULL;
+		size_t len = 0;
+		assert_int_equal(rfs_zarr_decode(&p, stored, n, 0, 0, NULL,
+						 &out, &len, why, sizeof(why)),
+				 0);
+		assert_int_equal(len, sizeof(zeros));
+		assert_memory_equal(out, zeros, len);
+		free(out);
+	}
+}
+
 static void test_garbage_is_eio(void **state)
 {
 	(void)state;
@@ -233,6 +256,7 @@ int main(void)
 		cmocka_unit_test(test_each_codec),
 		cmocka_unit_test(test_blosc_compressors),
 		cmocka_unit_test(test_stacked_and_big_endian),
+		cmocka_unit_test(test_unknown_size_grows),
 		cmocka_unit_test(test_garbage_is_eio),
 		cmocka_unit_test(test_crc32c_known_value),
 		cmocka_unit_test(test_vlen_utf8),
