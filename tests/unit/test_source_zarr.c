@@ -2,7 +2,8 @@
  * zarr_array.c), on stores written here from JSON text and chunks encoded
  * with the libraries: v2 dense with an absent chunk (fill_value), CSR,
  * obs columns and var names; v3 sharded (index at the end with crc32c,
- * at the start, an absent inner chunk), consolidated; an unknown codec,
+ * at the start, an absent inner chunk), consolidated, sharded along rows
+ * and columns with big-endian raw inner chunks; an unknown codec,
  * a bad indptr, a shard index past its file and a chunk file replaced
  * under an open source; an annbatch collection's members. */
 #include <stdarg.h>
@@ -534,6 +535,66 @@ static void test_v3_sharded(void **state)
 	}
 }
 
+/* Shards of 4 x 4 holding inner chunks of 2 x 2 (C order inside the
+ * shard), raw big-endian floats, keys "i.j" (the v2 key encoding). */
+static void test_v3_sharded_2d(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	char err[512], x[1536];
+	snprintf(x, sizeof(x),
+		 "{\"zarr_format\": 3, \"node_type\": \"array\", "
+		 "\"shape\": [%d, %d], \"data_type\": \"float32\", "
+		 "\"chunk_grid\": {\"name\": \"regular\", \"configuration\": "
+		 "{\"chunk_shape\": [4, 4]}}, \"chunk_key_encoding\": "
+		 "{\"name\": \"v2\"}, \"fill_value\": 0, \"codecs\": "
+		 "[{\"name\": \"sharding_indexed\", \"configuration\": "
+		 "{\"chunk_shape\": [2, 2], \"codecs\": [{\"name\": "
+		 "\"bytes\", \"configuration\": {\"endian\": \"big\"}}], "
+		 "\"index_codecs\": [{\"name\": \"bytes\"}]}}], "
+		 "\"attributes\": {}}",
+		 R, C);
+	text("s2d.zarr", "zarr.json",
+	     "{\"zarr_format\": 3, \"node_type\": \"group\", "
+	     "\"attributes\": {}}");
+	text("s2d.zarr", "X/zarr.json", x);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 2; j++) {
+			unsigned char buf[4 * 16 + 4 * 16];
+			uint64_t index[8];
+			size_t at = 0;
+			for (int k = 0; k < 4; k++) { /* inner (k / 2, k % 2) */
+				for (int e = 0; e < 4; e++) {
+					int r = i * 4 + k / 2 * 2 + e / 2;
+					int c = j * 4 + k % 2 * 2 + e % 2;
+					float v = r < R && c < C ? value(r, c) :
+								   0;
+					uint32_t u;
+					memcpy(&u, &v, 4);
+					u = __builtin_bswap32(u);
+					memcpy(buf + at + 4 * e, &u, 4);
+				}
+				index[2 * k] = at;
+				index[2 * k + 1] = 16;
+				at += 16;
+			}
+			memcpy(buf + at, index, sizeof(index));
+			char key[32];
+			snprintf(key, sizeof(key), "X/%d.%d", i, j);
+			put("s2d.zarr", key, buf, at + sizeof(index));
+		}
+	assert_int_equal(open_store("s2d.zarr", "/X", &s, err), 0);
+	int64_t rows[R];
+	float got[R][C];
+	for (int i = 0; i < R; i++)
+		rows[i] = (i * 3) % R;
+	assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
+	for (int i = 0; i < R; i++)
+		for (int c = 0; c < C; c++)
+			assert_true(got[i][c] == value((int)rows[i], c));
+	rfs_source_destroy(s);
+}
+
 static void test_shard_index_past_end(void **state)
 {
 	(void)state;
@@ -630,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_v3_sharded),
+		cmocka_unit_test(test_v3_sharded_2d),
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
 	};
