@@ -545,6 +545,15 @@ static int parse_v3(json_t *j, const char *what, struct rfs_zarr_meta *m,
 			 ename);
 		return -ENOTSUP;
 	}
+	json_t *tr = json_object_get(j, "storage_transformers");
+	if (json_is_array(tr) && json_array_size(tr) > 0) {
+		const char *name = json_string_value(
+			json_object_get(json_array_get(tr, 0), "name"));
+		snprintf(err, errlen,
+			 "%s: storage transformer '%s' is not supported", what,
+			 name ? name : "?");
+		return -ENOTSUP;
+	}
 	m->inner[0] = m->chunk[0];
 	m->inner[1] = m->chunk[1];
 	int rc = v3_codecs(json_object_get(j, "codecs"), 1, m, &m->pipe, what,
