@@ -417,11 +417,13 @@ static const struct rfs_source_ops ops = {
 };
 
 /* An AnnData store says so, or at least has an X. */
-static int is_anndata(struct zarr_source *s, char *err, size_t errlen)
+static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
+		      size_t errlen)
 {
 	json_t *meta, *attrs;
 	char *file;
 	int kind = rfs_zarr_node(&s->st, "", &meta, &attrs, &file, err, errlen);
+	*root_kind = kind;
 	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
 	int yes = enc && strcmp(enc, "anndata") == 0;
 	json_decref(meta);
@@ -475,12 +477,15 @@ int rfs_zarr_open(const char *path, const char *dataset,
 			goto fail;
 		s->chunks = s->own_chunks;
 	}
+	int root_kind = 0;
 	rc = rfs_zarr_store_open(s->path, &s->st, err, errlen);
 	if (rc == 0)
-		rc = is_anndata(s, err, errlen);
+		rc = is_anndata(s, &root_kind, err, errlen);
 	if (rc < 0)
 		goto fail;
 	s->anndata = rc;
+	if (!dataset && root_kind == 1)
+		dataset = "/"; /* a store that is one array (zarr.save) */
 	if (!dataset && !s->anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData zarr store; name the rows with "

@@ -84,11 +84,12 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 	json_decref(attrs);
 	if (rc != 0)
 		return rc;
-	if (asprintf(&a->dir, "%s/%s", st->root, path) < 0) {
+	if (asprintf(&a->dir, "%s%s%s", st->root, path[0] ? "/" : "", path) <
+	    0) {
 		a->dir = NULL;
 		return -ENOMEM;
 	}
-	a->name = strdup(path);
+	a->name = strdup(path[0] ? path : "/"); /* the root: a lone array */
 	if (!a->name || pthread_mutex_init(&a->lock, NULL) != 0)
 		return -ENOMEM;
 	a->lock_init = 1;

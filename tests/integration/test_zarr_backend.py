@@ -402,3 +402,22 @@ def test_v3_copies(mounts, stores, tmp_path, kind, consolidated, shard):
     # One matrix, one fingerprint, whatever the format.
     assert m.json("dataset.json")["fingerprint"] == \
         m2.json("dataset.json")["fingerprint"]
+
+
+def test_lone_array_and_named_arrays(mounts, stores, tmp_path):
+    """A store that is one array (zarr.save) serves it; in a store that is
+    no AnnData, dataset=/PATH names the rows and /PATH the columns."""
+    x = stores["x"]
+    lone = str(tmp_path / "lone.zarr")
+    zarr.save(lone, x)
+    m = mounts(lone, "batch_size=100,strategy=shuffle")
+    for k, index in all_batches(m):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k), x[index])
+    plain = str(tmp_path / "plain.zarr")
+    g = zarr.open_group(plain, mode="w")
+    g.create_dataset("data/x", data=x, chunks=(33, 7))
+    g.create_dataset("meta/y", data=np.arange(N) % 4, chunks=(100,))
+    m = mounts(plain, "dataset=/data/x,label=/meta/y,batch_size=100")
+    for k, index in all_batches(m):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k), x[index])
+        np.testing.assert_array_equal(m.load("label", 0, 0, k), index % 4)

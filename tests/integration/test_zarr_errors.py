@@ -371,3 +371,12 @@ def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
         assert sum(r[1] for r in results) == 0, results
         assert sum(r[2] for r in results) > 0, results  # the write was seen
         m.unmount()
+
+
+def test_plain_store_needs_dataset(tmp_path, x):
+    p = str(tmp_path / "plain.zarr")
+    zarr.open_group(p, mode="w").create_dataset("data/x", data=x)
+    err = mount_error(tmp_path, p)
+    assert "plain.zarr" in err and "dataset=/PATH" in err, err
+    err = mount_error(tmp_path, p, "dataset=/data/nope")
+    assert "/data/nope not found" in err, err
