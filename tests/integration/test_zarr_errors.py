@@ -380,3 +380,56 @@ def test_plain_store_needs_dataset(tmp_path, x):
     assert "plain.zarr" in err and "dataset=/PATH" in err, err
     err = mount_error(tmp_path, p, "dataset=/data/nope")
     assert "/data/nope not found" in err, err
+
+
+def sanitizer_error(text):
+    return "ERROR: AddressSanitizer" in text or \
+        "ERROR: LeakSanitizer" in text or "runtime error" in text
+
+
+@pytest.mark.parametrize("kind", ["dense", "csr"])
+def test_byte_flipped_stores(tmp_path, rankfs_cat, kind):
+    """Random bytes of a metadata or chunk file flipped, or the file cut:
+    a clean refusal or EIO, never a crash or a hang (values are not
+    checked: blosc and raw chunks carry no checksum)."""
+    rng = np.random.default_rng(9)
+    x = rng.random((N, D), dtype=np.float32)
+    original = tmp_path / "orig.zarr"
+    if kind == "dense":
+        write_dense(original, x)
+    else:
+        m = sp.random(N, D, density=0.3, format="csr", random_state=rng,
+                      dtype=np.float32).tocsr()
+        ad = anndata.AnnData(X=m, obs=pd.DataFrame(
+            {"ct": pd.Categorical(rng.choice(["a", "b"], N))},
+            index=[f"c{i}" for i in range(N)]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ad.write_zarr(str(original), chunks=(64,))
+    files = sorted(os.path.relpath(os.path.join(d, f), original)
+                   for d, _, fs in os.walk(original) for f in fs)
+    outcomes = {}
+    for seed in range(30):
+        r = random.Random(seed)
+        store = tmp_path / f"s{seed}.zarr"
+        shutil.copytree(original, store)
+        victim = store / r.choice(files)
+        raw = bytearray(victim.read_bytes())
+        if raw and r.random() < 0.8:
+            for _ in range(r.randint(1, 4)):
+                raw[r.randrange(len(raw))] = r.randrange(256)
+        else:
+            raw = raw[:r.randrange(len(raw) + 1)]
+        victim.write_bytes(bytes(raw))
+        options = "batch_size=64,strategy=shuffle"
+        if kind == "csr":
+            options += ",label=ct"
+        for path in ("epoch/0/rank/0/batch/000000.npy",
+                     "epoch/0/rank/0/batch/000003." +
+                     ("npz" if kind == "csr" else "npy")):
+            res = rankfs_cat(store, options, path, timeout=30)
+            assert res.returncode in (0, 1), (victim, res.returncode,
+                                              res.stderr)
+            assert not sanitizer_error(res.stderr), res.stderr
+            outcomes[res.returncode] = outcomes.get(res.returncode, 0) + 1
+    print(kind, outcomes)
