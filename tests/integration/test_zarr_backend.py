@@ -56,9 +56,11 @@ def rechunk(path, name, data, chunks, compressor, **kw):
     """Rewrites array name of the store as zarr-python would with these
     chunks and compressor."""
     g = zarr.open_group(str(path), mode="r+")
+    attrs = dict(g[name].attrs)
     del g[name]
     g.create_dataset(name, data=data, chunks=chunks, compressor=compressor,
                      **kw)
+    g[name].attrs.update(attrs)  # anndata's encoding-type
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,10 @@ def write_dense(path, x, chunks=(CR, D), compressor=BLOSC):
         warnings.simplefilter("ignore")
         ad.write_zarr(str(path))
     g = zarr.open_group(str(path), mode="r+")
+    attrs = dict(g["X"].attrs)
     del g["X"]
     g.create_dataset("X", data=x, chunks=chunks, compressor=compressor)
+    g["X"].attrs.update(attrs)
     return str(path)
 
 
