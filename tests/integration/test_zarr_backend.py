@@ -71,7 +71,7 @@ def stores(tmp_path_factory):
     out = {"x": x, "dir": d}
     for name, comp in COMPRESSORS.items():
         p = d / f"dense_{name}.zarr"
-        out[f"obs"] = write_store(p, x, rng).obs
+        write_store(p, x, rng)
         # 64 x 16 chunks: partial chunks at both edges.
         rechunk(p, "X", x, (64, 16), comp)
         out[f"dense_{name}"] = str(p)
@@ -238,7 +238,6 @@ def test_annbatch_collection(mounts, stores, tmp_path):
     stores, in numeric order, one row space; src_path is an obs column
     like any other."""
     x = stores["x"]
-    rng = np.random.default_rng(5)
     coll = tmp_path / "coll"
     coll.mkdir()
     with open(coll / "zarr.json", "w") as f:
