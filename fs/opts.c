@@ -40,9 +40,10 @@ static void print_help(void)
 {
 	struct rfs_buf b = { 0 };
 	usage(stdout);
-	printf("\nServes HDF5 data (.h5ad X, or -o dataset=/PATH; one file, "
-	       "several, or a\ndirectory of *.h5ad/*.h5) as per-epoch, "
-	       "per-rank batch files:\n"
+	printf("\nServes HDF5 and zarr data (.h5ad X, an AnnData zarr store "
+	       "or annbatch\ncollection, or -o dataset=/PATH; one source, "
+	       "several, or a directory of\n*.h5ad/*.h5/*.zarr) as "
+	       "per-epoch, per-rank batch files:\n"
 	       "MOUNTPOINT/epoch/E/rank/R/batch/NNNNNN.npy\n\n"
 	       "rankfs options:\n");
 	rfs_config_render_help(&b);

@@ -37,8 +37,14 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 {
 	struct rfs_chunk_cache *cc = ctx;
 	const struct rfs_chunked *c = &cc->sets[key->rank];
-	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
+	if (c->load) {
+		/* Its stored bytes and temporaries: about a chunk. */
+		unsigned char *buf = rfs_cache_fill_buffer(f, out_len, out_len);
+		return buf ? c->load(c->ctx, key->batch, buf, out_len) :
+			     -ENOMEM;
+	}
+	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
 	/* The buffer first: it may wait for room, holding nothing else. */
 	unsigned char *out =
 		rfs_cache_fill_buffer(f, out_len, loc->size + out_len);

@@ -4,9 +4,10 @@
  * decoded chunks shared by every dataset of a mount, so fetches that need
  * the same chunk decode it once (cache.c's shared generation).
  *
- * source.c describes each dataset (shape, chunk shape, filters, chunk
- * addresses) and registers it; after that everything here is HDF5-free
- * and thread-safe. */
+ * source_hdf5_read.c describes each dataset (shape, chunk shape, filters,
+ * chunk addresses) and registers it; after that everything here is
+ * HDF5-free and thread-safe. The zarr backend registers its arrays with a
+ * loader of its own instead (zarr_array.c), sharing the same LRU. */
 #ifndef RFS_CHUNKS_H
 #define RFS_CHUNKS_H
 
@@ -31,6 +32,12 @@ struct rfs_chunked {
 	size_t elem;
 	struct rfs_pipeline pipeline;
 	struct rfs_chunk_loc *locs; /* row-major over the chunk grid */
+	/* Or, when set, a loader (zarr: its own files and codecs), which
+	 * decodes chunk k (row-major over the grid) into out and logs its
+	 * failures; fd, pipeline and locs are then unused. ctx is borrowed
+	 * like fd. @return 0, -EIO, -ENOMEM. */
+	int (*load)(void *ctx, uint64_t k, void *out, size_t out_len);
+	void *ctx;
 };
 
 struct rfs_chunk_cache;

@@ -64,7 +64,35 @@ static int push(struct path_list *l, char *path)
 	return 0;
 }
 
-/* Adds dir's *.h5ad and *.h5 regular files, in name (byte) order. */
+/* Adds path (taken), or the members of an annbatch collection. */
+static int push_source(struct path_list *l, char *path, char *err,
+		       size_t errlen)
+{
+	char **members;
+	size_t n;
+	if (!path)
+		return -ENOMEM;
+	int rc = rfs_source_members(path, &members, &n, err, errlen);
+	if (rc <= 0) {
+		if (rc == 0)
+			return push(l, path);
+		free(path);
+		return rc;
+	}
+	free(path);
+	rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0)
+			rc = push(l, members[i]);
+		else
+			free(members[i]);
+	}
+	free(members);
+	return rc;
+}
+
+/* Adds dir's *.h5ad and *.h5 regular files and *.zarr store
+ * directories, in name (byte) order. */
 static int expand_dir(const char *dir, struct path_list *l, char *err,
 		      size_t errlen)
 {
@@ -79,8 +107,10 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 	while (rc == 0 && (e = readdir(d))) {
 		char *path;
 		struct stat st;
-		if (e->d_name[0] == '.' || (!ends_with(e->d_name, ".h5ad") &&
-					    !ends_with(e->d_name, ".h5")))
+		int zarr = ends_with(e->d_name, ".zarr");
+		if (e->d_name[0] == '.' ||
+		    (!ends_with(e->d_name, ".h5ad") &&
+		     !ends_with(e->d_name, ".h5") && !zarr))
 			continue;
 		if (asprintf(&path, "%s/%s", dir, e->d_name) < 0) {
 			rc = -ENOMEM;
@@ -95,7 +125,10 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 			free(path);
 			break;
 		}
-		if (!S_ISREG(st.st_mode)) {
+		/* *.zarr: a store directory; other directories are not
+		 * descended into. */
+		if (zarr ? !S_ISDIR(st.st_mode) || !rfs_source_is_store(path) :
+			   !S_ISREG(st.st_mode)) {
 			free(path);
 			continue;
 		}
@@ -104,8 +137,8 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 	closedir(d);
 	if (rc == 0 && found.count == 0) {
 		snprintf(err, errlen,
-			 "%s: no *.h5ad or *.h5 files in the "
-			 "directory",
+			 "%s: no *.h5ad or *.h5 files (nor *.zarr stores) "
+			 "in the directory",
 			 dir);
 		rc = -EINVAL;
 	}
@@ -113,7 +146,7 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 		qsort(found.items, found.count, sizeof(char *), cmp_str);
 	for (size_t i = 0; i < found.count; i++) {
 		if (rc == 0)
-			rc = push(l, found.items[i]);
+			rc = push_source(l, found.items[i], err, errlen);
 		else
 			free(found.items[i]);
 	}
@@ -177,9 +210,14 @@ static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		int rc;
-		if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
+		int dir = stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode);
+		if (dir && !rfs_source_is_store(paths[i]))
 			rc = expand_dir(paths[i], l, err, errlen);
-		else if ((rc = push(l, strdup(paths[i]))) != 0)
+		else if (dir) /* a zarr store, or a collection of them */
+			rc = push_source(l, strdup(paths[i]), err, errlen);
+		else
+			rc = push(l, strdup(paths[i]));
+		if (rc == -ENOMEM)
 			snprintf(err, errlen, "out of memory");
 		if (rc != 0)
 			return rc;

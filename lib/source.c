@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "convert.h"
 #include "log.h"
@@ -38,7 +39,10 @@ int rfs_source_open(const char *path, const char *dataset,
 		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		    char *err, size_t errlen)
 {
-	/* The first backend claims a file: HDF5 is the only one yet. */
+	/* A directory is a zarr store; a file, HDF5. */
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return rfs_zarr_open(path, dataset, chunks, out, err, errlen);
 	return rfs_hdf5_open(path, dataset, chunks, out, err, errlen);
 }
 

@@ -58,6 +58,18 @@ int rfs_source_open(const char *path, const char *dataset,
 		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		    char *err, size_t errlen);
 
+/* 1 if dir is a zarr store directory (.zgroup, .zarray, .zmetadata or
+ * zarr.json), which rfs_source_open() opens as one source. */
+int rfs_source_is_store(const char *dir);
+
+/* A source argument standing for several sources: an annbatch collection
+ * (a zarr group whose attribute encoding-type is "annbatch-preshuffled")
+ * is its stores dataset_0, dataset_1, ... in numeric order. *members:
+ * owned paths, an owned array. @return 1 (a collection: *members set),
+ * 0 (not one), -EINVAL, -ENOMEM with err set. */
+int rfs_source_members(const char *path, char ***members, size_t *n, char *err,
+		       size_t errlen);
+
 /* Valid until rfs_source_destroy(). */
 const struct rfs_source_info *rfs_source_info(const struct rfs_source *s);
 

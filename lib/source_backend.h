@@ -54,5 +54,9 @@ struct rfs_source {
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		  char *err, size_t errlen);
+/* A directory: a zarr store (source_zarr.c). */
+int rfs_zarr_open(const char *path, const char *dataset,
+		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  char *err, size_t errlen);
 
 #endif

@@ -175,6 +175,62 @@ static void test_truncated_file_is_eio(void **state)
 	rfs_chunks_destroy(cc);
 }
 
+/* A loader (the zarr backend's way): called once per chunk, its bytes
+ * placed like decoded HDF5 chunks; its failure is the read's. */
+struct loads {
+	int calls;
+	uint64_t fail; /* chunk that fails, or UINT64_MAX */
+};
+
+static int load_chunk(void *ctx, uint64_t k, void *out, size_t out_len)
+{
+	struct loads *l = ctx;
+	uint16_t *v = out;
+	l->calls++;
+	if (k == l->fail)
+		return -EIO;
+	/* 10 x 7 in chunks of CR x 3: grid of 3 columns */
+	for (size_t i = 0; i < out_len / 2; i++) {
+		uint64_t r = k / 3 * CR + i / 3, c = k % 3 * 3 + i % 3;
+		v[i] = value(r, c);
+	}
+	return 0;
+}
+
+static void test_loader(void **state)
+{
+	(void)state;
+	struct rfs_chunk_cache *cc;
+	struct loads l = { 0, UINT64_MAX };
+	struct rfs_chunked c = { .fd = -1,
+				 .path = "p",
+				 .name = "n",
+				 .rows = ROWS,
+				 .cols = 7,
+				 .chunk_rows = CR,
+				 .chunk_cols = 3,
+				 .grid_cols = 3,
+				 .elem = 2,
+				 .load = load_chunk,
+				 .ctx = &l };
+	uint64_t id, rows[3] = { 1, 2, 9 };
+	uint16_t got[3][7];
+	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
+				 (void *)got[2] };
+	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
+	assert_int_equal(rfs_chunks_read_rows(cc, id, rows, 3, to), 0);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 7; k++)
+			assert_int_equal(got[i][k], value(rows[i], k));
+	assert_int_equal(l.calls, 6); /* two rows of 3 chunks */
+	assert_int_equal(rfs_chunks_read(cc, id, 0, 3, got), 0);
+	assert_int_equal(l.calls, 6); /* all cached */
+	l.fail = 4; /* rows 4..7, columns 3..5 */
+	assert_int_equal(rfs_chunks_read(cc, id, 5, 1, got), -EIO);
+	rfs_chunks_destroy(cc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +242,7 @@ int main(void)
 			test_rows_across_chunks, setup, teardown, &one_d),
 		cmocka_unit_test_prestate_setup_teardown(
 			test_truncated_file_is_eio, setup, teardown, &narrow),
+		cmocka_unit_test(test_loader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,354 @@
+/*
+ * Columns and var names of a zarr AnnData store, read whole at mount. An
+ * obs column is a group with encoding-type "categorical" (codes and
+ * categories arrays), a codes array whose "categories" attribute names
+ * its categories array (anndata 0.7), or a numeric, bool or string array; "/PATH" names
+ * any 1-D array of the store. The var names are the var table's index
+ * (its "_index" attribute names the array), as in the HDF5 backend, and
+ * hash the same way, so the same genes in either format agree.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "column.h"
+#include "convert.h"
+#include "zarr.h"
+
+static void free_strings(char **s, uint64_t n)
+{
+	for (uint64_t i = 0; s && i < n; i++)
+		free(s[i]);
+	free(s);
+}
+
+/* The shortest decimal text that reads back as v. */
+static void real_text(double v, char *out, size_t n)
+{
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(out, n, "%.*g", digits, v);
+		if (strtod(out, NULL) == v)
+			return;
+	}
+}
+
+/* A 1-D array of n values, whole: numbers as int64 (integers) or double
+ * (floats, *is_real set), in a malloc'd buffer of n x 8 bytes. */
+static int read_numbers(struct rfs_zarr_array *a, void **out, int *is_real)
+{
+	uint64_t n = a->m.shape[0];
+	void *raw = malloc(n * a->m.elem + 1);
+	void *v = malloc(n * 8 + 1);
+	int rc = raw && v ? rfs_zarr_array_read_all(a, raw) : -ENOMEM;
+	*is_real = a->m.dtype >= RFS_FLOAT16;
+	if (rc == 0)
+		rfs_convert(*is_real ? RFS_FLOAT64 : RFS_INT64, v, a->m.dtype,
+			    raw, n);
+	free(raw);
+	if (rc != 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	return rc;
+}
+
+static int bool_column(struct rfs_zarr_array *a, struct rfs_column *out)
+{
+	uint64_t n = a->m.shape[0];
+	unsigned char *raw = malloc(n + 1);
+	out->kind = RFS_COLUMN_CODES;
+	out->rows = n;
+	out->boolean = 1;
+	out->codes = calloc(n + 1, sizeof(int64_t));
+	out->categories = calloc(2, sizeof(char *));
+	int rc = raw && out->codes && out->categories ? 0 : -ENOMEM;
+	if (rc == 0 && (!(out->categories[0] = strdup("False")) ||
+			!(out->categories[1] = strdup("True"))))
+		rc = -ENOMEM;
+	out->ncategories = 2;
+	if (rc == 0)
+		rc = rfs_zarr_array_read_all(a, raw);
+	for (uint64_t i = 0; i < n && rc == 0; i++)
+		out->codes[i] = raw[i] != 0;
+	free(raw);
+	return rc;
+}
+
+/* A column from one array: numeric, bool or strings. */
+static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
+{
+	uint64_t n = a->m.shape[0];
+	if (a->m.kind == RFS_ZARR_BOOL)
+		return bool_column(a, out);
+	if (a->m.kind == RFS_ZARR_STRING) {
+		char **s;
+		int rc = rfs_zarr_array_read_strings(a, &s);
+		return rc ? rc : rfs_column_from_strings(out, s, n);
+	}
+	void *v;
+	int is_real;
+	int rc = read_numbers(a, &v, &is_real);
+	if (rc != 0)
+		return rc;
+	out->rows = n;
+	if (is_real) {
+		out->kind = RFS_COLUMN_REAL;
+		out->reals = v;
+		/* As stored: filter values are rounded to it (column.c). */
+		out->real_sizes = 1u << a->m.elem;
+	} else {
+		out->kind = RFS_COLUMN_INT;
+		out->codes = v;
+	}
+	return 0;
+}
+
+/* Category names: strings, bools, or numbers as text. */
+static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
+{
+	uint64_t n = a->m.shape[0];
+	*count = n;
+	if (a->m.kind == RFS_ZARR_STRING)
+		return rfs_zarr_array_read_strings(a, out);
+	struct rfs_column c = { 0 };
+	int rc = array_column(a, &c);
+	char **names = calloc(n + 1, sizeof(*names));
+	if (rc == 0 && !names)
+		rc = -ENOMEM;
+	for (uint64_t i = 0; i < n && rc == 0; i++) {
+		char text[40];
+		if (c.kind == RFS_COLUMN_CODES)
+			snprintf(text, sizeof(text), "%s",
+				 c.categories[c.codes[i]]);
+		else if (c.kind == RFS_COLUMN_INT)
+			snprintf(text, sizeof(text), "%lld",
+				 (long long)c.codes[i]);
+		else
+			real_text(c.reals[i], text, sizeof(text));
+		if (!(names[i] = strdup(text)))
+			rc = -ENOMEM;
+	}
+	rfs_column_free(&c);
+	if (rc != 0) {
+		free_strings(names, n);
+		names = NULL;
+	}
+	*out = names;
+	return rc;
+}
+
+/* Codes and categories arrays: a categorical group's (anndata >= 0.8),
+ * or a codes array whose "categories" attribute names them (0.7). */
+static int categorical(struct zarr_source *s, const char *codes_path,
+		       const char *cats_path, uint64_t n, const char *what,
+		       struct rfs_column *out, char *err, size_t errlen)
+{
+	struct rfs_zarr_array codes, cats;
+	int rc = rfs_zarr_array_open(&s->st, codes_path, NULL, &codes, err,
+				     errlen);
+	int rc2 = rfs_zarr_array_open(&s->st, cats_path, NULL, &cats, err,
+				      errlen);
+	if (rc == 0 && rc2 != 0)
+		rc = rc2;
+	if (rc == 0 &&
+	    (codes.m.ndims != 1 || cats.m.ndims != 1 ||
+	     codes.m.kind != RFS_ZARR_NUMBER || codes.m.dtype >= RFS_FLOAT16 ||
+	     codes.m.shape[0] != n)) {
+		snprintf(
+			err, errlen,
+			"%s: %s must have 1-D integer codes, one per row (%llu)",
+			s->path, what, (unsigned long long)n);
+		rc = -EINVAL;
+	}
+	int is_real;
+	void *v = NULL;
+	if (rc == 0) {
+		out->kind = RFS_COLUMN_CODES;
+		out->rows = n;
+		rc = read_numbers(&codes, &v, &is_real);
+		out->codes = v;
+		if (rc == 0)
+			rc = categories(&cats, &out->categories,
+					&out->ncategories);
+		if (rc != 0)
+			snprintf(err, errlen, "%s: %s cannot be read (%s)",
+				 s->path, what, strerror(-rc));
+	}
+	for (uint64_t i = 0; i < n && rc == 0; i++)
+		if (out->codes[i] < -1 ||
+		    out->codes[i] >= (int64_t)out->ncategories) {
+			snprintf(
+				err, errlen,
+				"%s: %s has code %lld at row %llu, outside its "
+				"%llu categories",
+				s->path, what, (long long)out->codes[i],
+				(unsigned long long)i,
+				(unsigned long long)out->ncategories);
+			rc = -EINVAL;
+		}
+	rfs_zarr_array_close(&codes);
+	rfs_zarr_array_close(&cats);
+	return rc;
+}
+
+int rfs_zarr_read_column(struct rfs_source *base, const char *name,
+			 struct rfs_column *out, char *err, size_t errlen)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	char path[1100], what[300];
+	json_t *meta, *attrs;
+	char *file;
+	uint64_t n = s->base.info.rows;
+	*out = (struct rfs_column){ 0 };
+	snprintf(what, sizeof(what), "%s %s",
+		 name[0] == '/' ? "array" : "obs column", name);
+	if (name[0] != '/' && !s->anndata) {
+		snprintf(err, errlen,
+			 "%s: not an AnnData store, so it has no %s; name a "
+			 "1-D array as /PATH",
+			 s->path, what);
+		return -EINVAL;
+	}
+	if (name[0] != '/' && strchr(name, '/')) {
+		snprintf(err, errlen, "%s: %s not found", s->path, what);
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s%s", name[0] == '/' ? "" : "obs/",
+		 name + (name[0] == '/'));
+	int kind =
+		rfs_zarr_node(&s->st, path, &meta, &attrs, &file, err, errlen);
+	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
+	int rc = kind < 0 ? kind : 0;
+	if (kind == 0) {
+		snprintf(err, errlen, "%s: %s not found", s->path, what);
+		rc = -EINVAL;
+	} else if (kind == 2 && (!enc || strcmp(enc, "categorical") != 0)) {
+		snprintf(err, errlen,
+			 "%s: %s is a group with encoding '%s', not a column "
+			 "rankfs reads (categorical, numeric, bool, string)",
+			 s->path, what, enc ? enc : "none");
+		rc = -ENOTSUP;
+	} else if (kind == 2) {
+		char codes[1200], cats[1200];
+		snprintf(codes, sizeof(codes), "%s/codes", path);
+		snprintf(cats, sizeof(cats), "%s/categories", path);
+		rc = categorical(s, codes, cats, n, what, out, err, errlen);
+	} else if (kind == 1 && rfs_zarr_attr_string(attrs, "categories")) {
+		const char *cats = rfs_zarr_attr_string(attrs, "categories");
+		rc = categorical(s, path, cats + (cats[0] == '/'), n, what, out,
+				 err, errlen);
+	} else if (kind == 1) {
+		struct rfs_zarr_array a;
+		rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
+		if (rc == 0 && (a.m.ndims != 1 || a.m.shape[0] != n)) {
+			snprintf(err, errlen,
+				 "%s: %s has %llu rows, the data %llu (a "
+				 "column needs one value per row, 1-D)",
+				 s->path, what,
+				 (unsigned long long)a.m.shape[0],
+				 (unsigned long long)n);
+			rc = -EINVAL;
+		}
+		if (rc == 0 && (rc = array_column(&a, out)) != 0)
+			snprintf(err, errlen, "%s: %s cannot be read (%s)",
+				 s->path, what, strerror(-rc));
+		rfs_zarr_array_close(&a);
+	}
+	json_decref(meta);
+	json_decref(attrs);
+	free(file);
+	if (rc != 0)
+		rfs_column_free(out);
+	return rc;
+}
+
+/* Which var table names the columns of dataset, if any. */
+static const char *var_table(const char *dataset)
+{
+	if (strcmp(dataset, "/X") == 0 || strncmp(dataset, "/layers/", 8) == 0)
+		return "var";
+	if (strcmp(dataset, "/raw/X") == 0)
+		return "raw/var";
+	return NULL;
+}
+
+/* The var index's strings, or -ENOENT when there is no var table. */
+static int var_names(struct zarr_source *s, char ***names, uint64_t *n,
+		     char *err, size_t errlen)
+{
+	const char *table = s->anndata ? var_table(s->dataset) : NULL;
+	json_t *meta = NULL, *attrs = NULL;
+	char *file = NULL, path[600];
+	int kind = table ? rfs_zarr_node(&s->st, table, &meta, &attrs, &file,
+					 err, errlen) :
+			   0;
+	const char *index = rfs_zarr_attr_string(attrs, "_index");
+	snprintf(path, sizeof(path), "%s/%s", table ? table : "",
+		 index ? index : "_index");
+	json_decref(meta);
+	json_decref(attrs);
+	free(file);
+	if (kind < 0)
+		return kind;
+	if (kind != 2)
+		return -ENOENT;
+	struct rfs_zarr_array a;
+	int rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
+	if (rc == 0 && (a.m.ndims != 1 || a.m.kind != RFS_ZARR_STRING))
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = rfs_zarr_array_read_strings(&a, names);
+	if (rc == 0)
+		*n = a.m.shape[0];
+	rfs_zarr_array_close(&a);
+	if (rc != 0)
+		snprintf(err, errlen,
+			 "%s: the var names (%s) cannot be read: %s", s->path,
+			 path,
+			 rc == -EINVAL ? "not 1-D strings" : strerror(-rc));
+	return rc;
+}
+
+int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
+			    char *err, size_t errlen)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	int rc = var_names(s, names, n, err, errlen);
+	if (rc == -ENOENT)
+		snprintf(err, errlen, "%s: no var names", s->path);
+	if (rc == 0 && *n != s->base.info.cols) {
+		snprintf(err, errlen,
+			 "%s: %llu var names for %llu columns of %s", s->path,
+			 (unsigned long long)*n,
+			 (unsigned long long)s->base.info.cols, s->dataset);
+		free_strings(*names, *n);
+		*names = NULL;
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
+int rfs_zarr_fingerprint_var(struct zarr_source *s, char *err, size_t errlen)
+{
+	char **names;
+	uint64_t n;
+	int rc = var_names(s, &names, &n, err, errlen);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0)
+		return rc;
+	XXH3_state_t *st = XXH3_createState();
+	if (st) {
+		XXH3_64bits_reset(st);
+		for (uint64_t i = 0; i < n; i++)
+			XXH3_64bits_update(st, names[i], strlen(names[i]) + 1);
+		s->base.info.var_fingerprint = XXH3_64bits_digest(st);
+		s->base.info.has_var = 1;
+		XXH3_freeState(st);
+	}
+	free_strings(names, n);
+	return st ? 0 : -ENOMEM;
+}

@@ -1,0 +1,207 @@
+/*
+ * The zarr backend, shared by its files: zarr_codec.c (decoding a stored
+ * chunk: blosc, zstd, gzip/zlib, crc32c, byte order, vlen-utf8 framing),
+ * zarr_meta.c (a store's nodes and an array's metadata, v2 and v3, with
+ * jansson), zarr_array.c (chunk files, shard indexes, change checks, the
+ * loader of the mount's decoded-chunk LRU), source_zarr.c (open, describe,
+ * rows) and source_zarr_obs.c (obs columns, var names).
+ *
+ * A directory store only, C order only. Everything here is thread-safe
+ * once a source is open: reads open the chunk file they need, pread it
+ * and decode in the calling thread.
+ */
+#ifndef RFS_ZARR_H
+#define RFS_ZARR_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "dtype.h"
+#include "source_backend.h"
+
+struct rfs_chunk_cache;
+struct rfs_column;
+
+/* Bytes-to-bytes codecs. */
+enum rfs_zarr_comp {
+	RFS_ZARR_BLOSC,
+	RFS_ZARR_ZSTD,
+	RFS_ZARR_GZIP,
+	RFS_ZARR_ZLIB,
+	RFS_ZARR_CRC32C, /* 4 bytes of checksum after the data */
+};
+#define RFS_ZARR_COMPS_MAX 4
+
+/* How one stored chunk (an inner chunk, when sharded) decodes. */
+struct rfs_zarr_pipe {
+	int big_endian; /* elements stored big-endian: swapped on decode */
+	int strings; /* vlen-utf8 framing, not fixed-size elements */
+	int ncomp;
+	enum rfs_zarr_comp comp[RFS_ZARR_COMPS_MAX]; /* in encode order */
+};
+
+/* zarr_codec.c */
+/* Decodes src (n stored bytes) through p's codecs, last applied first.
+ * want > 0: the result must be exactly want bytes, written to dst (room
+ * for want); want 0 (strings): *out is a malloc'd buffer of *outlen.
+ * Byte order is swapped to little-endian for elements of elem bytes.
+ * @return 0, -EIO with why set (what failed), -ENOMEM. */
+int rfs_zarr_decode(const struct rfs_zarr_pipe *p, const void *src, size_t n,
+		    size_t elem, size_t want, void *dst, void **out,
+		    size_t *outlen, char *why, size_t whylen);
+/* CRC-32C (Castagnoli), as zarr v3's crc32c codec. */
+uint32_t rfs_zarr_crc32c(const void *p, size_t n);
+/* numcodecs' vlen-utf8 framing: int32 count, then per item int32 length
+ * and bytes. Takes the first want items into *out (heap strings).
+ * @return 0, -EIO (bad framing, fewer items), -ENOMEM. */
+int rfs_zarr_vlen_utf8(const void *p, size_t n, uint64_t want, char ***out);
+/* "blosc", "zstd", "gzip", "zlib" or "crc32c". */
+const char *rfs_zarr_comp_name(enum rfs_zarr_comp c);
+
+enum rfs_zarr_kind { RFS_ZARR_NUMBER, RFS_ZARR_BOOL, RFS_ZARR_STRING };
+
+/* An array's metadata, v2 or v3. */
+struct rfs_zarr_meta {
+	int v3;
+	int ndims; /* 1 or 2 */
+	uint64_t shape[2]; /* shape[1] 1 when 1-D */
+	uint64_t chunk[2]; /* of a chunk file: a shard's when sharded */
+	uint64_t inner[2]; /* of a decoded chunk: chunk[] unless sharded */
+	enum rfs_zarr_kind kind;
+	enum rfs_dtype dtype; /* NUMBER; BOOL reads as RFS_UINT8 */
+	size_t elem; /* bytes of an element; 0 for strings */
+	struct rfs_zarr_pipe pipe; /* of a chunk (an inner chunk) */
+	int sharded, index_at_start, index_crc;
+	char sep; /* chunk key separator */
+	int prefix_c; /* v3 default key encoding: "c/0/0" */
+	unsigned char fill[8]; /* one element, little-endian */
+};
+
+/* A store: its root and, when consolidated, every node's metadata. */
+struct rfs_zarr_store {
+	char *root; /* absolute, no trailing slash */
+	int v3;
+	json_t *consolidated; /* v2: .zmetadata's "metadata"; v3: the
+			       * root's consolidated_metadata.metadata */
+	json_t *root_meta; /* v3: the root zarr.json; v2: NULL */
+	char *meta_file; /* the consolidated file, or NULL */
+};
+
+/* zarr_meta.c */
+/* 1 if dir is a zarr store (.zgroup, .zarray, .zmetadata or zarr.json). */
+int rfs_zarr_is_store(const char *dir);
+/* Opens the store at dir (absolute). @return 0, or -EINVAL/-ENOMEM with
+ * err set. */
+int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
+			size_t errlen);
+void rfs_zarr_store_close(struct rfs_zarr_store *st);
+/* The node at path ("" for the root, "X/data", no leading slash): *meta
+ * its metadata (the .zarray/.zgroup, or zarr.json; NULL if none), *attrs
+ * its attributes (may be NULL), both new references; *file the metadata
+ * file read (malloc'd; the consolidated file when consolidated).
+ * @return 1 array, 2 group, 0 absent, -ENOMEM, -EINVAL (bad JSON: err). */
+int rfs_zarr_node(const struct rfs_zarr_store *st, const char *path,
+		  json_t **meta, json_t **attrs, char **file, char *err,
+		  size_t errlen);
+/* A string attribute of attrs, or NULL. */
+const char *rfs_zarr_attr_string(json_t *attrs, const char *key);
+/* Parses an array's metadata. what names it in err ("STORE: array X").
+ * @return 0, -ENOTSUP (codec, filter, order, dtype: err names it),
+ * -EINVAL (malformed: err). */
+int rfs_zarr_meta_parse(json_t *meta, int v3, const char *what,
+			struct rfs_zarr_meta *m, char *err, size_t errlen);
+
+/* A file's identity, kept from mount: any difference is a change. */
+struct rfs_zarr_id {
+	int present;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id);
+/* 1 when present and st match id. */
+int rfs_zarr_id_same(const struct rfs_zarr_id *id, const struct stat *st);
+
+/* One array of a store, read by chunks. */
+struct rfs_zarr_array {
+	struct rfs_zarr_meta m;
+	char *dir; /* absolute: the array's directory */
+	char *name; /* in the store, for log lines: "X/data" */
+	const char *store; /* borrowed: the store's root, for log lines */
+	uint64_t grid[2]; /* chunk (shard) files along each dimension */
+	uint64_t per[2]; /* inner chunks per file along each dimension */
+	uint64_t igrid[2]; /* inner chunks along each dimension */
+	atomic_int *changed; /* borrowed: the source's sticky flag */
+	/* watched: each chunk file's identity at mount */
+	struct rfs_zarr_id *ids;
+	char *meta_file;
+	struct rfs_zarr_id meta_id;
+	pthread_mutex_t lock;
+	uint64_t **index; /* per shard file: its index once read; protected
+			   * by lock */
+	size_t index_bytes; /* protected by lock */
+	int lock_init;
+};
+
+/* zarr_array.c */
+/* Opens the array at path of st: metadata parsed, nothing read yet.
+ * @return 0, -EINVAL (absent, a group, 0-D or 3-D), -ENOTSUP, -ENOMEM,
+ * err set. */
+int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
+			atomic_int *changed, struct rfs_zarr_array *a,
+			char *err, size_t errlen);
+/* Records the identity of the metadata and every chunk file, for
+ * rfs_zarr_array_check(). @return 0, -ENOMEM, -EIO (err set). */
+int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
+void rfs_zarr_array_close(struct rfs_zarr_array *a);
+/* Decoded inner chunk k (row-major over igrid) into out (inner[0] x
+ * inner[1] x elem bytes). Absent chunks read as fill_value. The loader of
+ * chunks.c; thread-safe. Failures logged with store, array and chunk.
+ * @return 0, -EIO, -ENOMEM. */
+int rfs_zarr_array_load(void *ctx, uint64_t k, void *out, size_t out_len);
+/* Checks the chunk files that hold rows [first, last] of a watched array
+ * against their identity at mount (a stat each): a difference sets the
+ * sticky flag and is logged. @return 0 or -EIO. */
+int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
+			 uint64_t last);
+/* 0 when the metadata file is as at mount, else -EIO (flag set). */
+int rfs_zarr_array_check_meta(struct rfs_zarr_array *a);
+/* Reads a whole numeric or bool array (dst: shape[0] x shape[1] x elem
+ * bytes), or a string array into *strings (shape[0] heap strings).
+ * @return 0, -EIO (logged), -ENOMEM. */
+int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst);
+int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings);
+
+/* The backend's source (source_zarr.c). */
+struct zarr_source {
+	struct rfs_source base; /* first: the interface's view */
+	char *path; /* the store's root, absolute */
+	char *dataset; /* "/X", "/layers/NAME", "/raw/X" ... */
+	struct rfs_zarr_store st;
+	int anndata; /* obs columns can be named without a path */
+	struct rfs_chunk_cache *chunks; /* the mount's, or own_chunks */
+	struct rfs_chunk_cache *own_chunks; /* when opened without one */
+	struct rfs_zarr_array x; /* dense rows, or a CSR's data */
+	struct rfs_zarr_array indices; /* CSR only */
+	uint64_t x_id, indices_id; /* in chunks */
+	int64_t *indptr; /* CSR only: rows + 1 entries */
+	struct rfs_zarr_id *files; /* every file of the store, by (dev, ino) */
+	size_t nfiles;
+	atomic_int changed; /* sticky: a file of the store changed */
+};
+
+/* source_zarr_obs.c */
+int rfs_zarr_read_column(struct rfs_source *base, const char *name,
+			 struct rfs_column *out, char *err, size_t errlen);
+int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
+			    char *err, size_t errlen);
+/* Sets info.has_var and var_fingerprint from the var names, if the
+ * served matrix has a var table. @return 0 or -errno with err set. */
+int rfs_zarr_fingerprint_var(struct zarr_source *s, char *err, size_t errlen);
+
+#endif

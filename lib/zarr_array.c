@@ -1,0 +1,533 @@
+/*
+ * Chunks of one zarr array. Rows are served from "inner" chunks: a chunk
+ * file's whole content, or, when sharded, one chunk inside a shard file,
+ * found by the shard's index (a pair of little-endian uint64 offset and
+ * size per inner chunk, all ones when absent, with a CRC-32C after it
+ * when the index codecs say so) and read alone with pread. Shard indexes
+ * read are kept, up to INDEX_CACHE_MAX bytes per array.
+ *
+ * Files are opened per read, so a mount holds no descriptors for its
+ * chunks. A served array records each chunk file's identity (stat) at
+ * mount; a read checks the file it opened before and after the pread,
+ * and a batch first checks by name the files its rows are in (a chunk
+ * already decoded in the LRU is served without opening its file). Any
+ * difference, or a file appearing or vanishing, is a change: the
+ * source's sticky flag is set and every later read is EIO, as for a
+ * written HDF5 file (docs/reliability.md).
+ */
+#include "zarr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define INDEX_CACHE_MAX (64u << 20)
+#define ABSENT UINT64_MAX
+#define FILES_MAX (UINT64_C(1) << 24)
+/* Decoded chunks are 2 GiB at most (zarr_meta.c); codecs add little. */
+#define STORED_MAX ((UINT64_C(1) << 31) + (UINT64_C(1) << 20))
+
+void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id)
+{
+	*id = (struct rfs_zarr_id){ .present = 1,
+				    .dev = st->st_dev,
+				    .ino = st->st_ino,
+				    .size = st->st_size,
+				    .mtime = st->st_mtim,
+				    .ctime = st->st_ctim };
+}
+
+int rfs_zarr_id_same(const struct rfs_zarr_id *id, const struct stat *st)
+{
+	return id->present && id->dev == st->st_dev && id->ino == st->st_ino &&
+	       id->size == st->st_size &&
+	       id->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       id->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       id->ctime.tv_sec == st->st_ctim.tv_sec &&
+	       id->ctime.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
+			atomic_int *changed, struct rfs_zarr_array *a,
+			char *err, size_t errlen)
+{
+	json_t *meta = NULL, *attrs = NULL;
+	char what[4200];
+	*a = (struct rfs_zarr_array){ 0 };
+	a->store = st->root;
+	a->changed = changed;
+	snprintf(what, sizeof(what), "%s: array %s", st->root, path);
+	int kind = rfs_zarr_node(st, path, &meta, &attrs, &a->meta_file, err,
+				 errlen);
+	int rc = kind < 0 ? kind : 0;
+	if (kind == 0 || kind == 2) {
+		snprintf(err, errlen, "%s: %s %s", st->root, path,
+			 kind ? "is a group, not an array" :
+				(st->v3 ? "not found (no zarr.json)" :
+					  "not found (no .zarray)"));
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = rfs_zarr_meta_parse(meta, st->v3, what, &a->m, err,
+					 errlen);
+	json_decref(meta);
+	json_decref(attrs);
+	if (rc != 0)
+		return rc;
+	if (asprintf(&a->dir, "%s%s%s", st->root, path[0] ? "/" : "", path) <
+	    0) {
+		a->dir = NULL;
+		return -ENOMEM;
+	}
+	a->name = strdup(path[0] ? path : "/"); /* the root: a lone array */
+	if (!a->name || pthread_mutex_init(&a->lock, NULL) != 0)
+		return -ENOMEM;
+	a->lock_init = 1;
+	for (int d = 0; d < 2; d++) {
+		a->grid[d] = ceil_div(a->m.shape[d], a->m.chunk[d]);
+		a->per[d] = a->m.chunk[d] / a->m.inner[d];
+		a->igrid[d] = a->grid[d] * a->per[d];
+	}
+	/* Each is looked at at mount (rfs_zarr_array_watch); a shard's
+	 * index is read whole. */
+	uint64_t files = a->grid[0] * a->grid[1];
+	if (a->grid[0] > FILES_MAX || a->grid[1] > FILES_MAX ||
+	    files > FILES_MAX || a->per[0] > FILES_MAX ||
+	    a->per[1] > FILES_MAX || a->per[0] * a->per[1] > FILES_MAX) {
+		snprintf(err, errlen,
+			 "%s: over %llu chunk files, or inner chunks in a "
+			 "shard: use bigger chunks",
+			 what, (unsigned long long)FILES_MAX);
+		return -ENOTSUP;
+	}
+	if (a->m.sharded && files > 0) {
+		a->index = calloc(files, sizeof(*a->index));
+		if (!a->index)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void rfs_zarr_array_close(struct rfs_zarr_array *a)
+{
+	if (a->index)
+		for (uint64_t f = 0; f < a->grid[0] * a->grid[1]; f++)
+			free(a->index[f]);
+	free(a->index);
+	free(a->ids);
+	free(a->meta_file);
+	free(a->name);
+	free(a->dir);
+	if (a->lock_init)
+		pthread_mutex_destroy(&a->lock);
+	*a = (struct rfs_zarr_array){ 0 };
+}
+
+/* The chunk (shard) file at file grid position f. */
+static void chunk_key(const struct rfs_zarr_array *a, uint64_t f, char *out,
+		      size_t n)
+{
+	uint64_t i = f / a->grid[1], j = f % a->grid[1];
+	char sep = a->m.sep;
+	int w = a->m.prefix_c ? snprintf(out, n, "c%c", sep) : 0;
+	if (a->m.ndims == 1)
+		snprintf(out + w, n - (size_t)w, "%llu", (unsigned long long)i);
+	else
+		snprintf(out + w, n - (size_t)w, "%llu%c%llu",
+			 (unsigned long long)i, sep, (unsigned long long)j);
+}
+
+static void chunk_path(const struct rfs_zarr_array *a, uint64_t f, char *out,
+		       size_t n)
+{
+	char k[64];
+	chunk_key(a, f, k, sizeof(k));
+	snprintf(out, n, "%s/%s", a->dir, k);
+}
+
+int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen)
+{
+	uint64_t files = a->grid[0] * a->grid[1];
+	char path[4200];
+	struct stat st;
+	a->ids = calloc(files ? files : 1, sizeof(*a->ids));
+	if (!a->ids)
+		return -ENOMEM;
+	if (stat(a->meta_file, &st) != 0) {
+		snprintf(err, errlen, "%s: %s", a->meta_file, strerror(errno));
+		return -EIO;
+	}
+	rfs_zarr_id_of(&st, &a->meta_id);
+	for (uint64_t f = 0; f < files; f++) {
+		chunk_path(a, f, path, sizeof(path));
+		if (stat(path, &st) == 0)
+			rfs_zarr_id_of(&st, &a->ids[f]);
+		else if (errno != ENOENT) {
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static void log_changed(struct rfs_zarr_array *a, const char *path)
+{
+	if (a->changed && atomic_exchange(a->changed, 1) == 0)
+		rfs_log("source %s: %s (array %s) changed since the mount: "
+			"new batches fail with EIO for the life of the mount "
+			"(remount to serve the new bytes)",
+			a->store, path, a->name);
+}
+
+/* A file now as it was at mount: stat by name (st NULL) or st given. */
+static int same_as_mount(struct rfs_zarr_array *a, const struct rfs_zarr_id *id,
+			 const char *path, const struct stat *st)
+{
+	struct stat now;
+	int ok;
+	if (st)
+		ok = rfs_zarr_id_same(id, st);
+	else if (stat(path, &now) == 0)
+		ok = rfs_zarr_id_same(id, &now);
+	else
+		ok = errno == ENOENT && !id->present;
+	if (!ok)
+		log_changed(a, path);
+	return ok;
+}
+
+int rfs_zarr_array_check_meta(struct rfs_zarr_array *a)
+{
+	if (a->changed && atomic_load(a->changed))
+		return -EIO;
+	if (!a->ids)
+		return 0;
+	return same_as_mount(a, &a->meta_id, a->meta_file, NULL) ? 0 : -EIO;
+}
+
+int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
+			 uint64_t last)
+{
+	char path[4200];
+	if (!a->ids)
+		return 0;
+	for (uint64_t i = first / a->m.chunk[0]; i <= last / a->m.chunk[0]; i++)
+		for (uint64_t j = 0; j < a->grid[1]; j++) {
+			uint64_t f = i * a->grid[1] + j;
+			chunk_path(a, f, path, sizeof(path));
+			if (!same_as_mount(a, &a->ids[f], path, NULL))
+				return -EIO;
+		}
+	return 0;
+}
+
+static int pread_all(int fd, void *dst, size_t len, uint64_t at, size_t *got)
+{
+	*got = 0;
+	while (*got < len) {
+		ssize_t n = pread(fd, (char *)dst + *got, len - *got,
+				  (off_t)(at + *got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENODATA;
+		*got += (size_t)n;
+	}
+	return 0;
+}
+
+/* The shard's index, read (and its crc checked) or from the cache; every
+ * entry either absent or within the file. *owned: the caller frees it. */
+static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
+		       uint64_t size, const uint64_t **out, uint64_t **owned,
+		       char *why, size_t whylen)
+{
+	uint64_t n = a->per[0] * a->per[1];
+	size_t len = (size_t)(16 * n), total = len + (a->m.index_crc ? 4 : 0);
+	*owned = NULL;
+	pthread_mutex_lock(&a->lock);
+	*out = a->index[f];
+	pthread_mutex_unlock(&a->lock);
+	if (*out)
+		return 0;
+	if (size < total) {
+		snprintf(why, whylen,
+			 "is %llu bytes, shorter than its %zu-byte index",
+			 (unsigned long long)size, total);
+		return -EIO;
+	}
+	unsigned char *raw = malloc(total);
+	if (!raw)
+		return -ENOMEM;
+	size_t got;
+	int rc = pread_all(fd, raw, total,
+			   a->m.index_at_start ? 0 : size - total, &got);
+	uint32_t crc;
+	if (rc == 0 && a->m.index_crc) {
+		memcpy(&crc, raw + len, 4);
+		if (crc != rfs_zarr_crc32c(raw, len)) {
+			snprintf(why, whylen,
+				 "has an index failing its crc32c");
+			rc = -EIO;
+		}
+	} else if (rc != 0) {
+		snprintf(why, whylen, "index cannot be read (%s)",
+			 strerror(-rc));
+		rc = -EIO;
+	}
+	uint64_t *idx = (uint64_t *)raw; /* little-endian host; aligned */
+	for (uint64_t k = 0; k < n && rc == 0; k++) {
+		uint64_t off = idx[2 * k], nb = idx[2 * k + 1];
+		if (off == ABSENT && nb == ABSENT)
+			continue;
+		if (off > size || nb > size - off) {
+			snprintf(why, whylen,
+				 "has an index entry for inner chunk %llu "
+				 "(%llu bytes at %llu) past the end of the "
+				 "file (%llu bytes)",
+				 (unsigned long long)k, (unsigned long long)nb,
+				 (unsigned long long)off,
+				 (unsigned long long)size);
+			rc = -EIO;
+		}
+	}
+	if (rc != 0) {
+		free(raw);
+		return rc;
+	}
+	pthread_mutex_lock(&a->lock);
+	if (a->index[f]) { /* another thread was first */
+		*out = a->index[f];
+		*owned = idx;
+	} else if (a->index_bytes + total <= INDEX_CACHE_MAX) {
+		a->index[f] = idx;
+		a->index_bytes += total;
+		*out = idx;
+	} else {
+		*out = *owned = idx;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return 0;
+}
+
+/* The stored bytes of inner chunk k (malloc'd), or *stored NULL when it
+ * is absent. where: the file and chunk, for log lines. */
+static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
+		 size_t *n, char *where, size_t wherelen, char *why,
+		 size_t whylen)
+{
+	uint64_t gi = k / a->igrid[1], gj = k % a->igrid[1];
+	uint64_t f = gi / a->per[0] * a->grid[1] + gj / a->per[1];
+	uint64_t p = gi % a->per[0] * a->per[1] + gj % a->per[1];
+	char path[4200];
+	struct stat before, after;
+	const uint64_t *idx = NULL;
+	uint64_t *owned = NULL;
+	int rc = 0;
+	*stored = NULL;
+	chunk_path(a, f, path, sizeof(path));
+	if (a->m.sharded)
+		snprintf(where, wherelen, "shard %s, inner chunk %llu", path,
+			 (unsigned long long)p);
+	else
+		snprintf(where, wherelen, "chunk %s", path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT) {
+			snprintf(why, whylen, "cannot be opened (%s)",
+				 strerror(errno));
+			return -EIO;
+		}
+		if (a->ids && a->ids[f].present) {
+			log_changed(a, path);
+			snprintf(why, whylen, "was removed since the mount");
+			return -EIO;
+		}
+		return 0; /* absent: fill_value */
+	}
+	if (fstat(fd, &before) != 0) {
+		snprintf(why, whylen, "cannot be looked at (%s)",
+			 strerror(errno));
+		rc = -EIO;
+		goto out;
+	}
+	if (a->ids && !same_as_mount(a, &a->ids[f], path, &before)) {
+		snprintf(why, whylen, "changed since the mount");
+		rc = -EIO;
+		goto out;
+	}
+	uint64_t off = 0, len = (uint64_t)before.st_size;
+	if (a->m.sharded) {
+		rc = shard_index(a, f, fd, (uint64_t)before.st_size, &idx,
+				 &owned, why, whylen);
+		if (rc != 0)
+			goto out;
+		off = idx[2 * p];
+		len = idx[2 * p + 1];
+		if (off == ABSENT && len == ABSENT)
+			goto out;
+	}
+	if (len > STORED_MAX) { /* no chunk rankfs decodes is that big */
+		snprintf(why, whylen,
+			 "is %llu bytes, over the %llu a chunk may "
+			 "take",
+			 (unsigned long long)len,
+			 (unsigned long long)STORED_MAX);
+		rc = -EIO;
+		goto out;
+	}
+	*stored = malloc(len ? len : 1);
+	if (!*stored) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	size_t got;
+	rc = pread_all(fd, *stored, len, off, &got);
+	if (rc != 0) {
+		snprintf(why, whylen,
+			 rc == -ENODATA ? "is truncated (%zu of %llu bytes)" :
+					  "cannot be read (%zu of %llu bytes)",
+			 got, (unsigned long long)len);
+		rc = -EIO;
+		goto out;
+	}
+	*n = len;
+	if (a->ids && (fstat(fd, &after) != 0 ||
+		       !same_as_mount(a, &a->ids[f], path, &after))) {
+		snprintf(why, whylen, "changed while read");
+		rc = -EIO;
+	}
+out:
+	free(owned);
+	close(fd);
+	if (rc != 0) {
+		free(*stored);
+		*stored = NULL;
+	}
+	return rc;
+}
+
+static void fill(const struct rfs_zarr_array *a, void *out, size_t len)
+{
+	unsigned char *o = out;
+	for (size_t i = 0; i + a->m.elem <= len; i += a->m.elem)
+		memcpy(o + i, a->m.fill, a->m.elem);
+}
+
+static void log_failure(const struct rfs_zarr_array *a, uint64_t k,
+			const char *where, const char *why)
+{
+	static struct rfs_log_limit limit = RFS_LOG_LIMIT_INIT;
+	uint64_t gi = k / a->igrid[1];
+	rfs_log_limited(&limit,
+			"source %s array %s: %s (rows %llu..%llu) %s: not "
+			"served",
+			a->store, a->name, where,
+			(unsigned long long)(gi * a->m.inner[0]),
+			(unsigned long long)((gi + 1) * a->m.inner[0] - 1),
+			why);
+}
+
+int rfs_zarr_array_load(void *ctx, uint64_t k, void *out, size_t out_len)
+{
+	struct rfs_zarr_array *a = ctx;
+	char where[4300], why[256] = "";
+	unsigned char *stored;
+	size_t n = 0;
+	int rc = fetch(a, k, &stored, &n, where, sizeof(where), why,
+		       sizeof(why));
+	if (rc == 0 && !stored)
+		fill(a, out, out_len);
+	else if (rc == 0)
+		rc = rfs_zarr_decode(&a->m.pipe, stored, n, a->m.elem, out_len,
+				     out, NULL, NULL, why, sizeof(why));
+	free(stored);
+	if (rc == -EIO)
+		log_failure(a, k, where, why);
+	return rc;
+}
+
+int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
+{
+	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
+	size_t row_bytes = a->m.shape[1] * a->m.elem;
+	unsigned char *tmp = malloc(chunk_bytes ? chunk_bytes : 1);
+	int rc = tmp ? 0 : -ENOMEM;
+	for (uint64_t k = 0; k < a->igrid[0] * a->igrid[1] && rc == 0; k++) {
+		uint64_t r0 = k / a->igrid[1] * a->m.inner[0];
+		uint64_t c0 = k % a->igrid[1] * a->m.inner[1];
+		if (r0 >= a->m.shape[0] || c0 >= a->m.shape[1])
+			continue; /* a shard's padding past the array */
+		rc = rfs_zarr_array_load(a, k, tmp, chunk_bytes);
+		uint64_t nr = a->m.shape[0] - r0 < a->m.inner[0] ?
+				      a->m.shape[0] - r0 :
+				      a->m.inner[0];
+		uint64_t nc = a->m.shape[1] - c0 < a->m.inner[1] ?
+				      a->m.shape[1] - c0 :
+				      a->m.inner[1];
+		for (uint64_t r = 0; r < nr && rc == 0; r++)
+			memcpy((unsigned char *)dst + (r0 + r) * row_bytes +
+				       c0 * a->m.elem,
+			       tmp + r * a->m.inner[1] * a->m.elem,
+			       nc * a->m.elem);
+	}
+	free(tmp);
+	return rc;
+}
+
+int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings)
+{
+	uint64_t rows = a->m.shape[0];
+	char **s = calloc(rows ? rows : 1, sizeof(*s));
+	int rc = s ? 0 : -ENOMEM;
+	char where[4300], why[256] = "";
+	for (uint64_t k = 0; k < a->igrid[0] && rc == 0; k++) {
+		uint64_t r0 = k * a->m.inner[0];
+		if (r0 >= rows)
+			break;
+		uint64_t nr = rows - r0 < a->m.inner[0] ? rows - r0 :
+							  a->m.inner[0];
+		unsigned char *stored;
+		void *dec = NULL;
+		size_t n = 0, declen = 0;
+		char **part = NULL;
+		rc = fetch(a, k, &stored, &n, where, sizeof(where), why,
+			   sizeof(why));
+		if (rc == 0 && stored)
+			rc = rfs_zarr_decode(&a->m.pipe, stored, n, 0, 0, NULL,
+					     &dec, &declen, why, sizeof(why));
+		if (rc == 0 && dec &&
+		    (rc = rfs_zarr_vlen_utf8(dec, declen, nr, &part)) == -EIO)
+			snprintf(why, sizeof(why),
+				 "is not vlen-utf8 strings of %llu items",
+				 (unsigned long long)a->m.inner[0]);
+		for (uint64_t i = 0; i < nr && rc == 0; i++)
+			if (!(s[r0 + i] = part ? part[i] : strdup("")))
+				rc = -ENOMEM;
+		free(part);
+		free(dec);
+		free(stored);
+		if (rc == -EIO)
+			log_failure(a, k, where, why);
+	}
+	if (rc != 0 && s) {
+		for (uint64_t i = 0; i < rows; i++)
+			free(s[i]);
+		free(s);
+		s = NULL;
+	}
+	*strings = s;
+	return rc;
+}

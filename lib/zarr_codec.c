@@ -1,0 +1,340 @@
+/*
+ * Decoding one stored zarr chunk. The codecs are the libraries': blosc
+ * through blosc_decompress_ctx (thread-safe, no global state), zstd,
+ * zlib for gzip and zlib streams. A chunk's decoded size is known from
+ * its metadata, so the last stage decodes straight into the caller's
+ * buffer and any other size is an error, never bytes served.
+ */
+#include "zarr.h"
+
+#include <blosc.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+/* Intermediate stages (codecs stacked) and strings have no known size:
+ * they may grow to this. */
+#define DECODED_MAX (UINT64_C(1) << 31)
+
+const char *rfs_zarr_comp_name(enum rfs_zarr_comp c)
+{
+	switch (c) {
+	case RFS_ZARR_BLOSC:
+		return "blosc";
+	case RFS_ZARR_ZSTD:
+		return "zstd";
+	case RFS_ZARR_GZIP:
+		return "gzip";
+	case RFS_ZARR_ZLIB:
+		return "zlib";
+	case RFS_ZARR_CRC32C:
+		break;
+	}
+	return "crc32c";
+}
+
+uint32_t rfs_zarr_crc32c(const void *p, size_t n)
+{
+	static uint32_t table[256];
+	static int ready; /* benign race: every thread writes the same */
+	const unsigned char *b = p;
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+			for (int k = 0; k < 8; k++)
+				c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+			__atomic_store_n(&table[i], c, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	}
+	uint32_t crc = 0xFFFFFFFFu;
+	for (size_t i = 0; i < n; i++)
+		crc = table[(crc ^ b[i]) & 0xFF] ^ (crc >> 8);
+	return crc ^ 0xFFFFFFFFu;
+}
+
+/* One stage into dst (cap bytes): *got the bytes it decoded. */
+static int blosc_stage(const void *src, size_t n, void *dst, size_t cap,
+		       size_t *got, char *why, size_t whylen)
+{
+	size_t nbytes = 0;
+	if (blosc_cbuffer_validate(src, n, &nbytes) != 0) {
+		snprintf(why, whylen, "is not a valid blosc buffer");
+		return -EIO;
+	}
+	if (nbytes > cap) {
+		snprintf(why, whylen, "decodes (blosc) to %zu bytes, over %zu",
+			 nbytes, cap);
+		return -EIO;
+	}
+	int r = blosc_decompress_ctx(src, dst, cap, 1);
+	if (r < 0 || (size_t)r != nbytes) {
+		snprintf(why, whylen, "does not decode (blosc error %d)", r);
+		return -EIO;
+	}
+	*got = (size_t)r;
+	return 0;
+}
+
+static int zstd_stage(const void *src, size_t n, void *dst, size_t cap,
+		      size_t *got, char *why, size_t whylen)
+{
+	/* Streaming: a frame may not record its size. */
+	ZSTD_DCtx *z = ZSTD_createDCtx();
+	ZSTD_inBuffer in = { src, n, 0 };
+	ZSTD_outBuffer out = { dst, cap, 0 };
+	size_t r = 1;
+	if (!z)
+		return -ENOMEM;
+	while (r != 0 && !ZSTD_isError(r)) {
+		size_t before_in = in.pos, before_out = out.pos;
+		r = ZSTD_decompressStream(z, &out, &in);
+		if (r != 0 && in.pos == before_in && out.pos == before_out)
+			break; /* no progress: truncated, or out of room */
+	}
+	ZSTD_freeDCtx(z);
+	if (ZSTD_isError(r)) {
+		snprintf(why, whylen, "does not decode (zstd: %s)",
+			 ZSTD_getErrorName(r));
+		return -EIO;
+	}
+	if (r != 0) {
+		snprintf(why, whylen,
+			 out.pos == cap ? "decodes (zstd) to over %zu bytes" :
+					  "is a truncated zstd frame (%zu)",
+			 cap);
+		return out.pos == cap ? -ENOSPC : -EIO;
+	}
+	if (in.pos != n) {
+		snprintf(why, whylen, "has %zu bytes after its zstd frame",
+			 n - in.pos);
+		return -EIO;
+	}
+	*got = out.pos;
+	return 0;
+}
+
+static int zlib_stage(int gzip, const void *src, size_t n, void *dst,
+		      size_t cap, size_t *got, char *why, size_t whylen)
+{
+	z_stream z = { 0 };
+	if (inflateInit2(&z, gzip ? 15 + 16 : 15) != Z_OK)
+		return -ENOMEM;
+	z.next_in = (Bytef *)src;
+	z.next_out = dst;
+	int r = Z_OK;
+	size_t left_in = n, left_out = cap;
+	/* avail_* are 32-bit: feed in pieces. */
+	while (r == Z_OK) {
+		uInt in_step = left_in > UINT32_MAX ? UINT32_MAX : left_in;
+		uInt out_step = left_out > UINT32_MAX ? UINT32_MAX : left_out;
+		z.avail_in = in_step;
+		z.avail_out = out_step;
+		r = inflate(&z, Z_NO_FLUSH);
+		left_in -= in_step - z.avail_in;
+		left_out -= out_step - z.avail_out;
+		if (r == Z_OK && in_step == z.avail_in &&
+		    out_step == z.avail_out)
+			r = Z_BUF_ERROR;
+	}
+	inflateEnd(&z);
+	if (r != Z_STREAM_END) {
+		snprintf(why, whylen, "does not decode (%s: %s)",
+			 gzip ? "gzip" : "zlib",
+			 left_out == 0	  ? "more bytes than the chunk holds" :
+			 r == Z_BUF_ERROR ? "truncated" :
+					    "corrupt stream");
+		return left_out == 0 ? -ENOSPC : -EIO;
+	}
+	if (left_in != 0) {
+		snprintf(why, whylen, "has %zu bytes after its %s stream",
+			 left_in, gzip ? "gzip" : "zlib");
+		return -EIO;
+	}
+	*got = cap - left_out;
+	return 0;
+}
+
+static int stage(enum rfs_zarr_comp c, const void *src, size_t n, void *dst,
+		 size_t cap, size_t *got, char *why, size_t whylen)
+{
+	switch (c) {
+	case RFS_ZARR_BLOSC:
+		return blosc_stage(src, n, dst, cap, got, why, whylen);
+	case RFS_ZARR_ZSTD:
+		return zstd_stage(src, n, dst, cap, got, why, whylen);
+	case RFS_ZARR_GZIP:
+	case RFS_ZARR_ZLIB:
+		return zlib_stage(c == RFS_ZARR_GZIP, src, n, dst, cap, got,
+				  why, whylen);
+	case RFS_ZARR_CRC32C:
+		break;
+	}
+	if (n < 4) {
+		snprintf(why, whylen, "is shorter than its crc32c");
+		return -EIO;
+	}
+	uint32_t stored;
+	memcpy(&stored, (const unsigned char *)src + n - 4, 4);
+	if (stored != rfs_zarr_crc32c(src, n - 4)) {
+		snprintf(why, whylen, "fails its crc32c check");
+		return -EIO;
+	}
+	if (n - 4 > cap) {
+		snprintf(why, whylen, "holds %zu bytes, over %zu", n - 4, cap);
+		return -EIO;
+	}
+	memcpy(dst, src, n - 4);
+	*got = n - 4;
+	return 0;
+}
+
+/* What a stage decodes to, when blosc's or zstd's header says it (or
+ * crc32c's), else SIZE_MAX. */
+static size_t stage_cap(enum rfs_zarr_comp c, const void *src, size_t n)
+{
+	size_t nbytes = 0;
+	if (c == RFS_ZARR_CRC32C)
+		return n;
+	if (c == RFS_ZARR_BLOSC && blosc_cbuffer_validate(src, n, &nbytes) == 0)
+		return nbytes;
+	if (c == RFS_ZARR_ZSTD) {
+		unsigned long long z = ZSTD_getFrameContentSize(src, n);
+		if (z != ZSTD_CONTENTSIZE_UNKNOWN &&
+		    z != ZSTD_CONTENTSIZE_ERROR && z <= DECODED_MAX)
+			return (size_t)z;
+	}
+	return SIZE_MAX;
+}
+
+/* One stage into a buffer of its own: of the size its header says, or,
+ * for a stream that does not say (zlib, gzip, some zstd), grown until the
+ * stream fits, up to DECODED_MAX. */
+static int stage_alloc(enum rfs_zarr_comp c, const void *src, size_t n,
+		       unsigned char **out, size_t *got, char *why,
+		       size_t whylen)
+{
+	size_t cap = stage_cap(c, src, n);
+	int known = cap != SIZE_MAX;
+	if (!known)
+		cap = n < DECODED_MAX / 4 ? 4 * n + 4096 : DECODED_MAX;
+	for (;;) {
+		unsigned char *buf = malloc(cap ? cap : 1);
+		if (!buf)
+			return -ENOMEM;
+		int rc = stage(c, src, n, buf, cap, got, why, whylen);
+		if (rc == 0) {
+			*out = buf;
+			return 0;
+		}
+		free(buf);
+		if (rc != -ENOSPC || known || cap >= DECODED_MAX)
+			return rc == -ENOSPC ? -EIO : rc;
+		cap = cap > DECODED_MAX / 2 ? DECODED_MAX : 2 * cap;
+	}
+}
+
+static void swap_elements(unsigned char *p, size_t n, size_t elem)
+{
+	for (size_t i = 0; i + elem <= n; i += elem)
+		for (size_t a = 0, b = elem - 1; a < b; a++, b--) {
+			unsigned char t = p[i + a];
+			p[i + a] = p[i + b];
+			p[i + b] = t;
+		}
+}
+
+int rfs_zarr_decode(const struct rfs_zarr_pipe *p, const void *src, size_t n,
+		    size_t elem, size_t want, void *dst, void **out,
+		    size_t *outlen, char *why, size_t whylen)
+{
+	const unsigned char *cur = src;
+	unsigned char *held = NULL; /* cur, when a stage made it */
+	size_t len = n;
+	int rc = 0;
+	for (int i = p->ncomp - 1; i >= 0 && rc == 0; i--) {
+		unsigned char *next = NULL;
+		size_t got = 0;
+		if (i == 0 && want) { /* the last: into dst, exactly */
+			next = dst;
+			rc = stage(p->comp[i], cur, len, dst, want, &got, why,
+				   whylen);
+			rc = rc == -ENOSPC ? -EIO : rc;
+		} else {
+			rc = stage_alloc(p->comp[i], cur, len, &next, &got, why,
+					 whylen);
+		}
+		free(held);
+		held = next == dst ? NULL : next;
+		cur = next;
+		len = got;
+	}
+	if (rc == 0 && want && len != want) {
+		snprintf(why, whylen,
+			 "decodes to %zu bytes, not the %zu of a "
+			 "chunk",
+			 len, want);
+		rc = -EIO;
+	}
+	if (rc == 0 && want && cur != dst)
+		memcpy(dst, cur, want);
+	if (rc == 0 && want && p->big_endian && elem > 1)
+		swap_elements(dst, want, elem);
+	if (rc == 0 && !want) {
+		if (!held) { /* no codec: a copy of src */
+			held = malloc(len ? len : 1);
+			if (!held)
+				rc = -ENOMEM;
+			else
+				memcpy(held, cur, len);
+		}
+		if (rc == 0) {
+			*out = held;
+			*outlen = len;
+			held = NULL;
+		}
+	}
+	free(held);
+	return rc;
+}
+
+static int32_t le32(const unsigned char *p)
+{
+	uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+		     (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return (int32_t)v;
+}
+
+int rfs_zarr_vlen_utf8(const void *p, size_t n, uint64_t want, char ***out)
+{
+	const unsigned char *b = p;
+	size_t at = 4;
+	if (n < 4 || le32(b) < 0 || (uint64_t)le32(b) < want)
+		return -EIO;
+	char **s = calloc(want ? want : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t i = 0; i < want && rc == 0; i++) {
+		int32_t len = at + 4 <= n ? le32(b + at) : -1;
+		if (len < 0 || n - at - 4 < (size_t)len) {
+			rc = -EIO;
+			break;
+		}
+		s[i] = strndup((const char *)b + at + 4, (size_t)len);
+		if (!s[i])
+			rc = -ENOMEM;
+		at += 4 + (size_t)len;
+	}
+	if (rc != 0) {
+		for (uint64_t i = 0; i < want; i++)
+			free(s[i]);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}

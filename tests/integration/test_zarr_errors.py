@@ -1,0 +1,437 @@
+"""Bad zarr input: a mount error naming the store, array and what is
+wrong (non-zero exit, nothing mounted), or EIO for the batches whose
+chunks are bad, with a log line naming array and chunk; never wrong bytes.
+"""
+import errno
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import struct
+import time
+import warnings
+
+import anndata
+import numcodecs
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import zarr
+
+from conftest import is_mounted, run_rankfs
+
+N, D, CR = 400, 8, 50  # chunks of CR rows: batch k of streaming is chunk k
+BLOSC = numcodecs.Blosc(cname="lz4", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
+
+
+def write_dense(path, x, chunks=(CR, D), compressor=BLOSC):
+    ad = anndata.AnnData(X=x, dtype=x.dtype, var=pd.DataFrame(
+        index=[f"g{j}" for j in range(x.shape[1])]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ad.write_zarr(str(path))
+    g = zarr.open_group(str(path), mode="r+")
+    attrs = dict(g["X"].attrs)
+    del g["X"]
+    g.create_dataset("X", data=x, chunks=chunks, compressor=compressor)
+    g["X"].attrs.update(attrs)
+    return str(path)
+
+
+def write_csr(path, m):
+    ad = anndata.AnnData(X=m, var=pd.DataFrame(
+        index=[f"g{j}" for j in range(D)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ad.write_zarr(str(path))
+    return str(path)
+
+
+def crc32c(b):
+    crc = 0xFFFFFFFF
+    for byte in b:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def write_v3_sharded(path, x, inner=CR, shard=2 * CR):
+    """A v3 store of X sharded along rows: shards of `shard` rows holding
+    inner chunks of `inner` rows, blosc inside, index at the end with
+    crc32c (the layout annbatch writes)."""
+    os.makedirs(path / "X")
+    with open(path / "zarr.json", "w") as f:
+        json.dump({"zarr_format": 3, "node_type": "group",
+                   "attributes": {"encoding-type": "anndata"}}, f)
+    meta = {
+        "zarr_format": 3, "node_type": "array", "shape": list(x.shape),
+        "data_type": "float32", "fill_value": 0.0,
+        "chunk_grid": {"name": "regular",
+                       "configuration": {"chunk_shape": [shard, D]}},
+        "chunk_key_encoding": {"name": "default",
+                               "configuration": {"separator": "/"}},
+        "codecs": [{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [inner, D],
+            "codecs": [{"name": "bytes",
+                        "configuration": {"endian": "little"}},
+                       {"name": "blosc", "configuration": {
+                           "cname": "lz4", "clevel": 3,
+                           "shuffle": "shuffle", "typesize": 4,
+                           "blocksize": 0}}],
+            "index_codecs": [{"name": "bytes",
+                              "configuration": {"endian": "little"}},
+                             {"name": "crc32c"}],
+            "index_location": "end"}}],
+        "attributes": {}}
+    with open(path / "X" / "zarr.json", "w") as f:
+        json.dump(meta, f)
+    for s in range(0, x.shape[0], shard):
+        body, index = b"", b""
+        for r in range(s, s + shard, inner):
+            block = np.zeros((inner, D), np.float32)
+            part = x[r:r + inner]
+            block[:len(part)] = part
+            enc = BLOSC.encode(block)
+            index += struct.pack("<QQ", len(body), len(enc))
+            body += enc
+        os.makedirs(path / "X" / "c" / str(s // shard), exist_ok=True)
+        with open(path / "X" / "c" / str(s // shard) / "0", "wb") as f:
+            f.write(body + index + struct.pack("<I", crc32c(index)))
+    return str(path)
+
+
+@pytest.fixture
+def x():
+    return np.random.default_rng(2).random((N, D), dtype=np.float32)
+
+
+def mount_error(tmp_path, source, options=""):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir(exist_ok=True)
+    args = ["-f"] + (["-o", options] if options else []) + [source, mnt]
+    r = run_rankfs(args)
+    assert r.returncode != 0
+    assert not is_mounted(str(mnt))
+    return r.stderr
+
+
+def assert_eio(m, batch, epoch=0):
+    with pytest.raises(OSError) as e:
+        m.load("batch", epoch, 0, batch)
+    assert e.value.errno == errno.EIO
+
+
+def wait_log(m, words, deadline=5.0):
+    end = time.monotonic() + deadline
+    while True:
+        log = m.log_text()
+        if all(w in log for w in words) or time.monotonic() > end:
+            return log
+        time.sleep(0.05)
+
+
+def test_truncated_chunk_is_eio_naming_array_and_chunk(mounts, tmp_path, x):
+    p = write_dense(tmp_path / "t.zarr", x)
+    chunk = os.path.join(p, "X", "3.0")
+    os.truncate(chunk, os.path.getsize(chunk) // 2)
+    m = mounts(p, f"batch_size={CR},strategy=streaming")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 2), x[2 * CR:3 * CR])
+    assert_eio(m, 3)
+    log = wait_log(m, ["array X", "X/3.0"])
+    assert "array X" in log and "X/3.0" in log, log
+    # Others still serve: a bad chunk is not a change of the store.
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 4), x[4 * CR:5 * CR])
+
+
+def test_chunk_of_the_wrong_size_is_eio(mounts, tmp_path, x):
+    p = write_dense(tmp_path / "w.zarr", x)
+    with open(os.path.join(p, "X", "2.0"), "wb") as f:
+        f.write(BLOSC.encode(x[:CR - 1]))  # a row short
+    m = mounts(p, f"batch_size={CR},strategy=streaming")
+    assert_eio(m, 2)
+    log = wait_log(m, ["X/2.0", "bytes"])
+    assert "X/2.0" in log and "decodes" in log, log
+
+
+def test_shard_index_past_end_is_eio(mounts, tmp_path, x):
+    p = write_v3_sharded(tmp_path / "s.zarr", x)
+    m = mounts(p, f"batch_size={CR},strategy=streaming")
+    for k in range(N // CR):  # the independent writer's bytes serve
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k),
+                                      x[k * CR:(k + 1) * CR])
+    shard = os.path.join(p, "X", "c", "1", "0")
+    raw = bytearray(open(shard, "rb").read())
+    index = bytearray(raw[-36:-4])
+    index[16:24] = struct.pack("<Q", len(raw) + 1000)  # inner chunk 1
+    raw[-36:-4] = index
+    raw[-4:] = struct.pack("<I", crc32c(bytes(index)))
+    os.unlink(shard)  # before the mount: not a change
+    with open(shard, "wb") as f:
+        f.write(raw)
+    m = mounts(p, f"batch_size={CR},strategy=streaming")
+    # The shard's index is checked whole when read: none of its chunks
+    # serve; other shards do.
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 4), x[4 * CR:5 * CR])
+    assert_eio(m, 3)
+    assert_eio(m, 2)
+    log = wait_log(m, ["past the end"])
+    assert "X/c/1/0" in log and "inner chunk 1" in log and \
+        "past the end" in log, log
+
+
+@pytest.mark.parametrize("what", ["codec", "filter", "order", "missing",
+                                  "dtype"])
+def test_metadata_refused_at_mount(tmp_path, x, what):
+    p = write_dense(tmp_path / "m.zarr", x)
+    zarray = os.path.join(p, "X", ".zarray")
+    meta = json.load(open(zarray))
+    words = [p, "X"]
+    if what == "codec":
+        meta["compressor"] = {"id": "lzma", "preset": 1}
+        words += ["lzma", "compressor"]
+    elif what == "filter":
+        meta["filters"] = [{"id": "delta", "dtype": "<f4"}]
+        words += ["delta", "filter"]
+    elif what == "order":
+        meta["order"] = "F"
+        words += ["order 'F'"]
+    elif what == "dtype":
+        meta["dtype"] = "<c8"
+        words += ["<c8"]
+    if what == "missing":
+        os.unlink(zarray)
+        words += ["not found", ".zarray"]
+    else:
+        json.dump(meta, open(zarray, "w"))
+    err = mount_error(tmp_path, p)
+    for w in words:
+        assert w in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_v3_unknown_codec_and_missing_zarr_json(tmp_path, x):
+    p = write_v3_sharded(tmp_path / "v3.zarr", x)
+    path = os.path.join(p, "X", "zarr.json")
+    meta = json.load(open(path))
+    meta["codecs"][0]["configuration"]["codecs"].insert(
+        0, {"name": "transpose", "configuration": {"order": [1, 0]}})
+    json.dump(meta, open(path, "w"))
+    err = mount_error(tmp_path, p)
+    assert "transpose" in err and "array X" in err, err
+    os.unlink(path)
+    err = mount_error(tmp_path, p)
+    assert "zarr.json" in err and "X" in err, err
+
+
+def csr(rng):
+    m = sp.random(N, D, density=0.3, format="csr", random_state=rng,
+                  dtype=np.float32)
+    m.data[:] = rng.integers(1, 100, m.nnz)
+    return m.tocsr()
+
+
+def test_csr_indptr_not_monotonic(tmp_path):
+    m = csr(np.random.default_rng(3))
+    p = write_csr(tmp_path / "c.zarr", m)
+    g = zarr.open_group(p, mode="r+")
+    ptr = g["X/indptr"][:]
+    ptr[10], ptr[11] = ptr[11] + 1, ptr[10]
+    g["X/indptr"][:] = ptr
+    err = mount_error(tmp_path, p)
+    assert "X/indptr" in err and "non-decreasing" in err, err
+    ptr = m.indptr.copy()
+    ptr[-1] -= 1  # ends before the stored values do
+    g["X/indptr"][:] = ptr
+    err = mount_error(tmp_path, p)
+    assert "X/indptr" in err and "end at" in err, err
+
+
+def test_csr_indices_out_of_range_is_eio(mounts, tmp_path):
+    m = csr(np.random.default_rng(4))
+    p = write_csr(tmp_path / "i.zarr", m)
+    g = zarr.open_group(p, mode="r+")
+    idx = g["X/indices"][:]
+    bad_row = 200
+    idx[m.indptr[bad_row]] = D + 5
+    g["X/indices"][:] = idx
+    mnt = mounts(p, f"batch_size={CR},strategy=streaming")
+    assert_eio(mnt, bad_row // CR)
+    with pytest.raises(OSError) as e:
+        open(mnt.file("batch", 0, 0, bad_row // CR)[:-4] + ".npz",
+             "rb").read()
+    assert e.value.errno == errno.EIO
+    log = wait_log(mnt, ["column index"])
+    assert f"column index {D + 5}" in log, log
+    np.testing.assert_array_equal(mnt.load("batch", 0, 0, 0),
+                                  m[:CR].toarray())
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten in place"])
+def test_chunk_file_changed_under_the_mount(mounts, tmp_path, x, how):
+    p = write_dense(tmp_path / "r.zarr", x)
+    m = mounts(p, f"batch_size={CR},strategy=streaming,prefetch=0")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[:CR])
+    chunk = os.path.join(p, "X", "5.0")
+    data = open(chunk, "rb").read()
+    if how == "replaced":
+        with open(chunk + ".new", "wb") as f:
+            f.write(data)  # the same bytes: still another file
+        os.replace(chunk + ".new", chunk)
+    else:
+        st = os.stat(chunk)
+        with open(chunk, "r+b") as f:
+            f.write(data)
+        os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert_eio(m, 5)
+    assert_eio(m, 1)  # every new batch, for the life of the mount
+    assert_eio(m, 0, epoch=3)
+    # What was generated is still served.
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[:CR])
+    state = m.json("stats.json")["sources"][0]["state"]
+    assert state == "changed in place: EIO for new batches"
+    log = m.log_text()
+    assert log.count("X/5.0 (array X) changed since the mount") == 1, log
+
+
+def test_directory_not_a_store(tmp_path, x):
+    d = tmp_path / "plain"
+    d.mkdir()
+    (d / "notes.zarr").mkdir()  # not a store: not taken
+    err = mount_error(tmp_path, str(d))
+    assert "no *.h5ad or *.h5 files (nor *.zarr stores)" in err, err
+    col = tmp_path / "coll"
+    col.mkdir()
+    with open(col / "zarr.json", "w") as f:
+        f.write('{"zarr_format": 3, "node_type": "group", "attributes": '
+                '{"encoding-type": "annbatch-preshuffled"}}')
+    err = mount_error(tmp_path, str(col))
+    assert "dataset_N" in err, err
+
+
+def test_log_file_in_the_store_refused(tmp_path, x):
+    p = write_dense(tmp_path / "l.zarr", x)
+    for name in ("X/1.0", "X/.zarray", ".zattrs"):
+        err = mount_error(tmp_path, p, f"log_file={p}/{name}")
+        assert f"log_file={p}/{name}" in err and p in err, err
+
+
+def race_reader(mnt, x, seed, seconds, out):
+    """Reads random batches of ranks 0 and 1 until the time is up; puts
+    (batches served, batches wrong, EIO count)."""
+    rng = random.Random(seed)
+    served = wrong = eio = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        epoch, rank, k = rng.randrange(50), rng.randrange(2), rng.randrange(8)
+        base = f"{mnt}/epoch/{epoch}/rank/{rank}"
+        try:
+            batch = np.load(f"{base}/batch/{k:06d}.npy")
+        except OSError as e:
+            assert e.errno == errno.EIO
+            eio += 1
+            continue
+        index = np.load(f"{base}/index/{k:06d}.npy")
+        served += 1
+        wrong += not np.array_equal(batch, x[index])
+    out.put((served, wrong, eio))
+
+
+def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
+                                                             tmp_path):
+    # Raw chunks (no codec) rewritten in place with other values of the
+    # same size, mtime put back: they decode fine, so only the identity
+    # checks stand between the readers and wrong rows.
+    x = np.arange(2000 * 256, dtype=np.float32).reshape(2000, 256)
+    for trial in range(5):
+        p = str(tmp_path / f"race{trial}.zarr")
+        write_dense(p, x, chunks=(100, 256), compressor=None)
+        m = mounts(p, "world_size=2,batch_size=100,strategy=shuffle,"
+                   "prefetch=0", name=f"race{trial}")
+        ctx = mp.get_context("fork")
+        out = ctx.Queue()
+        procs = [ctx.Process(target=race_reader,
+                             args=(m.mnt, x, 100 * trial + i, 1.0, out))
+                 for i in range(4)]
+        for proc in procs:
+            proc.start()
+        time.sleep(0.05 + 0.05 * trial)
+        for name in sorted(os.listdir(os.path.join(p, "X"))):
+            if name[0] == ".":
+                continue
+            chunk = os.path.join(p, "X", name)
+            st = os.stat(chunk)
+            with open(chunk, "r+b") as f:
+                f.write(np.full(100 * 256, -1, np.float32).tobytes())
+            os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
+        results = [out.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join()
+            assert proc.exitcode == 0
+        assert sum(r[1] for r in results) == 0, results
+        assert sum(r[2] for r in results) > 0, results  # the write was seen
+        m.unmount()
+
+
+def test_plain_store_needs_dataset(tmp_path, x):
+    p = str(tmp_path / "plain.zarr")
+    zarr.open_group(p, mode="w").create_dataset("data/x", data=x)
+    err = mount_error(tmp_path, p)
+    assert "plain.zarr" in err and "dataset=/PATH" in err, err
+    err = mount_error(tmp_path, p, "dataset=/data/nope")
+    assert "/data/nope not found" in err, err
+
+
+def sanitizer_error(text):
+    return "ERROR: AddressSanitizer" in text or \
+        "ERROR: LeakSanitizer" in text or "runtime error" in text
+
+
+@pytest.mark.parametrize("kind", ["dense", "csr"])
+def test_byte_flipped_stores(tmp_path, rankfs_cat, kind):
+    """Random bytes of a metadata or chunk file flipped, or the file cut:
+    a clean refusal or EIO, never a crash or a hang (values are not
+    checked: blosc and raw chunks carry no checksum)."""
+    rng = np.random.default_rng(9)
+    x = rng.random((N, D), dtype=np.float32)
+    original = tmp_path / "orig.zarr"
+    if kind == "dense":
+        write_dense(original, x)
+    else:
+        m = sp.random(N, D, density=0.3, format="csr", random_state=rng,
+                      dtype=np.float32).tocsr()
+        ad = anndata.AnnData(X=m, obs=pd.DataFrame(
+            {"ct": pd.Categorical(rng.choice(["a", "b"], N))},
+            index=[f"c{i}" for i in range(N)]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ad.write_zarr(str(original), chunks=(64,))
+    files = sorted(os.path.relpath(os.path.join(d, f), original)
+                   for d, _, fs in os.walk(original) for f in fs)
+    outcomes = {}
+    for seed in range(30):
+        r = random.Random(seed)
+        store = tmp_path / f"s{seed}.zarr"
+        shutil.copytree(original, store)
+        victim = store / r.choice(files)
+        raw = bytearray(victim.read_bytes())
+        if raw and r.random() < 0.8:
+            for _ in range(r.randint(1, 4)):
+                raw[r.randrange(len(raw))] = r.randrange(256)
+        else:
+            raw = raw[:r.randrange(len(raw) + 1)]
+        victim.write_bytes(bytes(raw))
+        options = "batch_size=64,strategy=shuffle"
+        if kind == "csr":
+            options += ",label=ct"
+        for path in ("epoch/0/rank/0/batch/000000.npy",
+                     "epoch/0/rank/0/batch/000003." +
+                     ("npz" if kind == "csr" else "npy")):
+            res = rankfs_cat(store, options, path, timeout=30)
+            assert res.returncode in (0, 1), (victim, res.returncode,
+                                              res.stderr)
+            assert not sanitizer_error(res.stderr), res.stderr
+            outcomes[res.returncode] = outcomes.get(res.returncode, 0) + 1
+    print(kind, outcomes)

@@ -1,0 +1,265 @@
+/* Unit tests for lib/zarr_codec.c: chunks encoded here with the libraries
+ * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c,
+ * stacked) decode to the elements; big-endian elements are swapped; a
+ * chunk of the wrong size, truncated or corrupt is -EIO with a reason;
+ * vlen-utf8 framing. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <blosc.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "zarr.h"
+
+#define N 1000
+
+static void values(int32_t *v)
+{
+	for (int i = 0; i < N; i++)
+		v[i] = i * 7 - 300;
+}
+
+static size_t deflate_to(int gzip, const void *src, size_t n, void *dst,
+			 size_t cap)
+{
+	z_stream z = { 0 };
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, gzip ? 31 : 15, 8,
+				      Z_DEFAULT_STRATEGY),
+			 Z_OK);
+	z.next_in = (Bytef *)src;
+	z.avail_in = (uInt)n;
+	z.next_out = dst;
+	z.avail_out = (uInt)cap;
+	assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t out = cap - z.avail_out;
+	deflateEnd(&z);
+	return out;
+}
+
+/* Encodes v with comp into out; @return stored bytes. */
+static size_t encode(enum rfs_zarr_comp comp, int shuffle, const void *v,
+		     size_t n, unsigned char *out, size_t cap)
+{
+	switch (comp) {
+	case RFS_ZARR_BLOSC:
+		return (size_t)blosc_compress_ctx(5, shuffle, 4, n, v, out, cap,
+						  "lz4", 0, 1);
+	case RFS_ZARR_ZSTD:
+		return ZSTD_compress(out, cap, v, n, 3);
+	case RFS_ZARR_GZIP:
+	case RFS_ZARR_ZLIB:
+		return deflate_to(comp == RFS_ZARR_GZIP, v, n, out, cap);
+	case RFS_ZARR_CRC32C:
+		break;
+	}
+	memcpy(out, v, n);
+	uint32_t crc = rfs_zarr_crc32c(v, n);
+	memcpy(out + n, &crc, 4);
+	return n + 4;
+}
+
+static void test_each_codec(void **state)
+{
+	(void)state;
+	static int32_t v[N], got[N];
+	static unsigned char stored[N * 4 + 1024];
+	char why[128];
+	values(v);
+	const struct {
+		enum rfs_zarr_comp comp;
+		int shuffle;
+	} cases[] = { { RFS_ZARR_BLOSC, BLOSC_NOSHUFFLE },
+		      { RFS_ZARR_BLOSC, BLOSC_SHUFFLE },
+		      { RFS_ZARR_BLOSC, BLOSC_BITSHUFFLE },
+		      { RFS_ZARR_ZSTD, 0 },
+		      { RFS_ZARR_GZIP, 0 },
+		      { RFS_ZARR_ZLIB, 0 },
+		      { RFS_ZARR_CRC32C, 0 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = encode(cases[i].comp, cases[i].shuffle, v, sizeof(v),
+				  stored, sizeof(stored));
+		struct rfs_zarr_pipe p = { .ncomp = 1,
+					   .comp = { cases[i].comp } };
+		memset(got, 0, sizeof(got));
+		assert_int_equal(rfs_zarr_decode(&p, stored, n, 4, sizeof(got),
+						 got, NULL, NULL, why,
+						 sizeof(why)),
+				 0);
+		assert_memory_equal(got, v, sizeof(v));
+		/* A byte short: never served. */
+		assert_int_equal(rfs_zarr_decode(&p, stored, n - 1, 4,
+						 sizeof(got), got, NULL, NULL,
+						 why, sizeof(why)),
+				 -EIO);
+		/* The chunk holds more than the metadata says. */
+		assert_int_equal(rfs_zarr_decode(&p, stored, n, 4,
+						 sizeof(got) - 4, got, NULL,
+						 NULL, why, sizeof(why)),
+				 -EIO);
+		assert_non_null(strstr(why, "bytes"));
+	}
+}
+
+static void test_blosc_compressors(void **state)
+{
+	(void)state;
+	static int32_t v[N], got[N];
+	static unsigned char stored[N * 4 + BLOSC_MAX_OVERHEAD];
+	static const char *const cnames[] = { "blosclz", "lz4", "zlib",
+					      "zstd" };
+	struct rfs_zarr_pipe p = { .ncomp = 1, .comp = { RFS_ZARR_BLOSC } };
+	char why[128];
+	values(v);
+	for (int i = 0; i < 4; i++) {
+		int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v,
+					   stored, sizeof(stored), cnames[i], 0,
+					   1);
+		assert_true(n > 0);
+		memset(got, 0, sizeof(got));
+		assert_int_equal(rfs_zarr_decode(&p, stored, (size_t)n, 4,
+						 sizeof(got), got, NULL, NULL,
+						 why, sizeof(why)),
+				 0);
+		assert_memory_equal(got, v, sizeof(v));
+	}
+}
+
+static void test_stacked_and_big_endian(void **state)
+{
+	(void)state;
+	static int32_t v[N], be[N], got[N];
+	static unsigned char a[N * 4 + 1024], b[N * 4 + 1024];
+	char why[128];
+	values(v);
+	for (int i = 0; i < N; i++)
+		be[i] = (int32_t)__builtin_bswap32((uint32_t)v[i]);
+	/* Encode order: zstd, then crc32c over the zstd frame. */
+	size_t n = encode(RFS_ZARR_ZSTD, 0, be, sizeof(be), a, sizeof(a));
+	n = encode(RFS_ZARR_CRC32C, 0, a, n, b, sizeof(b));
+	struct rfs_zarr_pipe p = { .big_endian = 1,
+				   .ncomp = 2,
+				   .comp = { RFS_ZARR_ZSTD, RFS_ZARR_CRC32C } };
+	assert_int_equal(rfs_zarr_decode(&p, b, n, 4, sizeof(got), got, NULL,
+					 NULL, why, sizeof(why)),
+			 0);
+	assert_memory_equal(got, v, sizeof(v));
+	b[3] ^= 1;
+	assert_int_equal(rfs_zarr_decode(&p, b, n, 4, sizeof(got), got, NULL,
+					 NULL, why, sizeof(why)),
+			 -EIO);
+	assert_non_null(strstr(why, "crc32c"));
+	/* No codec: the stored bytes must be exactly the chunk. */
+	struct rfs_zarr_pipe none = { 0 };
+	assert_int_equal(rfs_zarr_decode(&none, v, sizeof(v), 4, sizeof(got),
+					 got, NULL, NULL, why, sizeof(why)),
+			 0);
+	assert_int_equal(rfs_zarr_decode(&none, v, sizeof(v) - 4, 4,
+					 sizeof(got), got, NULL, NULL, why,
+					 sizeof(why)),
+			 -EIO);
+}
+
+/* Strings' chunks have no known size: the buffer grows to fit. */
+static void test_unknown_size_grows(void **state)
+{
+	(void)state;
+	static unsigned char zeros[1 << 20], stored[1 << 16];
+	char why[128];
+	for (int c = RFS_ZARR_GZIP; c <= RFS_ZARR_ZLIB; c++) {
+		size_t n = encode((enum rfs_zarr_comp)c, 0, zeros,
+				  sizeof(zeros), stored, sizeof(stored));
+		assert_true(n * 4 + 4096 < sizeof(zeros));
+		struct rfs_zarr_pipe p = { .ncomp = 1,
+					   .comp = { (enum rfs_zarr_comp)c } };
+		void *out = NULL;
+		size_t len = 0;
+		assert_int_equal(rfs_zarr_decode(&p, stored, n, 0, 0, NULL,
+						 &out, &len, why, sizeof(why)),
+				 0);
+		assert_int_equal(len, sizeof(zeros));
+		assert_memory_equal(out, zeros, len);
+		free(out);
+	}
+}
+
+static void test_garbage_is_eio(void **state)
+{
+	(void)state;
+	unsigned char junk[64];
+	int32_t got[16];
+	char why[128];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 37 + 11);
+	for (int c = RFS_ZARR_BLOSC; c <= RFS_ZARR_ZLIB; c++) {
+		struct rfs_zarr_pipe p = { .ncomp = 1,
+					   .comp = { (enum rfs_zarr_comp)c } };
+		why[0] = '\0';
+		assert_int_equal(rfs_zarr_decode(&p, junk, sizeof(junk), 4,
+						 sizeof(got), got, NULL, NULL,
+						 why, sizeof(why)),
+				 -EIO);
+		assert_true(why[0] != '\0');
+	}
+}
+
+static void test_crc32c_known_value(void **state)
+{
+	(void)state;
+	/* The check value of CRC-32C (RFC 3720). */
+	assert_int_equal(rfs_zarr_crc32c("123456789", 9), 0xE3069283u);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void test_vlen_utf8(void **state)
+{
+	(void)state;
+	unsigned char b[64];
+	char **s;
+	put32(b, 3);
+	put32(b + 4, 2);
+	memcpy(b + 8, "ab", 2);
+	put32(b + 10, 0);
+	put32(b + 14, 3);
+	memcpy(b + 18, "\xc3\xa9z", 3);
+	assert_int_equal(rfs_zarr_vlen_utf8(b, 21, 3, &s), 0);
+	assert_string_equal(s[0], "ab");
+	assert_string_equal(s[1], "");
+	assert_string_equal(s[2], "\xc3\xa9z");
+	for (int i = 0; i < 3; i++)
+		free(s[i]);
+	free(s);
+	/* The first two of three (an edge chunk's padding dropped). */
+	assert_int_equal(rfs_zarr_vlen_utf8(b, 21, 2, &s), 0);
+	free(s[0]);
+	free(s[1]);
+	free(s);
+	assert_int_equal(rfs_zarr_vlen_utf8(b, 20, 3, &s), -EIO);
+	assert_int_equal(rfs_zarr_vlen_utf8(b, 21, 4, &s), -EIO);
+	put32(b + 14, 0x7fffffff);
+	assert_int_equal(rfs_zarr_vlen_utf8(b, 21, 3, &s), -EIO);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_each_codec),
+		cmocka_unit_test(test_blosc_compressors),
+		cmocka_unit_test(test_stacked_and_big_endian),
+		cmocka_unit_test(test_unknown_size_grows),
+		cmocka_unit_test(test_garbage_is_eio),
+		cmocka_unit_test(test_crc32c_known_value),
+		cmocka_unit_test(test_vlen_utf8),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
