@@ -78,9 +78,11 @@ def var_names(d=D):
     return [f"gene{j}" for j in range(d)]
 
 
-def recompress_v2(store, compressor):
+def recompress_v2(store, compressor, csr_chunk=None):
     """Every array of a v2 store rewritten by zarr-python with compressor
-    (anndata 0.8's write_zarr always takes zarr's default, blosc lz4)."""
+    (anndata 0.8's write_zarr always takes zarr's default, blosc lz4),
+    X/data and X/indices in chunks of csr_chunk values (anndata 0.8
+    writes a sparse X's arrays in one chunk)."""
     import zarr
     for d, dirs, files in os.walk(store):
         if ".zarray" not in files:
@@ -88,8 +90,13 @@ def recompress_v2(store, compressor):
         dirs[:] = []
         z = zarr.open_array(d, mode="r")
         data, attrs = z[...], dict(z.attrs)
-        kw = dict(shape=z.shape, chunks=z.chunks, dtype=z.dtype,
-                  fill_value=z.fill_value, compressor=compressor)
+        chunks = z.chunks
+        if csr_chunk and os.path.relpath(d, store) in (
+                os.path.join("X", "data"), os.path.join("X", "indices")):
+            chunks = (csr_chunk,)
+        kw = dict(shape=z.shape, chunks=chunks, dtype=z.dtype,
+                  fill_value=z.fill_value,
+                  compressor=compressor or z.compressor)
         if z.dtype == object:
             kw["object_codec"] = numcodecs.VLenUTF8()
         shutil.rmtree(d)
@@ -101,8 +108,7 @@ def recompress_v2(store, compressor):
 def write_v2(path, x, obs, compressor, consolidated=False):
     ad = anndata.AnnData(X=x, obs=obs, var=pd.DataFrame(index=var_names()))
     ad.write_zarr(path, chunks=(64,) if sp.issparse(x) else (64, D))
-    if compressor is not None:
-        recompress_v2(path, compressor)
+    recompress_v2(path, compressor, csr_chunk=128)
     if consolidated:
         import zarr
         zarr.consolidate_metadata(path)
@@ -266,6 +272,9 @@ def test_sources_read_back(stores, kind):
         with open(os.path.join(src, arr, ".zarray")) as f:
             comp = json.load(f)["compressor"]
         assert comp == V2_CODECS[codec].get_config()
+        with open(os.path.join(src, arr, ".zarray")) as f:
+            assert json.load(f)["chunks"][0] == (128 if "_csr_" in kind
+                                                 else 64)
         assert os.path.exists(os.path.join(src, ".zmetadata")) == \
             (codec == "gzip")
     if kind.startswith("v3_") or kind == "mixed_h5ad_zarr":
