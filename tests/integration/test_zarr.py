@@ -300,7 +300,9 @@ def test_rows_equal_source(mounts, stores, kind, strategy, partition,
     seen = check_mount(m, x, obs, o, label="cell_type")
     info = m.json("dataset.json")
     assert info["label"]["categories"] == CLASSES
-    assert len(info["sources"]) == len(sources)
+    # A collection is one source argument, and one source per dataset.
+    assert len(info["sources"]) == \
+        (3 if kind.startswith("collection") else len(sources))
     if "filter" in extra:
         keep = obs["keep"].to_numpy()
         assert info["filtered_rows"] == keep.sum()
@@ -332,6 +334,8 @@ def test_collection_src_path_label_and_filter(mounts, stores, fmt):
     info = m.json("dataset.json")
     assert info["label"]["categories"] == \
         [f"/atlas/part{i}.h5ad" for i in range(3)]
+    assert [s["rows"] for s in info["sources"]] == [90, 130, 80]
+    assert [s["first_row"] for s in info["sources"]] == [0, 90, 220]
     o = f"{BASE},strategy=block_shuffle,drop_last=0," \
         "filter=src_path:/atlas/part1.h5ad,label=cell_type"
     f = mounts(sources, o)
@@ -389,20 +393,26 @@ def test_zarr_equals_h5ad_byte_for_byte(mounts, stores):
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])
-def test_layer_and_dtype(mounts, tmp_path, version):
-    """layer= serves layers/NAME of a store, dtype= casts it."""
+def test_layer_raw_and_dtype(mounts, tmp_path, version):
+    """layer= serves layers/NAME of a store, raw serves raw/X (with raw's
+    var), dtype= casts."""
     rng = np.random.default_rng(5)
     x, obs = make_x(rng, n=200), make_obs(rng, 200)
     counts = (x * 3).astype(np.int32)
+    rawx = make_x(rng, n=200, d=D + 3)
+    raw_names = [f"raw{j}" for j in range(D + 3)]
     p = str(tmp_path / f"layers_{version}.zarr")
     if version == "v2":
+        full = anndata.AnnData(X=rawx, obs=obs,
+                               var=pd.DataFrame(index=raw_names))
         anndata.AnnData(X=x, obs=obs, var=pd.DataFrame(index=var_names()),
-                        layers={"counts": counts}).write_zarr(
+                        layers={"counts": counts}, raw=full).write_zarr(
                             p, chunks=(32, D))
     else:
         zarr_v3.write_anndata_v3(p, x, obs=obs, var_names=var_names(),
                                  layers={"counts": counts}, sharded=True,
-                                 chunk_rows=16, shard_rows=64)
+                                 chunk_rows=16, shard_rows=64,
+                                 raw=(rawx, raw_names))
     got, _, _ = zarr_read.read_anndata(p, layer="counts")
     assert got.dtype == np.int32
     m = mounts(p, f"{BASE},strategy=shuffle,layer=counts")
@@ -416,3 +426,10 @@ def test_layer_and_dtype(mounts, tmp_path, version):
     b = c.load("batch", 1, 0, 2)
     assert b.dtype == np.float64
     np.testing.assert_array_equal(b, got[index].astype(np.float64))
+    want, _, names = zarr_read.read_anndata(p, raw=True)
+    assert names == raw_names and want.shape == (200, D + 3)
+    r = mounts(p, f"{BASE},strategy=block_shuffle,raw")
+    assert r.json("dataset.json")["columns"] == D + 3
+    for k in range(r.batches()):
+        index = r.load("index", 2, 0, k)
+        np.testing.assert_array_equal(r.load("batch", 2, 0, k), want[index])

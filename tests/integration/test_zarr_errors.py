@@ -227,6 +227,7 @@ def test_damaged_store(tmp_path, case):
         log = log.replace(str(tmp_path), "TMP")  # the words, not the path
         for w in words:
             assert w in log, f"the refusal does not name {w}: {log}"
+        print(case, "refused:", log.strip())
         return
     try:
         got = in_child(read_mount, mnt)
@@ -246,6 +247,7 @@ def test_damaged_store(tmp_path, case):
             "served"
         np.testing.assert_array_equal(batch, x[index])
     assert eio, f"{case}: the damage went unnoticed"
+    print(case, f"{eio} of {len(got)} batches EIO")
     # The log says why (the array and chunk, in the backend's words).
     assert "X" in text, f"{case}: the log does not name the array: {text}"
 
@@ -273,7 +275,7 @@ def test_chunk_replaced_under_the_mount(tmp_path):
                   os.path.join(store, "X", "c", "1", "0"))
         time.sleep(1.1)  # a new mtime second for watchers that poll
 
-        def read_epoch_1(out):
+        def read_epoch_1(mnt, out):
             got = []
             d = f"{mnt}/epoch/1/rank/0"
             for name in sorted(os.listdir(f"{d}/batch")):

@@ -261,6 +261,8 @@ def test_anndata_v3(tmp_path, fmt, sharded, consolidated):
     zarr_v3.write_anndata_v3(p, x, obs=obs,
                              var_names=[f"g{j}" for j in range(d)],
                              layers={"counts": x * 2}, sharded=sharded,
+                             raw=(np.arange(2 * n).reshape(n, 2),
+                                  ["r0", "r1"]),
                              chunk_rows=8, shard_rows=32, csr_chunk=16,
                              csr_shard=64, consolidated=consolidated)
     for layer, want in ((None, x), ("counts", x * 2)):
@@ -274,6 +276,9 @@ def test_anndata_v3(tmp_path, fmt, sharded, consolidated):
             np.testing.assert_array_equal(got, want)
     check_obs(gobs, obs)
     assert var == [f"g{j}" for j in range(d)]
+    assert zarr_read.read_anndata(p, raw=True)[2] == ["r0", "r1"]
+    np.testing.assert_array_equal(zarr_read.read_anndata(p, raw=True)[0],
+                                  np.arange(2 * n).reshape(n, 2))
     at = zarr_read.attributes(os.path.join(p, "obs"))
     assert at == {"_index": "_index", "column-order": list(obs.columns),
                   "encoding-type": "dataframe", "encoding-version": "0.2.0"}

@@ -313,28 +313,37 @@ def read_matrix(path):
     return read_array(path)
 
 
-def read_anndata(path, layer=None):
-    """(X or layers/layer, obs DataFrame, var names) of an AnnData zarr
-    store: v3 decoded here, v2 through anndata.read_zarr (zarr-python)."""
+def read_anndata(path, layer=None, raw=False):
+    """(X or layers/layer or raw/X, obs DataFrame, var names (raw's for
+    raw)) of an AnnData zarr store: v3 decoded here, v2 through
+    anndata.read_zarr (zarr-python)."""
     fmt = zarr_format(path)
     if fmt == 2:
         import anndata
         import scipy.sparse as sp
         ad = anndata.read_zarr(path)
-        x = ad.layers[layer] if layer else ad.X
+        x = ad.raw.X if raw else ad.layers[layer] if layer else ad.X
         if sp.issparse(x):
             x = sp.csr_matrix(x)
         else:
             x = np.asarray(x)
-        return x, ad.obs, list(ad.var_names)
+        names = ad.raw.var_names if raw else ad.var_names
+        return x, ad.obs, list(names)
     if fmt != 3:
         raise ZarrFormatError(f"{path}: no zarr group")
     if attributes(path).get("encoding-type") != "anndata":
         raise ZarrFormatError(f"{path}: not an AnnData store")
-    x = read_matrix(os.path.join(path, "layers", layer) if layer
-                    else os.path.join(path, "X"))
+    if raw:
+        rp = os.path.join(path, "raw")
+        if attributes(rp).get("encoding-type") != "raw":
+            raise ZarrFormatError(f"{rp}: not a raw group")
+        x = read_matrix(os.path.join(rp, "X"))
+        var = read_dataframe(os.path.join(rp, "var"))
+    else:
+        x = read_matrix(os.path.join(path, "layers", layer) if layer
+                        else os.path.join(path, "X"))
+        var = read_dataframe(os.path.join(path, "var"))
     obs = read_dataframe(os.path.join(path, "obs"))
-    var = read_dataframe(os.path.join(path, "var"))
     return x, obs, list(var.index)
 
 

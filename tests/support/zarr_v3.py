@@ -407,8 +407,11 @@ def write_anndata_v3(path, X, obs=None, var_names=None, layers=None,
                      sharded=False, codec=BLOSC_LZ4, chunk_rows=1024,
                      shard_rows=None, csr_chunk=32768, csr_shard=None,
                      endian="little", index_location="end", omit_fill=True,
-                     consolidated=False, obs_codecs=None):
+                     consolidated=False, obs_codecs=None, raw=None):
     """An AnnData zarr v3 store at path, laid out as anndata writes it.
+
+    raw: (X, var_names) written as the raw group (raw/X, raw/var,
+    raw/varm), encoding-type "raw".
 
     codec: bytes-to-bytes codecs of X and the layers (see the module's
     docstring); obs and var use obs_codecs (default: codec). shard_rows
@@ -439,6 +442,15 @@ def write_anndata_v3(path, X, obs=None, var_names=None, layers=None,
                      **kw)
     for g in ("obsm", "obsp", "varm", "varp", "uns"):
         write_group(os.path.join(path, g), DICT)
+    if raw is not None:
+        rx, rnames = raw
+        rp = os.path.join(path, "raw")
+        write_group(rp, {"encoding-type": "raw", "encoding-version": "0.1.0"})
+        write_matrix(os.path.join(rp, "X"), rx, sharded, codec, chunk_rows,
+                     shard_rows, csr_chunk, csr_shard, **kw)
+        write_dataframe(os.path.join(rp, "var"),
+                        pd.DataFrame(index=list(rnames)), **meta_kw)
+        write_group(os.path.join(rp, "varm"), DICT)
     if consolidated:
         consolidate(path)
     return path
