@@ -9,7 +9,9 @@ equal the FUSE-free planner's where it needs no column.
 
 A zarr store or collection is passed as a SOURCE like an .h5ad file: its
 directory. The h5ad_* kinds are controls: the same checks over the HDF5
-backend, so that a failure of a zarr kind is the backend's."""
+backend, so that a failure of a zarr kind is the backend's. The last
+test joins a zarr v2 store, a v3 store and an .h5ad whose genes differ
+(var_join=inner|outer, var_names=FILE: main's varjoin)."""
 import os
 import shutil
 import sys
@@ -438,3 +440,85 @@ def test_layer_raw_and_dtype(mounts, tmp_path, version):
     for k in range(r.batches()):
         index = r.load("index", 2, 0, k)
         np.testing.assert_array_equal(r.load("batch", 2, 0, k), want[index])
+
+
+JOIN_VARS = [
+    [f"gene{j}" for j in range(10)],
+    ["gene5", "gene2", "new0", "gene0", "gene9", "gene7", "gene3", "new1"],
+    ["gene3", "new1", "gene0", "gene5", "gene9", "new2", "gene2"],
+]
+
+
+def served_names(mode, names_per_source, listed=None):
+    """The columns a join serves, computed here from the sources' names."""
+    if mode == "inner":
+        return [g for g in names_per_source[0]
+                if all(g in n for n in names_per_source[1:])]
+    if mode == "outer":
+        out = []
+        for names in names_per_source:
+            out += [g for g in names if g not in out]
+        return out
+    return list(listed)
+
+
+@pytest.mark.parametrize("mode", ["inner", "outer", "names"])
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_var_join_over_zarr_and_h5ad(mounts, tmp_path, fmt, mode):
+    """A zarr v2 store, a sharded v3 store and an .h5ad whose genes differ,
+    joined by var_join=inner|outer or var_names=FILE: every batch equals
+    the join computed here from the independent reader's matrices."""
+    rng = np.random.default_rng(31)
+    sources, parts = [], []
+    for i, (n, names) in enumerate(zip((100, 120, 80), JOIN_VARS)):
+        x = make_x(rng, n=n, d=len(names), fmt=fmt)
+        o = make_obs(rng, n, 1000 * i)
+        var = pd.DataFrame(index=names)
+        if i == 0:
+            p = str(tmp_path / "a.zarr")
+            anndata.AnnData(X=x, obs=o, var=var).write_zarr(p)
+        elif i == 1:
+            p = zarr_v3.write_anndata_v3(str(tmp_path / "b.zarr"), x, obs=o,
+                                         var_names=names, sharded=True,
+                                         chunk_rows=16, shard_rows=32,
+                                         csr_chunk=64, csr_shard=256)
+        else:
+            p = str(tmp_path / "c.h5ad")
+            anndata.AnnData(X=x, obs=o, var=var).write_h5ad(p)
+        sources.append(p)
+        parts.append(read_source(p))
+    assert [p[2] for p in parts] == JOIN_VARS
+    listed = ["new2", "gene3", "gene7", "new0"]
+    names = served_names(mode, JOIN_VARS, listed)
+    # The joined matrix: each source's columns moved to the served ones,
+    # 0 where a source lacks a name.
+    blocks = []
+    for x, _, have in parts:
+        dense = x.toarray() if sp.issparse(x) else x
+        out = np.zeros((dense.shape[0], len(names)), dtype=dense.dtype)
+        for j, g in enumerate(names):
+            if g in have:
+                out[:, j] = dense[:, have.index(g)]
+        blocks.append(out)
+    want = np.concatenate(blocks)
+    want = sp.csr_matrix(want) if fmt == "csr" else want
+    obs = pd.concat([p[1] for p in parts])
+    if mode == "names":
+        listing = tmp_path / "genes.txt"
+        listing.write_text("\n".join(listed) + "\n")
+        join = f"var_names={listing}"
+    else:
+        join = f"var_join={mode}"
+    for strategy, partition in (("shuffle", "round_robin"),
+                                ("block_shuffle", "contiguous")):
+        o = f"{BASE},strategy={strategy},partition={partition}," \
+            f"label=cell_type,{join}"
+        m = mounts(sources, o)
+        with open(m.path("var_names.txt")) as f:
+            assert f.read().split("\n")[:-1] == names
+        info = m.json("dataset.json")
+        assert info["columns"] == len(names)
+        assert info["var_names"]["count"] == len(names)
+        assert info["var_join"] == mode
+        check_mount(m, want, obs, label="cell_type")
+        m.unmount()
