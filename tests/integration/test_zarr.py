@@ -167,9 +167,12 @@ def stores(tmp_path_factory):
                 X=make_x(rng, n=n, fmt=fmt), obs=make_obs(rng, n, 1000 * i),
                 var=pd.DataFrame(index=var_names())))
         coll = str(d / f"collection_{fmt}")
+        # src_path categorical as annbatch writes it, and as a string
+        # column.
         zarr_v3.write_annbatch_collection(
             coll, parts, src_paths=[f"/atlas/part{i}.h5ad" for i in range(3)],
-            chunk_rows=16, shard_rows=64, csr_chunk=128, csr_shard=512)
+            chunk_rows=16, shard_rows=64, csr_chunk=128, csr_shard=512,
+            src_path_categorical=fmt == "dense")
         out[f"collection_{fmt}"] = [coll]
         WRITTEN[f"collection_{fmt}"] = (
             sp.vstack([p.X for p in parts], format="csr") if fmt == "csr"

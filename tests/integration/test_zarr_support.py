@@ -322,7 +322,8 @@ def test_anndata_v2_read_back(tmp_path):
     np.testing.assert_array_equal(gobs["age"], obs["age"])
 
 
-def test_annbatch_collection(tmp_path):
+@pytest.mark.parametrize("categorical", [True, False])
+def test_annbatch_collection(tmp_path, categorical):
     import anndata
     rng = np.random.default_rng(9)
     parts = []
@@ -335,7 +336,8 @@ def test_annbatch_collection(tmp_path):
     p = str(tmp_path / "coll")
     zarr_v3.write_annbatch_collection(p, parts, src_paths=[
         "/data/a.h5ad", "/data/b.h5ad", "/data/c.h5ad"], csr_chunk=16,
-        csr_shard=64, chunk_rows=8, shard_rows=16)
+        csr_shard=64, chunk_rows=8, shard_rows=16,
+        src_path_categorical=categorical)
     assert zarr_read.attributes(p) == {
         "encoding-type": "annbatch-preshuffled", "encoding-version": "0.1.0"}
     assert sorted(os.listdir(p)) == ["dataset_0", "dataset_1", "dataset_2",
@@ -345,6 +347,17 @@ def test_annbatch_collection(tmp_path):
     assert (x != want).nnz == 0
     assert list(obs["src_path"]) == ["/data/a.h5ad"] * 30 + \
         ["/data/b.h5ad"] * 45 + ["/data/c.h5ad"] * 20
+    kind = zarr_read.attributes(os.path.join(p, "dataset_2", "obs",
+                                             "src_path"))["encoding-type"]
+    assert kind == ("categorical" if categorical else "string-array")
+    if categorical:  # every dataset lists every file, as annbatch writes
+        cats = zarr_read.read_array(os.path.join(
+            p, "dataset_0", "obs", "src_path", "categories"))
+        assert list(cats) == ["/data/a.h5ad", "/data/b.h5ad",
+                              "/data/c.h5ad"]
+    meta = zarr_read.read_consolidated(p)
+    assert meta["dataset_1/X/data"] == json.load(open(os.path.join(
+        p, "dataset_1", "X", "data", "zarr.json")))
     meta = json.load(open(os.path.join(p, "dataset_1", "X", "data",
                                        "zarr.json")))
     assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [64]

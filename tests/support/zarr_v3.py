@@ -459,30 +459,50 @@ def write_anndata_v3(path, X, obs=None, var_names=None, layers=None,
 def write_annbatch_collection(path, adatas, src_paths=None,
                               chunk_rows=1024, shard_rows=4194304,
                               csr_chunk=32768, csr_shard=134217728,
-                              codec=BLOSC_LZ4, consolidated=False, **kw):
-    """annbatch's DatasetCollection layout: a v3 group (encoding-type
-    annbatch-preshuffled) of AnnData v3 stores dataset_0, dataset_1, ...,
-    X sharded along rows (dense) or by values (CSR), each obs with a
-    src_path string column naming the file each row came from (src_paths[i]
-    for adatas[i], default "dataset_i.h5ad"). adatas: anndata.AnnData
-    objects. Returns the dataset paths."""
+                              codec=BLOSC_LZ4, src_path_categorical=True,
+                              consolidated=True, **kw):
+    """annbatch's DatasetCollection layout (annbatch/io.py): a v3 group
+    (encoding-type annbatch-preshuffled) of AnnData v3 stores dataset_0,
+    dataset_1, ...; dense X in chunks of chunk_rows rows and shards of
+    shard_rows (each at most the rows rounded down to a whole chunk, as
+    annbatch's write_sharded), CSR data/indices/indptr in chunks of
+    csr_chunk values and shards of csr_shard (a shard may pass the end of
+    the array); blosc lz4 clevel 3 byte shuffle.
+
+    adatas: anndata.AnnData objects, one per dataset. Each obs gets a
+    src_path column naming the file each row came from: src_paths[i] for
+    the rows of adatas[i] (default "dataset_i.h5ad"), a categorical over
+    every src_paths as annbatch writes it, or a string column with
+    src_path_categorical=False. consolidated: inline consolidated
+    metadata of the whole tree in the collection's zarr.json (annbatch
+    consolidates the store). Returns the dataset paths."""
     write_group(path, {"encoding-type": "annbatch-preshuffled",
                        "encoding-version": "0.1.0"})
+    import pandas as pd
+    names = list(src_paths) if src_paths else \
+        [f"dataset_{i}.h5ad" for i in range(len(adatas))]
     out = []
     for i, ad in enumerate(adatas):
         obs = ad.obs.copy()
-        obs["src_path"] = np.asarray(
-            [src_paths[i] if src_paths else f"dataset_{i}.h5ad"] * ad.n_obs,
-            dtype=object)
+        if src_path_categorical:
+            obs["src_path"] = pd.Categorical.from_codes(
+                np.full(ad.n_obs, i), categories=names)
+        else:
+            obs["src_path"] = np.asarray([names[i]] * ad.n_obs, dtype=object)
+        rows = ad.n_obs - ad.n_obs % chunk_rows
+        if rows == 0:
+            raise ValueError(f"dataset {i}: {ad.n_obs} rows, fewer than "
+                             f"one chunk of {chunk_rows}")
         p = os.path.join(path, f"dataset_{i}")
         write_anndata_v3(p, ad.X, obs=obs, var_names=list(ad.var_names),
                          layers=dict(ad.layers), sharded=True, codec=codec,
-                         chunk_rows=chunk_rows,
-                         shard_rows=min_multiple(shard_rows, chunk_rows),
+                         chunk_rows=min(chunk_rows, rows),
+                         shard_rows=min(shard_rows, rows),
                          csr_chunk=csr_chunk,
-                         csr_shard=min_multiple(csr_shard, csr_chunk),
-                         consolidated=consolidated, **kw)
+                         csr_shard=min_multiple(csr_shard, csr_chunk), **kw)
         out.append(p)
+    if consolidated:
+        consolidate(path)
     return out
 
 
