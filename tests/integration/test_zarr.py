@@ -191,7 +191,7 @@ def stores(tmp_path_factory):
 
 
 def read_source(path):
-    """(X, obs) of one source, read without rankfs."""
+    """(X, obs, var names) of one source, read without rankfs."""
     if path.endswith(".h5ad"):
         ad = anndata.read_h5ad(path)
         x = sp.csr_matrix(ad.X) if sp.issparse(ad.X) else np.asarray(ad.X)
