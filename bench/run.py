@@ -20,6 +20,17 @@ once per job); a mounted contender's daemon CPU (utime + stime from
                    blocks shuffled, 16 batches per fetch read as contiguous
                    slices, rows shuffled within the fetch
 
+--zarr adds, in the same run, zarr v2 copies of the dense and CSR files
+(written once by anndata's write_zarr: blosc lz4, dense X in chunks of
+1,024 rows, CSR data/indices in chunks of 32,768 values) and two groups:
+
+  rankfs (zarr)    shuffle over the dense store (.npy) and the CSR
+                   store (.npz), each a fresh mount of the store directory
+  zarr-python      the sampler's sorted indices per batch, read with
+                   X.get_orthogonal_selection((idx, slice(None))); for
+                   CSR, indptr read whole at set-up, then indices[s:e] and
+                   data[s:e] sliced row by row and assembled into a batch
+
 --from-storage: a dense 4 GB HDF5 file (1,000,000 x 1,000 float32, /X);
 --atlas: a Tahoe-shaped CSR .h5ad (200,000 x 62,710, 2,000 values a cell,
 --atlas-gzip also gzip). There every epoch of every contender gets a
@@ -38,6 +49,7 @@ Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
                   [--baseline BIN] [--batches N]
     scripts/bench --from-storage [--batches 100] [--repeats 2]
     scripts/bench --atlas [--atlas-gzip] [--atlas-cells 200000]
+    scripts/bench --zarr [--only zarr]
 """
 import argparse
 import ctypes
@@ -47,6 +59,7 @@ import os
 import platform
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +113,51 @@ def make_data(d, rows, cols, sparse_cols, density):
                       dtype=np.float32, random_state=rng)
         write_adata(paths["csr"], x)
     return paths
+
+
+ZARR_ROWS = 1024     # --zarr: rows per chunk of the dense store's X
+ZARR_VALUES = 32768  # values per chunk of the CSR store's data, indices
+
+
+def make_zarr_copies(paths, d, rows):
+    """--zarr's sources: the dense and CSR .h5ad files again as AnnData
+    zarr v2 stores, written by anndata (zarr-python 2's default
+    compressor, blosc lz4 clevel 5 byte shuffle, checked here)."""
+    import anndata
+    out = {"dense_zarr": os.path.join(d, f"dense-{rows}.zarr"),
+           "csr_zarr": os.path.join(d, f"csr-{rows}.zarr")}
+    for key, src, x_array in (("dense_zarr", paths["dense"], "X"),
+                              ("csr_zarr", paths["csr"], "X/data")):
+        dst = out[key]
+        if not os.path.exists(dst):
+            log(f"bench: writing {dst}")
+            ad = anndata.read_h5ad(src)
+            chunks = (ZARR_ROWS, ad.n_vars) if key == "dense_zarr" \
+                else (ZARR_VALUES,)
+            shutil.rmtree(dst + ".tmp", ignore_errors=True)
+            ad.write_zarr(dst + ".tmp", chunks=chunks)
+            if key == "csr_zarr":
+                # anndata 0.8 writes a sparse X's arrays in one chunk.
+                import zarr
+                for name in ("data", "indices"):
+                    a = os.path.join(dst + ".tmp", "X", name)
+                    z = zarr.open_array(a, mode="r")
+                    values = z[...]
+                    shutil.rmtree(a)
+                    zarr.open_array(a, mode="w", shape=z.shape,
+                                    chunks=chunks, dtype=z.dtype,
+                                    compressor=z.compressor)[...] = values
+            os.rename(dst + ".tmp", dst)
+        with open(os.path.join(dst, x_array, ".zarray")) as f:
+            meta = json.load(f)
+        comp = meta["compressor"] or {}
+        if comp.get("id") != "blosc" or comp.get("cname") != "lz4" or \
+                meta["chunks"][0] != (ZARR_ROWS if key == "dense_zarr"
+                                      else ZARR_VALUES):
+            raise SystemExit(f"bench: {dst}/{x_array} is not blosc lz4 in "
+                             f"the chunks asked ({meta['compressor']}, "
+                             f"{meta['chunks']}): remove it")
+    return out
 
 
 def make_dense_h5(path, rows, cols, step=50000):
@@ -259,6 +317,52 @@ def block_reader(path, rows_per_rank, dataset="X"):
                 got = got[rng.permutation(len(got))]
                 for k in range(0, len(got), BATCH):
                     rows += len(got[k:k + BATCH])
+            return rows
+        return run
+    return setup
+
+
+def zarr_dense_reader(store):
+    """zarr-python on the store's X: the sampler's sorted indices per
+    batch, read by get_orthogonal_selection."""
+    def setup(rank, epoch):
+        import zarr
+        x = zarr.open_array(os.path.join(store, "X"), mode="r")
+        batches = sampler_batches(x.shape[0], rank, epoch)
+        return lambda: sum(
+            len(x.get_orthogonal_selection((b, slice(None))))
+            for b in batches)
+    return setup
+
+
+def zarr_csr_reader(store):
+    """zarr-python on the store's csr_matrix X: indptr read whole at
+    set-up (a loader keeps it; slicing it per row too would only slow
+    zarr-python down), then for the sampler's sorted indices of each
+    batch, indices[s:e] and data[s:e] sliced row by row and assembled
+    into a scipy CSR batch, as a per-row zarr reader does."""
+    def setup(rank, epoch):
+        import scipy.sparse as sp
+        import zarr
+        g = zarr.open_group(os.path.join(store, "X"), mode="r")
+        ncols = int(g.attrs["shape"][1])
+        indptr = g["indptr"][...]
+        data, indices = g["data"], g["indices"]
+        batches = sampler_batches(len(indptr) - 1, rank, epoch)
+
+        def run():
+            rows = 0
+            for b in batches:
+                vals, cols, ptr = [], [], [0]
+                for i in b:
+                    s, e = int(indptr[i]), int(indptr[i + 1])
+                    vals.append(data[s:e])
+                    cols.append(indices[s:e])
+                    ptr.append(ptr[-1] + e - s)
+                m = sp.csr_matrix((np.concatenate(vals),
+                                   np.concatenate(cols), ptr),
+                                  shape=(len(b), ncols))
+                rows += m.shape[0]
             return rows
         return run
     return setup
@@ -585,6 +689,10 @@ def main():
     ap.add_argument("--atlas-cells", type=int, default=200000)
     ap.add_argument("--atlas-gzip", action="store_true",
                     help="--atlas also on a gzip copy of the source")
+    ap.add_argument("--zarr", action="store_true",
+                    help="also zarr v2 copies of the dense and CSR files: "
+                    "rankfs shuffle against zarr-python on the same "
+                    "batches (a mount that fails ends the run)")
     ap.add_argument("--cache-mb", type=int,
                     help="rankfs's cache_mb (default: rankfs's own, 1024)")
     args = ap.parse_args()
@@ -704,6 +812,29 @@ def main():
             for s in ("block_shuffle", "shuffle")],
           Contender("anndata backed CSR+DistributedSampler", backed_open))
 
+    if args.zarr:
+        zpaths = make_zarr_copies(paths, args.dir, args.rows)
+        for p in zpaths.values():
+            for d, _, files in os.walk(p):
+                for n in files:
+                    warm(os.path.join(d, n))
+        zdense, zcsr = zpaths["dense_zarr"], zpaths["csr_zarr"]
+        group(rankfs("rankfs shuffle (dense, zarr v2)", zdense,
+                     "strategy=shuffle", ".npy", dense_bytes),
+              Contender("zarr-python orthogonal selection (dense zarr)",
+                        unmounted(zarr_dense_reader(zdense), dense_bytes)))
+
+        def zarr_csr_open():
+            return zarr_csr_reader(zcsr), served.get(zcsr, 0), \
+                lambda: None, None
+
+        # Row by row, zarr-python decodes a 32,768-value chunk twice per
+        # row (minutes an epoch): two epochs, both counted, no warm-up.
+        group(rankfs("rankfs shuffle (CSR .npz, zarr v2)", zcsr,
+                     "strategy=shuffle", ".npz"),
+              Contender("zarr-python per-row slices (CSR zarr)",
+                        zarr_csr_open, repeats=2))
+
     ratio, cpu_ratio = ratios_of(results)
 
     ratios = [
@@ -751,6 +882,13 @@ def main():
         ("rankfs shuffle / h5py+DistributedSampler (gzip)",
          ratio("rankfs shuffle (dense, gzip)",
                "h5py+DistributedSampler (dense, gzip)"), None),
+        ("rankfs shuffle / zarr-python orthogonal selection (zarr v2)",
+         ratio("rankfs shuffle (dense, zarr v2)",
+               "zarr-python orthogonal selection (dense zarr)"),
+         5.0),
+        ("rankfs shuffle .npz / zarr-python per-row slices (CSR zarr)",
+         ratio("rankfs shuffle (CSR .npz, zarr v2)",
+               "zarr-python per-row slices (CSR zarr)"), 3.0),
     ]
     report(args, results, ratios, {"rows": args.rows, "cols": args.cols,
                                    "sparse_cols": args.sparse_cols,
