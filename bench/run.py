@@ -20,7 +20,7 @@ once per job); a mounted contender's daemon CPU (utime + stime from
                    blocks shuffled, 16 batches per fetch read as contiguous
                    slices, rows shuffled within the fetch
 
---zarr adds, in the same run, zarr v2 copies of the dense and CSR files
+The default run adds (--no-zarr leaves out) zarr v2 copies of the dense and CSR files
 (written once by anndata's write_zarr: blosc lz4, dense X in chunks of
 1,024 rows, CSR data/indices in chunks of 32,768 values) and two groups:
 
@@ -49,7 +49,7 @@ Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
                   [--baseline BIN] [--batches N]
     scripts/bench --from-storage [--batches 100] [--repeats 2]
     scripts/bench --atlas [--atlas-gzip] [--atlas-cells 200000]
-    scripts/bench --zarr [--only zarr]
+    scripts/bench --only zarr
 """
 import argparse
 import ctypes
@@ -689,10 +689,12 @@ def main():
     ap.add_argument("--atlas-cells", type=int, default=200000)
     ap.add_argument("--atlas-gzip", action="store_true",
                     help="--atlas also on a gzip copy of the source")
-    ap.add_argument("--zarr", action="store_true",
-                    help="also zarr v2 copies of the dense and CSR files: "
+    ap.add_argument("--zarr", action=argparse.BooleanOptionalAction,
+                    default=True,
+                    help="zarr v2 copies of the dense and CSR files: "
                     "rankfs shuffle against zarr-python on the same "
-                    "batches (a mount that fails ends the run)")
+                    "batches (a mount that fails ends the run; on by "
+                    "default, not with --from-storage or --atlas)")
     ap.add_argument("--cache-mb", type=int,
                     help="rankfs's cache_mb (default: rankfs's own, 1024)")
     args = ap.parse_args()
