@@ -17,7 +17,6 @@
 #include "mountinfo.h"
 #include "opts.h"
 #include "stop_signal.h"
-#include "store_iov.h"
 
 /* The kernel gives a FUSE mount 128 KiB of readahead whatever init asks;
  * its backing device's read_ahead_kb can be raised by root. Found through
@@ -151,23 +150,12 @@ struct pages {
 	struct rfs_page_drop *drop;
 };
 
-/* One buffer through libfuse; several written by store_iov.c, since
- * libfuse would copy them into one first. */
-static int notify_store(void *ctx, uint64_t ino, const struct iovec *iov,
-			size_t n)
+static int notify_store(void *ctx, uint64_t ino, const void *data, size_t len)
 {
 	struct pages *p = ctx;
-	if (n != 1)
-		return rfs_store_iov(fuse_session_fd(p->se), ino, iov, n);
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(iov[0].iov_len);
-	bv.buf[0].mem = iov[0].iov_base;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	bv.buf[0].mem = (void *)data;
 	return fuse_lowlevel_notify_store(p->se, (fuse_ino_t)ino, 0, &bv, 0);
-}
-
-static void invalidate(void *ctx, uint64_t ino)
-{
-	struct pages *p = ctx;
-	fuse_lowlevel_notify_inval_inode(p->se, (fuse_ino_t)ino, 0, 0);
 }
 
 static void queue_drop(void *ctx, uint64_t ino)
@@ -182,7 +170,6 @@ static void cancel_drop(void *ctx, uint64_t ino)
 
 static const struct rfs_page_store_ops page_ops = {
 	.store = notify_store,
-	.invalidate = invalidate,
 	.drop = queue_drop,
 	.cancel_drop = cancel_drop,
 };

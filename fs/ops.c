@@ -269,53 +269,6 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	list_dir(req, ino, size, off, 1);
 }
 
-static int view_unchanged(void *ctx)
-{
-	return rfs_view_unchanged(ctx);
-}
-
-/* A .npy of rows as stored, from a source mapped and in the page cache,
- * is stored straight from the mapping: its header and its rows, adjacent
- * rows merged (rfs_view_pieces()), with no batch buffer in between. The
- * source is checked unchanged before (rfs_view_pieces()) and after the
- * store; changed, the pages are dropped again and the open goes on as
- * for a file that fails to generate. @return 0: stored (or failed and
- * filled, the fill ended); -ENOTSUP: not such a file, nothing done. */
-static int store_pieces(struct rfs_fs *fs, fuse_ino_t ino,
-			const struct rfs_cache_key *key)
-{
-	struct rfs_batch_pieces p;
-	int rc = rfs_view_pieces(fs->view, key, &p);
-	if (rc == -ENOTSUP || rc == -ENOMEM)
-		return -ENOTSUP;
-	if (rc != 0) { /* the source changed: its reads fail */
-		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
-		return 0;
-	}
-	struct iovec *iov = malloc((p.nrows + 1) * sizeof(*iov));
-	if (!iov) {
-		rfs_batch_pieces_free(&p);
-		return -ENOTSUP;
-	}
-	size_t n = 0;
-	iov[n++] = (struct iovec){ p.header, p.header_len };
-	for (size_t k = 0; k < p.nrows; k++) {
-		const unsigned char *at = p.rows[k];
-		struct iovec *last = &iov[n - 1];
-		if (n > 1 &&
-		    (const unsigned char *)last->iov_base + last->iov_len == at)
-			last->iov_len += p.row_bytes;
-		else
-			iov[n++] = (struct iovec){ (void *)at, p.row_bytes };
-	}
-	if (rfs_page_store_fill_iov(fs->page_store, ino, iov, n, view_unchanged,
-				    fs->view) == 0)
-		rfs_view_count_bytes(fs->view, key->rank, p.size);
-	free(iov);
-	rfs_batch_pieces_free(&p);
-	return 0;
-}
-
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
  * reads are then the kernel's alone. A file that fails to generate is not
@@ -327,8 +280,6 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	int rc = rfs_page_store_open(fs->page_store, ino);
 	if (rc != 1)
 		return rc;
-	if (store_pieces(fs, ino, key) == 0)
-		return 0;
 	struct rfs_cache_entry *e;
 	if (rfs_view_read(fs->view, key, 0, &e) != 0) {
 		rfs_page_store_fill(fs->page_store, ino, NULL, 0);

@@ -110,41 +110,16 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 	return 1;
 }
 
-/* Lets the opens of ino waiting for its fill go on. */
-static void filled(struct rfs_page_store *s, uint64_t ino)
+int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
+			const void *data, size_t len)
 {
+	int rc = data ? s->ops->store(s->ctx, ino, data, len) : 0;
 	pthread_mutex_lock(&s->lock);
 	struct open_inode *f = *find(s, ino);
 	if (f)
 		f->filling = 0;
 	pthread_cond_broadcast(&s->filled);
 	pthread_mutex_unlock(&s->lock);
-}
-
-int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
-			const void *data, size_t len)
-{
-	struct iovec iov = { (void *)data, len };
-	int rc = data ? s->ops->store(s->ctx, ino, &iov, 1) : 0;
-	filled(s, ino);
-	return rc;
-}
-
-int rfs_page_store_fill_iov(struct rfs_page_store *s, uint64_t ino,
-			    const struct iovec *iov, size_t n,
-			    int (*unchanged)(void *ctx), void *ctx)
-{
-	int rc = s->ops->store(s->ctx, ino, iov, n);
-	/* Pages stored from bytes that changed meanwhile (or a store that
-	 * failed halfway) must not be read: no open of ino is answered
-	 * yet, so no read of it can hold a page lock the drop waits for. */
-	if (unchanged(ctx) != 0) {
-		s->ops->invalidate(s->ctx, ino);
-		rc = -EIO;
-	} else if (rc != 0) {
-		s->ops->invalidate(s->ctx, ino);
-	}
-	filled(s, ino);
 	return rc;
 }
 

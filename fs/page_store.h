@@ -8,7 +8,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/uio.h>
 
 struct rfs_page_store;
 
@@ -16,14 +15,10 @@ struct rfs_page_store;
  * daemon (main.c), a recorder in the unit test. Each is called with the
  * ctx given to rfs_page_store_create(). */
 struct rfs_page_store_ops {
-	/* Hands the n segments of iov, in order, to the kernel as inode
-	 * ino's contents from offset 0 (FUSE's store notification).
-	 * @return 0 or a negative errno. */
-	int (*store)(void *ctx, uint64_t ino, const struct iovec *iov,
-		     size_t n);
-	/* Drops ino's pages now (FUSE's inval_inode notification): only
-	 * while no read of ino can wait for the daemon, none being open. */
-	void (*invalidate)(void *ctx, uint64_t ino);
+	/* Hands len bytes to the kernel as inode ino's contents from
+	 * offset 0 (FUSE's store notification). @return 0 or a negative
+	 * errno. */
+	int (*store)(void *ctx, uint64_t ino, const void *data, size_t len);
 	/* Queues the drop of ino's pages; never blocks
 	 * (rfs_page_drop_push()). */
 	void (*drop)(void *ctx, uint64_t ino);
@@ -52,16 +47,6 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino);
  * Thread-safe. @return 0, or the store's error. */
 int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len);
-
-/* rfs_page_store_fill() of the n segments of iov, whose bytes are valid
- * only while unchanged(ctx) returns 0 (pieces of a source's mapping):
- * checked after the store, and when it fails the stored pages are
- * dropped (ops->invalidate) before the opens of ino go on, so that no
- * reader sees them. @return 0; -EIO: the bytes changed (nothing stays
- * stored); or the store's error. */
-int rfs_page_store_fill_iov(struct rfs_page_store *s, uint64_t ino,
-			    const struct iovec *iov, size_t n,
-			    int (*unchanged)(void *ctx), void *ctx);
 
 /* One counted open of ino less: a release, or an open whose answer was
  * not delivered. When it was the last (or ino was not counted), queues

@@ -387,57 +387,6 @@ static int generate(struct rfs_batch *b, const struct rfs_cache_key *key,
 	return rc;
 }
 
-/* A .npy of rows served as stored. */
-static int rows_as_stored(const struct rfs_batch *b,
-			  const struct rfs_cache_key *key)
-{
-	return key->kind == RFS_KIND_BATCH && !b->sparse &&
-	       b->out_dtype == rfs_dataset_info(b->dataset)->dtype;
-}
-
-int rfs_batch_has_pieces(struct rfs_batch *b, const struct rfs_cache_key *key)
-{
-	return rows_as_stored(b, key) &&
-	       rfs_dataset_map_rows(b->dataset, NULL, 0, NULL) == 0;
-}
-
-int rfs_batch_pieces(struct rfs_batch *b, const struct rfs_cache_key *key,
-		     struct rfs_batch_pieces *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (!rows_as_stored(b, key))
-		return -ENOTSUP;
-	uint64_t n = rfs_batch_rows(b, key->batch);
-	int64_t *rows = malloc((n ? n : 1) * sizeof(*rows));
-	out->rows = malloc((n ? n : 1) * sizeof(*out->rows));
-	int rc = rows && out->rows ?
-			 rfs_plan_batch(b->planner, key->epoch, key->rank,
-					key->batch, rows) :
-			 -ENOMEM;
-	if (rc == 0)
-		rc = rfs_dataset_map_rows(b->dataset, rows, n, out->rows);
-	free(rows);
-	if (rc != 0) {
-		rfs_batch_pieces_free(out);
-		return rc;
-	}
-	uint64_t shape[2];
-	int ndims;
-	enum rfs_dtype dtype;
-	file_shape(b, key->kind, n, shape, &ndims, &dtype);
-	out->header_len = rfs_npy_header(dtype, ndims, shape, out->header);
-	out->nrows = n;
-	out->row_bytes = rfs_dataset_row_bytes(b->dataset);
-	out->size = npy_size(b, key->kind, key->batch);
-	return 0;
-}
-
-void rfs_batch_pieces_free(struct rfs_batch_pieces *p)
-{
-	free(p->rows);
-	p->rows = NULL;
-}
-
 int rfs_batch_fill(void *ctx, const struct rfs_cache_key *key,
 		   struct rfs_cache_fill *f)
 {

@@ -14,7 +14,6 @@
 #include "config.h"
 #include "dataset.h"
 #include "dtype.h"
-#include "npy.h"
 #include "plan.h"
 #include "selection.h"
 #include "stats.h"
@@ -52,29 +51,6 @@ int rfs_batch_file_size(struct rfs_batch *b, const struct rfs_cache_key *key,
  * generated: the file and its generation's scratch (CSR: of a batch of
  * average rows). What prefetch counts per queued batch. */
 uint64_t rfs_batch_cost(const struct rfs_batch *b);
-
-/* A batch file as pieces: its .npy header, then each row as stored,
- * in the source's mapping (rfs_dataset_map_rows()). */
-struct rfs_batch_pieces {
-	char header[RFS_NPY_HEADER_MAX];
-	size_t header_len;
-	size_t nrows, row_bytes;
-	const unsigned char **rows; /* nrows; rfs_batch_pieces_free() */
-	uint64_t size; /* the file's: header_len + nrows x row_bytes */
-};
-
-/* Whether key's file is a .npy of rows as stored whose source is mapped
- * and in the page cache now: rfs_batch_pieces() would answer it. */
-int rfs_batch_has_pieces(struct rfs_batch *b, const struct rfs_cache_key *key);
-
-/* Plans key's batch and fills out with its pieces. The rows' bytes are
- * the file's only while the dataset is unchanged: check it
- * (rfs_dataset_check_unchanged()) before and after reading them.
- * @return 0; -ENOTSUP: not such a file now (generate it); -ENOMEM. */
-int rfs_batch_pieces(struct rfs_batch *b, const struct rfs_cache_key *key,
-		     struct rfs_batch_pieces *out);
-
-void rfs_batch_pieces_free(struct rfs_batch_pieces *p);
 
 /* The cache's fill (rfs_cache_fill_fn, ctx a struct rfs_batch): generates
  * key's file into the buffer it takes from f, and times batch files for

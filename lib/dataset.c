@@ -548,55 +548,6 @@ out:
 	return rc;
 }
 
-/* The file holding global row (binary search over the starts). */
-static size_t file_of(const struct rfs_dataset *d, uint64_t row)
-{
-	size_t lo = 0, hi = d->nfiles;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (d->starts[mid] <= row)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-int rfs_dataset_map_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
-			 const unsigned char **at)
-{
-	if (d->info.sparse)
-		return -ENOTSUP;
-	if (d->direct)
-		return rfs_source_map_rows(d->files[0], rows, n, at);
-	for (size_t f = 0; f < d->nfiles; f++)
-		if ((d->var.join && !rfs_varjoin_identity(d->var.join, f)) ||
-		    rfs_source_info(d->files[f])->dtype != d->info.dtype ||
-		    rfs_source_row_bytes(d->files[f]) !=
-			    rfs_dataset_row_bytes(d))
-			return -ENOTSUP;
-	for (size_t f = 0; n == 0 && f < d->nfiles; f++)
-		if (rfs_source_map_rows(d->files[f], NULL, 0, NULL) != 0)
-			return -ENOTSUP;
-	for (size_t k = 0; k < n; k++) {
-		size_t f = file_of(d, (uint64_t)rows[k]);
-		int64_t local = rows[k] - (int64_t)d->starts[f];
-		int rc = rfs_source_map_rows(d->files[f], &local, 1, &at[k]);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-int rfs_dataset_check_unchanged(struct rfs_dataset *d)
-{
-	int rc = 0;
-	for (size_t f = 0; f < d->nfiles; f++)
-		if (rfs_source_check_unchanged(d->files[f]) != 0)
-			rc = -EIO;
-	return rc;
-}
-
 size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 				uint64_t nnz)
 {
@@ -629,6 +580,20 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
 	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t)) +
 	       rfs_varjoin_row_scratch(d->var.widest, elem);
+}
+
+/* The file holding global row (binary search over the starts). */
+static size_t file_of(const struct rfs_dataset *d, uint64_t row)
+{
+	size_t lo = 0, hi = d->nfiles;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->starts[mid] <= row)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 uint64_t rfs_dataset_nnz(const struct rfs_dataset *d)

@@ -81,16 +81,6 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d);
 int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			  void *dst);
 
-/* Where each of global rows[0..n) lies, as served, in the mappings of
- * the files (rfs_source_map_rows()): at[k]. Dense rows read as stored
- * (no join that moves columns) only. @return 0, or -ENOTSUP: read them
- * with rfs_dataset_read_rows(). */
-int rfs_dataset_map_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
-			 const unsigned char **at);
-
-/* 0 while every file is as opened, else -EIO (logged once per file). */
-int rfs_dataset_check_unchanged(struct rfs_dataset *d);
-
 /* The most memory rfs_dataset_read_rows() (nnz 0) or
  * rfs_dataset_read_csr() of n rows holding nnz stored values allocates,
  * its rfs_csr arrays included (rfs_source_read_scratch() over the files,

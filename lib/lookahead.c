@@ -56,8 +56,6 @@ struct rfs_lookahead {
 static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 {
 	struct rfs_lookahead *l = ctx;
-	if (l->p.skip && l->p.skip(l->p.skip_ctx, key))
-		return;
 	/* A failure is the reader's to see, when it asks itself. */
 	rfs_cache_warm(l->cache, key);
 }

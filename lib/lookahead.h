@@ -17,9 +17,6 @@ struct rfs_lookahead_params {
 	uint64_t threads; /* generating them */
 	uint64_t room; /* bytes all readers' queued batches may take */
 	uint64_t batch_cost; /* bytes one queued batch takes (>= 1) */
-	/* NULL, or whether a queued file needs no prefetch (1: skipped) */
-	int (*skip)(void *ctx, const struct rfs_cache_key *key);
-	void *skip_ctx;
 };
 
 struct rfs_lookahead;

@@ -83,19 +83,6 @@ static int unchanged_or_log(struct rfs_source *s, const struct rfs_wanted *w,
 	return rc;
 }
 
-int rfs_source_map_rows(struct rfs_source *s, const int64_t *rows, size_t n,
-			const unsigned char **at)
-{
-	if (!s->ops->map_rows || s->info.sparse)
-		return -ENOTSUP;
-	return s->ops->map_rows(s, rows, n, at);
-}
-
-int rfs_source_check_unchanged(struct rfs_source *s)
-{
-	return s->ops->check_unchanged(s);
-}
-
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst)
 {

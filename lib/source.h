@@ -80,18 +80,6 @@ size_t rfs_source_row_bytes(const struct rfs_source *s);
  * dst + i * row_bytes, little-endian. Dense sources only. Thread-safe.
  * Failures are logged with file, dataset and rows.
  * @return 0, -EIO, -ENOMEM. */
-/* Where each of rows[0..n) (any order, repeats allowed) lies in a
- * mapping of the source, as stored: at[k]. Only while the array is mapped
- * and in the page cache (RFS_READ_MMAP); the bytes are valid while the
- * source is unchanged (rfs_source_check_unchanged() before and after
- * using them), and reading them may fault (SIGBUS) if the file shrank.
- * @return 0, or -ENOTSUP: read them with rfs_source_read_rows(). */
-int rfs_source_map_rows(struct rfs_source *s, const int64_t *rows, size_t n,
-			const unsigned char **at);
-
-/* 0 while the source is as opened, else -EIO (logged once). */
-int rfs_source_check_unchanged(struct rfs_source *s);
-
 int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 			 void *dst);
 

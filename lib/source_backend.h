@@ -38,11 +38,6 @@ struct rfs_source_ops {
 	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* As rfs_source_reads_file(). */
 	int (*reads_file)(const struct rfs_source *s, dev_t dev, ino_t ino);
-	/* Where rows[k] of the dense matrix lies in memory, as stored,
-	 * for k < n: at[k], valid while the source stays open. NULL, or
-	 * -ENOTSUP: not mapped, or not in the page cache now. */
-	int (*map_rows)(struct rfs_source *s, const int64_t *rows, size_t n,
-			const unsigned char **at);
 	/* Bytes a read_rows of one row allocates for itself. */
 	size_t (*row_scratch)(const struct rfs_source *s);
 	/* Frees everything; called once, on a source its open returned. */

@@ -614,7 +614,6 @@ static const struct rfs_source_ops ops = {
 	.read_column = rfs_hdf5_read_column,
 	.read_var_names = read_var_names,
 	.check_unchanged = rfs_hdf5_check_unchanged,
-	.map_rows = rfs_hdf5_map_rows,
 	.state = rfs_hdf5_state,
 	.reads_file = rfs_hdf5_reads_file,
 	.row_scratch = rfs_hdf5_row_scratch,

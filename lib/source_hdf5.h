@@ -112,8 +112,6 @@ int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
 				  const char *what, int watch, char *err,
 				  size_t errlen);
 int rfs_hdf5_check_unchanged(struct rfs_source *base);
-int rfs_hdf5_map_rows(struct rfs_source *base, const int64_t *rows, size_t n,
-		      const unsigned char **at);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);
 

@@ -420,18 +420,6 @@ int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 	return read_sorted(s, &s->x, rows, m, to);
 }
 
-int rfs_hdf5_map_rows(struct rfs_source *base, const int64_t *rows, size_t n,
-		      const unsigned char **at)
-{
-	struct hdf5_source *s = (struct hdf5_source *)base;
-	struct array *a = &s->x;
-	if (a->path != RFS_READ_PREAD || !rfs_rowmap_resident(&a->map))
-		return -ENOTSUP;
-	for (size_t k = 0; k < n; k++)
-		at[k] = a->map.base + (uint64_t)rows[k] * a->row_bytes;
-	return 0;
-}
-
 int rfs_hdf5_read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
 			   uint64_t first, uint64_t count, void *dst)
 {

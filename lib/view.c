@@ -63,14 +63,6 @@ static uint64_t resident_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* The prefetch of a file whose open will store it from the source's
- * mapping (rfs_view_pieces()) would make bytes nobody reads. */
-static int stored_from_mapping(void *ctx, const struct rfs_cache_key *key)
-{
-	struct rfs_view *v = ctx;
-	return rfs_batch_has_pieces(v->batch, key);
-}
-
 static int is_batch(uint64_t kind)
 {
 	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
@@ -170,8 +162,6 @@ static int start_lookahead(struct rfs_view *v, size_t room)
 		.threads = c->threads,
 		.room = room,
 		.batch_cost = rfs_batch_cost(v->batch),
-		.skip = stored_from_mapping,
-		.skip_ctx = v,
 	};
 	int rc = rfs_lookahead_create(&p, v->cache, &v->lookahead);
 	if (rc != 0)
@@ -461,22 +451,6 @@ int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 	rfs_stats_first_read(v->stats, key->rank, (enum rfs_stats_found)found,
 			     rfs_stats_now_ns() - t0);
 	return rc;
-}
-
-int rfs_view_pieces(struct rfs_view *v, const struct rfs_cache_key *key,
-		    struct rfs_batch_pieces *out)
-{
-	int rc = rfs_batch_pieces(v->batch, key, out);
-	if (rc == 0 && rfs_view_unchanged(v) != 0) {
-		rfs_batch_pieces_free(out);
-		rc = -EIO;
-	}
-	return rc;
-}
-
-int rfs_view_unchanged(struct rfs_view *v)
-{
-	return rfs_dataset_check_unchanged(v->dataset);
 }
 
 void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key)

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "batch.h"
 #include "cache.h"
 #include "config.h"
 #include "kind.h"
@@ -74,18 +73,6 @@ int rfs_view_get(struct rfs_view *v, const struct rfs_cache_key *key,
 int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 		  uint64_t off, struct rfs_cache_entry **out);
 void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e);
-
-/* key's file as pieces of the source's mapping (rfs_batch_pieces()),
- * without generating it: a .npy of rows as stored, the source mapped and
- * in the page cache, and unchanged now. Check rfs_view_unchanged() after
- * the pieces' bytes were read: the source may change meanwhile.
- * @return 0; -ENOTSUP: generate it (rfs_view_read()); -EIO: the source
- * changed; -ENOMEM. */
-int rfs_view_pieces(struct rfs_view *v, const struct rfs_cache_key *key,
-		    struct rfs_batch_pieces *out);
-
-/* 0 while every source is as opened, else -EIO. */
-int rfs_view_unchanged(struct rfs_view *v);
 
 /* The file's content hash, XXH3-64 as 16 hex digits and a NUL (the
  * user.rankfs.xxh3 attribute); generates the file if needed.

@@ -24,14 +24,12 @@ struct sent {
 	int drops, cancels;
 };
 
-static int record(void *ctx, uint64_t ino, const struct iovec *iov, size_t n)
+static int record(void *ctx, uint64_t ino, const void *data, size_t len)
 {
 	struct sent *s = ctx;
 	s->ino = ino;
-	s->data = n ? iov[0].iov_base : NULL;
-	s->len = 0;
-	for (size_t i = 0; i < n; i++)
-		s->len += iov[i].iov_len;
+	s->data = data;
+	s->len = len;
 	s->calls++;
 	return s->rc;
 }
