@@ -309,6 +309,11 @@ static int fill_value(json_t *v, struct rfs_zarr_meta *m)
 		/* zarr writes 0 for float16 in practice; others refused. */
 		return d == 0 ? 0 : -1;
 	default:
+		/* A real for an integer type: zarr-python refuses what the
+		 * type cannot hold, and casting it is undefined. */
+		if (!is_int &&
+		    !(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+			return -1;
 		if (!is_int)
 			i = (int64_t)d;
 		memcpy(m->fill, &i, m->elem); /* little-endian host */
