@@ -62,8 +62,10 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 		st->root[--n] = '\0';
 	snprintf(path, sizeof(path), "%s/zarr.json", st->root);
 	json_t *root = load(path, &absent, err, errlen);
-	if (!root && !absent)
+	if (!root && !absent) {
+		rfs_zarr_store_close(st);
 		return -EINVAL;
+	}
 	if (root) {
 		st->v3 = 1;
 		st->root_meta = root;
@@ -78,14 +80,17 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 	}
 	snprintf(path, sizeof(path), "%s/.zmetadata", st->root);
 	json_t *zm = load(path, &absent, err, errlen);
-	if (!zm && !absent)
+	if (!zm && !absent) {
+		rfs_zarr_store_close(st);
 		return -EINVAL;
+	}
 	if (zm) {
 		json_t *m = json_object_get(zm, "metadata");
 		if (!json_is_object(m)) {
 			snprintf(err, errlen, "%s: no \"metadata\" object",
 				 path);
 			json_decref(zm);
+			rfs_zarr_store_close(st);
 			return -EINVAL;
 		}
 		st->consolidated = json_incref(m);

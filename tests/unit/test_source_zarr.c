@@ -668,6 +668,25 @@ static void test_collection_members(void **state)
 	assert_int_equal(rfs_source_is_store(root), 0);
 }
 
+/* A root metadata file that is not JSON, or a .zmetadata without its
+ * "metadata": refused, naming the file, and nothing kept (the store's
+ * root was leaked when the collection check refused it). */
+static void test_bad_root_metadata_refused(void **state)
+{
+	(void)state;
+	char path[PATH_MAX], **m = NULL, err[512];
+	size_t n;
+	text("badjson.zarr", "zarr.json", "{\"zarr_format\": 3,");
+	snprintf(path, sizeof(path), "%s/badjson.zarr", root);
+	assert_int_equal(rfs_source_members(path, &m, &n, err, 512), -EINVAL);
+	assert_non_null(strstr(err, "zarr.json: not valid JSON"));
+	text("badzm.zarr", ".zgroup", root_v2);
+	text("badzm.zarr", ".zmetadata", "{\"zarr_consolidated_format\": 1}");
+	snprintf(path, sizeof(path), "%s/badzm.zarr", root);
+	assert_int_equal(rfs_source_members(path, &m, &n, err, 512), -EINVAL);
+	assert_non_null(strstr(err, "no \"metadata\" object"));
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -729,6 +748,7 @@ int main(void)
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
 		cmocka_unit_test(test_int_fill_value_out_of_range),
+		cmocka_unit_test(test_bad_root_metadata_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
