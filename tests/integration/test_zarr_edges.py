@@ -46,3 +46,34 @@ def test_shard_wider_than_the_columns(tmp_path, rankfs_cat):
     assert np.array_equal(want, x)
     got = np.concatenate(batches(rankfs_cat, p, 40))
     assert np.array_equal(got, want)
+
+
+def test_var_name_with_a_newline(tmp_path, rankfs_cat):
+    """var_names.txt is one name per line: a name holding a line break
+    would shift every later name onto the wrong column (Mount.var_names
+    reads it with splitlines). Such names: no var_names.txt, and the
+    batches as before."""
+    import warnings
+
+    import anndata
+    import pandas as pd
+    x = np.arange(20 * 3, dtype=np.float32).reshape(20, 3)
+    for names, served in ((["a\nb", "c", "d"], False),
+                          (["a\rb", "c", "d"], False),
+                          (["a", "c", "d"], True)):
+        p = tmp_path / f"v{len(os.listdir(tmp_path))}.zarr"
+        ad = anndata.AnnData(X=x, var=pd.DataFrame(index=names),
+                             obs=pd.DataFrame(index=[f"c{i}"
+                                                     for i in range(20)]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ad.write_zarr(str(p))
+        res = rankfs_cat(p, "batch_size=4", "var_names.txt")
+        if served:
+            assert res.returncode == 0, res.stderr
+            assert res.stdout.decode().splitlines() == names
+        else:
+            assert res.returncode != 0, res.stdout
+            assert "No such file" in res.stderr, res.stderr
+        assert np.array_equal(np.concatenate(batches(rankfs_cat, p, 20,
+                                                     batch=4)), x)
