@@ -9,10 +9,12 @@
 #include "zarr.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int exists(const char *dir, const char *name)
@@ -31,12 +33,23 @@ int rfs_zarr_is_store(const char *dir)
 static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 {
 	json_error_t e;
+	struct stat st;
 	*absent = 0;
-	if (access(path, F_OK) != 0) {
-		*absent = 1;
+	/* Non-blocking: a FIFO's open would wait for a writer forever. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		*absent = errno == ENOENT || errno == ENOTDIR;
+		if (!*absent)
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	json_t *j = json_load_file(path, JSON_DECODE_ANY, &e);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	json_t *j = json_loadfd(fd, JSON_DECODE_ANY, &e);
+	close(fd);
 	if (!j)
 		snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path,
 			 e.line, e.text);

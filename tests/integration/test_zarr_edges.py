@@ -8,6 +8,7 @@ import shutil
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "support"))
@@ -77,3 +78,43 @@ def test_var_name_with_a_newline(tmp_path, rankfs_cat):
             assert "No such file" in res.stderr, res.stderr
         assert np.array_equal(np.concatenate(batches(rankfs_cat, p, 20,
                                                      batch=4)), x)
+
+
+def test_fifo_in_the_store(tmp_path, rankfs_cat):
+    """A chunk file, or a metadata file, that is a FIFO: opening one for
+    reading waits for a writer forever (a reader thread, or the mount,
+    hung). Refused or EIO at once instead."""
+    import subprocess
+    import warnings
+
+    import numcodecs
+    import zarr
+    x = np.arange(40 * 8, dtype=np.float32).reshape(40, 8)
+    p = tmp_path / "plain.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.open_array(str(p), mode="w", shape=x.shape, chunks=(8, 8),
+                            dtype="<f4", compressor=numcodecs.Zstd(1))
+        z[:] = x
+    os.remove(p / "1.0")
+    os.mkfifo(p / "1.0")
+    opts = "batch_size=8,strategy=streaming"
+    try:
+        res = rankfs_cat(p, opts, "epoch/0/rank/0/batch/000001.npy",
+                         timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a read of a FIFO chunk hung")
+    assert res.returncode == 1, res.stderr
+    assert not sanitizer_error(res.stderr), res.stderr
+    res = rankfs_cat(p, opts, "epoch/0/rank/0/batch/000000.npy")
+    assert res.returncode == 0, res.stderr
+    assert np.array_equal(np.load(io.BytesIO(res.stdout)), x[:8])
+    os.remove(p / "1.0")
+    os.mkfifo(p / ".zattrs")
+    try:
+        res = rankfs_cat(p, opts, "epoch/0/rank/0/batch/000000.npy",
+                         timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a mount with a FIFO .zattrs hung")
+    assert res.returncode == 1, res.stderr
+    assert "not a regular file" in res.stderr, res.stderr
