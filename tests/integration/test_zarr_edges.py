@@ -118,3 +118,39 @@ def test_fifo_in_the_store(tmp_path, rankfs_cat):
         pytest.fail("a mount with a FIFO .zattrs hung")
     assert res.returncode == 1, res.stderr
     assert "not a regular file" in res.stderr, res.stderr
+
+
+def test_anndata_07_categories_beside_their_codes(tmp_path, rankfs_cat):
+    """anndata 0.7 wrote a categorical obs column as a codes array whose
+    "categories" attribute names its categories array relative to obs
+    (obs/cell_type -> "__categories/cell_type", as anndata 0.7 reads it:
+    from the codes' parent group), not the store's root."""
+    import json
+    import warnings
+
+    import anndata
+    import numcodecs
+    import pandas as pd
+    import zarr
+    n = 24
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    p = tmp_path / "old.zarr"
+    ad = anndata.AnnData(X=x, obs=pd.DataFrame(index=[f"c{i}"
+                                                      for i in range(n)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ad.write_zarr(str(p))
+        obs = zarr.open_group(str(p / "obs"), mode="r+")
+        codes = (np.arange(n) % 3).astype(np.int8)
+        obs.create_dataset("cell_type", data=codes)
+        obs["cell_type"].attrs["categories"] = "__categories/cell_type"
+        obs.create_dataset("__categories/cell_type", dtype=object,
+                           object_codec=numcodecs.VLenUTF8(),
+                           data=np.array(["B", "NK", "T"], dtype=object))
+    opts = "batch_size=8,strategy=streaming,label=cell_type"
+    res = rankfs_cat(p, opts, "dataset.json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["label"]["categories"] == ["B", "NK", "T"]
+    res = rankfs_cat(p, opts, "epoch/0/rank/0/label/000001.npy")
+    assert res.returncode == 0, res.stderr
+    assert np.array_equal(np.load(io.BytesIO(res.stdout)), codes[8:16])
