@@ -142,7 +142,10 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id, uint64_t gr,
 	 * indices): a stretch of rows into one buffer is one copy, not one
 	 * per element. */
 	int stretch = out && c->grid_cols == 1 && c->chunk_cols == c->cols;
-	for (uint64_t gc = 0; gc < c->grid_cols; gc++) {
+	/* A zarr shard's grid may run past the columns (whole inner chunks
+	 * of padding): those hold nothing of the rows. */
+	for (uint64_t gc = 0; gc < c->grid_cols && gc * c->chunk_cols < c->cols;
+	     gc++) {
 		struct rfs_cache_key key = { .rank = id,
 					     .batch = gr * c->grid_cols + gc };
 		struct rfs_cache_entry *e;

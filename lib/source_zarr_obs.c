@@ -237,9 +237,18 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 		snprintf(cats, sizeof(cats), "%s/categories", path);
 		rc = categorical(s, codes, cats, n, what, out, err, errlen);
 	} else if (kind == 1 && rfs_zarr_attr_string(attrs, "categories")) {
+		/* Relative to the codes' group, as anndata 0.7 reads it
+		 * (obs/x: "__categories/x"); from the root if absolute. */
 		const char *cats = rfs_zarr_attr_string(attrs, "categories");
-		rc = categorical(s, path, cats + (cats[0] == '/'), n, what, out,
-				 err, errlen);
+		const char *slash = strrchr(path, '/');
+		char full[1200];
+		if (cats[0] == '/' || !slash)
+			snprintf(full, sizeof(full), "%s",
+				 cats + (cats[0] == '/'));
+		else
+			snprintf(full, sizeof(full), "%.*s/%s",
+				 (int)(slash - path), path, cats);
+		rc = categorical(s, path, full, n, what, out, err, errlen);
 	} else if (kind == 1) {
 		struct rfs_zarr_array a;
 		rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);

@@ -150,6 +150,8 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 		at++;
 		if (len > 0 && line[len - 1] == '\n')
 			line[--len] = '\0';
+		if (len > 0 && line[len - 1] == '\r') /* CRLF */
+			line[--len] = '\0';
 		if (len == 0 || memchr(line, '\0', (size_t)len)) {
 			snprintf(err, errlen,
 				 "var_names=%s: line %llu is empty (one var "

@@ -25,7 +25,8 @@ const char *rfs_varjoin_mode_name(enum rfs_varjoin_mode m);
 /* XXH3 of names (each followed by a NUL): as a source's var_fingerprint. */
 uint64_t rfs_varjoin_fingerprint_of(char *const *names, uint64_t n);
 
-/* Reads path: one name per line, the last newline optional. Empty file,
+/* Reads path: one name per line (a CR before the newline dropped), the
+ * last newline optional. Empty file,
  * an empty line or a name given twice: -EINVAL with err naming path (and
  * the name). *names: n heap strings in a heap array, the caller's.
  * @return 0, -EINVAL, -ENOENT/-EACCES (cannot be read), -ENOMEM. */

@@ -1,11 +1,13 @@
 #include "view_json.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include "buf.h"
 #include "column.h"
 #include "kind.h"
+#include "log.h"
 
 int rfs_view_json_id(const struct rfs_config *c, const struct rfs_dataset *d,
 		     const struct rfs_selection *s, uint64_t batches_per_rank,
@@ -143,6 +145,17 @@ int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
 	*len = 0;
 	if (!rfs_dataset_var_count(d))
 		return 0;
+	/* One name a line: a name that is empty or breaks its line would
+	 * put the names after it on the wrong columns. */
+	for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++) {
+		const char *name = rfs_dataset_var_name(d, i);
+		if (!name[0] || strpbrk(name, "\n\r")) {
+			rfs_log("var name %llu ('%.100s') is empty or holds a "
+				"line break: no var_names.txt",
+				(unsigned long long)i, name);
+			return 0;
+		}
+	}
 	struct rfs_buf b = { 0 };
 	for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++)
 		rfs_buf_printf(&b, "%s\n", rfs_dataset_var_name(d, i));

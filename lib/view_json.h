@@ -38,7 +38,8 @@ int rfs_view_json_dataset(const struct rfs_config *c,
 			  enum rfs_dtype out_dtype, char **out, size_t *len);
 
 /* var_names.txt: d's served var names, one per line; *out NULL (len 0)
- * when d has none. *out is the caller's. @return 0 or -ENOMEM. */
+ * when d has none, or a name is empty or holds a line break (logged).
+ * *out is the caller's. @return 0 or -ENOMEM. */
 int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
 			    size_t *len);
 

@@ -95,7 +95,7 @@ struct rfs_zarr_store {
 /* 1 if dir is a zarr store (.zgroup, .zarray, .zmetadata or zarr.json). */
 int rfs_zarr_is_store(const char *dir);
 /* Opens the store at dir (absolute). @return 0, or -EINVAL/-ENOMEM with
- * err set. */
+ * err set and nothing to close. */
 int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 			size_t errlen);
 void rfs_zarr_store_close(struct rfs_zarr_store *st);

@@ -343,7 +343,8 @@ static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
 			 (unsigned long long)p);
 	else
 		snprintf(where, wherelen, "chunk %s", path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Non-blocking: a FIFO's open would wait for a writer forever. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		if (errno != ENOENT) {
 			snprintf(why, whylen, "cannot be opened (%s)",
@@ -365,6 +366,11 @@ static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
 	}
 	if (a->ids && !same_as_mount(a, &a->ids[f], path, &before)) {
 		snprintf(why, whylen, "changed since the mount");
+		rc = -EIO;
+		goto out;
+	}
+	if (!S_ISREG(before.st_mode)) {
+		snprintf(why, whylen, "is not a regular file");
 		rc = -EIO;
 		goto out;
 	}

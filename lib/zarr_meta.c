@@ -9,10 +9,12 @@
 #include "zarr.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int exists(const char *dir, const char *name)
@@ -31,12 +33,23 @@ int rfs_zarr_is_store(const char *dir)
 static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 {
 	json_error_t e;
+	struct stat st;
 	*absent = 0;
-	if (access(path, F_OK) != 0) {
-		*absent = 1;
+	/* Non-blocking: a FIFO's open would wait for a writer forever. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		*absent = errno == ENOENT || errno == ENOTDIR;
+		if (!*absent)
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	json_t *j = json_load_file(path, JSON_DECODE_ANY, &e);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	json_t *j = json_loadfd(fd, JSON_DECODE_ANY, &e);
+	close(fd);
 	if (!j)
 		snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path,
 			 e.line, e.text);
@@ -62,8 +75,10 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 		st->root[--n] = '\0';
 	snprintf(path, sizeof(path), "%s/zarr.json", st->root);
 	json_t *root = load(path, &absent, err, errlen);
-	if (!root && !absent)
+	if (!root && !absent) {
+		rfs_zarr_store_close(st);
 		return -EINVAL;
+	}
 	if (root) {
 		st->v3 = 1;
 		st->root_meta = root;
@@ -78,14 +93,17 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 	}
 	snprintf(path, sizeof(path), "%s/.zmetadata", st->root);
 	json_t *zm = load(path, &absent, err, errlen);
-	if (!zm && !absent)
+	if (!zm && !absent) {
+		rfs_zarr_store_close(st);
 		return -EINVAL;
+	}
 	if (zm) {
 		json_t *m = json_object_get(zm, "metadata");
 		if (!json_is_object(m)) {
 			snprintf(err, errlen, "%s: no \"metadata\" object",
 				 path);
 			json_decref(zm);
+			rfs_zarr_store_close(st);
 			return -EINVAL;
 		}
 		st->consolidated = json_incref(m);
@@ -309,6 +327,11 @@ static int fill_value(json_t *v, struct rfs_zarr_meta *m)
 		/* zarr writes 0 for float16 in practice; others refused. */
 		return d == 0 ? 0 : -1;
 	default:
+		/* A real for an integer type: zarr-python refuses what the
+		 * type cannot hold, and casting it is undefined. */
+		if (!is_int &&
+		    !(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+			return -1;
 		if (!is_int)
 			i = (int64_t)d;
 		memcpy(m->fill, &i, m->elem); /* little-endian host */

@@ -100,8 +100,12 @@ class Mount:
         mount has no such file."""
         if self._var_names is None:
             try:
-                with open(os.path.join(self.path, "var_names.txt")) as f:
-                    self._var_names = f.read().splitlines()
+                # Lines end at "\n" alone: splitlines() would also split
+                # a name at \x1c, \x85, U+2028 ...
+                with open(os.path.join(self.path, "var_names.txt"),
+                          encoding="utf-8", newline="\n") as f:
+                    names = f.read().split("\n")
+                self._var_names = names[:-1] if names[-1] == "" else names
             except FileNotFoundError:
                 return None
         return self._var_names

@@ -463,3 +463,18 @@ def test_rankfs_jax_with_a_stand_in_for_jax(mounted, monkeypatch):
         sys.modules.pop("rankfs.jax", None)
         if hasattr(rankfs, "jax"):
             del rankfs.jax
+
+
+def test_var_names_split_on_newlines_only(tmp_path):
+    """var_names.txt is one name a line, the lines ended by "\\n":
+    splitlines() also split names at \\x1c, \\x85, U+2028 ... and
+    universal newlines at a bare \\r, moving later names onto the wrong
+    columns. (FUSE-free: the mount's files written here.)"""
+    names = ["CD4", "odd\x1cname", "x\x85y", "p\u2028q", "\u00e9t\u00e9",
+             "last"]
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "dataset.json").write_text("{}")
+    with open(tmp_path / "var_names.txt", "w", encoding="utf-8",
+              newline="") as f:
+        f.write("".join(n + "\n" for n in names))
+    assert rankfs.Mount(tmp_path).var_names == names

@@ -668,6 +668,25 @@ static void test_collection_members(void **state)
 	assert_int_equal(rfs_source_is_store(root), 0);
 }
 
+/* A root metadata file that is not JSON, or a .zmetadata without its
+ * "metadata": refused, naming the file, and nothing kept (the store's
+ * root was leaked when the collection check refused it). */
+static void test_bad_root_metadata_refused(void **state)
+{
+	(void)state;
+	char path[PATH_MAX], **m = NULL, err[512];
+	size_t n;
+	text("badjson.zarr", "zarr.json", "{\"zarr_format\": 3,");
+	snprintf(path, sizeof(path), "%s/badjson.zarr", root);
+	assert_int_equal(rfs_source_members(path, &m, &n, err, 512), -EINVAL);
+	assert_non_null(strstr(err, "zarr.json: not valid JSON"));
+	text("badzm.zarr", ".zgroup", root_v2);
+	text("badzm.zarr", ".zmetadata", "{\"zarr_consolidated_format\": 1}");
+	snprintf(path, sizeof(path), "%s/badzm.zarr", root);
+	assert_int_equal(rfs_source_members(path, &m, &n, err, 512), -EINVAL);
+	assert_non_null(strstr(err, "no \"metadata\" object"));
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -683,6 +702,40 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* fill_value an integer dtype cannot hold (NaN, infinities, reals past
+ * int64): refused, as zarr-python refuses the metadata, never cast
+ * (undefined behaviour) and served. */
+static void test_int_fill_value_out_of_range(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "\"NaN\"", "\"Infinity\"",
+					   "\"-Infinity\"", "1e300", "-1e19" };
+	static const char *const good[] = { "7", "-3", "2.0", "0.0", "null" };
+	char text[512], err[256];
+	struct rfs_zarr_meta m;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < 5; i++) {
+			const char *fill = pass ? good[i] : bad[i];
+			snprintf(text, sizeof(text),
+				 "{\"zarr_format\": 2, \"shape\": [4], "
+				 "\"chunks\": [4], \"dtype\": \"<i4\", "
+				 "\"compressor\": null, \"fill_value\": %s, "
+				 "\"filters\": null, \"order\": \"C\"}",
+				 fill);
+			json_t *j = json_loads(text, 0, NULL);
+			assert_non_null(j);
+			int rc = rfs_zarr_meta_parse(j, 0, "a", &m, err,
+						     sizeof(err));
+			json_decref(j);
+			if (pass) {
+				assert_int_equal(rc, 0);
+			} else {
+				assert_int_equal(rc, -ENOTSUP);
+				assert_non_null(strstr(err, "fill_value"));
+			}
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -694,6 +747,8 @@ int main(void)
 		cmocka_unit_test(test_v3_sharded_2d),
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
+		cmocka_unit_test(test_int_fill_value_out_of_range),
+		cmocka_unit_test(test_bad_root_metadata_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
