@@ -26,6 +26,11 @@
 
 #include "log.h"
 
+/* Shard indexes (and zarr_meta.c's little-endian data) are used in
+ * place: a big-endian host would need swaps rankfs does not make. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "the zarr backend assumes a little-endian host");
+
 #define INDEX_CACHE_MAX (64u << 20)
 #define ABSENT UINT64_MAX
 #define FILES_MAX (UINT64_C(1) << 24)
