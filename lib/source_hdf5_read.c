@@ -185,54 +185,6 @@ static void map_array(struct hdf5_source *s, struct array *a)
 		rfs_rowmap_close(&a->map);
 }
 
-/* A 1-D chunked array whose every chunk is stored as is (no filter, or
- * each one skipped for it): its chunks' addresses, for reads straight
- * from the file (a->locs, a->chunk_rows; a->offset the lowest address).
- * @return 0, or -ENOTSUP where chunks are filtered or unallocated. */
-static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
-			     const struct rfs_pipeline *pipe)
-{
-	struct rfs_chunked c = { 0 };
-	int rc = locate_chunks(a, dcpl, chunk_address_base(s->file), &c);
-	if (rc != 0)
-		return rc;
-	uint64_t n = (a->rows + c.chunk_rows - 1) / c.chunk_rows;
-	unsigned all = (1u << pipe->count) - 1;
-	uint64_t low = UINT64_MAX;
-	for (uint64_t k = 0; k < n && rc == 0; k++) {
-		const struct rfs_chunk_loc *l = &c.locs[k];
-		/* Stored as is: every filter skipped, all of the chunk. */
-		if ((l->mask & all) != all ||
-		    l->size != c.chunk_rows * a->row_bytes)
-			rc = -ENOTSUP;
-		low = l->addr < low ? l->addr : low;
-	}
-	if (rc != 0) {
-		free(c.locs);
-		return rc;
-	}
-	a->locs = c.locs;
-	a->chunk_rows = c.chunk_rows;
-	a->offset = low;
-	return 0;
-}
-
-/* Maps the stretch of the file from a chunked array's first chunk to the
- * end of its last, on map_array's terms (what lies between, other
- * arrays' chunks, counts too). */
-static void map_chunks(struct hdf5_source *s, struct array *a)
-{
-	uint64_t n = (a->rows + a->chunk_rows - 1) / a->chunk_rows, end = 0;
-	for (uint64_t k = 0; k < n; k++)
-		if (a->locs[k].addr + a->locs[k].size > end)
-			end = a->locs[k].addr + a->locs[k].size;
-	if (!s->chunks ||
-	    rfs_rowmap_open(&a->map, s->fd, a->offset, end - a->offset) != 0)
-		return;
-	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
-		rfs_rowmap_close(&a->map);
-}
-
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
 void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 			       const struct rfs_pipeline *pipe)
@@ -252,11 +204,6 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 			a->path = RFS_READ_PREAD;
 			map_array(s, a);
 		}
-	} else if (direct && layout == H5D_CHUNKED && a->ndims == 1 &&
-		   pipe->count <= RFS_FILTERS_MAX &&
-		   locate_raw_chunks(s, a, dcpl, pipe) == 0) {
-		a->path = RFS_READ_PREAD;
-		map_chunks(s, a);
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
 		   rfs_inflate_supported(pipe)) {
@@ -312,54 +259,17 @@ static int gather_mapped(struct hdf5_source *s, struct array *a,
 	return copy_failed(s, a, rows[failed], 1);
 }
 
-static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, uint64_t at, void *dst);
-
-/* Rows [first, first + count) of a chunked array stored unfiltered: a
- * copy or a read per chunk the run crosses. */
-static int chunks_run(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, void *dst)
-{
-	int mapped = rfs_rowmap_resident(&a->map);
-	unsigned char *out = dst;
-	uint64_t end = first + count;
-	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
-		uint64_t k = r0 / a->chunk_rows;
-		r1 = (k + 1) * a->chunk_rows < end ? (k + 1) * a->chunk_rows :
-						     end;
-		uint64_t at = a->locs[k].addr +
-			      (r0 - k * a->chunk_rows) * a->row_bytes;
-		size_t len = (r1 - r0) * a->row_bytes;
-		int rc = mapped ? copy_mapped(s, a, at - a->offset, len, out,
-					      r0, r1 - r0) :
-				  pread_span(s, a, r0, r1 - r0, at, out);
-		if (rc != 0)
-			return rc;
-		out += len;
-	}
-	return 0;
-}
-
 static int pread_run(struct hdf5_source *s, struct array *a, uint64_t first,
 		     uint64_t count, void *dst)
 {
-	if (a->locs)
-		return chunks_run(s, a, first, count, dst);
 	if (rfs_rowmap_resident(&a->map))
 		return copy_mapped(s, a, first * a->row_bytes,
 				   count * a->row_bytes, dst, first, count);
-	return pread_span(s, a, first, count, a->offset + first * a->row_bytes,
-			  dst);
-}
-
-/* Rows [first, first + count), stored at byte at, read into dst. */
-static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, uint64_t at, void *dst)
-{
 	size_t want = count * a->row_bytes, got = 0;
+	off_t at = (off_t)(a->offset + first * a->row_bytes);
 	while (got < want) {
 		ssize_t n = pread(s->fd, (char *)dst + got, want - got,
-				  (off_t)(at + got));
+				  at + (off_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -444,13 +354,9 @@ static int read_sorted(struct hdf5_source *s, struct array *a,
 	if (a->path == RFS_READ_CHUNKS)
 		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
 					    to);
-	if (a->path == RFS_READ_PREAD && !a->locs)
+	if (a->path == RFS_READ_PREAD)
 		return fetch_sorted(s, a, rows, m, to);
 	int rc = 0;
-	for (size_t i = 0; i < m && rc == 0 && a->locs; i++)
-		rc = chunks_run(s, a, rows[i], 1, to[i]);
-	if (a->locs)
-		return rc;
 	for (size_t i = 0, j; i < m && rc == 0; i = j) {
 		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
 			;

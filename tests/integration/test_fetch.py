@@ -80,8 +80,8 @@ def test_csr_npy_and_npz_exact(mounts, csr, kind):
     info = m.json("dataset.json")
     assert info["format"] == "csr" and info["nnz"] == x.nnz
     # anndata writes sparse parts chunked (resizable) even uncompressed:
-    # both are read without HDF5, unfiltered chunks straight from the file.
-    assert info["read_path"] == ("mmap" if kind == "plain" else "chunks")
+    # both are read without HDF5.
+    assert info["read_path"] == "chunks"
     assert [s["layout"] for s in info["sources"]] == ["chunked"]
     names = os.listdir(m.path("epoch/0/rank/1/batch"))
     nb = N // 128
