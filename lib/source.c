@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <sys/stat.h>
 
 #include "convert.h"
@@ -260,6 +261,52 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen)
 {
 	return s->ops->read_column(s, name, out, err, errlen);
+}
+
+int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
+{
+	const struct rfs_source_info *in = &s->info;
+	XXH3_state_t *st = XXH3_createState();
+	size_t row_bytes = rfs_source_row_bytes(s);
+	unsigned char *row = malloc(row_bytes ? row_bytes : 1);
+	int rc = -ENOMEM;
+	if (!st || !row)
+		goto out;
+	uint64_t head[5] = { in->rows, in->cols, (uint64_t)in->ndims, in->dtype,
+			     in->nnz };
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, head, sizeof(head));
+	XXH3_64bits_update(st, in->dataset, strlen(in->dataset));
+	const int64_t ends[2] = { 0, (int64_t)in->rows - 1 };
+	for (int i = 0; i < 2; i++) {
+		if (in->sparse) {
+			struct rfs_csr csr;
+			rc = rfs_source_read_csr(s, &ends[i], 1, NULL, &csr);
+			if (rc == 0) {
+				XXH3_64bits_update(
+					st, csr.values,
+					csr.start[1] *
+						rfs_dtype_size(in->dtype));
+				XXH3_64bits_update(st, csr.cols,
+						   csr.start[1] * 8);
+				rfs_source_csr_free(&csr);
+			}
+		} else {
+			rc = rfs_source_read_rows(s, &ends[i], 1, row);
+			XXH3_64bits_update(st, row, row_bytes);
+		}
+		if (rc != 0) {
+			snprintf(err, errlen,
+				 "%s: dataset %s: cannot read row %lld",
+				 in->path, in->dataset, (long long)ends[i]);
+			goto out;
+		}
+	}
+	s->info.fingerprint = XXH3_64bits_digest(st);
+out:
+	free(row);
+	XXH3_freeState(st);
+	return rc;
 }
 
 int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,

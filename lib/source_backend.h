@@ -50,6 +50,13 @@ struct rfs_source {
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
 };
 
+/* Sets s->info.fingerprint from what every backend describes: shape,
+ * dtype, nnz, the dataset's name and the first and last rows (read
+ * through the source, so one matrix has one fingerprint in any format).
+ * For a backend's open, once info is filled. On failure writes one line
+ * naming the row to err. @return 0, -EIO, -ENOMEM. */
+int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen);
+
 /* The backends: open as rfs_source_open(). */
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  struct rfs_chunk_cache *chunks, struct rfs_source **out,

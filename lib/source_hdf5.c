@@ -444,55 +444,6 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* The fingerprint covers shape, dtype and the first and last rows: enough
- * to tell different data apart cheaply, at mount time only. */
-static int fingerprint(struct hdf5_source *s, char *err, size_t errlen)
-{
-	XXH3_state_t *st = XXH3_createState();
-	size_t row_bytes =
-		s->base.info.cols * rfs_dtype_size(s->base.info.dtype);
-	unsigned char *row = malloc(row_bytes);
-	int rc = -ENOMEM;
-	if (!st || !row)
-		goto out;
-	uint64_t head[5] = { s->base.info.rows, s->base.info.cols,
-			     (uint64_t)s->base.info.ndims, s->base.info.dtype,
-			     s->base.info.nnz };
-	XXH3_64bits_reset(st);
-	XXH3_64bits_update(st, head, sizeof(head));
-	XXH3_64bits_update(st, s->dataset, strlen(s->dataset));
-	const int64_t ends[2] = { 0, (int64_t)s->base.info.rows - 1 };
-	for (int i = 0; i < 2; i++) {
-		if (s->base.info.sparse) {
-			struct rfs_csr csr;
-			rc = rfs_source_read_csr(&s->base, &ends[i], 1, NULL,
-						 &csr);
-			if (rc == 0) {
-				XXH3_64bits_update(st, csr.values,
-						   csr.start[1] * s->x.elem);
-				XXH3_64bits_update(st, csr.cols,
-						   csr.start[1] * 8);
-				rfs_source_csr_free(&csr);
-			}
-		} else {
-			rc = rfs_hdf5_read_run(s, &s->x, (uint64_t)ends[i], 1,
-					       row);
-			XXH3_64bits_update(st, row, row_bytes);
-		}
-		if (rc != 0) {
-			snprintf(err, errlen,
-				 "%s: dataset %s: cannot read row %lld",
-				 s->path, s->dataset, (long long)ends[i]);
-			goto out;
-		}
-	}
-	s->base.info.fingerprint = XXH3_64bits_digest(st);
-out:
-	free(row);
-	XXH3_freeState(st);
-	return rc;
-}
-
 /* Which var table names the columns of dataset, if any. */
 static const char *var_table(const char *dataset)
 {
@@ -727,7 +678,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	rc = open_rows(s, err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = fingerprint(s, err, errlen);
+	rc = rfs_source_fingerprint(&s->base, err, errlen);
 	if (rc != 0)
 		goto fail;
 	rc = fingerprint_var(s, err, errlen);

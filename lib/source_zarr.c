@@ -358,52 +358,6 @@ static void close_source(struct rfs_source *base)
 	free(s);
 }
 
-/* As the HDF5 backend's: shape, dtype, the dataset's name and its first
- * and last rows, so one matrix in either format has one fingerprint. */
-static int fingerprint(struct zarr_source *s, char *err, size_t errlen)
-{
-	XXH3_state_t *st = XXH3_createState();
-	size_t row_bytes = rfs_source_row_bytes(&s->base);
-	unsigned char *row = malloc(row_bytes);
-	int rc = -ENOMEM;
-	if (!st || !row)
-		goto out;
-	uint64_t head[5] = { s->base.info.rows, s->base.info.cols,
-			     (uint64_t)s->base.info.ndims, s->base.info.dtype,
-			     s->base.info.nnz };
-	XXH3_64bits_reset(st);
-	XXH3_64bits_update(st, head, sizeof(head));
-	XXH3_64bits_update(st, s->dataset, strlen(s->dataset));
-	const int64_t ends[2] = { 0, (int64_t)s->base.info.rows - 1 };
-	for (int i = 0; i < 2; i++) {
-		if (s->base.info.sparse) {
-			struct rfs_csr csr;
-			rc = rfs_source_read_csr(&s->base, &ends[i], 1, NULL,
-						 &csr);
-			if (rc == 0) {
-				XXH3_64bits_update(st, csr.values,
-						   csr.start[1] * s->x.m.elem);
-				XXH3_64bits_update(st, csr.cols,
-						   csr.start[1] * 8);
-				rfs_source_csr_free(&csr);
-			}
-		} else {
-			rc = rfs_source_read_rows(&s->base, &ends[i], 1, row);
-			XXH3_64bits_update(st, row, row_bytes);
-		}
-		if (rc != 0) {
-			snprintf(err, errlen, "%s: %s: cannot read row %lld",
-				 s->path, s->dataset, (long long)ends[i]);
-			goto out;
-		}
-	}
-	s->base.info.fingerprint = XXH3_64bits_digest(st);
-out:
-	free(row);
-	XXH3_freeState(st);
-	return rc;
-}
-
 static const struct rfs_source_ops ops = {
 	.read_rows = read_rows,
 	.read_csr_part = read_csr_part,
@@ -509,7 +463,7 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	if (rc == 0)
 		rc = list_files(s, err, errlen);
 	if (rc == 0)
-		rc = fingerprint(s, err, errlen);
+		rc = rfs_source_fingerprint(&s->base, err, errlen);
 	if (rc == 0)
 		rc = rfs_zarr_fingerprint_var(s, err, errlen);
 	if (rc != 0)
