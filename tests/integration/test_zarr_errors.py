@@ -22,6 +22,7 @@ import scipy.sparse as sp
 import zarr
 
 from conftest import is_mounted, run_rankfs
+from test_reliability import race_reader
 
 N, D, CR = 400, 8, 50  # chunks of CR rows: batch k of streaming is chunk k
 BLOSC = numcodecs.Blosc(cname="lz4", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
@@ -319,27 +320,6 @@ def test_log_file_in_the_store_refused(tmp_path, x):
         assert f"log_file={p}/{name}" in err and p in err, err
 
 
-def race_reader(mnt, x, seed, seconds, out):
-    """Reads random batches of ranks 0 and 1 until the time is up; puts
-    (batches served, batches wrong, EIO count)."""
-    rng = random.Random(seed)
-    served = wrong = eio = 0
-    stop = time.monotonic() + seconds
-    while time.monotonic() < stop:
-        epoch, rank, k = rng.randrange(50), rng.randrange(2), rng.randrange(8)
-        base = f"{mnt}/epoch/{epoch}/rank/{rank}"
-        try:
-            batch = np.load(f"{base}/batch/{k:06d}.npy")
-        except OSError as e:
-            assert e.errno == errno.EIO
-            eio += 1
-            continue
-        index = np.load(f"{base}/index/{k:06d}.npy")
-        served += 1
-        wrong += not np.array_equal(batch, x[index])
-    out.put((served, wrong, eio))
-
-
 def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
                                                              tmp_path):
     # Raw chunks (no codec) rewritten in place with other values of the
@@ -390,6 +370,23 @@ def sanitizer_error(text):
         "ERROR: LeakSanitizer" in text or "runtime error" in text
 
 
+def damaged_copy(original, files, seed, tmp_path):
+    """A copy of the store original with one of its files (paths relative
+    to it) byte-flipped or cut short, as seed picks: (copy, that file)."""
+    r = random.Random(seed)
+    store = tmp_path / f"s{seed}.zarr"
+    shutil.copytree(original, store)
+    victim = store / r.choice(files)
+    raw = bytearray(victim.read_bytes())
+    if raw and r.random() < 0.8:
+        for _ in range(r.randint(1, 4)):
+            raw[r.randrange(len(raw))] = r.randrange(256)
+    else:
+        raw = raw[:r.randrange(len(raw) + 1)]
+    victim.write_bytes(bytes(raw))
+    return store, victim
+
+
 @pytest.mark.parametrize("kind", ["dense", "csr"])
 def test_byte_flipped_stores(tmp_path, rankfs_cat, kind):
     """Random bytes of a metadata or chunk file flipped, or the file cut:
@@ -413,17 +410,7 @@ def test_byte_flipped_stores(tmp_path, rankfs_cat, kind):
                    for d, _, fs in os.walk(original) for f in fs)
     outcomes = {}
     for seed in range(30):
-        r = random.Random(seed)
-        store = tmp_path / f"s{seed}.zarr"
-        shutil.copytree(original, store)
-        victim = store / r.choice(files)
-        raw = bytearray(victim.read_bytes())
-        if raw and r.random() < 0.8:
-            for _ in range(r.randint(1, 4)):
-                raw[r.randrange(len(raw))] = r.randrange(256)
-        else:
-            raw = raw[:r.randrange(len(raw) + 1)]
-        victim.write_bytes(bytes(raw))
+        store, victim = damaged_copy(original, files, seed, tmp_path)
         options = "batch_size=64,strategy=shuffle"
         if kind == "csr":
             options += ",label=ct"
@@ -499,17 +486,7 @@ def test_byte_flipped_stores_match_the_reference(tmp_path, rankfs_cat, kind):
                    for d, _, fs in os.walk(original) for f in fs)
     outcomes = {}
     for seed in range(12):
-        r = random.Random(seed)
-        store = tmp_path / f"s{seed}.zarr"
-        shutil.copytree(original, store)
-        victim = store / r.choice(files)
-        raw = bytearray(victim.read_bytes())
-        if raw and r.random() < 0.8:
-            for _ in range(r.randint(1, 4)):
-                raw[r.randrange(len(raw))] = r.randrange(256)
-        else:
-            raw = raw[:r.randrange(len(raw) + 1)]
-        victim.write_bytes(bytes(raw))
+        store, victim = damaged_copy(original, files, seed, tmp_path)
         for b in range(FUZZ_N // FUZZ_ROWS):
             res = rankfs_cat(store, f"batch_size={FUZZ_ROWS},"
                              "strategy=streaming",
