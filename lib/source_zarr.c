@@ -290,8 +290,9 @@ static int read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 		     unsigned char *const *to)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	/* The files of each row of chunks, checked once per batch. */
-	for (size_t i = 0; i < m; i++) {
+	/* The files of each row of chunks, checked once per batch (watched
+	 * directories: by check_unchanged, before and after the read). */
+	for (size_t i = 0; i < m && !s->x.dir_watches; i++) {
 		if (i &&
 		    rows[i] / s->x.m.chunk[0] == rows[i - 1] / s->x.m.chunk[0])
 			continue;
@@ -309,7 +310,8 @@ static int read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
 	uint64_t id = part == RFS_CSR_VALUES ? s->x_id : s->indices_id;
 	if (count == 0)
 		return 0;
-	if (rfs_zarr_array_check(a, first, first + count - 1) != 0)
+	if (!a->dir_watches &&
+	    rfs_zarr_array_check(a, first, first + count - 1) != 0)
 		return -EIO;
 	return rfs_chunks_read(s->chunks, id, first, count, dst);
 }
@@ -321,6 +323,10 @@ static int check_unchanged(struct rfs_source *base)
 		return -EIO;
 	if (rfs_zarr_array_check_meta(&s->x) != 0 ||
 	    (s->indices.name && rfs_zarr_array_check_meta(&s->indices) != 0))
+		return -EIO;
+	if ((s->x.dir_watches && rfs_zarr_array_check(&s->x, 0, 0) != 0) ||
+	    (s->indices.dir_watches &&
+	     rfs_zarr_array_check(&s->indices, 0, 0) != 0))
 		return -EIO;
 	return 0;
 }

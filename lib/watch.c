@@ -21,6 +21,11 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+/* What a directory watch asks for; a file watch asks for IN_MODIFY. */
+#define DIR_EVENTS                                                       \
+	(IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
+	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int inotify_fd = -1; /* protected by lock */
 static unsigned char *written; /* by watch id; protected by lock */
@@ -56,18 +61,16 @@ static void drain(void)
 			struct inotify_event *e = (struct inotify_event *)p;
 			if (e->mask & IN_Q_OVERFLOW)
 				overflowed = 1;
-			else if ((e->mask & IN_MODIFY) && mark(e->wd) != 0)
+			else if ((e->mask & DIR_EVENTS) && mark(e->wd) != 0)
 				overflowed = 1; /* cannot record it: assume */
 			p += sizeof(*e) + e->len;
 		}
 	}
 }
 
-int rfs_watch_add(int fd)
+static int add(const char *path, uint32_t mask)
 {
-	char path[64];
 	int rc;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	pthread_mutex_lock(&lock);
 	if (inotify_fd < 0)
 		inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -75,19 +78,42 @@ int rfs_watch_add(int fd)
 		rc = -errno;
 		goto out;
 	}
-	/* Through the descriptor: the inode opened, not what the name
-	 * leads to by now. */
-	rc = inotify_add_watch(inotify_fd, path, IN_MODIFY);
+	rc = inotify_add_watch(inotify_fd, path, mask);
 	if (rc < 0) {
 		rc = -errno;
 		goto out;
 	}
+	/* No reset of written[rc]: forget cleared it, and a file or
+	 * directory watched twice has one id, which must keep its mark. */
 	drain();
-	if ((size_t)rc < written_len)
-		written[rc] = 0; /* a reused id starts clean */
 out:
 	pthread_mutex_unlock(&lock);
 	return rc;
+}
+
+int rfs_watch_add(int fd)
+{
+	char path[64];
+	/* Through the descriptor: the inode opened, not what the name
+	 * leads to by now. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return add(path, IN_MODIFY);
+}
+
+int rfs_watch_add_dir(const char *path)
+{
+	return add(path, DIR_EVENTS | IN_ONLYDIR);
+}
+
+int rfs_watch_any_written(const int *ids, size_t n)
+{
+	pthread_mutex_lock(&lock);
+	drain();
+	int yes = overflowed;
+	for (size_t i = 0; i < n && !yes; i++)
+		yes = (size_t)ids[i] < written_len && written[ids[i]];
+	pthread_mutex_unlock(&lock);
+	return yes;
 }
 
 int rfs_watch_written(int id)

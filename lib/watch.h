@@ -4,6 +4,8 @@
 #ifndef RFS_WATCH_H
 #define RFS_WATCH_H
 
+#include <stddef.h>
+
 /* Watches the file open at fd (its inode, whatever it is named later).
  * @return a watch id >= 0, or a negative errno (no inotify: the caller
  * goes by size and mtime alone). */
@@ -13,6 +15,17 @@ int rfs_watch_add(int fd);
  * else 0; once 1, always 1 (until forgotten). Also 1 when events were
  * lost (the queue overflowed): nothing can tell then. */
 int rfs_watch_written(int id);
+
+/* Watches the directory path: a file in it written, its attributes
+ * (mtime) set, a name created, removed or renamed in or out, or the
+ * directory itself removed or renamed all count as written. Watching a
+ * directory twice gives the same id. @return a watch id >= 0, or a
+ * negative errno (ENOSPC: fs.inotify.max_user_watches reached). */
+int rfs_watch_add_dir(const char *path);
+
+/* 1 when any of ids[0..n) was written (rfs_watch_written()), under one
+ * lock and one drain. */
+int rfs_watch_any_written(const int *ids, size_t n);
 
 /* Stops watching id (a negative id is ignored). */
 void rfs_watch_forget(int id);

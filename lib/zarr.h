@@ -139,6 +139,10 @@ struct rfs_zarr_array {
 	atomic_int *changed; /* borrowed: the source's sticky flag */
 	/* watched: each chunk file's identity at mount */
 	struct rfs_zarr_id *ids;
+	/* inotify watches of the array's directories (watch.h), or NULL
+	 * (none could be added): each chunk file looked up instead */
+	int *dir_watches;
+	size_t ndir_watches;
 	char *meta_file;
 	struct rfs_zarr_id meta_id;
 	pthread_mutex_t lock;
@@ -155,8 +159,9 @@ struct rfs_zarr_array {
 int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 			atomic_int *changed, struct rfs_zarr_array *a,
 			char *err, size_t errlen);
-/* Records the identity of the metadata and every chunk file, for
- * rfs_zarr_array_check(). @return 0, -ENOMEM, -EIO (err set). */
+/* Watches the array's directories (inotify) and records the identity of
+ * the metadata and every chunk file, for rfs_zarr_array_check() and the
+ * reads. @return 0, -ENOMEM, -EIO (err set). */
 int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
 void rfs_zarr_array_close(struct rfs_zarr_array *a);
 /* Decoded inner chunk k (row-major over igrid) into out (inner[0] x
@@ -165,8 +170,11 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a);
  * @return 0, -EIO, -ENOMEM. */
 int rfs_zarr_array_load(void *ctx, uint64_t k, void *out, size_t out_len);
 /* Checks the chunk files that hold rows [first, last] of a watched array
- * against their identity at mount (a stat each): a difference sets the
- * sticky flag and is logged. @return 0 or -EIO. */
+ * against their identity at mount: a difference sets the sticky flag
+ * and is logged. With directory watches (a->dir_watches) any change in
+ * the array's directories counts, whatever the rows: a caller checks
+ * once per read rather than per row. Without, a stat of each file.
+ * @return 0 or -EIO. */
 int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
 			 uint64_t last);
 /* 0 when the metadata file is as at mount, else -EIO (flag set). */

@@ -72,6 +72,61 @@ static void test_rename_unlink_and_utime_are_not_writes(void **state)
 	close(fd);
 }
 
+/* A watched directory: each kind of change in it counts, for its id
+ * alone; nothing counts before the change. */
+static void test_directory_changes_are_seen(void **state)
+{
+	(void)state;
+	static const char *const how[] = { "write", "utime", "create", "rename",
+					   "unlink" };
+	for (size_t k = 0; k < sizeof(how) / sizeof(how[0]); k++) {
+		char sub[256], path[256], other[256];
+		snprintf(sub, sizeof(sub), "%s/d", dir);
+		snprintf(other, sizeof(other), "%s/e", dir);
+		assert_int_equal(mkdir(sub, 0755), 0);
+		assert_int_equal(mkdir(other, 0755), 0);
+		snprintf(path, sizeof(path), "%s/d/f", dir);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		int ids[2] = { rfs_watch_add_dir(other),
+			       rfs_watch_add_dir(sub) };
+		assert_true(ids[0] >= 0 && ids[1] >= 0);
+		assert_int_equal(rfs_watch_add_dir(sub), ids[1]); /* one id */
+		assert_int_equal(rfs_watch_any_written(ids, 2), 0);
+		char moved[300];
+		snprintf(moved, sizeof(moved), "%s/g", sub);
+		switch (k) {
+		case 0:
+			assert_int_equal(pwrite(fd, "x", 1, 0), 1);
+			break;
+		case 1:
+			assert_int_equal(futimens(fd, NULL), 0);
+			break;
+		case 2:
+			close(open(moved, O_WRONLY | O_CREAT | O_CLOEXEC,
+				   0644));
+			break;
+		case 3:
+			assert_int_equal(rename(path, moved), 0);
+			break;
+		default:
+			assert_int_equal(unlink(path), 0);
+		}
+		if (rfs_watch_any_written(ids, 1) ||
+		    !rfs_watch_any_written(ids, 2) ||
+		    !rfs_watch_written(ids[1]))
+			fail_msg("%s in a watched directory", how[k]);
+		rfs_watch_forget(ids[0]);
+		rfs_watch_forget(ids[1]);
+		close(fd);
+		unlink(path);
+		unlink(moved);
+		assert_int_equal(rmdir(sub), 0);
+		assert_int_equal(rmdir(other), 0);
+	}
+	assert_true(rfs_watch_add_dir("/nonexistent-rankfs-dir") < 0);
+}
+
 static void test_bad_descriptor(void **state)
 {
 	(void)state;
@@ -95,6 +150,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_write_and_truncate_are_seen),
 		cmocka_unit_test(test_rename_unlink_and_utime_are_not_writes),
+		cmocka_unit_test(test_directory_changes_are_seen),
 		cmocka_unit_test(test_bad_descriptor),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
