@@ -341,8 +341,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (file) {
 			struct rfs_cache_key key = file_key(fs, &n);
 			rfs_view_opened(fs->view, &key);
-			if (fs->page_store &&
-			    store_at_open(fs, ino, &key) != 0) {
+			if (store_at_open(fs, ino, &key) != 0) {
 				fuse_reply_err(req, ENOMEM);
 				return;
 			}
