@@ -651,8 +651,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 				    rfs_dataset_row_nnz(d, (uint64_t)rows[i]);
 	out->values = values ? values : malloc(out->start[n] * elem + 1);
 	out->values_borrowed = values != NULL;
-	out->cols = malloc(out->start[n] * sizeof(int64_t) + 1);
-	if (!out->values || !out->cols)
+	if (!out->values || rfs_source_csr_alloc_cols(out) != 0)
 		goto out;
 	rc = 0;
 	for (size_t f = 0; f < d->nfiles && rc == 0; f++) {

@@ -3,9 +3,10 @@
  * and de-duplicated here, so a backend reads each distinct row once, in
  * file order, straight into its first slot; repeats are copied from
  * there. A CSR matrix is its indptr (in memory from open) and two 1-D
- * arrays: a read takes, per run of adjacent rows, one range of values
- * and of column ids from the backend, checks the ids against the width
- * and places each row's entries at its slot.
+ * arrays: a read asks the backend for one range of values and of column
+ * ids per run of adjacent rows, all runs in one call (from storage they
+ * are then in flight together), checks the ids against the width and
+ * places each row's entries at its slot.
  */
 #include "source.h"
 
@@ -16,6 +17,7 @@
 #include <xxhash.h>
 #include <sys/stat.h>
 
+#include "bigbuf.h"
 #include "convert.h"
 #include "log.h"
 #include "rowsort.h"
@@ -120,15 +122,24 @@ out:
 	return rc;
 }
 
+/* Rows w[i..j), adjacent: values [a, b) of the file, at pos in the
+ * scratch arrays. */
+struct csr_run {
+	size_t i, j;
+	uint64_t a, b, pos;
+};
+
 size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
 			       uint64_t nnz)
 {
 	size_t elem = rfs_dtype_size(s->info.dtype);
 	if (s->info.sparse) /* the arrays of rfs_source_read_csr() */
 		return (n + 1) * sizeof(uint64_t) +
-		       n * sizeof(struct rfs_wanted) +
+		       n * (sizeof(struct rfs_wanted) + sizeof(struct csr_run) +
+			    2 * (sizeof(struct rfs_csr_range) +
+				 s->ops->row_scratch(s))) +
 		       nnz * (2 * elem + rfs_dtype_size(s->info.index_dtype) +
-			      2 * sizeof(int64_t));
+			      sizeof(int64_t));
 	/* rfs_source_read_rows()'s arrays and the backend's */
 	size_t per_row = sizeof(struct rfs_wanted) + sizeof(uint64_t) +
 			 sizeof(unsigned char *) + s->ops->row_scratch(s);
@@ -140,54 +151,96 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);
 }
 
+int rfs_source_csr_alloc_cols(struct rfs_csr *c)
+{
+	c->cols_bytes = c->start[c->rows] * sizeof(int64_t) + 1;
+	c->cols = rfs_bigbuf_alloc(c->cols_bytes);
+	return c->cols ? 0 : -ENOMEM;
+}
+
 void rfs_source_csr_free(struct rfs_csr *c)
 {
 	free(c->start);
 	if (!c->values_borrowed)
 		free(c->values);
-	free(c->cols);
+	rfs_bigbuf_free(c->cols, c->cols_bytes);
 	*c = (struct rfs_csr){ 0 };
 }
 
-/* The values and column ids of rows w[i..j) (one run) into out at their
- * slots; column ids are checked against the width. */
-static int read_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
-			size_t i, size_t j, struct rfs_csr *out,
-			unsigned char *values, unsigned char *raw_cols,
-			int64_t *cols)
+/* A run's rows placed at their slots: values copied, column ids widened
+ * and checked against the width. */
+static int place_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
+			 const struct csr_run *run, struct rfs_csr *out,
+			 const unsigned char *values,
+			 const unsigned char *raw_cols)
 {
-	uint64_t a = (uint64_t)s->indptr[w[i].row];
-	uint64_t b = (uint64_t)s->indptr[w[j - 1].row + 1];
 	size_t elem = rfs_dtype_size(s->info.dtype);
-	int rc = 0;
-	if (b > a) {
-		rc = s->ops->read_csr_part(s, RFS_CSR_VALUES, a, b - a, values);
-		if (rc == 0)
-			rc = s->ops->read_csr_part(s, RFS_CSR_INDICES, a, b - a,
-						   raw_cols);
-	}
-	if (rc != 0)
-		return rc;
-	rfs_convert(RFS_INT64, cols, s->info.index_dtype, raw_cols, b - a);
-	for (uint64_t k = 0; k < b - a; k++) {
-		if (cols[k] < 0 || (uint64_t)cols[k] >= s->info.cols) {
+	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
+	for (size_t k = run->i; k < run->j; k++) {
+		uint64_t from =
+			(uint64_t)s->indptr[w[k].row] - run->a + run->pos;
+		uint64_t len = rfs_source_row_nnz(s, w[k].row);
+		uint64_t to = out->start[w[k].slot];
+		int64_t *cols = out->cols + to;
+		memcpy((unsigned char *)out->values + to * elem,
+		       values + from * elem, len * elem);
+		rfs_convert(RFS_INT64, cols, s->info.index_dtype,
+			    raw_cols + from * index_elem, len);
+		for (uint64_t q = 0; q < len; q++) {
+			if (cols[q] >= 0 && (uint64_t)cols[q] < s->info.cols)
+				continue;
 			rfs_log("source %s dataset %s: column index %lld of "
 				"value %llu is outside 0..%llu",
 				s->info.path, s->info.dataset,
-				(long long)cols[k], (unsigned long long)(a + k),
+				(long long)cols[q],
+				(unsigned long long)(run->a + from - run->pos +
+						     q),
 				(unsigned long long)(s->info.cols - 1));
 			return -EIO;
 		}
 	}
-	for (size_t k = i; k < j; k++) {
-		uint64_t from = (uint64_t)s->indptr[w[k].row] - a;
-		uint64_t len = rfs_source_row_nnz(s, w[k].row);
-		uint64_t to = out->start[w[k].slot];
-		memcpy((unsigned char *)out->values + to * elem,
-		       values + from * elem, len * elem);
-		memcpy(out->cols + to, cols + from, len * sizeof(int64_t));
-	}
 	return 0;
+}
+
+/* The values and column ids of every run, asked of the backend in one
+ * call (so reads from storage can be in flight together), then placed. */
+static int read_csr_runs(struct rfs_source *s, const struct rfs_wanted *w,
+			 size_t n, struct rfs_csr *out, unsigned char *values,
+			 unsigned char *raw_cols)
+{
+	size_t elem = rfs_dtype_size(s->info.dtype);
+	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
+	struct csr_run *runs = malloc((n ? n : 1) * sizeof(*runs));
+	struct rfs_csr_range *ranges =
+		malloc((n ? 2 * n : 1) * sizeof(*ranges));
+	size_t nruns = 0, nranges = 0;
+	uint64_t pos = 0;
+	int rc = -ENOMEM;
+	if (!runs || !ranges)
+		goto out;
+	for (size_t i = 0, j; i < n; i = j) {
+		j = run_end(w, i, n);
+		uint64_t a = (uint64_t)s->indptr[w[i].row];
+		uint64_t b = (uint64_t)s->indptr[w[j - 1].row + 1];
+		runs[nruns++] = (struct csr_run){ i, j, a, b, pos };
+		if (b > a) {
+			ranges[nranges++] = (struct rfs_csr_range){
+				RFS_CSR_VALUES, a, b - a, values + pos * elem
+			};
+			ranges[nranges++] = (struct rfs_csr_range){
+				RFS_CSR_INDICES, a, b - a,
+				raw_cols + pos * index_elem
+			};
+		}
+		pos += b - a;
+	}
+	rc = nranges ? s->ops->read_csr_ranges(s, ranges, nranges) : 0;
+	for (size_t r = 0; r < nruns && rc == 0; r++)
+		rc = place_csr_run(s, w, &runs[r], out, values, raw_cols);
+out:
+	free(runs);
+	free(ranges);
+	return rc;
 }
 
 int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
@@ -198,7 +251,7 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
 	struct rfs_wanted *w = rfs_rowsort(rows, n);
 	unsigned char *values = NULL, *raw_cols = NULL;
-	int64_t *cols = NULL;
+	uint64_t total = 0;
 
 	*out = (struct rfs_csr){ .rows = n };
 	out->start = calloc(n + 1, sizeof(*out->start));
@@ -207,30 +260,27 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	for (size_t i = 0; i < n; i++)
 		out->start[i + 1] = out->start[i] +
 				    rfs_source_row_nnz(s, (uint64_t)rows[i]);
-	uint64_t total = out->start[n];
-	/* A run's distinct values are at most the batch's. */
+	total = out->start[n];
+	/* The runs' distinct values are at most the batch's. */
 	out->values = dst ? dst : malloc(total * elem + 1);
 	out->values_borrowed = dst != NULL;
-	out->cols = malloc(total * sizeof(int64_t) + 1);
-	values = malloc(total * elem + 1);
-	raw_cols = malloc(total * index_elem + 1);
-	cols = malloc(total * sizeof(int64_t) + 1);
-	if (!out->values || !out->cols || !values || !raw_cols || !cols)
+	rfs_source_csr_alloc_cols(out);
+	/* Pooled and populated: these are megabytes per batch. */
+	values = rfs_bigbuf_alloc(total * elem + 1);
+	raw_cols = rfs_bigbuf_alloc(total * index_elem + 1);
+	if (!out->values || !out->cols || !values || !raw_cols)
 		goto out;
 	rc = unchanged_or_log(s, w, n);
-	for (size_t i = 0, j; i < n && rc == 0; i = j) {
-		j = run_end(w, i, n);
-		rc = read_csr_run(s, w, i, j, out, values, raw_cols, cols);
-	}
+	if (rc == 0)
+		rc = read_csr_runs(s, w, n, out, values, raw_cols);
 	if (rc == 0)
 		rc = unchanged_or_log(s, w, n);
 out:
 	if (rc != 0)
 		rfs_source_csr_free(out);
 	free(w);
-	free(values);
-	free(raw_cols);
-	free(cols);
+	rfs_bigbuf_free(values, total * elem + 1);
+	rfs_bigbuf_free(raw_cols, total * index_elem + 1);
 	return rc;
 }
 

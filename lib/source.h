@@ -91,8 +91,13 @@ struct rfs_csr {
 	uint64_t *start; /* rows + 1 */
 	void *values;
 	int64_t *cols;
+	size_t cols_bytes; /* as rfs_source_csr_alloc_cols() took them */
 	int values_borrowed; /* values is the caller's: not freed */
 };
+
+/* Allocates c->cols for the c->start[c->rows] entries c->start counts
+ * (pooled: megabytes per batch). @return 0 or -ENOMEM. */
+int rfs_source_csr_alloc_cols(struct rfs_csr *c);
 
 /* Reads the entries of rows[0..n) of a CSR source. values: where the
  * values go (room for all of them: the rows' rfs_source_row_nnz()

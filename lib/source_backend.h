@@ -14,17 +14,26 @@
 /* The two arrays of a CSR matrix besides indptr. */
 enum rfs_csr_part { RFS_CSR_VALUES, RFS_CSR_INDICES };
 
+/* Elements [first, first + count) of one part, to dst. */
+struct rfs_csr_range {
+	enum rfs_csr_part part;
+	uint64_t first, count;
+	void *dst;
+};
+
 struct rfs_source_ops {
 	/* Distinct ascending rows[0..m) of the dense matrix, row k to
 	 * to[k]. Thread-safe; failures logged with file, array and rows.
 	 * @return 0, -EIO, -ENOMEM. */
 	int (*read_rows)(struct rfs_source *s, const uint64_t *rows, size_t m,
 			 unsigned char *const *to);
-	/* Elements [first, first + count) of a CSR part, in its stored
-	 * dtype (info.dtype or info.index_dtype), little-endian.
+	/* The ranges r[0..n) of the CSR parts (count > 0, ascending within
+	 * a part), each in its stored dtype (info.dtype or
+	 * info.index_dtype), little-endian. Given together so that reads
+	 * from storage can be in flight at once.
 	 * @return 0, -EIO, -ENOMEM. */
-	int (*read_csr_part)(struct rfs_source *s, enum rfs_csr_part part,
-			     uint64_t first, uint64_t count, void *dst);
+	int (*read_csr_ranges)(struct rfs_source *s,
+			       const struct rfs_csr_range *r, size_t n);
 	/* As rfs_source_read_column(). */
 	int (*read_column)(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen);
@@ -38,7 +47,8 @@ struct rfs_source_ops {
 	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* As rfs_source_reads_file(). */
 	int (*reads_file)(const struct rfs_source *s, dev_t dev, ino_t ino);
-	/* Bytes a read_rows of one row allocates for itself. */
+	/* Bytes a read_rows of one row, or a read_csr_ranges of one range,
+	 * allocates for itself. */
 	size_t (*row_scratch)(const struct rfs_source *s);
 	/* Frees everything; called once, on a source its open returned. */
 	void (*close)(struct rfs_source *s);

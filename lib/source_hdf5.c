@@ -567,7 +567,7 @@ static void close_source(struct rfs_source *base)
 
 static const struct rfs_source_ops ops = {
 	.read_rows = rfs_hdf5_read_rows,
-	.read_csr_part = rfs_hdf5_read_csr_part,
+	.read_csr_ranges = rfs_hdf5_read_csr_ranges,
 	.read_column = rfs_hdf5_read_column,
 	.read_var_names = read_var_names,
 	.check_unchanged = rfs_hdf5_check_unchanged,

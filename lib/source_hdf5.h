@@ -97,8 +97,8 @@ int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
 		      uint64_t count, void *dst);
 int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 		       unsigned char *const *to);
-int rfs_hdf5_read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
-			   uint64_t first, uint64_t count, void *dst);
+int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
+			     const struct rfs_csr_range *r, size_t n);
 size_t rfs_hdf5_row_scratch(const struct rfs_source *base);
 
 /* source_hdf5_checks.c */

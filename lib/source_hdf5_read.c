@@ -420,20 +420,66 @@ int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 	return read_sorted(s, &s->x, rows, m, to);
 }
 
-int rfs_hdf5_read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
-			   uint64_t first, uint64_t count, void *dst)
+/* CSR ranges: those of an array read with pread while its bytes are not
+ * in the page cache are submitted together (fetch.c); the others are
+ * read one by one by their array's path. */
+int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
+			     const struct rfs_csr_range *r, size_t n)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
+	struct iovec *iov = malloc((n ? n : 1) * sizeof(*iov));
+	struct rfs_fetch_run *runs = malloc((n ? n : 1) * sizeof(*runs));
+	struct array **of = malloc((n ? n : 1) * sizeof(*of));
+	size_t nruns = 0, failed = 0;
+	int rc = iov && runs && of ? 0 : -ENOMEM;
 	rfs_hdf5_quiet();
-	return rfs_hdf5_read_run(s,
-				 part == RFS_CSR_VALUES ? &s->x : &s->indices,
-				 first, count, dst);
+	for (size_t k = 0; k < n && rc == 0; k++) {
+		struct array *a = r[k].part == RFS_CSR_VALUES ? &s->x :
+								&s->indices;
+		if (a->path != RFS_READ_PREAD || rfs_rowmap_resident(&a->map)) {
+			rc = rfs_hdf5_read_run(s, a, r[k].first, r[k].count,
+					       r[k].dst);
+			continue;
+		}
+		iov[nruns] =
+			(struct iovec){ r[k].dst, r[k].count * a->row_bytes };
+		of[nruns] = a;
+		runs[nruns] = (struct rfs_fetch_run){
+			.off = a->offset + r[k].first * a->row_bytes,
+			.len = r[k].count * a->row_bytes,
+			.iov = &iov[nruns],
+			.iovcnt = 1
+		};
+		nruns++;
+	}
+	if (rc == 0 && nruns)
+		rc = rfs_fetch(s->fd, runs, nruns, &failed);
+	else
+		nruns = 0; /* nothing submitted to blame */
+	if (rc != 0 && nruns) {
+		const struct array *a = of[failed];
+		uint64_t first = (runs[failed].off - a->offset) / a->row_bytes;
+		rfs_log("source %s dataset %s: read of elements [%llu, %llu) "
+			"failed: %s",
+			s->path, a->name, (unsigned long long)first,
+			(unsigned long long)(first +
+					     runs[failed].len / a->row_bytes),
+			rc == -ENODATA ? "file ends before the data" :
+					 strerror(-rc));
+		rc = -EIO;
+	}
+	free(iov);
+	free(runs);
+	free(of);
+	return rc;
 }
 
 size_t rfs_hdf5_row_scratch(const struct rfs_source *base)
 {
 	const struct hdf5_source *s = (const struct hdf5_source *)base;
-	/* fetch_sorted()'s arrays, or hdf5_rows_to()'s staging */
+	/* fetch_sorted()'s and read_csr_ranges()'s arrays, or
+	 * hdf5_rows_to()'s staging */
 	return sizeof(struct iovec) + sizeof(struct rfs_fetch_run) +
+	       sizeof(struct array *) +
 	       (s->x.path == RFS_READ_LIBRARY ? s->x.row_bytes : 0);
 }

@@ -302,18 +302,24 @@ static int read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 	return rfs_chunks_read_rows(s->chunks, s->x_id, rows, m, to);
 }
 
-static int read_csr_part(struct rfs_source *base, enum rfs_csr_part part,
-			 uint64_t first, uint64_t count, void *dst)
+static int read_csr_ranges(struct rfs_source *base,
+			   const struct rfs_csr_range *r, size_t n)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	struct rfs_zarr_array *a = part == RFS_CSR_VALUES ? &s->x : &s->indices;
-	uint64_t id = part == RFS_CSR_VALUES ? s->x_id : s->indices_id;
-	if (count == 0)
-		return 0;
-	if (!a->dir_watches &&
-	    rfs_zarr_array_check(a, first, first + count - 1) != 0)
-		return -EIO;
-	return rfs_chunks_read(s->chunks, id, first, count, dst);
+	for (size_t k = 0; k < n; k++) {
+		int values = r[k].part == RFS_CSR_VALUES;
+		struct rfs_zarr_array *a = values ? &s->x : &s->indices;
+		uint64_t last = r[k].first + r[k].count - 1;
+		if (!a->dir_watches &&
+		    rfs_zarr_array_check(a, r[k].first, last) != 0)
+			return -EIO;
+		int rc = rfs_chunks_read(s->chunks,
+					 values ? s->x_id : s->indices_id,
+					 r[k].first, r[k].count, r[k].dst);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
 }
 
 static int check_unchanged(struct rfs_source *base)
@@ -366,7 +372,7 @@ static void close_source(struct rfs_source *base)
 
 static const struct rfs_source_ops ops = {
 	.read_rows = read_rows,
-	.read_csr_part = read_csr_part,
+	.read_csr_ranges = read_csr_ranges,
 	.read_column = rfs_zarr_read_column,
 	.check_unchanged = check_unchanged,
 	.read_var_names = rfs_zarr_read_var_names,

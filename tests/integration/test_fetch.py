@@ -134,6 +134,35 @@ def test_csr_int64_indices_and_float64(mounts, tmp_path):
                                   x[index].toarray().astype(np.float32))
 
 
+@pytest.mark.parametrize("reads", ["io_uring", "preadv"])
+@pytest.mark.parametrize("strategy", ["shuffle", "block_shuffle"])
+def test_contiguous_csr_read_by_ranges(mounts, tmp_path, monkeypatch, reads,
+                                       strategy):
+    """Contiguous CSR parts (h5py's default layout) with no room to map
+    them: a batch's ranges of values and column ids are read together
+    (io_uring, or preadv where it is off) and placed row by row."""
+    if reads == "preadv":
+        monkeypatch.setenv("RANKFS_NO_URING", "1")
+    rng = np.random.default_rng(11)
+    x = csr_matrix(rng, n=8000, d=1000, density=0.05)  # 3.2 MB: no map
+    path = str(tmp_path / "contiguous.h5")
+    with h5py.File(path, "w") as f:
+        g = f.create_group("X")
+        g.attrs["encoding-type"] = "csr_matrix"
+        g.attrs["shape"] = np.array(x.shape)
+        g["data"], g["indices"], g["indptr"] = x.data, x.indices, x.indptr
+    m = mounts(path, "dataset=/X,world_size=2,batch_size=64,block_size=8,"
+               f"strategy={strategy},cache_mb=2")
+    info = m.json("dataset.json")
+    assert info["read_path"] == "pread"
+    assert [s["layout"] for s in info["sources"]] == ["contiguous"]
+    for rank in (0, 1):
+        for k in (0, 7, m.batches() - 1):
+            got = check_npz(m, x, 0, rank, k)
+            np.testing.assert_array_equal(m.load("batch", 0, rank, k),
+                                          got.toarray())
+
+
 @pytest.mark.parametrize("dtype,options", [
     (np.float32, ""), (np.int16, ""), (np.float64, ",dtype=float16")])
 def test_csr_duplicate_entries_add_up(mounts, tmp_path, dtype, options):
