@@ -1030,8 +1030,11 @@ def storage_main(args):
             def backed_open(path=path, key=key):
                 return backed_csr_reader(path), served.get(key, 0), \
                     lambda: None, None
-            cs = chosen(*[rankfs(f"rankfs {s} (atlas{tag} {e})", path,
-                                 f"strategy={s}", e)
+            cs = chosen(*[rankfs(f"rankfs {s} (atlas{tag} {e}{b})", path,
+                                 f"strategy={s}", e, None,
+                                 args.baseline if b else None)
+                          for b in ([""] + ([", baseline"] if args.baseline
+                                            else []))
                           for e in (".npz", ".npy")
                           for s in ("block_shuffle", "shuffle")],
                         Contender(f"anndata backed CSR+DistributedSampler "
@@ -1044,6 +1047,12 @@ def storage_main(args):
                            ratio(f"rankfs block_shuffle (atlas{tag} .npz)",
                                  f"anndata backed CSR+DistributedSampler "
                                  f"(atlas{tag})"), 5.0))
+            if args.baseline:
+                ratios.append((f"atlas{tag}: rankfs .npz block_shuffle / "
+                               "baseline build's",
+                               ratio(f"rankfs block_shuffle (atlas{tag} .npz)",
+                                     f"rankfs block_shuffle (atlas{tag} "
+                                     ".npz, baseline)"), None))
         notes.append(PUBLISHED)
     notes.append(f"every epoch from storage: {LIMIT} batches of {BATCH} per "
                  f"rank, {RANKS} ranks; rankfs cache_mb="
