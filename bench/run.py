@@ -33,7 +33,9 @@ The default run adds (--no-zarr leaves out) zarr v2 copies of the dense and CSR 
 
 --from-storage: a dense 4 GB HDF5 file (1,000,000 x 1,000 float32, /X);
 --atlas: a Tahoe-shaped CSR .h5ad (200,000 x 62,710, 2,000 values a cell,
---atlas-gzip also gzip). There every epoch of every contender gets a
+laid out as anndata writes it: data and indices resizable, so in h5py's
+automatic chunks; --atlas-gzip also gzip, --atlas-contiguous also a copy
+with contiguous data and indices). There every epoch of every contender gets a
 fresh mount and drop_caches first, epochs are partial (--batches, 100 or
 40 per rank), and the storage's own figures (dd, 4 KiB O_DIRECT random
 reads at QD1 and QD32) and the daemon's peak RSS are printed beside.
@@ -48,7 +50,7 @@ Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
     scripts/bench [--rows 100000] [--ranks N] [--json F] [--plot F]
                   [--baseline BIN] [--batches N]
     scripts/bench --from-storage [--batches 100] [--repeats 2]
-    scripts/bench --atlas [--atlas-gzip] [--atlas-cells 200000]
+    scripts/bench --atlas [--atlas-gzip] [--atlas-contiguous] [--atlas-cells 200000]
     scripts/bench --only zarr
 """
 import argparse
@@ -178,12 +180,15 @@ def make_dense_h5(path, rows, cols, step=50000):
     return path
 
 
-def make_atlas(path, cells, genes, nnz, compression=None, step=10000):
+def make_atlas(path, cells, genes, nnz, compression=None, step=10000,
+               resizable=True):
     """--atlas's source, Tahoe-shaped: cells x genes float32 counts, nnz
     stored values in every cell (distinct sorted gene ids, uniform), CSR.
     obs and var are written by anndata; X is then appended by h5py in
     anndata's csr_matrix encoding, `step` cells at a time (anndata 0.8
-    writes a sparse X only from memory: 3.2 GB here)."""
+    writes a sparse X only from memory: 3.2 GB here). resizable: data and
+    indices as anndata lays them out (maxshape (None,), so chunked in
+    h5py's automatic chunks, compressed or not); else contiguous."""
     import anndata
     import h5py
     import pandas as pd
@@ -200,6 +205,8 @@ def make_atlas(path, cells, genes, nnz, compression=None, step=10000):
     total = cells * nnz
     # h5py's automatic chunks, as anndata's write_h5ad(compression=...)
     kw = dict(compression=compression, chunks=True) if compression else {}
+    if resizable and not compression:  # anndata's write_sparse_compressed
+        kw = dict(maxshape=(None,))
     with h5py.File(tmp, "a") as f:
         if "X" in f:
             del f["X"]
@@ -689,6 +696,9 @@ def main():
     ap.add_argument("--atlas-cells", type=int, default=200000)
     ap.add_argument("--atlas-gzip", action="store_true",
                     help="--atlas also on a gzip copy of the source")
+    ap.add_argument("--atlas-contiguous", action="store_true",
+                    help="--atlas also on a copy with contiguous data and "
+                    "indices (h5py's default, not anndata's)")
     ap.add_argument("--zarr", action=argparse.BooleanOptionalAction,
                     default=True,
                     help="zarr v2 copies of the dense and CSR files: "
@@ -1014,14 +1024,16 @@ def storage_main(args):
                    "h5py+DistributedSampler (storage)"), 3.0)]
     if args.atlas:
         genes, nnz = 62710, 2000
-        sources = [("", None)] + ([(" gzip", "gzip")]
-                                  if args.atlas_gzip else [])
-        for tag, comp in sources:
+        # (tag, compression, file name suffix, anndata's resizable layout)
+        sources = [("", None, "-chunked", True)] + \
+            ([(" contiguous", None, "", False)]
+             if args.atlas_contiguous else []) + \
+            ([(" gzip", "gzip", "-gzip", True)] if args.atlas_gzip else [])
+        for tag, comp, suffix, resizable in sources:
             path = make_atlas(os.path.join(
-                args.dir, f"atlas-{args.atlas_cells}"
-                f"{'-' + comp if comp else ''}.h5ad"),
-                args.atlas_cells, genes, nnz, comp)
-            if not comp:
+                args.dir, f"atlas-{args.atlas_cells}{suffix}.h5ad"),
+                args.atlas_cells, genes, nnz, comp, resizable=resizable)
+            if not tag:
                 figures[path] = storage_figures(path)
             nb = min(args.atlas_cells // (RANKS * BATCH), LIMIT)
             rows_per_rank = nb * BATCH

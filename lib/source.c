@@ -136,8 +136,7 @@ size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
 	if (s->info.sparse) /* the arrays of rfs_source_read_csr() */
 		return (n + 1) * sizeof(uint64_t) +
 		       n * (sizeof(struct rfs_wanted) + sizeof(struct csr_run) +
-			    2 * (sizeof(struct rfs_csr_range) +
-				 s->ops->row_scratch(s))) +
+			    2 * sizeof(struct rfs_csr_range)) +
 		       nnz * (2 * elem + rfs_dtype_size(s->info.index_dtype) +
 			      sizeof(int64_t));
 	/* rfs_source_read_rows()'s arrays and the backend's */

@@ -47,8 +47,7 @@ struct rfs_source_ops {
 	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* As rfs_source_reads_file(). */
 	int (*reads_file)(const struct rfs_source *s, dev_t dev, ino_t ino);
-	/* Bytes a read_rows of one row, or a read_csr_ranges of one range,
-	 * allocates for itself. */
+	/* Bytes a read_rows of one row allocates for itself. */
 	size_t (*row_scratch)(const struct rfs_source *s);
 	/* Frees everything; called once, on a source its open returned. */
 	void (*close)(struct rfs_source *s);

@@ -263,6 +263,8 @@ close:
 static void close_array(struct array *a)
 {
 	rfs_rowmap_close(&a->map);
+	free(a->locs);
+	a->locs = NULL;
 	if (a->mem_type >= 0)
 		H5Tclose(a->mem_type);
 	if (a->dset >= 0)

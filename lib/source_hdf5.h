@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "chunks.h"
 #include "rowmap.h"
 #include "source_backend.h"
 
@@ -40,6 +41,11 @@ struct array {
 	const char *layout; /* "contiguous", "chunked", "compact" */
 	enum rfs_read_path path; /* LIBRARY, PREAD or CHUNKS */
 	uint64_t offset; /* RFS_READ_PREAD: file offset of row 0 */
+	/* RFS_READ_PREAD of a chunked array stored unfiltered, when set:
+	 * where each chunk's rows are (row r at locs[r / chunk_rows].addr +
+	 * r % chunk_rows * row_bytes); offset is then the lowest address. */
+	struct rfs_chunk_loc *locs;
+	uint64_t chunk_rows;
 	struct rfs_rowmap map; /* RFS_READ_PREAD: a mapping, when lent memory */
 	uint64_t chunks_id; /* RFS_READ_CHUNKS: in the mount's chunk cache */
 };

@@ -185,6 +185,54 @@ static void map_array(struct hdf5_source *s, struct array *a)
 		rfs_rowmap_close(&a->map);
 }
 
+/* A 1-D chunked array whose every chunk is stored as is (no filter, or
+ * each one skipped for it): its chunks' addresses, for reads straight
+ * from the file (a->locs, a->chunk_rows; a->offset the lowest address).
+ * @return 0, or -ENOTSUP where chunks are filtered or unallocated. */
+static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
+			     const struct rfs_pipeline *pipe)
+{
+	struct rfs_chunked c = { 0 };
+	int rc = locate_chunks(a, dcpl, chunk_address_base(s->file), &c);
+	if (rc != 0)
+		return rc;
+	uint64_t n = (a->rows + c.chunk_rows - 1) / c.chunk_rows;
+	unsigned all = (1u << pipe->count) - 1;
+	uint64_t low = UINT64_MAX;
+	for (uint64_t k = 0; k < n && rc == 0; k++) {
+		const struct rfs_chunk_loc *l = &c.locs[k];
+		/* Stored as is: every filter skipped, all of the chunk. */
+		if ((l->mask & all) != all ||
+		    l->size != c.chunk_rows * a->row_bytes)
+			rc = -ENOTSUP;
+		low = l->addr < low ? l->addr : low;
+	}
+	if (rc != 0) {
+		free(c.locs);
+		return rc;
+	}
+	a->locs = c.locs;
+	a->chunk_rows = c.chunk_rows;
+	a->offset = low;
+	return 0;
+}
+
+/* Maps the stretch of the file from a chunked array's first chunk to the
+ * end of its last, on map_array's terms (what lies between, other
+ * arrays' chunks, counts too). */
+static void map_chunks(struct hdf5_source *s, struct array *a)
+{
+	uint64_t n = (a->rows + a->chunk_rows - 1) / a->chunk_rows, end = 0;
+	for (uint64_t k = 0; k < n; k++)
+		if (a->locs[k].addr + a->locs[k].size > end)
+			end = a->locs[k].addr + a->locs[k].size;
+	if (!s->chunks ||
+	    rfs_rowmap_open(&a->map, s->fd, a->offset, end - a->offset) != 0)
+		return;
+	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
+		rfs_rowmap_close(&a->map);
+}
+
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
 void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 			       const struct rfs_pipeline *pipe)
@@ -204,6 +252,11 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 			a->path = RFS_READ_PREAD;
 			map_array(s, a);
 		}
+	} else if (direct && layout == H5D_CHUNKED && a->ndims == 1 &&
+		   pipe->count <= RFS_FILTERS_MAX &&
+		   locate_raw_chunks(s, a, dcpl, pipe) == 0) {
+		a->path = RFS_READ_PREAD;
+		map_chunks(s, a);
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
 		   rfs_inflate_supported(pipe)) {
@@ -259,17 +312,54 @@ static int gather_mapped(struct hdf5_source *s, struct array *a,
 	return copy_failed(s, a, rows[failed], 1);
 }
 
+static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
+		      uint64_t count, uint64_t at, void *dst);
+
+/* Rows [first, first + count) of a chunked array stored unfiltered: a
+ * copy or a read per chunk the run crosses. */
+static int chunks_run(struct hdf5_source *s, struct array *a, uint64_t first,
+		      uint64_t count, void *dst)
+{
+	int mapped = rfs_rowmap_resident(&a->map);
+	unsigned char *out = dst;
+	uint64_t end = first + count;
+	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
+		uint64_t k = r0 / a->chunk_rows;
+		r1 = (k + 1) * a->chunk_rows < end ? (k + 1) * a->chunk_rows :
+						     end;
+		uint64_t at = a->locs[k].addr +
+			      (r0 - k * a->chunk_rows) * a->row_bytes;
+		size_t len = (r1 - r0) * a->row_bytes;
+		int rc = mapped ? copy_mapped(s, a, at - a->offset, len, out,
+					      r0, r1 - r0) :
+				  pread_span(s, a, r0, r1 - r0, at, out);
+		if (rc != 0)
+			return rc;
+		out += len;
+	}
+	return 0;
+}
+
 static int pread_run(struct hdf5_source *s, struct array *a, uint64_t first,
 		     uint64_t count, void *dst)
 {
+	if (a->locs)
+		return chunks_run(s, a, first, count, dst);
 	if (rfs_rowmap_resident(&a->map))
 		return copy_mapped(s, a, first * a->row_bytes,
 				   count * a->row_bytes, dst, first, count);
+	return pread_span(s, a, first, count, a->offset + first * a->row_bytes,
+			  dst);
+}
+
+/* Rows [first, first + count), stored at byte at, read into dst. */
+static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
+		      uint64_t count, uint64_t at, void *dst)
+{
 	size_t want = count * a->row_bytes, got = 0;
-	off_t at = (off_t)(a->offset + first * a->row_bytes);
 	while (got < want) {
 		ssize_t n = pread(s->fd, (char *)dst + got, want - got,
-				  at + (off_t)got);
+				  (off_t)(at + got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -354,9 +444,13 @@ static int read_sorted(struct hdf5_source *s, struct array *a,
 	if (a->path == RFS_READ_CHUNKS)
 		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
 					    to);
-	if (a->path == RFS_READ_PREAD)
+	if (a->path == RFS_READ_PREAD && !a->locs)
 		return fetch_sorted(s, a, rows, m, to);
 	int rc = 0;
+	for (size_t i = 0; i < m && rc == 0 && a->locs; i++)
+		rc = chunks_run(s, a, rows[i], 1, to[i]);
+	if (a->locs)
+		return rc;
 	for (size_t i = 0, j; i < m && rc == 0; i = j) {
 		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
 			;
@@ -420,66 +514,104 @@ int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 	return read_sorted(s, &s->x, rows, m, to);
 }
 
+/* Reads submitted together, at most: as many as a ring takes at once
+ * (fetch.c), kept on the stack. */
+#define PIECES 128
+
+/* A CSR range's pieces waiting to be read together: what each one is,
+ * for its error line. */
+struct pieces {
+	size_t n;
+	struct iovec iov[PIECES];
+	struct rfs_fetch_run runs[PIECES];
+	const struct array *of[PIECES];
+	uint64_t first[PIECES], count[PIECES];
+};
+
+/* Reads the pieces waiting in p, and empties it. */
+static int read_pieces(struct hdf5_source *s, struct pieces *p)
+{
+	size_t failed = 0;
+	int rc = p->n ? rfs_fetch(s->fd, p->runs, p->n, &failed) : 0;
+	p->n = 0;
+	if (rc == 0)
+		return 0;
+	rfs_log("source %s dataset %s: read of elements [%llu, %llu) failed: "
+		"%s",
+		s->path, p->of[failed]->name,
+		(unsigned long long)p->first[failed],
+		(unsigned long long)(p->first[failed] + p->count[failed]),
+		rc == -ENODATA ? "file ends before the data" : strerror(-rc));
+	return -EIO;
+}
+
+/* Elements [first, first + count) of a read with pread to dst, as pieces
+ * added to p (read whenever it fills): one for a contiguous array, one
+ * per chunk crossed for raw chunks. */
+static int add_pieces(struct hdf5_source *s, struct pieces *p,
+		      const struct array *a, uint64_t first, uint64_t count,
+		      unsigned char *dst)
+{
+	uint64_t end = first + count;
+	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
+		uint64_t at = a->offset + r0 * a->row_bytes;
+		r1 = end;
+		if (a->locs) {
+			uint64_t c = r0 / a->chunk_rows;
+			uint64_t stop = (c + 1) * a->chunk_rows;
+			r1 = stop < end ? stop : end;
+			at = a->locs[c].addr +
+			     (r0 - c * a->chunk_rows) * a->row_bytes;
+		}
+		size_t len = (r1 - r0) * a->row_bytes;
+		if (p->n == PIECES) {
+			int rc = read_pieces(s, p);
+			if (rc != 0)
+				return rc;
+		}
+		size_t i = p->n++;
+		p->iov[i] = (struct iovec){ dst, len };
+		p->runs[i] = (struct rfs_fetch_run){
+			.off = at, .len = len, .iov = &p->iov[i], .iovcnt = 1
+		};
+		p->of[i] = a;
+		p->first[i] = r0;
+		p->count[i] = r1 - r0;
+		dst += len;
+	}
+	return 0;
+}
+
 /* CSR ranges: those of an array read with pread while its bytes are not
- * in the page cache are submitted together (fetch.c); the others are
- * read one by one by their array's path. */
+ * in the page cache are read PIECES at a time together (fetch.c); the
+ * others one by one by their array's path. */
 int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
 			     const struct rfs_csr_range *r, size_t n)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	struct iovec *iov = malloc((n ? n : 1) * sizeof(*iov));
-	struct rfs_fetch_run *runs = malloc((n ? n : 1) * sizeof(*runs));
-	struct array **of = malloc((n ? n : 1) * sizeof(*of));
-	size_t nruns = 0, failed = 0;
-	int rc = iov && runs && of ? 0 : -ENOMEM;
+	struct pieces p;
+	p.n = 0;
+	int rc = 0;
 	rfs_hdf5_quiet();
 	for (size_t k = 0; k < n && rc == 0; k++) {
 		struct array *a = r[k].part == RFS_CSR_VALUES ? &s->x :
 								&s->indices;
-		if (a->path != RFS_READ_PREAD || rfs_rowmap_resident(&a->map)) {
+		if (a->path == RFS_READ_PREAD && !rfs_rowmap_resident(&a->map))
+			rc = add_pieces(s, &p, a, r[k].first, r[k].count,
+					r[k].dst);
+		else
 			rc = rfs_hdf5_read_run(s, a, r[k].first, r[k].count,
 					       r[k].dst);
-			continue;
-		}
-		iov[nruns] =
-			(struct iovec){ r[k].dst, r[k].count * a->row_bytes };
-		of[nruns] = a;
-		runs[nruns] = (struct rfs_fetch_run){
-			.off = a->offset + r[k].first * a->row_bytes,
-			.len = r[k].count * a->row_bytes,
-			.iov = &iov[nruns],
-			.iovcnt = 1
-		};
-		nruns++;
 	}
-	if (rc == 0 && nruns)
-		rc = rfs_fetch(s->fd, runs, nruns, &failed);
-	else
-		nruns = 0; /* nothing submitted to blame */
-	if (rc != 0 && nruns) {
-		const struct array *a = of[failed];
-		uint64_t first = (runs[failed].off - a->offset) / a->row_bytes;
-		rfs_log("source %s dataset %s: read of elements [%llu, %llu) "
-			"failed: %s",
-			s->path, a->name, (unsigned long long)first,
-			(unsigned long long)(first +
-					     runs[failed].len / a->row_bytes),
-			rc == -ENODATA ? "file ends before the data" :
-					 strerror(-rc));
-		rc = -EIO;
-	}
-	free(iov);
-	free(runs);
-	free(of);
+	if (rc == 0)
+		rc = read_pieces(s, &p);
 	return rc;
 }
 
 size_t rfs_hdf5_row_scratch(const struct rfs_source *base)
 {
 	const struct hdf5_source *s = (const struct hdf5_source *)base;
-	/* fetch_sorted()'s and read_csr_ranges()'s arrays, or
-	 * hdf5_rows_to()'s staging */
+	/* fetch_sorted()'s arrays, or hdf5_rows_to()'s staging */
 	return sizeof(struct iovec) + sizeof(struct rfs_fetch_run) +
-	       sizeof(struct array *) +
 	       (s->x.path == RFS_READ_LIBRARY ? s->x.row_bytes : 0);
 }

@@ -80,8 +80,8 @@ def test_csr_npy_and_npz_exact(mounts, csr, kind):
     info = m.json("dataset.json")
     assert info["format"] == "csr" and info["nnz"] == x.nnz
     # anndata writes sparse parts chunked (resizable) even uncompressed:
-    # both are read without HDF5.
-    assert info["read_path"] == "chunks"
+    # both are read without HDF5, unfiltered chunks straight from the file.
+    assert info["read_path"] == ("mmap" if kind == "plain" else "chunks")
     assert [s["layout"] for s in info["sources"]] == ["chunked"]
     names = os.listdir(m.path("epoch/0/rank/1/batch"))
     nb = N // 128
@@ -134,28 +134,36 @@ def test_csr_int64_indices_and_float64(mounts, tmp_path):
                                   x[index].toarray().astype(np.float32))
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "chunked"])
 @pytest.mark.parametrize("reads", ["io_uring", "preadv"])
 @pytest.mark.parametrize("strategy", ["shuffle", "block_shuffle"])
-def test_contiguous_csr_read_by_ranges(mounts, tmp_path, monkeypatch, reads,
-                                       strategy):
-    """Contiguous CSR parts (h5py's default layout) with no room to map
+def test_csr_parts_read_by_ranges(mounts, tmp_path, monkeypatch, layout,
+                                  reads, strategy):
+    """CSR parts stored as is, contiguous (h5py's default) or in
+    unfiltered chunks (anndata's resizable layout), with no room to map
     them: a batch's ranges of values and column ids are read together
-    (io_uring, or preadv where it is off) and placed row by row."""
+    (io_uring, or preadv where it is off), a read per chunk crossed, and
+    placed row by row."""
     if reads == "preadv":
         monkeypatch.setenv("RANKFS_NO_URING", "1")
     rng = np.random.default_rng(11)
     x = csr_matrix(rng, n=8000, d=1000, density=0.05)  # 3.2 MB: no map
-    path = str(tmp_path / "contiguous.h5")
+    path = str(tmp_path / f"{layout}.h5")
+    # 997 values a chunk: rows (about 50 values) cross chunk boundaries.
+    kw = dict(maxshape=(None,), chunks=(997,)) if layout == "chunked" \
+        else {}
     with h5py.File(path, "w") as f:
         g = f.create_group("X")
         g.attrs["encoding-type"] = "csr_matrix"
         g.attrs["shape"] = np.array(x.shape)
-        g["data"], g["indices"], g["indptr"] = x.data, x.indices, x.indptr
+        g.create_dataset("data", data=x.data, **kw)
+        g.create_dataset("indices", data=x.indices, **kw)
+        g["indptr"] = x.indptr
     m = mounts(path, "dataset=/X,world_size=2,batch_size=64,block_size=8,"
                f"strategy={strategy},cache_mb=2")
     info = m.json("dataset.json")
     assert info["read_path"] == "pread"
-    assert [s["layout"] for s in info["sources"]] == ["contiguous"]
+    assert [s["layout"] for s in info["sources"]] == [layout]
     for rank in (0, 1):
         for k in (0, 7, m.batches() - 1):
             got = check_npz(m, x, 0, rank, k)
