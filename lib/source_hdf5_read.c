@@ -8,6 +8,10 @@
  *   with pread on our own descriptor (fetch.c submits a batch's together),
  *   or, while those bytes sit in the page cache and fit in the memory
  *   cache_mb leaves for chunks, copied out of a mapping (rowmap.c);
+ * - a 1-D chunked dataset whose chunks are stored as is (anndata's
+ *   resizable CSR parts, uncompressed) is read the same way, a read or
+ *   copy per chunk a run crosses, at addresses taken from HDF5's index
+ *   once;
  * - a chunked dataset whose filters are deflate and shuffle (what h5py and
  *   anndata write) has its chunk addresses taken from HDF5's index once;
  *   chunks are then read with pread and decoded in the calling thread
@@ -185,27 +189,22 @@ static void map_array(struct hdf5_source *s, struct array *a)
 		rfs_rowmap_close(&a->map);
 }
 
-/* A 1-D chunked array whose every chunk is stored as is (no filter, or
- * each one skipped for it): its chunks' addresses, for reads straight
- * from the file (a->locs, a->chunk_rows; a->offset the lowest address).
- * @return 0, or -ENOTSUP where chunks are filtered or unallocated. */
-static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
-			     const struct rfs_pipeline *pipe)
+/* A 1-D chunked array with no filters: its chunks' addresses, for reads
+ * straight from the file (a->locs, a->chunk_rows; a->offset the lowest
+ * address). @return 0, or -ENOTSUP where a chunk is unallocated or not
+ * stored whole. */
+static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 {
 	struct rfs_chunked c = { 0 };
 	int rc = locate_chunks(a, dcpl, chunk_address_base(s->file), &c);
 	if (rc != 0)
 		return rc;
 	uint64_t n = (a->rows + c.chunk_rows - 1) / c.chunk_rows;
-	unsigned all = (1u << pipe->count) - 1;
 	uint64_t low = UINT64_MAX;
 	for (uint64_t k = 0; k < n && rc == 0; k++) {
-		const struct rfs_chunk_loc *l = &c.locs[k];
-		/* Stored as is: every filter skipped, all of the chunk. */
-		if ((l->mask & all) != all ||
-		    l->size != c.chunk_rows * a->row_bytes)
+		if (c.locs[k].size != c.chunk_rows * a->row_bytes)
 			rc = -ENOTSUP;
-		low = l->addr < low ? l->addr : low;
+		low = c.locs[k].addr < low ? c.locs[k].addr : low;
 	}
 	if (rc != 0) {
 		free(c.locs);
@@ -253,8 +252,7 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 			map_array(s, a);
 		}
 	} else if (direct && layout == H5D_CHUNKED && a->ndims == 1 &&
-		   pipe->count <= RFS_FILTERS_MAX &&
-		   locate_raw_chunks(s, a, dcpl, pipe) == 0) {
+		   pipe->count == 0 && locate_raw_chunks(s, a, dcpl) == 0) {
 		a->path = RFS_READ_PREAD;
 		map_chunks(s, a);
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
@@ -315,6 +313,21 @@ static int gather_mapped(struct hdf5_source *s, struct array *a,
 static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
 		      uint64_t count, uint64_t at, void *dst);
 
+/* Where rows from r0 on are stored in the file, and in *r1 where that
+ * stretch ends (at most end): a contiguous array is one stretch, raw
+ * chunks one each. */
+static uint64_t stretch_at(const struct array *a, uint64_t r0, uint64_t end,
+			   uint64_t *r1)
+{
+	if (!a->locs) {
+		*r1 = end;
+		return a->offset + r0 * a->row_bytes;
+	}
+	uint64_t k = r0 / a->chunk_rows, stop = (k + 1) * a->chunk_rows;
+	*r1 = stop < end ? stop : end;
+	return a->locs[k].addr + (r0 - k * a->chunk_rows) * a->row_bytes;
+}
+
 /* Rows [first, first + count) of a chunked array stored unfiltered: a
  * copy or a read per chunk the run crosses. */
 static int chunks_run(struct hdf5_source *s, struct array *a, uint64_t first,
@@ -324,11 +337,7 @@ static int chunks_run(struct hdf5_source *s, struct array *a, uint64_t first,
 	unsigned char *out = dst;
 	uint64_t end = first + count;
 	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
-		uint64_t k = r0 / a->chunk_rows;
-		r1 = (k + 1) * a->chunk_rows < end ? (k + 1) * a->chunk_rows :
-						     end;
-		uint64_t at = a->locs[k].addr +
-			      (r0 - k * a->chunk_rows) * a->row_bytes;
+		uint64_t at = stretch_at(a, r0, end, &r1);
 		size_t len = (r1 - r0) * a->row_bytes;
 		int rc = mapped ? copy_mapped(s, a, at - a->offset, len, out,
 					      r0, r1 - r0) :
@@ -554,15 +563,7 @@ static int add_pieces(struct hdf5_source *s, struct pieces *p,
 {
 	uint64_t end = first + count;
 	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
-		uint64_t at = a->offset + r0 * a->row_bytes;
-		r1 = end;
-		if (a->locs) {
-			uint64_t c = r0 / a->chunk_rows;
-			uint64_t stop = (c + 1) * a->chunk_rows;
-			r1 = stop < end ? stop : end;
-			at = a->locs[c].addr +
-			     (r0 - c * a->chunk_rows) * a->row_bytes;
-		}
+		uint64_t at = stretch_at(a, r0, end, &r1);
 		size_t len = (r1 - r0) * a->row_bytes;
 		if (p->n == PIECES) {
 			int rc = read_pieces(s, p);
