@@ -440,6 +440,85 @@ static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
 	return rc;
 }
 
+/* Reads submitted together, at most: as many as a ring takes at once
+ * (fetch.c), kept on the stack. */
+#define PIECES 128
+
+/* Pieces of rows waiting to be read together: what each one is,
+ * for its error line. */
+struct pieces {
+	size_t n;
+	struct iovec iov[PIECES];
+	struct rfs_fetch_run runs[PIECES];
+	const struct array *of[PIECES];
+	uint64_t first[PIECES], count[PIECES];
+};
+
+/* Reads the pieces waiting in p, and empties it. */
+static int read_pieces(struct hdf5_source *s, struct pieces *p)
+{
+	size_t failed = 0;
+	int rc = p->n ? rfs_fetch(s->fd, p->runs, p->n, &failed) : 0;
+	p->n = 0;
+	if (rc == 0)
+		return 0;
+	rfs_log("source %s dataset %s: read of elements [%llu, %llu) failed: "
+		"%s",
+		s->path, p->of[failed]->name,
+		(unsigned long long)p->first[failed],
+		(unsigned long long)(p->first[failed] + p->count[failed]),
+		rc == -ENODATA ? "file ends before the data" : strerror(-rc));
+	return -EIO;
+}
+
+/* Elements [first, first + count) of a read with pread to dst, as pieces
+ * added to p (read whenever it fills): one for a contiguous array, one
+ * per chunk crossed for raw chunks. */
+static int add_pieces(struct hdf5_source *s, struct pieces *p,
+		      const struct array *a, uint64_t first, uint64_t count,
+		      unsigned char *dst)
+{
+	uint64_t end = first + count;
+	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
+		uint64_t at = stretch_at(a, r0, end, &r1);
+		size_t len = (r1 - r0) * a->row_bytes;
+		if (p->n == PIECES) {
+			int rc = read_pieces(s, p);
+			if (rc != 0)
+				return rc;
+		}
+		size_t i = p->n++;
+		p->iov[i] = (struct iovec){ dst, len };
+		p->runs[i] = (struct rfs_fetch_run){
+			.off = at, .len = len, .iov = &p->iov[i], .iovcnt = 1
+		};
+		p->of[i] = a;
+		p->first[i] = r0;
+		p->count[i] = r1 - r0;
+		dst += len;
+	}
+	return 0;
+}
+
+/* Distinct sorted rows of a 1-D array in raw chunks, row i to to[i]:
+ * copied from the mapping while resident, else read together. */
+static int raw_chunk_rows(struct hdf5_source *s, struct array *a,
+			  const uint64_t *rows, size_t m,
+			  unsigned char *const *to)
+{
+	int rc = 0;
+	if (rfs_rowmap_resident(&a->map)) {
+		for (size_t i = 0; i < m && rc == 0; i++)
+			rc = chunks_run(s, a, rows[i], 1, to[i]);
+		return rc;
+	}
+	struct pieces p;
+	p.n = 0;
+	for (size_t i = 0; i < m && rc == 0; i++)
+		rc = add_pieces(s, &p, a, rows[i], 1, to[i]);
+	return rc == 0 ? read_pieces(s, &p) : rc;
+}
+
 /* Distinct sorted rows of a, row i to to[i]: a chunked array in one
  * pass over the chunks (rows of one chunk share its lookups), the others
  * run by run of consecutive rows. */
@@ -453,13 +532,11 @@ static int read_sorted(struct hdf5_source *s, struct array *a,
 	if (a->path == RFS_READ_CHUNKS)
 		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
 					    to);
-	if (a->path == RFS_READ_PREAD && !a->locs)
+	if (a->path == RFS_READ_PREAD && a->locs)
+		return raw_chunk_rows(s, a, rows, m, to);
+	if (a->path == RFS_READ_PREAD)
 		return fetch_sorted(s, a, rows, m, to);
 	int rc = 0;
-	for (size_t i = 0; i < m && rc == 0 && a->locs; i++)
-		rc = chunks_run(s, a, rows[i], 1, to[i]);
-	if (a->locs)
-		return rc;
 	for (size_t i = 0, j; i < m && rc == 0; i = j) {
 		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
 			;
@@ -521,66 +598,6 @@ int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 	struct hdf5_source *s = (struct hdf5_source *)base;
 	rfs_hdf5_quiet();
 	return read_sorted(s, &s->x, rows, m, to);
-}
-
-/* Reads submitted together, at most: as many as a ring takes at once
- * (fetch.c), kept on the stack. */
-#define PIECES 128
-
-/* A CSR range's pieces waiting to be read together: what each one is,
- * for its error line. */
-struct pieces {
-	size_t n;
-	struct iovec iov[PIECES];
-	struct rfs_fetch_run runs[PIECES];
-	const struct array *of[PIECES];
-	uint64_t first[PIECES], count[PIECES];
-};
-
-/* Reads the pieces waiting in p, and empties it. */
-static int read_pieces(struct hdf5_source *s, struct pieces *p)
-{
-	size_t failed = 0;
-	int rc = p->n ? rfs_fetch(s->fd, p->runs, p->n, &failed) : 0;
-	p->n = 0;
-	if (rc == 0)
-		return 0;
-	rfs_log("source %s dataset %s: read of elements [%llu, %llu) failed: "
-		"%s",
-		s->path, p->of[failed]->name,
-		(unsigned long long)p->first[failed],
-		(unsigned long long)(p->first[failed] + p->count[failed]),
-		rc == -ENODATA ? "file ends before the data" : strerror(-rc));
-	return -EIO;
-}
-
-/* Elements [first, first + count) of a read with pread to dst, as pieces
- * added to p (read whenever it fills): one for a contiguous array, one
- * per chunk crossed for raw chunks. */
-static int add_pieces(struct hdf5_source *s, struct pieces *p,
-		      const struct array *a, uint64_t first, uint64_t count,
-		      unsigned char *dst)
-{
-	uint64_t end = first + count;
-	for (uint64_t r0 = first, r1; r0 < end; r0 = r1) {
-		uint64_t at = stretch_at(a, r0, end, &r1);
-		size_t len = (r1 - r0) * a->row_bytes;
-		if (p->n == PIECES) {
-			int rc = read_pieces(s, p);
-			if (rc != 0)
-				return rc;
-		}
-		size_t i = p->n++;
-		p->iov[i] = (struct iovec){ dst, len };
-		p->runs[i] = (struct rfs_fetch_run){
-			.off = at, .len = len, .iov = &p->iov[i], .iovcnt = 1
-		};
-		p->of[i] = a;
-		p->first[i] = r0;
-		p->count[i] = r1 - r0;
-		dst += len;
-	}
-	return 0;
 }
 
 /* CSR ranges: those of an array read with pread while its bytes are not

@@ -171,6 +171,27 @@ def test_csr_parts_read_by_ranges(mounts, tmp_path, monkeypatch, layout,
                                           got.toarray())
 
 
+@pytest.mark.parametrize("cache_mb,read_path", [(64, "mmap"), (4, "pread")])
+def test_one_dimensional_rows_in_raw_chunks(mounts, tmp_path, cache_mb,
+                                            read_path):
+    """A 1-D dataset in unfiltered chunks (h5py's resizable default) is
+    read at its chunks' addresses: copied from the mapping where it fits,
+    else row by row in reads submitted together."""
+    x = np.random.default_rng(12).random(1_000_000, dtype=np.float32)
+    path = str(tmp_path / "vector.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("v", data=x, maxshape=(None,), chunks=(4096,))
+    m = mounts(path, f"dataset=/v,batch_size=500,world_size=2,"
+               f"cache_mb={cache_mb}")
+    info = m.json("dataset.json")
+    assert info["read_path"] == read_path
+    assert [s["layout"] for s in info["sources"]] == ["chunked"]
+    for rank, k in ((0, 0), (1, 5), (1, m.batches() - 1)):
+        got = m.load("batch", 0, rank, k)
+        assert got.shape == (500,)
+        np.testing.assert_array_equal(got, x[m.load("index", 0, rank, k)])
+
+
 @pytest.mark.parametrize("dtype,options", [
     (np.float32, ""), (np.int16, ""), (np.float64, ",dtype=float16")])
 def test_csr_duplicate_entries_add_up(mounts, tmp_path, dtype, options):
