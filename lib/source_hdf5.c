@@ -556,8 +556,6 @@ static void close_source(struct rfs_source *base)
 	rfs_watch_forget(s->watch);
 	if (s->fd >= 0)
 		close(s->fd);
-	if (s->dfd >= 0)
-		close(s->dfd);
 	for (size_t i = 0; i < s->nlinked; i++) {
 		free(s->linked[i].path);
 		rfs_watch_forget(s->linked[i].watch);
@@ -598,7 +596,6 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
 	s->base.ops = &ops;
 	s->fd = -1;
-	s->dfd = -1;
 	s->watch = -1;
 	s->chunks = chunks;
 	rfs_hdf5_quiet();
@@ -636,8 +633,6 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	 * kernel's readahead on them read 8-12x the bytes served from
 	 * storage (docs/benchmarks.md, run AG). A hint: failure is fine. */
 	posix_fadvise(s->fd, 0, 0, POSIX_FADV_RANDOM);
-	if (getenv("RANKFS_ODIRECT"))
-		s->dfd = open(s->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	errno = 0;
 	if (H5Fis_hdf5(s->path) <= 0) {
 		/* HDF5 opens the file again: that may be what failed. */

@@ -66,7 +66,6 @@ struct hdf5_source {
 	 * are named from the mount's working directory. */
 	hid_t dapl;
 	int fd; /* read-only: pread and chunk reads */
-	int dfd; /* PROTOTYPE: O_DIRECT, or -1 */
 	int watch; /* rfs_watch_add()'s id for fd, or negative */
 	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
 	struct array x; /* dense rows, or a CSR's data */

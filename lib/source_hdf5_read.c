@@ -35,7 +35,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "bigbuf.h"
 #include "chunks.h"
 #include "fetch.h"
 #include "inflate.h"
@@ -501,87 +500,6 @@ static int add_pieces(struct hdf5_source *s, struct pieces *p,
 	return 0;
 }
 
-/* PROTOTYPE: runs read with O_DIRECT into an aligned bounce buffer,
- * then copied to the slots. Runs reaching the file's last block use
- * pread. */
-static int direct_sorted(struct hdf5_source *s, struct array *a,
-			 const uint64_t *rows, size_t m,
-			 unsigned char *const *to)
-{
-	enum { ALIGN = 4096 };
-	uint64_t size = (uint64_t)s->opened.st_size;
-	size_t nruns = 0, total = 0;
-	for (size_t i = 0, j; i < m; i = j) {
-		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
-			;
-		uint64_t off = a->offset + rows[i] * a->row_bytes;
-		uint64_t lo = off & ~(uint64_t)(ALIGN - 1);
-		uint64_t hi = (off + (j - i) * a->row_bytes + ALIGN - 1) &
-			      ~(uint64_t)(ALIGN - 1);
-		total += hi - lo;
-		nruns++;
-	}
-	unsigned char *bounce = NULL;
-	struct iovec *iov = malloc((nruns ? nruns : 1) * sizeof(*iov));
-	struct rfs_fetch_run *runs =
-		malloc((nruns ? nruns : 1) * sizeof(*runs));
-	size_t *first = malloc((nruns ? nruns : 1) * sizeof(*first));
-	int rc = -ENOMEM;
-	size_t bounce_len = total < (256 << 10) ? (256 << 10) : total;
-	bounce = rfs_bigbuf_alloc(bounce_len); /* mapped: page-aligned */
-	if (!iov || !runs || !first || !bounce)
-		goto out;
-	size_t k = 0, at = 0, failed = 0;
-	for (size_t i = 0, j; i < m; i = j) {
-		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
-			;
-		uint64_t off = a->offset + rows[i] * a->row_bytes;
-		uint64_t lo = off & ~(uint64_t)(ALIGN - 1);
-		uint64_t hi = (off + (j - i) * a->row_bytes + ALIGN - 1) &
-			      ~(uint64_t)(ALIGN - 1);
-		if (hi > size) { /* the last block: buffered */
-			rc = 0;
-			for (size_t q = i; q < j && rc == 0; q++)
-				rc = pread_span(s, a, rows[q], 1,
-						a->offset +
-							rows[q] * a->row_bytes,
-						to[q]);
-			if (rc != 0)
-				goto out;
-			continue;
-		}
-		iov[k] = (struct iovec){ bounce + at, hi - lo };
-		runs[k] = (struct rfs_fetch_run){
-			.off = lo, .len = hi - lo, .iov = &iov[k], .iovcnt = 1
-		};
-		first[k] = i;
-		k++;
-		at += hi - lo;
-	}
-	rc = rfs_fetch(s->dfd, runs, k, &failed);
-	if (rc != 0) {
-		rc = -EIO;
-		goto out;
-	}
-	for (size_t r = 0; r < k; r++) {
-		size_t i = first[r];
-		uint64_t off = a->offset + rows[i] * a->row_bytes;
-		unsigned char *src =
-			(unsigned char *)iov[r].iov_base + (off - runs[r].off);
-		for (size_t q = i;
-		     q < m && (q == i || rows[q] == rows[q - 1] + 1); q++)
-			memcpy(to[q], src + (q - i) * a->row_bytes,
-			       a->row_bytes);
-	}
-	rc = 0;
-out:
-	rfs_bigbuf_free(bounce, bounce_len);
-	free(iov);
-	free(runs);
-	free(first);
-	return rc;
-}
-
 /* Distinct sorted rows of a 1-D array in raw chunks, row i to to[i]:
  * copied from the mapping while resident, else read together. */
 static int raw_chunk_rows(struct hdf5_source *s, struct array *a,
@@ -636,8 +554,6 @@ static int fetch_sorted(struct hdf5_source *s, struct array *a,
 {
 	if (rfs_rowmap_resident(&a->map))
 		return gather_mapped(s, a, rows, m, to);
-	if (s->dfd >= 0)
-		return direct_sorted(s, a, rows, m, to);
 	struct iovec *iov = malloc((m ? m : 1) * sizeof(*iov));
 	struct rfs_fetch_run *runs = malloc((m ? m : 1) * sizeof(*runs));
 	size_t nruns = 0, failed = 0;
