@@ -234,7 +234,7 @@ static int dense_rows(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 }
 
 /* The .npz of a batch: its CSR rows in the served dtype. Uncast values
- * and int32 column ids are read straight to their place in the file. */
+ * are read straight to their place in the file. */
 static int npz_file(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 		    struct rfs_cache_fill *f)
 {
@@ -245,15 +245,10 @@ static int npz_file(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 	if (!buf)
 		return -ENOMEM;
 	int in_place = npz_reads_values_in_place(b);
-	/* Column ids straight to their place too, where int32. */
-	struct rfs_csr_dst dst = {
-		.values = in_place ? buf + rfs_npz_values_offset(&m) : NULL,
-		.cols32 = m.index_dtype == RFS_INT32 ?
-				  buf + rfs_npz_indices_offset(&m) :
-				  NULL
-	};
 	struct rfs_csr csr;
-	int rc = rfs_dataset_read_csr(b->dataset, rows, n, &dst, &csr);
+	int rc = rfs_dataset_read_csr(
+		b->dataset, rows, n,
+		in_place ? buf + rfs_npz_values_offset(&m) : NULL, &csr);
 	if (rc != 0)
 		return rc;
 	/* Cast to the served dtype, then widened where it is float16: the

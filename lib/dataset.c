@@ -626,10 +626,10 @@ uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)
 }
 
 int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
-			 const struct rfs_csr_dst *dst, struct rfs_csr *out)
+			 void *values, struct rfs_csr *out)
 {
 	if (d->direct)
-		return rfs_source_read_csr(d->files[0], rows, n, dst, out);
+		return rfs_source_read_csr(d->files[0], rows, n, values, out);
 
 	/* Each file's rows in one fetch, then every row to its slot
 	 * (joined: remapped onto the served columns first). */
@@ -649,7 +649,6 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	for (size_t i = 0; i < n; i++)
 		out->start[i + 1] = out->start[i] +
 				    rfs_dataset_row_nnz(d, (uint64_t)rows[i]);
-	void *values = dst ? dst->values : NULL;
 	out->values = values ? values : malloc(out->start[n] * elem + 1);
 	out->values_borrowed = values != NULL;
 	if (!out->values || rfs_source_csr_alloc_cols(out) != 0)
@@ -700,8 +699,6 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 		}
 		rfs_source_csr_free(&part); /* zeroed on a failed read */
 	}
-	if (rc == 0 && dst && dst->cols32) /* as the caller asked */
-		rfs_source_csr_narrow_cols(out, dst->cols32);
 out:
 	if (rc != 0)
 		rfs_source_csr_free(out);

@@ -102,7 +102,7 @@ uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d);
  * (rfs_source_read_csr() over the files; values as there).
  * @return 0, -EIO, -ENOMEM. */
 int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
-			 const struct rfs_csr_dst *dst, struct rfs_csr *out);
+			 void *values, struct rfs_csr *out);
 
 /* A column over all files (rfs_source_read_column() per file, joined by
  * rfs_column_append()). @return 0 or a negative errno with err set. */

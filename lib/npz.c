@@ -71,26 +71,15 @@ uint64_t rfs_npz_size(const struct rfs_npz_csr *m)
 	return total;
 }
 
-/* Where member k's payload starts in the file. */
-static uint64_t payload_offset(const struct rfs_npz_csr *m, int k)
+uint64_t rfs_npz_values_offset(const struct rfs_npz_csr *m)
 {
 	char header[RFS_NPY_HEADER_MAX];
 	uint64_t at = 0, payload;
-	for (int j = 0; j < k; j++)
-		at += LOCAL_HEADER + strlen(names[j]) +
-		      member_header(m, j, header, &payload) + payload;
-	return at + LOCAL_HEADER + strlen(names[k]) +
-	       member_header(m, k, header, &payload);
-}
-
-uint64_t rfs_npz_values_offset(const struct rfs_npz_csr *m)
-{
-	return payload_offset(m, DATA);
-}
-
-uint64_t rfs_npz_indices_offset(const struct rfs_npz_csr *m)
-{
-	return payload_offset(m, INDICES);
+	for (int k = 0; k < DATA; k++)
+		at += LOCAL_HEADER + strlen(names[k]) +
+		      member_header(m, k, header, &payload) + payload;
+	return at + LOCAL_HEADER + strlen(names[DATA]) +
+	       member_header(m, DATA, header, &payload);
 }
 
 static unsigned char *put16(unsigned char *p, unsigned v)
@@ -129,9 +118,8 @@ static void member_payload(const struct rfs_npz_csr *m, int k,
 			   const uint64_t *start, unsigned char *p)
 {
 	switch (k) {
-	case INDICES: /* NULL: already here */
-		if (cols)
-			rfs_convert(m->index_dtype, p, RFS_INT64, cols, m->nnz);
+	case INDICES: /* one loop per width: a copy per value was a call */
+		rfs_convert(m->index_dtype, p, RFS_INT64, cols, m->nnz);
 		break;
 	case INDPTR:
 		rfs_convert(m->index_dtype, p, RFS_UINT64, start, m->rows + 1);

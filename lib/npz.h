@@ -29,14 +29,9 @@ uint64_t rfs_npz_size(const struct rfs_npz_csr *m);
  * rfs_npz_write() from there, which saves their copy. */
 uint64_t rfs_npz_values_offset(const struct rfs_npz_csr *m);
 
-/* Where the column ids go (indices.npy's payload, in index_dtype; not
- * aligned): likewise, passed to rfs_npz_write() as cols NULL. */
-uint64_t rfs_npz_indices_offset(const struct rfs_npz_csr *m);
-
 /* Writes the file into out (rfs_npz_size() bytes). values: nnz elements of
  * value_dtype (possibly already at out + rfs_npz_values_offset()); cols:
- * nnz column ids, or NULL where they are at out +
- * rfs_npz_indices_offset() already; start: rows + 1 offsets. */
+ * nnz column ids; start: rows + 1 offsets. */
 void rfs_npz_write(const struct rfs_npz_csr *m, const void *values,
 		   const int64_t *cols, const uint64_t *start,
 		   unsigned char *out);

@@ -157,14 +157,6 @@ int rfs_source_csr_alloc_cols(struct rfs_csr *c)
 	return c->cols ? 0 : -ENOMEM;
 }
 
-void rfs_source_csr_narrow_cols(struct rfs_csr *c, void *cols32)
-{
-	rfs_convert(RFS_INT32, cols32, RFS_INT64, c->cols, c->start[c->rows]);
-	rfs_bigbuf_free(c->cols, c->cols_bytes);
-	c->cols = NULL;
-	c->cols_bytes = 0;
-}
-
 void rfs_source_csr_free(struct rfs_csr *c)
 {
 	free(c->start);
@@ -174,36 +166,12 @@ void rfs_source_csr_free(struct rfs_csr *c)
 	*c = (struct rfs_csr){ 0 };
 }
 
-/* Column ids raw[0..len) (the source's index dtype) checked against the
- * width and stored widened at to64, or else narrowed at to32 (unaligned).
- * Through a small buffer, so that each id is loaded from memory once.
- * @return the position of the first id outside the width, or len. */
-static uint64_t place_cols(const struct rfs_source *s, const unsigned char *raw,
-			   uint64_t len, int64_t *to64, unsigned char *to32)
-{
-	enum { STEP = 512 };
-	int64_t ids[STEP];
-	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
-	for (uint64_t q = 0; q < len; q += STEP) {
-		size_t c = len - q < STEP ? (size_t)(len - q) : STEP;
-		int64_t *w = to64 ? to64 + q : ids;
-		rfs_convert(RFS_INT64, w, s->info.index_dtype,
-			    raw + q * index_elem, c);
-		for (size_t k = 0; k < c; k++)
-			if (w[k] < 0 || (uint64_t)w[k] >= s->info.cols)
-				return q + k;
-		if (!to64)
-			rfs_convert(RFS_INT32, to32 + q * 4, RFS_INT64, w, c);
-	}
-	return len;
-}
-
-/* A run's rows placed at their slots: values copied, column ids checked
- * and stored (at cols32 where given, else at out->cols). */
+/* A run's rows placed at their slots: values copied, column ids widened
+ * and checked against the width. */
 static int place_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
 			 const struct csr_run *run, struct rfs_csr *out,
 			 const unsigned char *values,
-			 const unsigned char *raw_cols, unsigned char *cols32)
+			 const unsigned char *raw_cols)
 {
 	size_t elem = rfs_dtype_size(s->info.dtype);
 	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
@@ -212,23 +180,23 @@ static int place_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
 			(uint64_t)s->indptr[w[k].row] - run->a + run->pos;
 		uint64_t len = rfs_source_row_nnz(s, w[k].row);
 		uint64_t to = out->start[w[k].slot];
+		int64_t *cols = out->cols + to;
 		memcpy((unsigned char *)out->values + to * elem,
 		       values + from * elem, len * elem);
-		const unsigned char *raw = raw_cols + from * index_elem;
-		uint64_t bad = place_cols(s, raw, len,
-					  cols32 ? NULL : out->cols + to,
-					  cols32 ? cols32 + to * 4 : NULL);
-		if (bad == len)
-			continue;
-		int64_t id;
-		rfs_convert(RFS_INT64, &id, s->info.index_dtype,
-			    raw + bad * index_elem, 1);
-		rfs_log("source %s dataset %s: column index %lld of value %llu "
-			"is outside 0..%llu",
-			s->info.path, s->info.dataset, (long long)id,
-			(unsigned long long)(run->a + from - run->pos + bad),
-			(unsigned long long)(s->info.cols - 1));
-		return -EIO;
+		rfs_convert(RFS_INT64, cols, s->info.index_dtype,
+			    raw_cols + from * index_elem, len);
+		for (uint64_t q = 0; q < len; q++) {
+			if (cols[q] >= 0 && (uint64_t)cols[q] < s->info.cols)
+				continue;
+			rfs_log("source %s dataset %s: column index %lld of "
+				"value %llu is outside 0..%llu",
+				s->info.path, s->info.dataset,
+				(long long)cols[q],
+				(unsigned long long)(run->a + from - run->pos +
+						     q),
+				(unsigned long long)(s->info.cols - 1));
+			return -EIO;
+		}
 	}
 	return 0;
 }
@@ -237,7 +205,7 @@ static int place_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
  * call (so reads from storage can be in flight together), then placed. */
 static int read_csr_runs(struct rfs_source *s, const struct rfs_wanted *w,
 			 size_t n, struct rfs_csr *out, unsigned char *values,
-			 unsigned char *raw_cols, unsigned char *cols32)
+			 unsigned char *raw_cols)
 {
 	size_t elem = rfs_dtype_size(s->info.dtype);
 	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
@@ -267,8 +235,7 @@ static int read_csr_runs(struct rfs_source *s, const struct rfs_wanted *w,
 	}
 	rc = nranges ? s->ops->read_csr_ranges(s, ranges, nranges) : 0;
 	for (size_t r = 0; r < nruns && rc == 0; r++)
-		rc = place_csr_run(s, w, &runs[r], out, values, raw_cols,
-				   cols32);
+		rc = place_csr_run(s, w, &runs[r], out, values, raw_cols);
 out:
 	free(runs);
 	free(ranges);
@@ -276,14 +243,13 @@ out:
 }
 
 int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
-			const struct rfs_csr_dst *dst, struct rfs_csr *out)
+			void *dst, struct rfs_csr *out)
 {
 	int rc = -ENOMEM;
 	size_t elem = rfs_dtype_size(s->info.dtype);
 	size_t index_elem = rfs_dtype_size(s->info.index_dtype);
 	struct rfs_wanted *w = rfs_rowsort(rows, n);
 	unsigned char *values = NULL, *raw_cols = NULL;
-	unsigned char *cols32 = dst ? dst->cols32 : NULL;
 	uint64_t total = 0;
 
 	*out = (struct rfs_csr){ .rows = n };
@@ -294,20 +260,18 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 		out->start[i + 1] = out->start[i] +
 				    rfs_source_row_nnz(s, (uint64_t)rows[i]);
 	total = out->start[n];
-	out->values_borrowed = dst && dst->values;
-	out->values = out->values_borrowed ? dst->values :
-					     malloc(total * elem + 1);
-	if (!cols32 && rfs_source_csr_alloc_cols(out) != 0)
-		goto out;
-	/* The runs' distinct values are at most the batch's. Pooled and
-	 * populated: these are megabytes per batch. */
+	/* The runs' distinct values are at most the batch's. */
+	out->values = dst ? dst : malloc(total * elem + 1);
+	out->values_borrowed = dst != NULL;
+	rfs_source_csr_alloc_cols(out);
+	/* Pooled and populated: these are megabytes per batch. */
 	values = rfs_bigbuf_alloc(total * elem + 1);
 	raw_cols = rfs_bigbuf_alloc(total * index_elem + 1);
-	if (!out->values || !values || !raw_cols)
+	if (!out->values || !out->cols || !values || !raw_cols)
 		goto out;
 	rc = unchanged_or_log(s, w, n);
 	if (rc == 0)
-		rc = read_csr_runs(s, w, n, out, values, raw_cols, cols32);
+		rc = read_csr_runs(s, w, n, out, values, raw_cols);
 	if (rc == 0)
 		rc = unchanged_or_log(s, w, n);
 out:

@@ -99,25 +99,12 @@ struct rfs_csr {
  * (pooled: megabytes per batch). @return 0 or -ENOMEM. */
 int rfs_source_csr_alloc_cols(struct rfs_csr *c);
 
-/* Moves c's column ids to cols32 as int32 (struct rfs_csr_dst's), freeing
- * c->cols. */
-void rfs_source_csr_narrow_cols(struct rfs_csr *c, void *cols32);
-
-/* Where a CSR read puts what it reads rather than allocating it in the
- * rfs_csr (NULL members: allocated there). values: room for all of
- * them (the rows' rfs_source_row_nnz() summed); cols32: room for as many
- * column ids as int32, which the caller knows they fit (any alignment);
- * out->cols is then NULL. */
-struct rfs_csr_dst {
-	void *values;
-	void *cols32;
-};
-
-/* Reads the entries of rows[0..n) of a CSR source, to dst where given
- * (else NULL). Column ids outside the width are a read failure.
- * Thread-safe. @return 0, -EIO, -ENOMEM. */
+/* Reads the entries of rows[0..n) of a CSR source. values: where the
+ * values go (room for all of them: the rows' rfs_source_row_nnz()
+ * summed), or NULL to allocate them. Column ids outside the width are a
+ * read failure. Thread-safe. @return 0, -EIO, -ENOMEM. */
 int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
-			const struct rfs_csr_dst *dst, struct rfs_csr *out);
+			void *values, struct rfs_csr *out);
 
 /* The most memory a read of n rows allocates for itself, for the caller
  * to count: rfs_source_read_rows() (nnz 0), or rfs_source_read_csr() of
