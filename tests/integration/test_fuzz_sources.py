@@ -83,10 +83,10 @@ def reference_rows(path, kind, out):
     out.put(rows)
 
 
-def read_mount(mnt, out):
-    """Every batch of epoch 0, rank 0: (index, bytes) or the errno."""
+def read_mount(mnt, out, epoch=0):
+    """Every batch of rank 0 in epoch: (index, bytes) or the errno."""
     got = []
-    d = f"{mnt}/epoch/0/rank/0"
+    d = f"{mnt}/epoch/{epoch}/rank/0"
     for name in sorted(os.listdir(f"{d}/batch")):
         if not name.endswith(".npy"):
             continue

@@ -188,6 +188,26 @@ def race_reader(mnt, x, seed, seconds, out):
     out.put((served, wrong, eio))
 
 
+def race(mnt, x, seed, delay, change):
+    """Four race_readers of mnt (seeds seed..seed+3) for a second, the
+    source changed by change() after delay seconds; their results, each
+    reader having exited 0."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=race_reader,
+                         args=(mnt, x, seed + i, 1.0, out))
+             for i in range(4)]
+    for p in procs:
+        p.start()
+    time.sleep(delay)
+    change()
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    return results
+
+
 @pytest.mark.parametrize("restore_mtime", [False, True])
 def test_writes_during_reads_never_serve_wrong_bytes(mounts, tmp_path,
                                                      restore_mtime):
@@ -201,19 +221,8 @@ def test_writes_during_reads_never_serve_wrong_bytes(mounts, tmp_path,
         write_h5(str(path), {"x": x})
         m = mounts(str(path), "dataset=/x,world_size=2,batch_size=100,"
                    "strategy=shuffle,prefetch=0", name=f"race{trial}")
-        ctx = mp.get_context("fork")
-        out = ctx.Queue()
-        procs = [ctx.Process(target=race_reader,
-                             args=(m.mnt, x, 100 * trial + i, 1.0, out))
-                 for i in range(4)]
-        for p in procs:
-            p.start()
-        time.sleep(0.05 + 0.05 * (trial % 5))
-        rewrite_in_place(str(path), how)
-        results = [out.get(timeout=60) for _ in procs]
-        for p in procs:
-            p.join()
-            assert p.exitcode == 0
+        results = race(m.mnt, x, 100 * trial, 0.05 + 0.05 * (trial % 5),
+                       lambda: rewrite_in_place(str(path), how))
         assert sum(r[1] for r in results) == 0, results
         assert sum(r[2] for r in results) > 0, results  # the write was seen
         m.unmount()

@@ -7,6 +7,7 @@ mount error (exit 1, one message naming the array) or EIO for every
 batch holding a damaged row, and never bytes other than the undamaged
 store's. Fails until the zarr backend lands."""
 import errno
+import functools
 import json
 import os
 import shutil
@@ -274,18 +275,7 @@ def test_chunk_replaced_under_the_mount(tmp_path):
         os.rename(os.path.join(other, "X", "c", "1", "0"),
                   os.path.join(store, "X", "c", "1", "0"))
         time.sleep(1.1)  # a new mtime second for watchers that poll
-
-        def read_epoch_1(mnt, out):
-            got = []
-            d = f"{mnt}/epoch/1/rank/0"
-            for name in sorted(os.listdir(f"{d}/batch")):
-                try:
-                    got.append((np.load(f"{d}/index/{name}"),
-                                np.load(f"{d}/batch/{name}")))
-                except OSError as e:
-                    got.append(e.errno)
-            out.put(got)
-        later = in_child(read_epoch_1, mnt)
+        later = in_child(functools.partial(read_mount, epoch=1), mnt)
     finally:
         unmount(mnt, proc, log)
     assert later != "hung"

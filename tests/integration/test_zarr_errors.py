@@ -5,7 +5,6 @@ chunks are bad, with a log line naming array and chunk; never wrong bytes.
 import errno
 import io
 import json
-import multiprocessing as mp
 import os
 import random
 import shutil
@@ -22,7 +21,7 @@ import scipy.sparse as sp
 import zarr
 
 from conftest import is_mounted, run_rankfs
-from test_reliability import race_reader
+from test_reliability import race
 
 N, D, CR = 400, 8, 50  # chunks of CR rows: batch k of streaming is chunk k
 BLOSC = numcodecs.Blosc(cname="lz4", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
@@ -345,26 +344,18 @@ def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
         write_dense(p, x, chunks=(100, 256), compressor=None)
         m = mounts(p, "world_size=2,batch_size=100,strategy=shuffle,"
                    "prefetch=0", name=f"race{trial}")
-        ctx = mp.get_context("fork")
-        out = ctx.Queue()
-        procs = [ctx.Process(target=race_reader,
-                             args=(m.mnt, x, 100 * trial + i, 1.0, out))
-                 for i in range(4)]
-        for proc in procs:
-            proc.start()
-        time.sleep(0.05 + 0.05 * trial)
-        for name in sorted(os.listdir(os.path.join(p, "X"))):
-            if name[0] == ".":
-                continue
-            chunk = os.path.join(p, "X", name)
-            st = os.stat(chunk)
-            with open(chunk, "r+b") as f:
-                f.write(np.full(100 * 256, -1, np.float32).tobytes())
-            os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
-        results = [out.get(timeout=60) for _ in procs]
-        for proc in procs:
-            proc.join()
-            assert proc.exitcode == 0
+
+        def rewrite_chunks(p=p):
+            for name in sorted(os.listdir(os.path.join(p, "X"))):
+                if name[0] == ".":
+                    continue
+                chunk = os.path.join(p, "X", name)
+                st = os.stat(chunk)
+                with open(chunk, "r+b") as f:
+                    f.write(np.full(100 * 256, -1, np.float32).tobytes())
+                os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
+        results = race(m.mnt, x, 100 * trial, 0.05 + 0.05 * trial,
+                       rewrite_chunks)
         assert sum(r[1] for r in results) == 0, results
         assert sum(r[2] for r in results) > 0, results  # the write was seen
         m.unmount()
