@@ -88,7 +88,8 @@ static int node_size(struct rfs_fs *fs, const struct rfs_node *n,
 
 /* st_blksize, which readers size their buffers by. numpy reads a .npy's
  * header through Python's buffer, then the array with a read of its own:
- * a 1 MiB buffer read the whole file twice. zipfile's many small reads of an .npz want a large buffer. */
+ * a 1 MiB buffer read the whole file twice. zipfile's many small reads
+ * of an .npz want a large buffer. */
 static blksize_t preferred_io_size(const struct rfs_node *n)
 {
 	return is_file(n) && n->kind != RFS_KIND_NPZ ? 4096 : 1 << 20;
