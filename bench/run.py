@@ -35,7 +35,8 @@ The default run adds (--no-zarr leaves out) zarr v2 copies of the dense and CSR 
 --atlas: a Tahoe-shaped CSR .h5ad (200,000 x 62,710, 2,000 values a cell,
 laid out as anndata writes it: data and indices resizable, so in h5py's
 automatic chunks; --atlas-gzip also gzip, --atlas-contiguous also a copy
-with contiguous data and indices). There every epoch of every contender gets a
+with contiguous data and indices, --atlas-zarr also a zarr store written
+from it by anndata's write_zarr, beside zarr-python). There every epoch of every contender gets a
 fresh mount and drop_caches first, epochs are partial (--batches, 100 or
 40 per rank), and the storage's own figures (dd, 4 KiB O_DIRECT random
 reads at QD1 and QD32) and the daemon's peak RSS are printed beside.
@@ -50,7 +51,8 @@ Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
     scripts/bench [--rows 100000] [--ranks N] [--json F] [--plot F]
                   [--baseline BIN] [--batches N]
     scripts/bench --from-storage [--batches 100] [--repeats 2]
-    scripts/bench --atlas [--atlas-gzip] [--atlas-contiguous] [--atlas-cells 200000]
+    scripts/bench --atlas [--atlas-gzip] [--atlas-contiguous] [--atlas-zarr]
+                  [--atlas-cells 200000]
     scripts/bench --only zarr
 """
 import argparse
@@ -228,6 +230,21 @@ def make_atlas(path, cells, genes, nnz, compression=None, step=10000,
             ind[a * nnz:b * nnz] = cols.ravel()
             data[a * nnz:b * nnz] = (rng.geometric(0.4, (b - a) * nnz)
                                      .astype(np.float32))
+    os.rename(tmp, path)
+    return path
+
+
+def make_atlas_zarr(h5ad, path):
+    """--atlas-zarr's source: the atlas as anndata 0.8's write_zarr lays
+    it out (zarr v2, blosc lz4 with shuffle, X/data and X/indices in
+    zarr's automatic chunks: 781,250 values, about 3 MB, each)."""
+    import anndata
+    if os.path.exists(path):
+        return path
+    log(f"bench: writing {path} from {h5ad} (anndata write_zarr)")
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    anndata.read_h5ad(h5ad).write_zarr(tmp)
     os.rename(tmp, path)
     return path
 
@@ -696,6 +713,9 @@ def main():
     ap.add_argument("--atlas-cells", type=int, default=200000)
     ap.add_argument("--atlas-gzip", action="store_true",
                     help="--atlas also on a gzip copy of the source")
+    ap.add_argument("--atlas-zarr", action="store_true",
+                    help="--atlas also on a zarr copy written by anndata's "
+                    "write_zarr (blosc lz4, zarr's automatic chunks)")
     ap.add_argument("--atlas-contiguous", action="store_true",
                     help="--atlas also on a copy with contiguous data and "
                     "indices (h5py's default, not anndata's)")
@@ -1064,6 +1084,50 @@ def storage_main(args):
                                "baseline build's",
                                ratio(f"rankfs block_shuffle (atlas{tag} .npz)",
                                      f"rankfs block_shuffle (atlas{tag} "
+                                     ".npz, baseline)"), None))
+        if args.atlas_zarr:
+            h5ad = os.path.join(args.dir,
+                                f"atlas-{args.atlas_cells}-chunked.h5ad")
+            store = make_atlas_zarr(h5ad, os.path.join(
+                args.dir, f"atlas-{args.atlas_cells}.zarr"))
+            nb = min(args.atlas_cells // (RANKS * BATCH), LIMIT)
+            key = (store, ".npz")
+
+            def zarr_open(store=store, key=key):
+                return zarr_csr_reader(store), served.get(key, 0), \
+                    lambda: None, None
+
+            def backed_h5ad(h5ad=h5ad, key=key):
+                return backed_csr_reader(h5ad), served.get(key, 0), \
+                    lambda: None, None
+            cs = chosen(*[rankfs(f"rankfs {s} (atlas zarr .npz{b})", store,
+                                 f"strategy={s}", ".npz", None,
+                                 args.baseline if b else None)
+                          for b in ([""] + ([", baseline"] if args.baseline
+                                            else []))
+                          for s in ("block_shuffle", "shuffle")],
+                        Contender("zarr-python CSR rows+DistributedSampler "
+                                  "(atlas zarr)", zarr_open),
+                        Contender("anndata backed CSR+DistributedSampler "
+                                  "(atlas zarr's .h5ad)", backed_h5ad))
+            results += measure_group(cs, nb * BATCH, args.repeats,
+                                     args.warmup, fresh=True, disk=store)
+            ratio, _ = ratios_of(results)
+            ratios.append(("atlas zarr: rankfs .npz block_shuffle / "
+                           "zarr-python",
+                           ratio("rankfs block_shuffle (atlas zarr .npz)",
+                                 "zarr-python CSR rows+DistributedSampler "
+                                 "(atlas zarr)"), None))
+            ratios.append(("atlas zarr: rankfs .npz block_shuffle / "
+                           "anndata backed (.h5ad)",
+                           ratio("rankfs block_shuffle (atlas zarr .npz)",
+                                 "anndata backed CSR+DistributedSampler "
+                                 "(atlas zarr's .h5ad)"), None))
+            if args.baseline:
+                ratios.append(("atlas zarr: rankfs .npz block_shuffle / "
+                               "baseline build's",
+                               ratio("rankfs block_shuffle (atlas zarr .npz)",
+                                     "rankfs block_shuffle (atlas zarr "
                                      ".npz, baseline)"), None))
         notes.append(PUBLISHED)
     notes.append(f"every epoch from storage: {LIMIT} batches of {BATCH} per "

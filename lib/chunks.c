@@ -32,6 +32,34 @@ static int pread_all(int fd, void *dst, size_t len, uint64_t at)
 	return 0;
 }
 
+/* Rows of a cached unit: a chunk, or a part of one (part_rows). */
+static uint64_t unit_rows(const struct rfs_chunked *c)
+{
+	return c->part_rows ? c->part_rows : c->chunk_rows;
+}
+
+static uint64_t units_per_chunk(const struct rfs_chunked *c)
+{
+	return (c->chunk_rows + unit_rows(c) - 1) / unit_rows(c);
+}
+
+/* A row of units (across the chunk grid's columns), numbered from the
+ * top: the one row r is in, and its first row and number of rows. */
+struct unit_row {
+	uint64_t index, first, rows;
+};
+
+static struct unit_row unit_row_of(const struct rfs_chunked *c, uint64_t r)
+{
+	uint64_t gr = r / c->chunk_rows, ur = unit_rows(c);
+	uint64_t p = r % c->chunk_rows / ur;
+	uint64_t rows = c->chunk_rows - p * ur < ur ? c->chunk_rows - p * ur :
+						      ur;
+	return (struct unit_row){ .index = gr * units_per_chunk(c) + p,
+				  .first = gr * c->chunk_rows + p * ur,
+				  .rows = rows };
+}
+
 static int decode(void *ctx, const struct rfs_cache_key *key,
 		  struct rfs_cache_fill *f)
 {
@@ -39,9 +67,20 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	const struct rfs_chunked *c = &cc->sets[key->rank];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
 	if (c->load) {
-		/* Its stored bytes and temporaries: about a chunk. */
-		unsigned char *buf = rfs_cache_fill_buffer(f, out_len, out_len);
-		return buf ? c->load(c->ctx, key->batch, buf, out_len) :
+		uint64_t upc = units_per_chunk(c);
+		uint64_t ur = key->batch / c->grid_cols;
+		uint64_t k =
+			ur / upc * c->grid_cols + key->batch % c->grid_cols;
+		uint64_t p = ur % upc, row_bytes = c->chunk_cols * c->elem;
+		uint64_t rows = c->chunk_rows - p * unit_rows(c);
+		rows = rows < unit_rows(c) ? rows : unit_rows(c);
+		/* Its stored bytes and temporaries: about a chunk, even for
+		 * a part (the stored bytes up to the part's end, the
+		 * codec's blocks). */
+		unsigned char *buf =
+			rfs_cache_fill_buffer(f, rows * row_bytes, out_len);
+		return buf ? c->load(c->ctx, k, p * unit_rows(c) * row_bytes,
+				     buf, rows * row_bytes) :
 			     -ENOMEM;
 	}
 	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
@@ -129,12 +168,13 @@ int rfs_chunks_register(struct rfs_chunk_cache *cc, const struct rfs_chunked *c,
 	return 0;
 }
 
-/* Copies n rows of chunk row gr from each chunk of that row: a run (out
+/* Copies n rows of unit row u from each unit of that row: a run (out
  * given: rows first + k to out + k rows) or sorted rows (rows[k] to
  * to[k]). */
-static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id, uint64_t gr,
-			  const uint64_t *rows, uint64_t first, size_t n,
-			  unsigned char *const *to, unsigned char *out)
+static int copy_unit_row(struct rfs_chunk_cache *cc, uint64_t id,
+			 struct unit_row u, const uint64_t *rows,
+			 uint64_t first, size_t n, unsigned char *const *to,
+			 unsigned char *out)
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	size_t row_bytes = c->cols * c->elem;
@@ -146,25 +186,25 @@ static int copy_chunk_row(struct rfs_chunk_cache *cc, uint64_t id, uint64_t gr,
 	 * of padding): those hold nothing of the rows. */
 	for (uint64_t gc = 0; gc < c->grid_cols && gc * c->chunk_cols < c->cols;
 	     gc++) {
-		struct rfs_cache_key key = { .rank = id,
-					     .batch = gr * c->grid_cols + gc };
+		struct rfs_cache_key key = {
+			.rank = id, .batch = u.index * c->grid_cols + gc
+		};
 		struct rfs_cache_entry *e;
 		int rc = rfs_cache_get(cc->cache, &key, &e);
 		if (rc != 0)
 			return rc;
-		const unsigned char *chunk = rfs_cache_entry_data(e);
+		const unsigned char *unit = rfs_cache_entry_data(e);
 		uint64_t c0 = gc * c->chunk_cols;
 		uint64_t ncols = c->cols - c0 < c->chunk_cols ? c->cols - c0 :
 								c->chunk_cols;
-		uint64_t row0 = gr * c->chunk_rows; /* the chunk's first */
 		if (stretch)
-			memcpy(out, chunk + (first - row0) * row_bytes,
+			memcpy(out, unit + (first - u.first) * row_bytes,
 			       n * row_bytes);
 		for (size_t k = 0; k < n && !stretch; k++) {
 			uint64_t r = rows ? rows[k] : first + k;
 			unsigned char *dst = out ? out + k * row_bytes : to[k];
 			memcpy(dst + c0 * c->elem,
-			       chunk + (r - row0) * c->chunk_cols * c->elem,
+			       unit + (r - u.first) * c->chunk_cols * c->elem,
 			       ncols * c->elem);
 		}
 		rfs_cache_put(cc->cache, e);
@@ -179,12 +219,10 @@ int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 	unsigned char *out = dst;
 	uint64_t end = first + count, r0 = first;
 	while (r0 < end) {
-		uint64_t gr = r0 / c->chunk_rows;
-		uint64_t r1 = (gr + 1) * c->chunk_rows < end ?
-				      (gr + 1) * c->chunk_rows :
-				      end;
-		int rc = copy_chunk_row(cc, id, gr, NULL, r0, r1 - r0, NULL,
-					out + (r0 - first) * c->cols * c->elem);
+		struct unit_row u = unit_row_of(c, r0);
+		uint64_t r1 = u.first + u.rows < end ? u.first + u.rows : end;
+		int rc = copy_unit_row(cc, id, u, NULL, r0, r1 - r0, NULL,
+				       out + (r0 - first) * c->cols * c->elem);
 		if (rc != 0)
 			return rc;
 		r0 = r1;
@@ -198,12 +236,12 @@ int rfs_chunks_read_rows(struct rfs_chunk_cache *cc, uint64_t id,
 {
 	const struct rfs_chunked *c = &cc->sets[id];
 	for (size_t i = 0, j; i < n; i = j) {
-		/* Rows i..j-1 lie in the same row of chunks. */
-		uint64_t gr = rows[i] / c->chunk_rows;
-		for (j = i + 1; j < n && rows[j] / c->chunk_rows == gr; j++)
+		/* Rows i..j-1 lie in the same row of units. */
+		struct unit_row u = unit_row_of(c, rows[i]);
+		for (j = i + 1; j < n && rows[j] < u.first + u.rows; j++)
 			;
-		int rc = copy_chunk_row(cc, id, gr, rows + i, 0, j - i, to + i,
-					NULL);
+		int rc = copy_unit_row(cc, id, u, rows + i, 0, j - i, to + i,
+				       NULL);
 		if (rc != 0)
 			return rc;
 	}

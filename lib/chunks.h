@@ -33,11 +33,16 @@ struct rfs_chunked {
 	struct rfs_pipeline pipeline;
 	struct rfs_chunk_loc *locs; /* row-major over the chunk grid */
 	/* Or, when set, a loader (zarr: its own files and codecs), which
-	 * decodes chunk k (row-major over the grid) into out and logs its
-	 * failures; fd, pipeline and locs are then unused. ctx is borrowed
-	 * like fd. @return 0, -EIO, -ENOMEM. */
-	int (*load)(void *ctx, uint64_t k, void *out, size_t out_len);
+	 * decodes bytes [at, at + len) of chunk k (row-major over the grid)
+	 * into out and logs its failures; fd, pipeline and locs are then
+	 * unused. ctx is borrowed like fd. @return 0, -EIO, -ENOMEM. */
+	int (*load)(void *ctx, uint64_t k, size_t at, void *out, size_t len);
 	void *ctx;
+	/* With a loader whose chunks span the columns (grid_cols 1): rows of
+	 * the part of a chunk decoded and cached alone, where a codec
+	 * decodes parts (0: whole chunks). A scattered read of a big chunk
+	 * then decodes and holds only the parts it touches. */
+	uint64_t part_rows;
 };
 
 struct rfs_chunk_cache;

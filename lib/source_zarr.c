@@ -83,7 +83,8 @@ static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 				 .grid_cols = a->igrid[1],
 				 .elem = a->m.elem,
 				 .load = rfs_zarr_array_load,
-				 .ctx = a };
+				 .ctx = a,
+				 .part_rows = rfs_zarr_array_part_rows(a) };
 	rc = rfs_chunks_register(s->chunks, &c, id);
 	if (rc != 0)
 		snprintf(err, errlen, "%s: out of memory", s->path);

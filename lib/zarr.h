@@ -53,6 +53,26 @@ struct rfs_zarr_pipe {
 int rfs_zarr_decode(const struct rfs_zarr_pipe *p, const void *src, size_t n,
 		    size_t elem, size_t want, void *dst, void **out,
 		    size_t *outlen, char *why, size_t whylen);
+/* Reads n bytes at off of a stored chunk. @return 0, else the part
+ * cannot be read so (the whole chunk is then read, and fails as it
+ * does). */
+typedef int (*rfs_zarr_read_fn)(void *ctx, void *dst, size_t n, uint64_t off);
+/* Bytes [at, at + n) of a chunk that decodes to want bytes, decoding
+ * only what holds them: for a pipe of blosc alone (zarr v2's default),
+ * the blosc blocks they lie in, with only those blocks' stored bytes read
+ * (through read, of a chunk of stored bytes). A range of an atlas's
+ * values in a 3 MB chunk decodes about 512 KiB instead of the chunk.
+ * @return 0; 1 where this chunk cannot be read in part (another codec,
+ * stored uncompressed, a malformed header or a block out of order, a
+ * failed read or decode): decode it whole, which says why; -ENOMEM. */
+int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
+			 size_t want, uint64_t stored, rfs_zarr_read_fn read,
+			 void *ctx, size_t at, size_t n, void *out);
+/* The bytes of the parts rfs_zarr_decode_part() decodes one at a time
+ * in a chunk of want bytes (stored bytes read through read): blosc's
+ * block size, or 0 where the chunk does not decode in parts. */
+size_t rfs_zarr_part_bytes(const struct rfs_zarr_pipe *p, size_t want,
+			   uint64_t stored, rfs_zarr_read_fn read, void *ctx);
 /* CRC-32C (Castagnoli), as zarr v3's crc32c codec. */
 uint32_t rfs_zarr_crc32c(const void *p, size_t n);
 /* numcodecs' vlen-utf8 framing: int32 count, then per item int32 length
@@ -164,11 +184,17 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
  * reads. @return 0, -ENOMEM, -EIO (err set). */
 int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
 void rfs_zarr_array_close(struct rfs_zarr_array *a);
-/* Decoded inner chunk k (row-major over igrid) into out (inner[0] x
- * inner[1] x elem bytes). Absent chunks read as fill_value. The loader of
- * chunks.c; thread-safe. Failures logged with store, array and chunk.
- * @return 0, -EIO, -ENOMEM. */
-int rfs_zarr_array_load(void *ctx, uint64_t k, void *out, size_t out_len);
+/* Bytes [at, at + len) of decoded inner chunk k (row-major over igrid;
+ * inner[0] x inner[1] x elem bytes) into out: the whole chunk, or a part
+ * decoded alone where the codec can (rfs_zarr_decode_part). Absent chunks
+ * read as fill_value. The loader of chunks.c; thread-safe. Failures
+ * logged with store, array and chunk. @return 0, -EIO, -ENOMEM. */
+int rfs_zarr_array_load(void *ctx, uint64_t k, size_t at, void *out,
+			size_t len);
+/* Rows of the parts the array's chunks decode in (chunks.h's part_rows):
+ * a blosc block's rows, where chunks span the columns and a block is
+ * whole rows; else 0. Reads the first stored chunk's header. */
+uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a);
 /* Checks the chunk files that hold rows [first, last] of a watched array
  * against their identity at mount: a difference sets the sticky flag
  * and is logged. With directory watches (a->dir_watches) any change in

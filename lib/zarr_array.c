@@ -397,49 +397,56 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 	return 0;
 }
 
-/* The stored bytes of inner chunk k (malloc'd), or *stored NULL when it
- * is absent. where: the file and chunk, for log lines. */
-static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
-		 size_t *n, char *where, size_t wherelen, char *why,
-		 size_t whylen)
+/* Where one inner chunk's stored bytes lie. */
+struct place {
+	int fd; /* its file, open; -1: the chunk is absent */
+	uint64_t f; /* the file's index in the grid */
+	uint64_t off, len; /* the stored bytes within the file */
+	char path[4200];
+};
+
+/* Opens the file of inner chunk k, checked against its identity at mount,
+ * and finds the chunk in it (a shard's index). On success the caller
+ * closes pl->fd when it is not -1. where: the file and chunk, for log
+ * lines. */
+static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
+		  char *where, size_t wherelen, char *why, size_t whylen)
 {
 	uint64_t gi = k / a->igrid[1], gj = k % a->igrid[1];
-	uint64_t f = gi / a->per[0] * a->grid[1] + gj / a->per[1];
 	uint64_t p = gi % a->per[0] * a->per[1] + gj % a->per[1];
-	char path[4200];
-	struct stat before, after;
+	struct stat before;
 	const uint64_t *idx = NULL;
 	uint64_t *owned = NULL;
 	int rc = 0;
-	*stored = NULL;
-	chunk_path(a, f, path, sizeof(path));
+	pl->f = gi / a->per[0] * a->grid[1] + gj / a->per[1];
+	chunk_path(a, pl->f, pl->path, sizeof(pl->path));
 	if (a->m.sharded)
-		snprintf(where, wherelen, "shard %s, inner chunk %llu", path,
-			 (unsigned long long)p);
+		snprintf(where, wherelen, "shard %s, inner chunk %llu",
+			 pl->path, (unsigned long long)p);
 	else
-		snprintf(where, wherelen, "chunk %s", path);
+		snprintf(where, wherelen, "chunk %s", pl->path);
 	/* Non-blocking: a FIFO's open would wait for a writer forever. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
+	pl->fd = open(pl->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (pl->fd < 0) {
 		if (errno != ENOENT) {
 			snprintf(why, whylen, "cannot be opened (%s)",
 				 strerror(errno));
 			return -EIO;
 		}
-		if (a->ids && a->ids[f].present) {
-			log_changed(a, path);
+		if (a->ids && a->ids[pl->f].present) {
+			log_changed(a, pl->path);
 			snprintf(why, whylen, "was removed since the mount");
 			return -EIO;
 		}
 		return 0; /* absent: fill_value */
 	}
-	if (fstat(fd, &before) != 0) {
+	if (fstat(pl->fd, &before) != 0) {
 		snprintf(why, whylen, "cannot be looked at (%s)",
 			 strerror(errno));
 		rc = -EIO;
 		goto out;
 	}
-	if (a->ids && !same_as_mount(a, &a->ids[f], path, &before)) {
+	if (a->ids && !same_as_mount(a, &a->ids[pl->f], pl->path, &before)) {
 		snprintf(why, whylen, "changed since the mount");
 		rc = -EIO;
 		goto out;
@@ -449,50 +456,80 @@ static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
 		rc = -EIO;
 		goto out;
 	}
-	uint64_t off = 0, len = (uint64_t)before.st_size;
+	pl->off = 0;
+	pl->len = (uint64_t)before.st_size;
 	if (a->m.sharded) {
-		rc = shard_index(a, f, fd, (uint64_t)before.st_size, &idx,
-				 &owned, why, whylen);
+		rc = shard_index(a, pl->f, pl->fd, (uint64_t)before.st_size,
+				 &idx, &owned, why, whylen);
 		if (rc != 0)
 			goto out;
-		off = idx[2 * p];
-		len = idx[2 * p + 1];
-		if (off == ABSENT && len == ABSENT)
+		pl->off = idx[2 * p];
+		pl->len = idx[2 * p + 1];
+		if (pl->off == ABSENT && pl->len == ABSENT) {
+			close(pl->fd);
+			pl->fd = -1;
 			goto out;
+		}
 	}
-	if (len > STORED_MAX) { /* no chunk rankfs decodes is that big */
+	if (pl->len > STORED_MAX) { /* no chunk rankfs decodes is that big */
 		snprintf(why, whylen,
 			 "is %llu bytes, over the %llu a chunk may "
 			 "take",
-			 (unsigned long long)len,
+			 (unsigned long long)pl->len,
 			 (unsigned long long)STORED_MAX);
-		rc = -EIO;
-		goto out;
-	}
-	*stored = malloc(len ? len : 1);
-	if (!*stored) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	size_t got;
-	rc = pread_all(fd, *stored, len, off, &got);
-	if (rc != 0) {
-		snprintf(why, whylen,
-			 rc == -ENODATA ? "is truncated (%zu of %llu bytes)" :
-					  "cannot be read (%zu of %llu bytes)",
-			 got, (unsigned long long)len);
-		rc = -EIO;
-		goto out;
-	}
-	*n = len;
-	if (a->ids && (fstat(fd, &after) != 0 ||
-		       !same_as_mount(a, &a->ids[f], path, &after))) {
-		snprintf(why, whylen, "changed while read");
 		rc = -EIO;
 	}
 out:
 	free(owned);
-	close(fd);
+	if (rc != 0) {
+		close(pl->fd);
+		pl->fd = -1;
+	}
+	return rc;
+}
+
+/* 0 when the file read is still as at mount, after the read. */
+static int unchanged_after(struct rfs_zarr_array *a, const struct place *pl,
+			   char *why, size_t whylen)
+{
+	struct stat after;
+	if (a->ids && (fstat(pl->fd, &after) != 0 ||
+		       !same_as_mount(a, &a->ids[pl->f], pl->path, &after))) {
+		snprintf(why, whylen, "changed while read");
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The stored bytes of inner chunk k (malloc'd), or *stored NULL when it
+ * is absent. */
+static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
+		 size_t *n, char *where, size_t wherelen, char *why,
+		 size_t whylen)
+{
+	struct place pl;
+	*stored = NULL;
+	int rc = locate(a, k, &pl, where, wherelen, why, whylen);
+	if (rc != 0 || pl.fd < 0)
+		return rc;
+	*stored = malloc(pl.len ? pl.len : 1);
+	if (!*stored) {
+		close(pl.fd);
+		return -ENOMEM;
+	}
+	size_t got;
+	rc = pread_all(pl.fd, *stored, pl.len, pl.off, &got);
+	if (rc != 0) {
+		snprintf(why, whylen,
+			 rc == -ENODATA ? "is truncated (%zu of %llu bytes)" :
+					  "cannot be read (%zu of %llu bytes)",
+			 got, (unsigned long long)pl.len);
+		rc = -EIO;
+	}
+	*n = pl.len;
+	if (rc == 0)
+		rc = unchanged_after(a, &pl, why, whylen);
+	close(pl.fd);
 	if (rc != 0) {
 		free(*stored);
 		*stored = NULL;
@@ -521,9 +558,10 @@ static void log_failure(const struct rfs_zarr_array *a, uint64_t k,
 			why);
 }
 
-int rfs_zarr_array_load(void *ctx, uint64_t k, void *out, size_t out_len)
+/* The whole of decoded inner chunk k into out (out_len bytes). */
+static int load_whole(struct rfs_zarr_array *a, uint64_t k, void *out,
+		      size_t out_len)
 {
-	struct rfs_zarr_array *a = ctx;
 	char where[4300], why[256] = "";
 	unsigned char *stored;
 	size_t n = 0;
@@ -540,6 +578,86 @@ int rfs_zarr_array_load(void *ctx, uint64_t k, void *out, size_t out_len)
 	return rc;
 }
 
+/* A part of a stored chunk, for rfs_zarr_decode_part. */
+static int read_stored(void *ctx, void *dst, size_t n, uint64_t off)
+{
+	const struct place *pl = ctx;
+	size_t got;
+	if (off > pl->len || n > pl->len - off)
+		return 1;
+	return pread_all(pl->fd, dst, n, pl->off + off, &got) == 0 ? 0 : 1;
+}
+
+/* Bytes [at, at + n) of decoded inner chunk k into out. */
+static int read_part(struct rfs_zarr_array *a, uint64_t k, size_t at, size_t n,
+		     unsigned char *out)
+{
+	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
+	char where[4300], why[256] = "";
+	struct place pl;
+	int rc = locate(a, k, &pl, where, sizeof(where), why, sizeof(why));
+	if (rc == 0 && pl.fd < 0) {
+		fill(a, out, n);
+		return 0;
+	}
+	if (rc == 0) {
+		rc = rfs_zarr_decode_part(&a->m.pipe, a->m.elem, chunk_bytes,
+					  pl.len, read_stored, &pl, at, n, out);
+		if (rc == 0)
+			rc = unchanged_after(a, &pl, why, sizeof(why));
+		close(pl.fd);
+	}
+	if (rc == 1) { /* not in part: the whole chunk */
+		unsigned char *tmp = malloc(chunk_bytes);
+		if (!tmp)
+			return -ENOMEM;
+		rc = load_whole(a, k, tmp, chunk_bytes);
+		if (rc == 0)
+			memcpy(out, tmp + at, n);
+		free(tmp);
+		return rc;
+	}
+	if (rc == -EIO)
+		log_failure(a, k, where, why);
+	return rc;
+}
+
+int rfs_zarr_array_load(void *ctx, uint64_t k, size_t at, void *out, size_t len)
+{
+	struct rfs_zarr_array *a = ctx;
+	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
+	if (at == 0 && len == chunk_bytes)
+		return load_whole(a, k, out, len);
+	return read_part(a, k, at, len, out);
+}
+
+uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a)
+{
+	size_t row = a->m.inner[1] * a->m.elem;
+	size_t chunk_bytes = a->m.inner[0] * row;
+	if (a->igrid[1] != 1 || a->m.kind == RFS_ZARR_STRING)
+		return 0;
+	/* The first chunk stored tells the codec's part size: a store's
+	 * chunks are alike (a chunk that is not still reads right, in
+	 * parts that cost more). A few absent ones are passed over. */
+	for (uint64_t k = 0; k < a->igrid[0] && k < 16; k++) {
+		char where[4300], why[256];
+		struct place pl;
+		if (locate(a, k, &pl, where, sizeof(where), why, sizeof(why)) !=
+		    0)
+			return 0;
+		if (pl.fd < 0)
+			continue;
+		size_t part = rfs_zarr_part_bytes(&a->m.pipe, chunk_bytes,
+						  pl.len, read_stored, &pl);
+		close(pl.fd);
+		return part && part % row == 0 && part < chunk_bytes ?
+			       part / row :
+			       0;
+	}
+	return 0;
+}
+
 int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 {
 	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
@@ -551,7 +669,7 @@ int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 		uint64_t c0 = k % a->igrid[1] * a->m.inner[1];
 		if (r0 >= a->m.shape[0] || c0 >= a->m.shape[1])
 			continue; /* a shard's padding past the array */
-		rc = rfs_zarr_array_load(a, k, tmp, chunk_bytes);
+		rc = load_whole(a, k, tmp, chunk_bytes);
 		uint64_t nr = a->m.shape[0] - r0 < a->m.inner[0] ?
 				      a->m.shape[0] - r0 :
 				      a->m.inner[0];

@@ -308,6 +308,93 @@ static int32_t le32(const unsigned char *p)
 	return (int32_t)v;
 }
 
+/* blosc's header: version, versionlz, flags, typesize, then little-endian
+ * uncompressed size, block size and compressed size; then the offset of
+ * each block's compressed bytes (blosc.h, "blosc format"). */
+#define BLOSC_HEADER 16
+#define BLOSC_FLAG_MEMCPYED 0x02
+
+/* Reads and checks a blosc header of a chunk that decodes to want bytes:
+ * 1 when it is one decode_part can read in parts. */
+static int blosc_head(const struct rfs_zarr_pipe *p, size_t want,
+		      uint64_t stored, rfs_zarr_read_fn read, void *ctx,
+		      unsigned char head[BLOSC_HEADER])
+{
+	size_t nbytes = 0;
+	return p->ncomp == 1 && p->comp[0] == RFS_ZARR_BLOSC && !p->strings &&
+	       stored >= BLOSC_HEADER &&
+	       read(ctx, head, BLOSC_HEADER, 0) == 0 &&
+	       blosc_cbuffer_validate(head, stored, &nbytes) == 0 &&
+	       nbytes == want && !(head[2] & BLOSC_FLAG_MEMCPYED) &&
+	       head[3] != 0 && le32(head + 8) > 0;
+}
+
+size_t rfs_zarr_part_bytes(const struct rfs_zarr_pipe *p, size_t want,
+			   uint64_t stored, rfs_zarr_read_fn read, void *ctx)
+{
+	unsigned char head[BLOSC_HEADER];
+	if (!blosc_head(p, want, stored, read, ctx, head))
+		return 0;
+	return (uint32_t)le32(head + 8);
+}
+
+int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
+			 size_t want, uint64_t stored, rfs_zarr_read_fn read,
+			 void *ctx, size_t at, size_t n, void *out)
+{
+	unsigned char head[BLOSC_HEADER];
+	if (n == 0 || at > want || n > want - at ||
+	    !blosc_head(p, want, stored, read, ctx, head))
+		return 1;
+	size_t typesize = head[3], block = (uint32_t)le32(head + 8);
+	size_t cbytes = (uint32_t)le32(head + 12);
+	if (at % typesize || n % typesize || at / typesize > INT32_MAX ||
+	    n / typesize > INT32_MAX)
+		return 1;
+	size_t nblocks = (want + block - 1) / block;
+	size_t j0 = at / block, j1 = (at + n - 1) / block;
+	size_t table = BLOSC_HEADER + 4 * nblocks;
+	if (table > cbytes)
+		return 1;
+	unsigned char *starts = malloc(4 * nblocks);
+	if (!starts)
+		return -ENOMEM;
+	/* The blocks wanted, and where the next one starts: their bytes,
+	 * stored in order, are all the decoder reads. */
+	int rc = read(ctx, starts, 4 * nblocks, BLOSC_HEADER) != 0 ? 1 : 0;
+	size_t first = 0, end = 0;
+	for (size_t j = j0; j <= j1 + 1 && rc == 0; j++) {
+		size_t at_j = j < nblocks ? (uint32_t)le32(starts + 4 * j) :
+					    cbytes;
+		if (at_j < table || at_j > cbytes || (j > j0 && at_j <= end))
+			rc = 1;
+		if (j == j0)
+			first = at_j;
+		end = at_j;
+	}
+	unsigned char *buf = rc == 0 ? malloc(end) : NULL;
+	if (rc == 0 && !buf)
+		rc = -ENOMEM;
+	if (rc == 0 && read(ctx, buf + first, end - first, first) != 0)
+		rc = 1;
+	if (rc == 0) {
+		/* Said to end where the wanted blocks do, so the decoder
+		 * checks its reads against the bytes read. */
+		memcpy(buf, head, BLOSC_HEADER);
+		uint32_t e = (uint32_t)end;
+		memcpy(buf + 12, &e, 4);
+		memcpy(buf + BLOSC_HEADER, starts, 4 * nblocks);
+		int got = blosc_getitem(buf, (int)(at / typesize),
+					(int)(n / typesize), out);
+		rc = got >= 0 && (size_t)got == n ? 0 : 1;
+	}
+	if (rc == 0 && p->big_endian && elem > 1)
+		swap_elements(out, n, elem);
+	free(buf);
+	free(starts);
+	return rc;
+}
+
 int rfs_zarr_vlen_utf8(const void *p, size_t n, uint64_t want, char ***out)
 {
 	const unsigned char *b = p;

@@ -50,6 +50,10 @@ V2_CODECS = {
     "blosc_lz4": numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE),
     "zstd": numcodecs.Zstd(3),
     "gzip": numcodecs.GZip(5),
+    # Blocks of 4 dense rows or 48 CSR values: a chunk is cached and
+    # decoded in parts (a blosc block each), as a big chunk of an atlas.
+    "blosc_blocks": numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE,
+                                    blocksize=192),
 }
 
 
@@ -285,6 +289,12 @@ def test_sources_read_back(stores, kind):
                                                  else 64)
         assert os.path.exists(os.path.join(src, ".zmetadata")) == \
             (codec == "gzip")
+        if codec == "blosc_blocks":  # blosc's header: nbytes, blocksize
+            first = "0" if "_csr_" in kind else "0.0"
+            with open(os.path.join(src, arr, first), "rb") as f:
+                nbytes, blocksize = np.frombuffer(f.read(12)[4:], "<u4")
+            assert (nbytes, blocksize) == (512 if "_csr_" in kind else
+                                           64 * D * 4, 192)
     if kind.startswith("v3_") or kind == "mixed_h5ad_zarr":
         arr = "X/data" if "_csr_" in kind else "X"
         meta = zarr_read.node_meta(os.path.join(src, arr))

@@ -2,7 +2,9 @@
 chunk that decodes to the wrong size, a shard index pointing past the end
 of its file or failing its CRC-32C, an unknown codec, a missing
 zarr.json or .zarray, a CSR indptr that is not monotonic or indices out
-of range, and a chunk file replaced under the mount. What must hold: a
+of range, a blosc block of a chunk read in parts that does not decode
+(its chunk's other block still reads), and a chunk file replaced under
+the mount. What must hold: a
 mount error (exit 1, one message naming the array) or EIO for every
 batch holding a damaged row, and never bytes other than the undamaged
 store's. Fails until the zarr backend lands."""
@@ -158,6 +160,29 @@ def v2_truncated_chunk(store):
     return set(range(2 * CHUNK, 3 * CHUNK))
 
 
+def v2_dense_blocks(path, rng):
+    """v2_dense in blosc blocks of 8 rows: chunks are read in parts."""
+    from test_zarr import recompress_v2
+    v2_dense(path, rng)
+    recompress_v2(path, numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE,
+                                        blocksize=8 * D * 4))
+    return path
+
+
+def v2_block_length(store):
+    """Chunk 2's second blosc block says its stream is 2 GiB long: its
+    rows fail; the first block's rows (32..39) still read, in part."""
+    p = os.path.join(store, "X", "2.0")
+    with open(p, "r+b") as f:
+        head = f.read(24)
+        nbytes, blocksize = np.frombuffer(head[4:12], "<u4")
+        assert (nbytes, blocksize) == (CHUNK * D * 4, 8 * D * 4)
+        second = int(np.frombuffer(head[20:24], "<u4")[0])
+        f.seek(second)
+        f.write(np.uint32(0x7fffffff).tobytes())
+    return set(range(2 * CHUNK + 8, 3 * CHUNK))
+
+
 def v2_missing_zarray(store):
     os.unlink(os.path.join(store, "X", ".zarray"))
     return set(range(N))
@@ -180,7 +205,10 @@ CASES = {
                              ["indices"]),
     "v2_truncated_chunk": (v2_dense, None, v2_truncated_chunk, ["X"]),
     "v2_missing_zarray": (v2_dense, None, v2_missing_zarray, ["X"]),
+    "v2_block_length": (v2_dense_blocks, None, v2_block_length, ["X"]),
 }
+# Rows that must still be served: those of a chunk's undamaged parts.
+SERVED = {"v2_block_length": set(range(2 * CHUNK, 2 * CHUNK + 8))}
 
 
 def attempt(tmp_path, source, options=OPTIONS):
@@ -237,17 +265,21 @@ def test_damaged_store(tmp_path, case):
     assert got != "hung", f"{case}: a read hangs"
     text = open(log).read().replace(str(tmp_path), "TMP")
     eio = 0
+    served = set()
     for item in got:
         if isinstance(item, int):
             assert item == errno.EIO, item
             eio += 1
             continue
         index, batch = item
+        served |= set(index.tolist())
         assert not bad & set(index.tolist()), \
             f"{case}: damaged rows {sorted(bad & set(index.tolist()))} " \
             "served"
         np.testing.assert_array_equal(batch, x[index])
     assert eio, f"{case}: the damage went unnoticed"
+    assert SERVED.get(case, set()) <= served, \
+        f"{case}: undamaged rows not served"
     print(case, f"{eio} of {len(got)} batches EIO")
     # The log says why (the array and chunk, in the backend's words).
     assert "X" in text, f"{case}: the log does not name the array: {text}"

@@ -1,6 +1,7 @@
 /* Unit tests for lib/chunks.c: rows assembled from deflated chunks read
  * with pread (chunks narrower than the rows, as wide, and a 1-D array),
- * a truncated file, and one decode per chunk. */
+ * a truncated file, one decode per chunk, and a loader's chunks cached
+ * in parts. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -182,15 +183,16 @@ struct loads {
 	uint64_t fail; /* chunk that fails, or UINT64_MAX */
 };
 
-static int load_chunk(void *ctx, uint64_t k, void *out, size_t out_len)
+static int load_chunk(void *ctx, uint64_t k, size_t at, void *out, size_t len)
 {
 	struct loads *l = ctx;
 	uint16_t *v = out;
 	l->calls++;
 	if (k == l->fail)
 		return -EIO;
+	assert_int_equal(at, 0);
 	/* 10 x 7 in chunks of CR x 3: grid of 3 columns */
-	for (size_t i = 0; i < out_len / 2; i++) {
+	for (size_t i = 0; i < len / 2; i++) {
 		uint64_t r = k / 3 * CR + i / 3, c = k % 3 * 3 + i % 3;
 		v[i] = value(r, c);
 	}
@@ -231,6 +233,82 @@ static void test_loader(void **state)
 	rfs_chunks_destroy(cc);
 }
 
+/* A loader of parts: rows 0..9 of 7 columns, in chunks of CR rows, each
+ * decoded in parts of 3 rows (the last of a chunk 1 row). */
+struct parts {
+	int calls;
+	size_t at[8], len[8];
+	uint64_t k[8];
+};
+
+static int load_part(void *ctx, uint64_t k, size_t at, void *out, size_t len)
+{
+	struct parts *l = ctx;
+	uint16_t *v = out;
+	size_t row = 7 * 2;
+	assert_true(l->calls < 8);
+	l->k[l->calls] = k;
+	l->at[l->calls] = at;
+	l->len[l->calls++] = len;
+	assert_int_equal(at % row, 0);
+	assert_int_equal(len % row, 0);
+	for (size_t i = 0; i < len / 2; i++)
+		v[i] = value(k * CR + at / row + i / 7, i % 7);
+	return 0;
+}
+
+static void test_parts(void **state)
+{
+	(void)state;
+	struct rfs_chunk_cache *cc;
+	struct parts l = { 0 };
+	struct rfs_chunked c = { .fd = -1,
+				 .path = "p",
+				 .name = "n",
+				 .rows = ROWS,
+				 .cols = 7,
+				 .chunk_rows = CR,
+				 .chunk_cols = 7,
+				 .grid_cols = 1,
+				 .elem = 2,
+				 .load = load_part,
+				 .ctx = &l,
+				 .part_rows = 3 };
+	uint64_t id, rows[3] = { 2, 3, 9 };
+	uint16_t got[6][7];
+	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
+				 (void *)got[2] };
+	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
+	/* Rows 2..6: parts rows 0-2 and 3 of chunk 0, 4-6 of chunk 1. */
+	assert_int_equal(rfs_chunks_read(cc, id, 2, 5, got), 0);
+	for (int i = 0; i < 5; i++)
+		for (int k = 0; k < 7; k++)
+			assert_int_equal(got[i][k], value(2 + i, k));
+	assert_int_equal(l.calls, 3);
+	size_t row = 7 * 2;
+	assert_int_equal(l.k[0], 0);
+	assert_int_equal(l.at[0], 0);
+	assert_int_equal(l.len[0], 3 * row);
+	assert_int_equal(l.k[1], 0);
+	assert_int_equal(l.at[1], 3 * row);
+	assert_int_equal(l.len[1], row);
+	assert_int_equal(l.k[2], 1);
+	assert_int_equal(l.at[2], 0);
+	assert_int_equal(l.len[2], 3 * row);
+	/* Rows 2 and 3 again, cached; row 9 is chunk 2's second row: its
+	 * first part (the chunk's rows 8..11, past the array after 9). */
+	assert_int_equal(rfs_chunks_read_rows(cc, id, rows, 3, to), 0);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 7; k++)
+			assert_int_equal(got[i][k], value(rows[i], k));
+	assert_int_equal(l.calls, 4);
+	assert_int_equal(l.k[3], 2);
+	assert_int_equal(l.at[3], 0);
+	assert_int_equal(l.len[3], 3 * row);
+	rfs_chunks_destroy(cc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -243,6 +321,7 @@ int main(void)
 		cmocka_unit_test_prestate_setup_teardown(
 			test_truncated_file_is_eio, setup, teardown, &narrow),
 		cmocka_unit_test(test_loader),
+		cmocka_unit_test(test_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c,
  * stacked) decode to the elements; big-endian elements are swapped; a
  * chunk of the wrong size, truncated or corrupt is -EIO with a reason;
- * vlen-utf8 framing. */
+ * vlen-utf8 framing; blosc chunks decoded in parts. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -166,6 +166,103 @@ static void test_stacked_and_big_endian(void **state)
 			 -EIO);
 }
 
+/* A stored chunk in memory, read by offset; counts the bytes read. */
+struct stored {
+	const unsigned char *p;
+	size_t n, read;
+};
+
+static int read_mem(void *ctx, void *dst, size_t n, uint64_t off)
+{
+	struct stored *s = ctx;
+	if (off > s->n || n > s->n - off)
+		return -1;
+	memcpy(dst, s->p + off, n);
+	s->read += n;
+	return 0;
+}
+
+/* A blosc chunk of 1,000 int32 in blocks of 64 elements: every range of
+ * elements decodes alone to the chunk's bytes, reading only its blocks'
+ * stored bytes (and the header); big-endian elements are swapped. */
+static void test_parts(void **state)
+{
+	(void)state;
+	static int32_t v[N], be[N], got[N];
+	static unsigned char c[N * 4 + 1024];
+	values(v);
+	for (int i = 0; i < N; i++)
+		be[i] = (int32_t)__builtin_bswap32((uint32_t)v[i]);
+	int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v, c,
+				   sizeof(c), "lz4", 256, 1);
+	assert_true(n > 0);
+	struct rfs_zarr_pipe p = { .ncomp = 1, .comp = { RFS_ZARR_BLOSC } };
+	struct stored st = { c, (size_t)n, 0 };
+	assert_int_equal(
+		rfs_zarr_part_bytes(&p, sizeof(v), st.n, read_mem, &st), 256);
+	static const size_t ranges[][2] = { { 0, 1 },	 { 0, 64 },
+					    { 63, 2 },	 { 100, 300 },
+					    { 960, 40 }, { 999, 1 },
+					    { 0, N },	 { 500, 64 } };
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
+		memset(got, 0, sizeof(got));
+		st.read = 0;
+		assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n,
+						      read_mem, &st, at, len,
+						      got),
+				 0);
+		assert_memory_equal(got, v + ranges[i][0], len);
+		if (len < 256) /* within two blocks: little of the chunk */
+			assert_true(st.read < (size_t)n / 2);
+	}
+	/* Big-endian elements. */
+	n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(be), be, c,
+			       sizeof(c), "lz4", 256, 1);
+	st = (struct stored){ c, (size_t)n, 0 };
+	p.big_endian = 1;
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
+					      &st, 400, 800, got),
+			 0);
+	assert_memory_equal(got, v + 100, 800);
+	p.big_endian = 0;
+	/* Not in parts (1): another codec, a size other than the chunk's,
+	 * a range past it, stored bytes cut short, and blocks out of order
+	 * (their starts swapped); never bytes. */
+	struct rfs_zarr_pipe zstd = { .ncomp = 1, .comp = { RFS_ZARR_ZSTD } };
+	assert_int_equal(rfs_zarr_decode_part(&zstd, 4, sizeof(v), st.n,
+					      read_mem, &st, 0, 4, got),
+			 1);
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v) - 4, st.n,
+					      read_mem, &st, 0, 4, got),
+			 1);
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
+					      &st, sizeof(v) - 4, 8, got),
+			 1);
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n - 1,
+					      read_mem, &st, 0, 4, got),
+			 1);
+	n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v, c, sizeof(c),
+			       "lz4", 256, 1);
+	st = (struct stored){ c, (size_t)n, 0 };
+	unsigned char t[4];
+	memcpy(t, c + 16 + 4 * 2, 4);
+	memcpy(c + 16 + 4 * 2, c + 16 + 4 * 3, 4);
+	memcpy(c + 16 + 4 * 3, t, 4);
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
+					      &st, 2 * 256, 4, got),
+			 1);
+	/* Stored without compression (blosc's memcpy flag): whole. */
+	n = blosc_compress_ctx(0, BLOSC_NOSHUFFLE, 4, sizeof(v), v, c,
+			       sizeof(c), "lz4", 256, 1);
+	st = (struct stored){ c, (size_t)n, 0 };
+	assert_int_equal(
+		rfs_zarr_part_bytes(&p, sizeof(v), st.n, read_mem, &st), 0);
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
+					      &st, 0, 4, got),
+			 1);
+}
+
 /* Strings' chunks have no known size: the buffer grows to fit. */
 static void test_unknown_size_grows(void **state)
 {
@@ -256,6 +353,7 @@ int main(void)
 		cmocka_unit_test(test_each_codec),
 		cmocka_unit_test(test_blosc_compressors),
 		cmocka_unit_test(test_stacked_and_big_endian),
+		cmocka_unit_test(test_parts),
 		cmocka_unit_test(test_unknown_size_grows),
 		cmocka_unit_test(test_garbage_is_eio),
 		cmocka_unit_test(test_crc32c_known_value),
