@@ -3,7 +3,9 @@
  * through blosc_decompress_ctx (thread-safe, no global state), zstd,
  * zlib for gzip and zlib streams. A chunk's decoded size is known from
  * its metadata, so the last stage decodes straight into the caller's
- * buffer and any other size is an error, never bytes served.
+ * buffer and any other size is an error, never bytes served; a stage
+ * before it (codecs stacked) may hold what an encoder could have made of
+ * the next, so a crafted chunk cannot make a thread hold gigabytes.
  */
 #include "zarr.h"
 
@@ -15,8 +17,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-/* Intermediate stages (codecs stacked) and strings have no known size:
- * they may grow to this. */
+/* Strings have no known size: they may grow to this. */
 #define DECODED_MAX (UINT64_C(1) << 31)
 
 const char *rfs_zarr_comp_name(enum rfs_zarr_comp c)
@@ -204,23 +205,43 @@ static size_t stage_cap(enum rfs_zarr_comp c, const void *src, size_t n)
 	if (c == RFS_ZARR_ZSTD) {
 		unsigned long long z = ZSTD_getFrameContentSize(src, n);
 		if (z != ZSTD_CONTENTSIZE_UNKNOWN &&
-		    z != ZSTD_CONTENTSIZE_ERROR && z <= DECODED_MAX)
+		    z != ZSTD_CONTENTSIZE_ERROR && z <= SIZE_MAX)
 			return (size_t)z;
 	}
 	return SIZE_MAX;
 }
 
-/* One stage into a buffer of its own: of the size its header says, or,
- * for a stream that does not say (zlib, gzip, some zstd), grown until the
- * stream fits, up to DECODED_MAX. */
+/* The most bytes a stage's encoding of n bytes may take: blosc, zstd and
+ * deflate add little to incompressible bytes (blosc 16 bytes, zstd and
+ * zlib well under 1 %), so twice the bytes and a megabyte passes every
+ * encoder's output and stops a crafted stage from growing a chunk's
+ * intermediate bytes past that. */
+static size_t encoded_max(enum rfs_zarr_comp c, size_t n)
+{
+	if (c == RFS_ZARR_CRC32C)
+		return n + 4;
+	return n < DECODED_MAX ? 2 * n + (1u << 20) : DECODED_MAX;
+}
+
+/* One stage into a buffer of its own, of at most limit bytes: of the size
+ * its header says, or, for a stream that does not say (zlib, gzip, some
+ * zstd), grown until the stream fits. */
 static int stage_alloc(enum rfs_zarr_comp c, const void *src, size_t n,
-		       unsigned char **out, size_t *got, char *why,
-		       size_t whylen)
+		       size_t limit, unsigned char **out, size_t *got,
+		       char *why, size_t whylen)
 {
 	size_t cap = stage_cap(c, src, n);
 	int known = cap != SIZE_MAX;
+	if (known && cap > limit) {
+		snprintf(why, whylen,
+			 "decodes (%s) to %zu bytes, over the %zu its stage "
+			 "may hold",
+			 rfs_zarr_comp_name(c), cap, limit);
+		return -EIO;
+	}
 	if (!known)
-		cap = n < DECODED_MAX / 4 ? 4 * n + 4096 : DECODED_MAX;
+		cap = n < limit / 4 ? 4 * n + 4096 : limit;
+	cap = cap < limit ? cap : limit;
 	for (;;) {
 		unsigned char *buf = malloc(cap ? cap : 1);
 		if (!buf)
@@ -231,9 +252,9 @@ static int stage_alloc(enum rfs_zarr_comp c, const void *src, size_t n,
 			return 0;
 		}
 		free(buf);
-		if (rc != -ENOSPC || known || cap >= DECODED_MAX)
+		if (rc != -ENOSPC || known || cap >= limit)
 			return rc == -ENOSPC ? -EIO : rc;
-		cap = cap > DECODED_MAX / 2 ? DECODED_MAX : 2 * cap;
+		cap = cap > limit / 2 ? limit : 2 * cap;
 	}
 }
 
@@ -255,6 +276,13 @@ int rfs_zarr_decode(const struct rfs_zarr_pipe *p, const void *src, size_t n,
 	unsigned char *held = NULL; /* cur, when a stage made it */
 	size_t len = n;
 	int rc = 0;
+	/* What decoding stage i may give: the last exactly want, an earlier
+	 * one at most the encoding of what the next gives. */
+	size_t limit[RFS_ZARR_COMPS_MAX];
+	for (int i = 0; i < p->ncomp; i++)
+		limit[i] = !want  ? DECODED_MAX :
+			   i == 0 ? want :
+				    encoded_max(p->comp[i - 1], limit[i - 1]);
 	for (int i = p->ncomp - 1; i >= 0 && rc == 0; i--) {
 		unsigned char *next = NULL;
 		size_t got = 0;
@@ -264,8 +292,8 @@ int rfs_zarr_decode(const struct rfs_zarr_pipe *p, const void *src, size_t n,
 				   whylen);
 			rc = rc == -ENOSPC ? -EIO : rc;
 		} else {
-			rc = stage_alloc(p->comp[i], cur, len, &next, &got, why,
-					 whylen);
+			rc = stage_alloc(p->comp[i], cur, len, limit[i], &next,
+					 &got, why, whylen);
 		}
 		free(held);
 		held = next == dst ? NULL : next;

@@ -2,7 +2,8 @@
  * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c,
  * stacked) decode to the elements; big-endian elements are swapped; a
  * chunk of the wrong size, truncated or corrupt is -EIO with a reason;
- * vlen-utf8 framing; blosc chunks decoded in parts. */
+ * vlen-utf8 framing; blosc chunks decoded in parts; stacked stages
+ * bounded. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -263,6 +264,51 @@ static void test_parts(void **state)
 			 1);
 }
 
+/* Stacked codecs: a stage before the last may hold at most what the
+ * next one's encoding of the chunk may take (twice and a megabyte), so a
+ * crafted chunk whose outer codec inflates to far more is -EIO without
+ * allocating it, whether the outer stream says its size (zstd) or not
+ * (gzip); an honest stack decodes. */
+static void test_stacked_stage_bound(void **state)
+{
+	(void)state;
+	static int32_t v[N], got[N];
+	static unsigned char inner[N * 4 + 1024], stored[N * 4 + 4096];
+	size_t big = (size_t)8 << 20; /* 8 MiB of zeros: no chunk's stage */
+	unsigned char *zeros = calloc(1, big);
+	unsigned char *bomb = malloc(big);
+	char why[160];
+	assert_non_null(zeros);
+	assert_non_null(bomb);
+	values(v);
+	size_t n = encode(RFS_ZARR_BLOSC, BLOSC_SHUFFLE, v, sizeof(v), inner,
+			  sizeof(inner));
+	n = encode(RFS_ZARR_GZIP, 0, inner, n, stored, sizeof(stored));
+	struct rfs_zarr_pipe gz = { .ncomp = 2,
+				    .comp = { RFS_ZARR_BLOSC, RFS_ZARR_GZIP } };
+	assert_int_equal(rfs_zarr_decode(&gz, stored, n, 4, sizeof(got), got,
+					 NULL, NULL, why, sizeof(why)),
+			 0);
+	assert_memory_equal(got, v, sizeof(v));
+	/* gzip of 8 MiB for a 4,000-byte chunk: stops at 2 x 4,000 + 1 MiB */
+	n = deflate_to(1, zeros, big, bomb, big);
+	assert_int_equal(rfs_zarr_decode(&gz, bomb, n, 4, sizeof(got), got,
+					 NULL, NULL, why, sizeof(why)),
+			 -EIO);
+	assert_non_null(strstr(why, "more bytes than the chunk holds"));
+	/* zstd saying 8 MiB: refused before the stage is allocated. */
+	struct rfs_zarr_pipe zs = { .ncomp = 2,
+				    .comp = { RFS_ZARR_BLOSC, RFS_ZARR_ZSTD } };
+	n = ZSTD_compress(bomb, big, zeros, big, 1);
+	assert_false(ZSTD_isError(n));
+	assert_int_equal(rfs_zarr_decode(&zs, bomb, n, 4, sizeof(got), got,
+					 NULL, NULL, why, sizeof(why)),
+			 -EIO);
+	assert_non_null(strstr(why, "over the"));
+	free(zeros);
+	free(bomb);
+}
+
 /* Strings' chunks have no known size: the buffer grows to fit. */
 static void test_unknown_size_grows(void **state)
 {
@@ -354,6 +400,7 @@ int main(void)
 		cmocka_unit_test(test_blosc_compressors),
 		cmocka_unit_test(test_stacked_and_big_endian),
 		cmocka_unit_test(test_parts),
+		cmocka_unit_test(test_stacked_stage_bound),
 		cmocka_unit_test(test_unknown_size_grows),
 		cmocka_unit_test(test_garbage_is_eio),
 		cmocka_unit_test(test_crc32c_known_value),
