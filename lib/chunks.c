@@ -74,11 +74,12 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 		uint64_t p = ur % upc, row_bytes = c->chunk_cols * c->elem;
 		uint64_t rows = c->chunk_rows - p * unit_rows(c);
 		rows = rows < unit_rows(c) ? rows : unit_rows(c);
-		/* Its stored bytes and temporaries: about a chunk, even for
-		 * a part (the stored bytes up to the part's end, the
-		 * codec's blocks). */
-		unsigned char *buf =
-			rfs_cache_fill_buffer(f, rows * row_bytes, out_len);
+		/* Its stored bytes and temporaries: about a chunk; for a
+		 * part, two (a part the codec cannot decode alone is
+		 * decoded from the whole chunk, stored and decoded). */
+		unsigned char *buf = rfs_cache_fill_buffer(
+			f, rows * row_bytes,
+			c->part_rows ? 2 * out_len : out_len);
 		return buf ? c->load(c->ctx, k, p * unit_rows(c) * row_bytes,
 				     buf, rows * row_bytes) :
 			     -ENOMEM;

@@ -62,9 +62,10 @@ typedef int (*rfs_zarr_read_fn)(void *ctx, void *dst, size_t n, uint64_t off);
  * the blosc blocks they lie in, with only those blocks' stored bytes read
  * (through read, of a chunk of stored bytes). A range of an atlas's
  * values in a 3 MB chunk decodes about 512 KiB instead of the chunk.
- * @return 0; 1 where this chunk cannot be read in part (another codec,
- * stored uncompressed, a malformed header or a block out of order, a
- * failed read or decode): decode it whole, which says why; -ENOMEM. */
+ * Blocks stored out of order (blosc's threads) and chunks blosc stored
+ * uncompressed read in part too. @return 0; 1 where this chunk cannot
+ * (another codec, a malformed header or block table, a failed read or
+ * decode): decode it whole, which says why; -ENOMEM. */
 int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 			 size_t want, uint64_t stored, rfs_zarr_read_fn read,
 			 void *ctx, size_t at, size_t n, void *out);

@@ -336,6 +336,12 @@ static int32_t le32(const unsigned char *p)
 	return (int32_t)v;
 }
 
+static void put_le32(unsigned char *p, size_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
 /* blosc's header: version, versionlz, flags, typesize, then little-endian
  * uncompressed size, block size and compressed size; then the offset of
  * each block's compressed bytes (blosc.h, "blosc format"). */
@@ -353,8 +359,7 @@ static int blosc_head(const struct rfs_zarr_pipe *p, size_t want,
 	       stored >= BLOSC_HEADER &&
 	       read(ctx, head, BLOSC_HEADER, 0) == 0 &&
 	       blosc_cbuffer_validate(head, stored, &nbytes) == 0 &&
-	       nbytes == want && !(head[2] & BLOSC_FLAG_MEMCPYED) &&
-	       head[3] != 0 && le32(head + 8) > 0;
+	       nbytes == want && head[3] != 0 && le32(head + 8) > 0;
 }
 
 size_t rfs_zarr_part_bytes(const struct rfs_zarr_pipe *p, size_t want,
@@ -364,6 +369,21 @@ size_t rfs_zarr_part_bytes(const struct rfs_zarr_pipe *p, size_t want,
 	if (!blosc_head(p, want, stored, read, ctx, head))
 		return 0;
 	return (uint32_t)le32(head + 8);
+}
+
+/* Where the stored bytes of block j end: where the next block stored
+ * after it starts, or at the end (blosc's threads store blocks in the
+ * order they finish, not always in order). */
+static size_t block_end(const unsigned char *starts, size_t nblocks, size_t j,
+			size_t cbytes)
+{
+	size_t at = (uint32_t)le32(starts + 4 * j), end = cbytes;
+	for (size_t k = 0; k < nblocks; k++) {
+		size_t s = (uint32_t)le32(starts + 4 * k);
+		if (s > at && s < end)
+			end = s;
+	}
+	return end;
 }
 
 int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
@@ -376,6 +396,17 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 		return 1;
 	size_t typesize = head[3], block = (uint32_t)le32(head + 8);
 	size_t cbytes = (uint32_t)le32(head + 12);
+	int rc = 0;
+	if (head[2] &
+	    BLOSC_FLAG_MEMCPYED) { /* stored as is, after the header */
+		rc = cbytes == want + BLOSC_HEADER &&
+				     read(ctx, out, n, BLOSC_HEADER + at) == 0 ?
+			     0 :
+			     1;
+		if (rc == 0 && p->big_endian && elem > 1)
+			swap_elements(out, n, elem);
+		return rc;
+	}
 	if (at % typesize || n % typesize || at / typesize > INT32_MAX ||
 	    n / typesize > INT32_MAX)
 		return 1;
@@ -387,18 +418,18 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 	unsigned char *starts = malloc(4 * nblocks);
 	if (!starts)
 		return -ENOMEM;
-	/* The blocks wanted, and where the next one starts: their bytes,
-	 * stored in order, are all the decoder reads. */
-	int rc = read(ctx, starts, 4 * nblocks, BLOSC_HEADER) != 0 ? 1 : 0;
-	size_t first = 0, end = 0;
-	for (size_t j = j0; j <= j1 + 1 && rc == 0; j++) {
-		size_t at_j = j < nblocks ? (uint32_t)le32(starts + 4 * j) :
-					    cbytes;
-		if (at_j < table || at_j > cbytes || (j > j0 && at_j <= end))
+	/* The stretch of stored bytes from the first wanted block's start to
+	 * the last one's end: all the decoder reads. */
+	if (read(ctx, starts, 4 * nblocks, BLOSC_HEADER) != 0)
+		rc = 1;
+	size_t first = cbytes, end = table;
+	for (size_t j = j0; j <= j1 && rc == 0; j++) {
+		size_t at_j = (uint32_t)le32(starts + 4 * j);
+		size_t end_j = block_end(starts, nblocks, j, cbytes);
+		if (at_j < table || at_j >= end_j)
 			rc = 1;
-		if (j == j0)
-			first = at_j;
-		end = at_j;
+		first = at_j < first ? at_j : first;
+		end = end_j > end ? end_j : end;
 	}
 	unsigned char *buf = rc == 0 ? malloc(end) : NULL;
 	if (rc == 0 && !buf)
@@ -406,11 +437,10 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 	if (rc == 0 && read(ctx, buf + first, end - first, first) != 0)
 		rc = 1;
 	if (rc == 0) {
-		/* Said to end where the wanted blocks do, so the decoder
+		/* Said to end where the stretch does, so that the decoder
 		 * checks its reads against the bytes read. */
 		memcpy(buf, head, BLOSC_HEADER);
-		uint32_t e = (uint32_t)end;
-		memcpy(buf + 12, &e, 4);
+		put_le32(buf + 12, end);
 		memcpy(buf + BLOSC_HEADER, starts, 4 * nblocks);
 		int got = blosc_getitem(buf, (int)(at / typesize),
 					(int)(n / typesize), out);

@@ -127,7 +127,8 @@ def write_v2(path, x, obs, compressor, consolidated=False):
 ZARR_KINDS = [f"{v}_{fmt}_{name}" for fmt in ("dense", "csr")
               for v, names in (("v2", V2_CODECS),
                                ("v3", ("plain", "sharded",
-                                       "sharded_start_be")))
+                                       "sharded_start_be",
+                                       "sharded_blocks_be")))
               for name in names]
 KINDS = ["h5ad_dense", "h5ad_csr"] + ZARR_KINDS + \
     ["collection_dense", "collection_csr", "mixed_h5ad_zarr"]
@@ -157,7 +158,14 @@ def stores(tmp_path_factory):
                               consolidated=True),
               "sharded_start_be": dict(sharded=True, index_location="start",
                                        endian="big",
-                                       codec=[("gzip", {"level": 5})])}
+                                       codec=[("gzip", {"level": 5})]),
+              # Inner chunks read in parts (blosc blocks of 4 rows or 48
+              # values) from inside their shard files, big-endian.
+              "sharded_blocks_be": dict(
+                  sharded=True, endian="big",
+                  codec=[("blosc", {"cname": "lz4", "clevel": 3,
+                                    "shuffle": "shuffle",
+                                    "blocksize": 192})])}
         for name, kw in v3.items():
             out[f"v3_{fmt}_{name}"] = [zarr_v3.write_anndata_v3(
                 str(d / f"v3_{fmt}_{name}.zarr"), x, obs=obs,
@@ -300,6 +308,11 @@ def test_sources_read_back(stores, kind):
         meta = zarr_read.node_meta(os.path.join(src, arr))
         sharded = "sharded" in kind or kind == "mixed_h5ad_zarr"
         assert (meta["codecs"][0]["name"] == "sharding_indexed") == sharded
+        if kind.endswith("_blocks_be"):
+            inner = meta["codecs"][0]["configuration"]["codecs"]
+            assert [c["name"] for c in inner] == ["bytes", "blosc"]
+            assert inner[0]["configuration"]["endian"] == "big"
+            assert inner[1]["configuration"]["blocksize"] == 192
         if kind == "v3_dense_plain":  # rows 32..63: absent chunks 2, 3
             assert sorted(os.listdir(os.path.join(src, "X", "c"))) == \
                 sorted(str(i) for i in range(N // 16 + 1) if i not in (2, 3))

@@ -185,7 +185,8 @@ static int read_mem(void *ctx, void *dst, size_t n, uint64_t off)
 
 /* A blosc chunk of 1,000 int32 in blocks of 64 elements: every range of
  * elements decodes alone to the chunk's bytes, reading only its blocks'
- * stored bytes (and the header); big-endian elements are swapped. */
+ * stored bytes (and the header), with blocks stored in order or not, or
+ * stored uncompressed; big-endian elements are swapped. */
 static void test_parts(void **state)
 {
 	(void)state;
@@ -228,8 +229,7 @@ static void test_parts(void **state)
 	assert_memory_equal(got, v + 100, 800);
 	p.big_endian = 0;
 	/* Not in parts (1): another codec, a size other than the chunk's,
-	 * a range past it, stored bytes cut short, and blocks out of order
-	 * (their starts swapped); never bytes. */
+	 * a range past it, stored bytes cut short; never bytes. */
 	struct rfs_zarr_pipe zstd = { .ncomp = 1, .comp = { RFS_ZARR_ZSTD } };
 	assert_int_equal(rfs_zarr_decode_part(&zstd, 4, sizeof(v), st.n,
 					      read_mem, &st, 0, 4, got),
@@ -243,25 +243,58 @@ static void test_parts(void **state)
 	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n - 1,
 					      read_mem, &st, 0, 4, got),
 			 1);
+	/* Blocks 2 and 3 stored the other way round (as blosc's threads
+	 * may store them), their offsets to match: read as stored. */
 	n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v, c, sizeof(c),
 			       "lz4", 256, 1);
-	st = (struct stored){ c, (size_t)n, 0 };
-	unsigned char t[4];
-	memcpy(t, c + 16 + 4 * 2, 4);
-	memcpy(c + 16 + 4 * 2, c + 16 + 4 * 3, 4);
-	memcpy(c + 16 + 4 * 3, t, 4);
+	static unsigned char r[N * 4 + 1024];
+	uint32_t s2, s3, s4;
+	memcpy(&s2, c + 16 + 4 * 2, 4);
+	memcpy(&s3, c + 16 + 4 * 3, 4);
+	memcpy(&s4, c + 16 + 4 * 4, 4);
+	memcpy(r, c, (size_t)n);
+	memcpy(r + s2, c + s3, s4 - s3);
+	memcpy(r + s2 + (s4 - s3), c + s2, s3 - s2);
+	uint32_t n3 = s2, n2 = s2 + (s4 - s3);
+	memcpy(r + 16 + 4 * 2, &n2, 4);
+	memcpy(r + 16 + 4 * 3, &n3, 4);
+	st = (struct stored){ r, (size_t)n, 0 };
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
+		memset(got, 0, sizeof(got));
+		assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n,
+						      read_mem, &st, at, len,
+						      got),
+				 0);
+		assert_memory_equal(got, v + ranges[i][0], len);
+	}
+	/* A block whose offset lies inside the table, or past the end:
+	 * not in parts. */
+	uint32_t bad = 20;
+	memcpy(r + 16 + 4 * 2, &bad, 4);
 	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
 					      &st, 2 * 256, 4, got),
 			 1);
-	/* Stored without compression (blosc's memcpy flag): whole. */
-	n = blosc_compress_ctx(0, BLOSC_NOSHUFFLE, 4, sizeof(v), v, c,
-			       sizeof(c), "lz4", 256, 1);
-	st = (struct stored){ c, (size_t)n, 0 };
-	assert_int_equal(
-		rfs_zarr_part_bytes(&p, sizeof(v), st.n, read_mem, &st), 0);
+	bad = (uint32_t)n;
+	memcpy(r + 16 + 4 * 2, &bad, 4);
 	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
-					      &st, 0, 4, got),
+					      &st, 2 * 256, 4, got),
 			 1);
+	/* Stored without compression (blosc's memcpy flag): read at the
+	 * offset, big-endian too. */
+	n = blosc_compress_ctx(0, BLOSC_NOSHUFFLE, 4, sizeof(be), be, c,
+			       sizeof(c), "lz4", 256, 1);
+	assert_int_equal(n, sizeof(v) + 16);
+	st = (struct stored){ c, (size_t)n, 0 };
+	p.big_endian = 1;
+	assert_int_equal(
+		rfs_zarr_part_bytes(&p, sizeof(v), st.n, read_mem, &st), 256);
+	st.read = 0;
+	assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n, read_mem,
+					      &st, 12, 400, got),
+			 0);
+	assert_memory_equal(got, v + 3, 400);
+	assert_int_equal(st.read, 16 + 400);
 }
 
 /* Stacked codecs: a stage before the last may hold at most what the
