@@ -36,7 +36,8 @@ The default run adds (--no-zarr leaves out) zarr v2 copies of the dense and CSR 
 laid out as anndata writes it: data and indices resizable, so in h5py's
 automatic chunks; --atlas-gzip also gzip, --atlas-contiguous also a copy
 with contiguous data and indices, --atlas-zarr also a zarr store written
-from it by anndata's write_zarr, beside zarr-python). There every epoch of every contender gets a
+from it by anndata's write_zarr, beside zarr-python, and a zarr v3 store
+sharded as annbatch writes one). There every epoch of every contender gets a
 fresh mount and drop_caches first, epochs are partial (--batches, 100 or
 40 per rank), and the storage's own figures (dd, 4 KiB O_DIRECT random
 reads at QD1 and QD32) and the daemon's peak RSS are printed beside.
@@ -245,6 +246,28 @@ def make_atlas_zarr(h5ad, path):
     tmp = path + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     anndata.read_h5ad(h5ad).write_zarr(tmp)
+    os.rename(tmp, path)
+    return path
+
+
+def make_atlas_zarr_v3(h5ad, path):
+    """--atlas-zarr's second store: the atlas in zarr v3 as annbatch lays
+    out its datasets, sharded (X/data and X/indices in inner chunks of
+    32,768 values, shards of 2^22) with zstd level 3, zarr-python 3's
+    default codec. Debian's zarr-python is 2.13, so the store is written
+    by the tests' own v3 writer (tests/support/zarr_v3.py)."""
+    import anndata
+    if os.path.exists(path):
+        return path
+    sys.path.insert(0, os.path.join(REPO, "tests", "support"))
+    import zarr_v3
+    log(f"bench: writing {path} from {h5ad} (zarr v3, sharded, zstd)")
+    tmp = path + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    a = anndata.read_h5ad(h5ad)
+    zarr_v3.write_anndata_v3(tmp, a.X, obs=a.obs, var_names=list(a.var_names),
+                             sharded=True, codec=[("zstd", {"level": 3})],
+                             csr_chunk=32768, csr_shard=1 << 22)
     os.rename(tmp, path)
     return path
 
@@ -715,7 +738,8 @@ def main():
                     help="--atlas also on a gzip copy of the source")
     ap.add_argument("--atlas-zarr", action="store_true",
                     help="--atlas also on a zarr copy written by anndata's "
-                    "write_zarr (blosc lz4, zarr's automatic chunks)")
+                    "write_zarr (blosc lz4, zarr's automatic chunks) and a "
+                    "zarr v3 one sharded as annbatch writes (zstd)")
     ap.add_argument("--atlas-contiguous", action="store_true",
                     help="--atlas also on a copy with contiguous data and "
                     "indices (h5py's default, not anndata's)")
@@ -1100,11 +1124,16 @@ def storage_main(args):
             def backed_h5ad(h5ad=h5ad, key=key):
                 return backed_csr_reader(h5ad), served.get(key, 0), \
                     lambda: None, None
+            v3 = make_atlas_zarr_v3(h5ad, os.path.join(
+                args.dir, f"atlas-{args.atlas_cells}-v3.zarr"))
             cs = chosen(*[rankfs(f"rankfs {s} (atlas zarr .npz{b})", store,
                                  f"strategy={s}", ".npz", None,
                                  args.baseline if b else None)
                           for b in ([""] + ([", baseline"] if args.baseline
                                             else []))
+                          for s in ("block_shuffle", "shuffle")],
+                        *[rankfs(f"rankfs {s} (atlas zarr v3 sharded .npz)",
+                                 v3, f"strategy={s}", ".npz")
                           for s in ("block_shuffle", "shuffle")],
                         Contender("zarr-python CSR rows+DistributedSampler "
                                   "(atlas zarr)", zarr_open),
