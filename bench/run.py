@@ -500,7 +500,11 @@ class Contender:
 
 
 def unmounted(setup, nbytes):
-    return lambda: (setup, nbytes, lambda: None, None)
+    """A contender that mounts nothing. nbytes: the bytes it counts as
+    read, or a function giving them when it starts (the bytes a rankfs
+    contender of its group served, known once that one has mounted)."""
+    return lambda: (setup, nbytes() if callable(nbytes) else nbytes,
+                    lambda: None, None)
 
 
 def cpu_seconds(pid):
@@ -859,14 +863,11 @@ def main():
     # same rows in every contender), known once a rankfs CSR mount has
     # listed its files: the backed reader opens after them.
     csr = paths["csr"]
-
-    def backed_open():
-        return backed_csr_reader(csr), served.get(csr, 0), lambda: None, \
-            None
-
     group(*[rankfs(f"rankfs {s} (CSR .npz)", csr, f"strategy={s}", ".npz")
             for s in ("block_shuffle", "shuffle")],
-          Contender("anndata backed CSR+DistributedSampler", backed_open))
+          Contender("anndata backed CSR+DistributedSampler",
+                    unmounted(backed_csr_reader(csr),
+                              lambda: served.get(csr, 0))))
 
     if args.zarr:
         zpaths = make_zarr_copies(paths, args.dir, args.rows)
@@ -1082,10 +1083,6 @@ def storage_main(args):
             nb = min(args.atlas_cells // (RANKS * BATCH), LIMIT)
             rows_per_rank = nb * BATCH
             key = (path, ".npz")
-
-            def backed_open(path=path, key=key):
-                return backed_csr_reader(path), served.get(key, 0), \
-                    lambda: None, None
             cs = chosen(*[rankfs(f"rankfs {s} (atlas{tag} {e}{b})", path,
                                  f"strategy={s}", e, None,
                                  args.baseline if b else None)
@@ -1094,7 +1091,10 @@ def storage_main(args):
                           for e in (".npz", ".npy")
                           for s in ("block_shuffle", "shuffle")],
                         Contender(f"anndata backed CSR+DistributedSampler "
-                                  f"(atlas{tag})", backed_open))
+                                  f"(atlas{tag})",
+                                  unmounted(backed_csr_reader(path),
+                                            lambda key=key:
+                                            served.get(key, 0))))
             results += measure_group(cs, rows_per_rank, args.repeats,
                                      args.warmup, fresh=True, disk=path)
             ratio, _ = ratios_of(results)
@@ -1117,13 +1117,8 @@ def storage_main(args):
             nb = min(args.atlas_cells // (RANKS * BATCH), LIMIT)
             key = (store, ".npz")
 
-            def zarr_open(store=store, key=key):
-                return zarr_csr_reader(store), served.get(key, 0), \
-                    lambda: None, None
-
-            def backed_h5ad(h5ad=h5ad, key=key):
-                return backed_csr_reader(h5ad), served.get(key, 0), \
-                    lambda: None, None
+            def zarr_bytes(key=key):
+                return served.get(key, 0)
             v3 = make_atlas_zarr_v3(h5ad, os.path.join(
                 args.dir, f"atlas-{args.atlas_cells}-v3.zarr"))
             cs = chosen(*[rankfs(f"rankfs {s} (atlas zarr .npz{b})", store,
@@ -1136,9 +1131,13 @@ def storage_main(args):
                                  v3, f"strategy={s}", ".npz")
                           for s in ("block_shuffle", "shuffle")],
                         Contender("zarr-python CSR rows+DistributedSampler "
-                                  "(atlas zarr)", zarr_open),
+                                  "(atlas zarr)",
+                                  unmounted(zarr_csr_reader(store),
+                                            zarr_bytes)),
                         Contender("anndata backed CSR+DistributedSampler "
-                                  "(atlas zarr's .h5ad)", backed_h5ad))
+                                  "(atlas zarr's .h5ad)",
+                                  unmounted(backed_csr_reader(h5ad),
+                                            zarr_bytes)))
             results += measure_group(cs, nb * BATCH, args.repeats,
                                      args.warmup, fresh=True, disk=store)
             ratio, _ = ratios_of(results)
