@@ -558,6 +558,12 @@ static void log_failure(const struct rfs_zarr_array *a, uint64_t k,
 			why);
 }
 
+/* Bytes of a decoded inner chunk. */
+static size_t decoded_bytes(const struct rfs_zarr_array *a)
+{
+	return a->m.inner[0] * a->m.inner[1] * a->m.elem;
+}
+
 /* The whole of decoded inner chunk k into out (out_len bytes). */
 static int load_whole(struct rfs_zarr_array *a, uint64_t k, void *out,
 		      size_t out_len)
@@ -592,7 +598,7 @@ static int read_stored(void *ctx, void *dst, size_t n, uint64_t off)
 static int read_part(struct rfs_zarr_array *a, uint64_t k, size_t at, size_t n,
 		     unsigned char *out)
 {
-	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
+	size_t chunk_bytes = decoded_bytes(a);
 	char where[4300], why[256] = "";
 	struct place pl;
 	int rc = locate(a, k, &pl, where, sizeof(where), why, sizeof(why));
@@ -625,7 +631,7 @@ static int read_part(struct rfs_zarr_array *a, uint64_t k, size_t at, size_t n,
 int rfs_zarr_array_load(void *ctx, uint64_t k, size_t at, void *out, size_t len)
 {
 	struct rfs_zarr_array *a = ctx;
-	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
+	size_t chunk_bytes = decoded_bytes(a);
 	if (at == 0 && len == chunk_bytes)
 		return load_whole(a, k, out, len);
 	return read_part(a, k, at, len, out);
@@ -633,8 +639,8 @@ int rfs_zarr_array_load(void *ctx, uint64_t k, size_t at, void *out, size_t len)
 
 uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a)
 {
-	size_t row = a->m.inner[1] * a->m.elem;
-	size_t chunk_bytes = a->m.inner[0] * row;
+	size_t row = a->m.inner[1] * a->m.elem; /* of a chunk */
+	size_t chunk_bytes = decoded_bytes(a);
 	if (a->igrid[1] != 1 || a->m.kind == RFS_ZARR_STRING)
 		return 0;
 	/* The first chunk stored tells the codec's part size: a store's
@@ -660,7 +666,7 @@ uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a)
 
 int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 {
-	size_t chunk_bytes = a->m.inner[0] * a->m.inner[1] * a->m.elem;
+	size_t chunk_bytes = decoded_bytes(a);
 	size_t row_bytes = a->m.shape[1] * a->m.elem;
 	unsigned char *tmp = malloc(chunk_bytes ? chunk_bytes : 1);
 	int rc = tmp ? 0 : -ENOMEM;

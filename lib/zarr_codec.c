@@ -396,16 +396,14 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 		return 1;
 	size_t typesize = head[3], block = (uint32_t)le32(head + 8);
 	size_t cbytes = (uint32_t)le32(head + 12);
-	int rc = 0;
-	if (head[2] &
-	    BLOSC_FLAG_MEMCPYED) { /* stored as is, after the header */
-		rc = cbytes == want + BLOSC_HEADER &&
-				     read(ctx, out, n, BLOSC_HEADER + at) == 0 ?
-			     0 :
-			     1;
-		if (rc == 0 && p->big_endian && elem > 1)
+	/* Stored as is, after the header. */
+	if (head[2] & BLOSC_FLAG_MEMCPYED) {
+		if (cbytes != want + BLOSC_HEADER ||
+		    read(ctx, out, n, BLOSC_HEADER + at) != 0)
+			return 1;
+		if (p->big_endian && elem > 1)
 			swap_elements(out, n, elem);
-		return rc;
+		return 0;
 	}
 	if (at % typesize || n % typesize || at / typesize > INT32_MAX ||
 	    n / typesize > INT32_MAX)
@@ -416,6 +414,7 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 	if (table > cbytes)
 		return 1;
 	unsigned char *starts = malloc(4 * nblocks);
+	int rc = 0;
 	if (!starts)
 		return -ENOMEM;
 	/* The stretch of stored bytes from the first wanted block's start to
