@@ -1024,6 +1024,9 @@ def storage_main(args):
                 (only is None or only.search(c.name))]
     extra_opts = f",cache_mb={args.cache_mb}" if args.cache_mb else ""
     served = {}
+    # (name suffix, rankfs binary): this build, and --baseline's beside it
+    builds = [("", None)] + ([(", baseline", args.baseline)]
+                             if args.baseline else [])
 
     def rankfs(name, path, options, ext, nbytes=None, binary=None):
         def mount():
@@ -1047,9 +1050,8 @@ def storage_main(args):
         nbytes = nb * (128 + BATCH * args.cols * 4)
         cs = chosen(*[rankfs(f"rankfs {s} (storage{b})", path,
                              f"dataset=/X,strategy={s}", ".npy", nbytes,
-                             args.baseline if b else None)
-                      for b in ([""] + ([", baseline"] if args.baseline
-                                        else []))
+                             binary)
+                      for b, binary in builds
                       for s in ("block_shuffle", "shuffle")],
                     Contender("h5py+DistributedSampler (storage)",
                               unmounted(h5py_reader(path), nbytes)),
@@ -1085,9 +1087,8 @@ def storage_main(args):
             key = (path, ".npz")
             cs = chosen(*[rankfs(f"rankfs {s} (atlas{tag} {e}{b})", path,
                                  f"strategy={s}", e, None,
-                                 args.baseline if b else None)
-                          for b in ([""] + ([", baseline"] if args.baseline
-                                            else []))
+                                 binary)
+                          for b, binary in builds
                           for e in (".npz", ".npy")
                           for s in ("block_shuffle", "shuffle")],
                         Contender(f"anndata backed CSR+DistributedSampler "
@@ -1123,9 +1124,8 @@ def storage_main(args):
                 args.dir, f"atlas-{args.atlas_cells}-v3.zarr"))
             cs = chosen(*[rankfs(f"rankfs {s} (atlas zarr .npz{b})", store,
                                  f"strategy={s}", ".npz", None,
-                                 args.baseline if b else None)
-                          for b in ([""] + ([", baseline"] if args.baseline
-                                            else []))
+                                 binary)
+                          for b, binary in builds
                           for s in ("block_shuffle", "shuffle")],
                         *[rankfs(f"rankfs {s} (atlas zarr v3 sharded .npz)",
                                  v3, f"strategy={s}", ".npz")
