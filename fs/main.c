@@ -127,18 +127,22 @@ static int open_log_file(const char *path, const struct rfs_view *view)
  * fill's other temporaries (row lists, a CSR batch's arrays), freed within
  * the same fill and counted in cache_mb while it runs (lib/cache.c), and
  * libfuse's request buffers, 1 MiB and 4 KiB per handler thread for the
- * thread's life. A fixed 1 MiB threshold maps those buffers, and any
- * temporary as big, apart from the heap: in it, the buffers of hundreds of
- * threads pinned the fills' freed temporaries between them (a daemon of
- * 60 MiB at cache_mb=16, test_reliability.py's
- * test_memory_bound_with_many_handler_threads). Fixed, not glibc's
- * sliding threshold, which would let freed file-sized blocks pile up.
+ * thread's life. A fixed threshold just below them maps those buffers, and
+ * any temporary as big, apart from the heap: in it, the buffers of
+ * hundreds of threads pinned the fills' freed temporaries between them (a
+ * daemon of 60 MiB at cache_mb=16, test_reliability.py's
+ * test_memory_bound_with_many_handler_threads). Not lower: blosc's
+ * temporaries for zarr's 512 KiB blocks, two blocks and a few bytes per
+ * decode (zarr_codec.c), would be mapped and faulted in per call. Fixed,
+ * not glibc's sliding threshold, which would let freed file-sized blocks
+ * pile up.
  * One arena: with one per group of threads, each kept the free space of
  * the fills its threads had run (test_memory_bound_counts_temporaries). A
  * fill makes a few allocations, so threads hardly contend for its lock. */
+#define MMAP_THRESHOLD (1024 * 1024 + 2048)
 static void bound_allocator(void)
 {
-	mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+	mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
 	mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
 	mallopt(M_ARENA_MAX, 1);
 }

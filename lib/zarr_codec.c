@@ -347,6 +347,7 @@ static void put_le32(unsigned char *p, size_t v)
  * each block's compressed bytes (blosc.h, "blosc format"). */
 #define BLOSC_HEADER 16
 #define BLOSC_FLAG_MEMCPYED 0x02
+#define BLOSC_FLAG_DONT_SPLIT 0x10
 
 /* Reads and checks a blosc header of a chunk that decodes to want bytes:
  * 1 when it is one decode_part can read in parts. */
@@ -394,7 +395,7 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 	if (n == 0 || at > want || n > want - at ||
 	    !blosc_head(p, want, stored, read, ctx, head))
 		return 1;
-	size_t typesize = head[3], block = (uint32_t)le32(head + 8);
+	size_t block = (uint32_t)le32(head + 8);
 	size_t cbytes = (uint32_t)le32(head + 12);
 	/* Stored as is, after the header. */
 	if (head[2] & BLOSC_FLAG_MEMCPYED) {
@@ -405,9 +406,6 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 			swap_elements(out, n, elem);
 		return 0;
 	}
-	if (at % typesize || n % typesize || at / typesize > INT32_MAX ||
-	    n / typesize > INT32_MAX)
-		return 1;
 	size_t nblocks = (want + block - 1) / block;
 	size_t j0 = at / block, j1 = (at + n - 1) / block;
 	size_t table = BLOSC_HEADER + 4 * nblocks;
@@ -430,21 +428,45 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
 		first = at_j < first ? at_j : first;
 		end = end_j > end ? end_j : end;
 	}
-	unsigned char *buf = rc == 0 ? malloc(end) : NULL;
-	if (rc == 0 && !buf)
+	/* A chunk of its own of the wanted blocks: the header, their offsets
+	 * moved to where the stretch follows them, the stretch. Decoded whole
+	 * (blosc_decompress_ctx, into out when the range is whole blocks),
+	 * as blosc_getitem would decode the same blocks; but getitem's three
+	 * blocks of temporaries are past malloc's mmap threshold for 512 KiB
+	 * blocks, mapped and faulted in per call, where the decoder's two stay
+	 * below it (fs/main.c). */
+	size_t span = j1 - j0 + 1, lead = BLOSC_HEADER + 4 * span;
+	size_t from = j0 * block;
+	size_t decoded = (j1 + 1) * block < want ? span * block : want - from;
+	unsigned char *buf = rc == 0 ? malloc(lead + (end - first)) : NULL;
+	int direct = at == from && n == decoded;
+	unsigned char *dst = direct || rc != 0 ? out : malloc(decoded);
+	if (rc == 0 && (!buf || !dst))
 		rc = -ENOMEM;
-	if (rc == 0 && read(ctx, buf + first, end - first, first) != 0)
+	if (rc == 0 && read(ctx, buf + lead, end - first, first) != 0)
 		rc = 1;
 	if (rc == 0) {
-		/* Said to end where the stretch does, so that the decoder
-		 * checks its reads against the bytes read. */
 		memcpy(buf, head, BLOSC_HEADER);
-		put_le32(buf + 12, end);
-		memcpy(buf + BLOSC_HEADER, starts, 4 * nblocks);
-		int got = blosc_getitem(buf, (int)(at / typesize),
-					(int)(n / typesize), out);
-		rc = got >= 0 && (size_t)got == n ? 0 : 1;
+		put_le32(buf + 4, decoded);
+		/* The chunk's short last block alone: blosc takes no block
+		 * longer than the chunk, so the block size is the block's,
+		 * and unsplit, as blosc stores a short last block. */
+		if (decoded < block) {
+			put_le32(buf + 8, decoded);
+			buf[2] |= BLOSC_FLAG_DONT_SPLIT;
+		}
+		put_le32(buf + 12, lead + (end - first));
+		for (size_t k = 0; k < span; k++)
+			put_le32(buf + BLOSC_HEADER + 4 * k,
+				 (uint32_t)le32(starts + 4 * (j0 + k)) - first +
+					 lead);
+		int got = blosc_decompress_ctx(buf, dst, decoded, 1);
+		rc = got >= 0 && (size_t)got == decoded ? 0 : 1;
 	}
+	if (rc == 0 && !direct)
+		memcpy(out, dst + (at - from), n);
+	if (dst != out)
+		free(dst);
 	if (rc == 0 && p->big_endian && elem > 1)
 		swap_elements(out, n, elem);
 	free(buf);

@@ -297,6 +297,41 @@ static void test_parts(void **state)
 	assert_int_equal(st.read, 16 + 400);
 }
 
+/* Blocks that blosc splits into one stream per byte of the element
+ * (blosclz, 64 KiB blocks of int32), and the chunk's short last block,
+ * which it stores unsplit: alone, within it, with the block before it. */
+static void test_parts_split_blocks(void **state)
+{
+	(void)state;
+	enum { M = 40000 }; /* two 64 KiB blocks and 28,928 bytes */
+	static int32_t v[M], got[M];
+	static unsigned char c[M * 4 + 1024];
+	for (int i = 0; i < M; i++)
+		v[i] = (int32_t)(((uint32_t)i * 2654435761u) >> 20);
+	int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v, c,
+				   sizeof(c), "blosclz", 16384, 1);
+	assert_true(n > 0);
+	assert_int_equal(c[2] & 0x10, 0); /* split */
+	struct rfs_zarr_pipe p = { .ncomp = 1, .comp = { RFS_ZARR_BLOSC } };
+	struct stored st = { c, (size_t)n, 0 };
+	assert_int_equal(
+		rfs_zarr_part_bytes(&p, sizeof(v), st.n, read_mem, &st), 65536);
+	static const size_t ranges[][2] = { { 32768, 7232 },
+					    { 33000, 10 },
+					    { 16384, 23616 },
+					    { 100, 50 },
+					    { 0, M } };
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
+		memset(got, 0, sizeof(got));
+		assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n,
+						      read_mem, &st, at, len,
+						      got),
+				 0);
+		assert_memory_equal(got, v + ranges[i][0], len);
+	}
+}
+
 /* Stacked codecs: a stage before the last may hold at most what the
  * next one's encoding of the chunk may take (twice and a megabyte), so a
  * crafted chunk whose outer codec inflates to far more is -EIO without
@@ -433,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_blosc_compressors),
 		cmocka_unit_test(test_stacked_and_big_endian),
 		cmocka_unit_test(test_parts),
+		cmocka_unit_test(test_parts_split_blocks),
 		cmocka_unit_test(test_stacked_stage_bound),
 		cmocka_unit_test(test_unknown_size_grows),
 		cmocka_unit_test(test_garbage_is_eio),
