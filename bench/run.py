@@ -1127,8 +1127,10 @@ def storage_main(args):
                                  binary)
                           for b, binary in builds
                           for s in ("block_shuffle", "shuffle")],
-                        *[rankfs(f"rankfs {s} (atlas zarr v3 sharded .npz)",
-                                 v3, f"strategy={s}", ".npz")
+                        *[rankfs(f"rankfs {s} (atlas zarr v3 sharded "
+                                 f".npz{b})", v3, f"strategy={s}", ".npz",
+                                 None, binary)
+                          for b, binary in builds
                           for s in ("block_shuffle", "shuffle")],
                         Contender("zarr-python CSR rows+DistributedSampler "
                                   "(atlas zarr)",
