@@ -41,6 +41,10 @@ sharded as annbatch writes one). There every epoch of every contender gets a
 fresh mount and drop_caches first, epochs are partial (--batches, 100 or
 40 per rank), and the storage's own figures (dd, 4 KiB O_DIRECT random
 reads at QD1 and QD32) and the daemon's peak RSS are printed beside.
+With --memory-mb N each contender's mount and readers run in a memory
+cgroup of N MiB, page cache included, so that no reader keeps a source
+smaller than the machine's memory cached through an epoch: as an atlas
+larger than memory is read.
 
 Contenders of a file take turns, epoch by epoch (measure_group), and the
 median of --repeats epochs is reported, after --warmup epochs of each
@@ -52,8 +56,9 @@ Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
     scripts/bench [--rows 100000] [--ranks N] [--json F] [--plot F]
                   [--baseline BIN] [--batches N]
     scripts/bench --from-storage [--batches 100] [--repeats 2]
+                  [--memory-mb N]
     scripts/bench --atlas [--atlas-gzip] [--atlas-contiguous] [--atlas-zarr]
-                  [--atlas-cells 200000]
+                  [--atlas-cells 200000] [--memory-mb N]
     scripts/bench --only zarr
 """
 import argparse
@@ -539,6 +544,66 @@ def disk_sectors(path):
     return None
 
 
+class MemoryLimit:
+    """A memory cgroup (the v1 memory controller) that bounds what the
+    processes in it hold, page cache included. measure_group moves the
+    bench into it while a contender mounts and reads, so that the daemon
+    and the readers it starts are bound by it: a source bigger than the
+    limit is then read as an atlas bigger than memory is, with no reader
+    keeping the whole file in the page cache through an epoch."""
+
+    def __init__(self, mb):
+        own = {}
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                for c in ctrls.split(","):
+                    own[c] = path
+        with open("/proc/self/mounts") as f:
+            roots = [m.split()[1] for m in f
+                     if m.split()[2] == "cgroup" and
+                     "memory" in m.split()[3].split(",")]
+        if not roots or "memory" not in own:
+            raise SystemExit("bench: --memory-mb needs the cgroup v1 memory "
+                             "controller (none mounted here)")
+        self.home = roots[0] + own["memory"]
+        self.dir = os.path.join(self.home, f"rankfs-bench-{os.getpid()}")
+        os.makedirs(self.dir, exist_ok=True)
+        with open(os.path.join(self.dir, "memory.limit_in_bytes"), "w") as f:
+            f.write(f"{mb << 20}\n")
+        self.mb = mb
+
+    def _move(self, d):
+        with open(os.path.join(d, "cgroup.procs"), "w") as f:
+            f.write(f"{os.getpid()}\n")
+
+    def enter(self):
+        self._move(self.dir)
+
+    def leave(self):
+        self._move(self.home)
+
+    def peak_mb(self):
+        """The most the group held since the last reset_peak()."""
+        with open(os.path.join(self.dir,
+                               "memory.max_usage_in_bytes")) as f:
+            return int(f.read()) / (1 << 20)
+
+    def reset_peak(self):
+        with open(os.path.join(self.dir,
+                               "memory.max_usage_in_bytes"), "w") as f:
+            f.write("0\n")
+
+    def close(self):
+        self.leave()
+        for _ in range(50):  # its last processes may still be exiting
+            try:
+                os.rmdir(self.dir)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
 def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -572,7 +637,7 @@ def summarize(name, times, warmup, rows_per_rank, bytes_per_rank,
 
 
 def measure_group(contenders, rows_per_rank, repeats, warmup,
-                  fresh=False, disk=None):
+                  fresh=False, disk=None, limit=None):
     """Opens every contender, then runs epoch 0 of each in turn, then
     epoch 1, and so on (epoch e of rankfs, the sampler's epoch e of the
     others: never the same bytes twice); reports the median per contender
@@ -587,13 +652,16 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
     cache (drop_caches after the mount, before the readers start); the
     daemon's peak RSS (VmHWM) is the largest over its mounts.
     disk: a file on the source's device, whose MB read from the device
-    per epoch are reported (median; anyone's reads count)."""
+    per epoch are reported (median; anyone's reads count).
+    limit: a MemoryLimit (with fresh) holding each contender's mount and
+    readers; the most it held in an epoch is reported."""
     opened = {}
     times = {c.name: [] for c in contenders}
     warm = {c.name: [] for c in contenders}
     cpu = {c.name: [] for c in contenders}
     rss = {c.name: None for c in contenders}
     read = {c.name: [] for c in contenders}
+    held = {c.name: [] for c in contenders}
     nbytes = {}
     try:
         if not fresh:
@@ -606,9 +674,13 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                 if epoch >= skip + (c.repeats or repeats):
                     continue
                 if fresh:
+                    if limit:
+                        limit.enter()
                     opened[c.name] = c.open()
                     nbytes[c.name] = opened[c.name][1]
                     drop_caches()
+                    if limit:
+                        limit.reset_peak()
                 setup, _, close, pid = opened[c.name]
                 before = cpu_seconds(pid)
                 sectors = disk_sectors(disk) if disk else None
@@ -622,9 +694,13 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                         cpu[c.name].append(used)
                     hwm = peak_rss_mb(pid)
                     rss[c.name] = max(rss[c.name] or 0, hwm)
+                if limit and epoch >= skip:
+                    held[c.name].append(limit.peak_mb())
                 if fresh:
                     close()
                     del opened[c.name]
+                    if limit:
+                        limit.leave()
                 if got[0] and got != [rows_per_rank] * RANKS:
                     raise SystemExit(f"bench: {c.name}: read {got} rows, "
                                      f"expected {rows_per_rank} per rank")
@@ -637,6 +713,11 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
             mb = read[r["name"]]
             r["disk_mb_read"] = sorted(mb)[len(mb) // 2] if mb else None
             r["all_disk_mb_read"] = mb
+            if held[r["name"]]:
+                r["cgroup_peak_mb"] = max(held[r["name"]])
+                log(f"bench: {r['name']:44s} held at most "
+                    f"{r['cgroup_peak_mb']:.0f} MiB of its "
+                    f"{limit.mb} MiB limit (daemon, readers, page cache)")
             if mb:
                 log(f"bench: {r['name']:44s} read {r['disk_mb_read']:.0f}"
                     f" MB from the disk for {RANKS * nbytes[r['name']] / 1e6:.0f}"
@@ -646,6 +727,8 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
     finally:
         for _, _, close, _ in opened.values():
             close()
+        if limit:
+            limit.leave()
 
 
 # Mounts -------------------------------------------------------------------
@@ -753,6 +836,11 @@ def main():
                     "rankfs shuffle against zarr-python on the same "
                     "batches (a mount that fails ends the run; on by "
                     "default, not with --from-storage or --atlas)")
+    ap.add_argument("--memory-mb", type=int,
+                    help="with --from-storage or --atlas: each contender's "
+                    "mount and readers in a memory cgroup of this many MiB, "
+                    "page cache included (as a source larger than memory "
+                    "is read; cgroup v1's memory controller)")
     ap.add_argument("--cache-mb", type=int,
                     help="rankfs's cache_mb (default: rankfs's own, 1024)")
     args = ap.parse_args()
@@ -1027,6 +1115,15 @@ def storage_main(args):
     # (name suffix, rankfs binary): this build, and --baseline's beside it
     builds = [("", None)] + ([(", baseline", args.baseline)]
                              if args.baseline else [])
+    limit = MemoryLimit(args.memory_mb) if args.memory_mb else None
+    try:
+        storage_groups(args, work, chosen, extra_opts, served, builds, limit)
+    finally:
+        if limit:
+            limit.close()
+
+
+def storage_groups(args, work, chosen, extra_opts, served, builds, limit):
 
     def rankfs(name, path, options, ext, nbytes=None, binary=None):
         def mount():
@@ -1060,7 +1157,8 @@ def storage_main(args):
                               unmounted(block_reader(path, rows_per_rank),
                                         nbytes)))
         results += measure_group(cs, rows_per_rank, args.repeats,
-                                 args.warmup, fresh=True, disk=path)
+                                 args.warmup, fresh=True, disk=path,
+                                     limit=limit)
         ratio, _ = ratios_of(results)
         ratios += [
             ("storage: rankfs block_shuffle / block reader",
@@ -1097,7 +1195,8 @@ def storage_main(args):
                                             lambda key=key:
                                             served.get(key, 0))))
             results += measure_group(cs, rows_per_rank, args.repeats,
-                                     args.warmup, fresh=True, disk=path)
+                                     args.warmup, fresh=True, disk=path,
+                                     limit=limit)
             ratio, _ = ratios_of(results)
             ratios.append((f"atlas{tag}: rankfs .npz block_shuffle / "
                            "anndata backed",
@@ -1141,7 +1240,8 @@ def storage_main(args):
                                   unmounted(backed_csr_reader(h5ad),
                                             zarr_bytes)))
             results += measure_group(cs, nb * BATCH, args.repeats,
-                                     args.warmup, fresh=True, disk=store)
+                                     args.warmup, fresh=True, disk=store,
+                                     limit=limit)
             ratio, _ = ratios_of(results)
             ratios.append(("atlas zarr: rankfs .npz block_shuffle / "
                            "zarr-python",
@@ -1162,7 +1262,10 @@ def storage_main(args):
         notes.append(PUBLISHED)
     notes.append(f"every epoch from storage: {LIMIT} batches of {BATCH} per "
                  f"rank, {RANKS} ranks; rankfs cache_mb="
-                 f"{args.cache_mb or 1024} (peak RSS is the daemon's VmHWM)")
+                 f"{args.cache_mb or 1024} (peak RSS is the daemon's VmHWM)"
+                 + (f"; each contender's mount and readers in a "
+                    f"{args.memory_mb} MiB memory cgroup, page cache "
+                    f"included" if limit else ""))
     for p, f in figures.items():
         notes.append(f"storage ({os.path.basename(p)}): dd "
                      f"{f['dd_gb_per_s']:.2f} GB/s, 4 KiB O_DIRECT random "
