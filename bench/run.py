@@ -890,13 +890,15 @@ def main():
 
     served = {}  # per source: bytes per rank of a rankfs epoch
 
+    cache = f",cache_mb={args.cache_mb}" if args.cache_mb else ""
+
     def rankfs(name, path, options, ext, nbytes=None, binary=None):
         """nbytes None: the bytes per rank served, from st_size (which
         generates nothing). Listing is set-up; batches generate on read."""
         def mount():
             mnt = tempfile.mkdtemp(dir=work)
             m = rankfs_mount(path, f"world_size={RANKS},batch_size={BATCH},"
-                             f"{options}", mnt, f"{mnt}.log", binary)
+                             f"{options}{cache}", mnt, f"{mnt}.log", binary)
             size = nbytes
             if size is None:
                 size = served_bytes(mnt, ext)
@@ -964,8 +966,12 @@ def main():
                 for n in files:
                     warm(os.path.join(d, n))
         zdense, zcsr = zpaths["dense_zarr"], zpaths["csr_zarr"]
-        group(rankfs("rankfs shuffle (dense, zarr v2)", zdense,
-                     "strategy=shuffle", ".npy", dense_bytes),
+        group(*[rankfs(f"rankfs {s} (dense, zarr v2{b})", zdense,
+                       f"strategy={s}", ".npy", dense_bytes, binary)
+                for b, binary in [("", None)] + ([(", baseline",
+                                                   args.baseline)]
+                                                 if args.baseline else [])
+                for s in ("block_shuffle", "shuffle")],
               Contender("zarr-python orthogonal selection (dense zarr)",
                         unmounted(zarr_dense_reader(zdense), dense_bytes)))
 

@@ -193,8 +193,9 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a);
 int rfs_zarr_array_load(void *ctx, uint64_t k, size_t at, void *out,
 			size_t len);
 /* Rows of the parts the array's chunks decode in (chunks.h's part_rows):
- * a blosc block's rows, where chunks span the columns and a block is
- * whole rows; else 0. Reads the first stored chunk's header. */
+ * the whole rows a blosc block holds, where chunks span the columns (a
+ * part straddling two blocks is cut from both); else 0. Reads the first
+ * stored chunk's header. */
 uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a);
 /* Checks the chunk files that hold rows [first, last] of a watched array
  * against their identity at mount: a difference sets the sticky flag

@@ -657,9 +657,7 @@ uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a)
 		size_t part = rfs_zarr_part_bytes(&a->m.pipe, chunk_bytes,
 						  pl.len, read_stored, &pl);
 		close(pl.fd);
-		return part && part % row == 0 && part < chunk_bytes ?
-			       part / row :
-			       0;
+		return part >= row && part < chunk_bytes ? part / row : 0;
 	}
 	return 0;
 }

@@ -181,9 +181,9 @@ static void test_v2_dense_with_fill(void **state)
 
 /* Chunks of 8 full rows in blosc blocks of 6 rows (144 bytes; blosc's
  * blocks are 128 bytes at least): cached in parts of 6 rows and 2. The
- * second chunk's blosc typesize (32) does not divide a part's size, so
- * its parts are cut from the whole chunk: both read right. A chunk
- * replaced under the source is EIO through a part too. */
+ * second chunk's blosc typesize (32) is not the element's, nor does it
+ * divide a part: its parts read right all the same. A chunk replaced
+ * under the source is EIO through a part too. */
 static void test_v2_dense_in_parts(void **state)
 {
 	(void)state;
@@ -226,6 +226,48 @@ static void test_v2_dense_in_parts(void **state)
 	put("parts.zarr", "X/0.0", enc, blosc_enc(v, sizeof(v), 4, enc));
 	int64_t row = 1; /* cached: the source changed all the same */
 	assert_int_equal(rfs_source_read_rows(s, &row, 1, got), -EIO);
+	rfs_source_destroy(s);
+}
+
+/* Blosc blocks of 160 bytes, six and two thirds rows: parts of 6 rows,
+ * the second of a chunk decoded from the two blocks it lies in (the last
+ * one short), and cut from them. */
+static void test_v2_dense_parts_across_blocks(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	char err[512], meta[512];
+	text("across.zarr", ".zgroup", root_v2);
+	text("across.zarr", ".zattrs", anndata_attrs);
+	snprintf(meta, sizeof(meta),
+		 "{\"zarr_format\": 2, \"shape\": [%d, %d], \"chunks\": [8, "
+		 "%d], \"dtype\": \"<f4\", \"compressor\": {\"id\": "
+		 "\"blosc\", \"cname\": \"lz4\", \"clevel\": 5, "
+		 "\"shuffle\": 1, \"blocksize\": 160}, \"fill_value\": 0, "
+		 "\"filters\": null, \"order\": \"C\"}",
+		 R, C, C);
+	text("across.zarr", "X/.zarray", meta);
+	for (int i = 0; i < 2; i++) {
+		float v[8 * C];
+		unsigned char enc[sizeof(v) + BLOSC_MAX_OVERHEAD];
+		char key[16];
+		chunk_values(i, 0, v, 8, C);
+		int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v,
+					   enc, sizeof(enc), "lz4", 160, 1);
+		assert_true(n > 0);
+		assert_int_equal(enc[8], 160); /* the block size asked */
+		snprintf(key, sizeof(key), "X/%d.0", i);
+		put("across.zarr", key, enc, (size_t)n);
+	}
+	assert_int_equal(open_store("across.zarr", NULL, &s, err), 0);
+	int64_t rows[R];
+	float got[R][C];
+	for (int i = 0; i < R; i++)
+		rows[i] = (i * 7) % R;
+	assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
+	for (int i = 0; i < R; i++)
+		for (int c = 0; c < C; c++)
+			assert_true(got[i][c] == value((int)rows[i], c));
 	rfs_source_destroy(s);
 }
 
@@ -793,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_v2_dense_with_fill),
 		cmocka_unit_test(test_chunk_replaced_is_eio_for_good),
 		cmocka_unit_test(test_v2_dense_in_parts),
+		cmocka_unit_test(test_v2_dense_parts_across_blocks),
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_v3_sharded),
