@@ -462,6 +462,8 @@ def steady_allocator():
 
 
 def rank_main(setup, rank, epoch, barrier, out):
+    if READER_CGROUP:
+        READER_CGROUP.add(os.getpid())
     steady_allocator()
     run = setup(rank, epoch)
     barrier.wait()
@@ -546,11 +548,11 @@ def disk_sectors(path):
 
 class MemoryLimit:
     """A memory cgroup (the v1 memory controller) that bounds what the
-    processes in it hold, page cache included. measure_group moves the
-    bench into it while a contender mounts and reads, so that the daemon
-    and the readers it starts are bound by it: a source bigger than the
-    limit is then read as an atlas bigger than memory is, with no reader
-    keeping the whole file in the page cache through an epoch."""
+    processes in it hold, page cache included. measure_group puts a
+    contender's daemon and its reader processes in it (not the bench), so
+    that a source bigger than the limit is read as an atlas bigger than
+    memory is, with no reader keeping the whole file in the page cache
+    through an epoch."""
 
     def __init__(self, mb):
         own = {}
@@ -566,22 +568,23 @@ class MemoryLimit:
         if not roots or "memory" not in own:
             raise SystemExit("bench: --memory-mb needs the cgroup v1 memory "
                              "controller (none mounted here)")
-        self.home = roots[0] + own["memory"]
-        self.dir = os.path.join(self.home, f"rankfs-bench-{os.getpid()}")
+        self.dir = os.path.join(roots[0] + own["memory"],
+                                f"rankfs-bench-{os.getpid()}")
         os.makedirs(self.dir, exist_ok=True)
-        with open(os.path.join(self.dir, "memory.limit_in_bytes"), "w") as f:
-            f.write(f"{mb << 20}\n")
+        try:
+            self._write("memory.limit_in_bytes", mb << 20)
+        except OSError as e:
+            os.rmdir(self.dir)
+            raise SystemExit(f"bench: --memory-mb {mb}: {self.dir}: {e}")
         self.mb = mb
 
-    def _move(self, d):
-        with open(os.path.join(d, "cgroup.procs"), "w") as f:
-            f.write(f"{os.getpid()}\n")
+    def _write(self, name, value):
+        with open(os.path.join(self.dir, name), "w") as f:
+            f.write(f"{value}\n")
 
-    def enter(self):
-        self._move(self.dir)
-
-    def leave(self):
-        self._move(self.home)
+    def add(self, pid):
+        """Moves process pid (all its threads) into the group."""
+        self._write("cgroup.procs", pid)
 
     def peak_mb(self):
         """The most the group held since the last reset_peak()."""
@@ -590,18 +593,22 @@ class MemoryLimit:
             return int(f.read()) / (1 << 20)
 
     def reset_peak(self):
-        with open(os.path.join(self.dir,
-                               "memory.max_usage_in_bytes"), "w") as f:
-            f.write("0\n")
+        self._write("memory.max_usage_in_bytes", 0)
 
     def close(self):
-        self.leave()
         for _ in range(50):  # its last processes may still be exiting
             try:
                 os.rmdir(self.dir)
                 return
             except OSError:
                 time.sleep(0.1)
+        with open(os.path.join(self.dir, "cgroup.procs")) as f:
+            left = f.read().split()
+        log(f"bench: {self.dir} left behind, processes {left}")
+
+
+# The group a reader process joins first (measure_group sets it).
+READER_CGROUP = None
 
 
 def drop_caches():
@@ -655,6 +662,7 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
     per epoch are reported (median; anyone's reads count).
     limit: a MemoryLimit (with fresh) holding each contender's mount and
     readers; the most it held in an epoch is reported."""
+    global READER_CGROUP
     opened = {}
     times = {c.name: [] for c in contenders}
     warm = {c.name: [] for c in contenders}
@@ -674,17 +682,19 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                 if epoch >= skip + (c.repeats or repeats):
                     continue
                 if fresh:
-                    if limit:
-                        limit.enter()
                     opened[c.name] = c.open()
                     nbytes[c.name] = opened[c.name][1]
+                    if limit and opened[c.name][3] is not None:
+                        limit.add(opened[c.name][3])
                     drop_caches()
                     if limit:
                         limit.reset_peak()
                 setup, _, close, pid = opened[c.name]
                 before = cpu_seconds(pid)
                 sectors = disk_sectors(disk) if disk else None
+                READER_CGROUP = limit if fresh else None
                 wall, got = measure_once(c.name, setup, epoch)
+                READER_CGROUP = None
                 if sectors is not None and epoch >= skip:
                     read[c.name].append(
                         (disk_sectors(disk) - sectors) * 512 / 1e6)
@@ -699,8 +709,6 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                 if fresh:
                     close()
                     del opened[c.name]
-                    if limit:
-                        limit.leave()
                 if got[0] and got != [rows_per_rank] * RANKS:
                     raise SystemExit(f"bench: {c.name}: read {got} rows, "
                                      f"expected {rows_per_rank} per rank")
@@ -727,8 +735,6 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
     finally:
         for _, _, close, _ in opened.values():
             close()
-        if limit:
-            limit.leave()
 
 
 # Mounts -------------------------------------------------------------------
@@ -844,6 +850,8 @@ def main():
     ap.add_argument("--cache-mb", type=int,
                     help="rankfs's cache_mb (default: rankfs's own, 1024)")
     args = ap.parse_args()
+    if args.memory_mb and not (args.from_storage or args.atlas):
+        ap.error("--memory-mb is for --from-storage and --atlas")
     global RANKS, LIMIT
     RANKS = args.ranks
     LIMIT = args.batches

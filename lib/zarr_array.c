@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bigbuf.h"
 #include "log.h"
 #include "watch.h"
 
@@ -125,11 +126,17 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 	return 0;
 }
 
+/* A shard index's bytes: 16 per inner chunk, and its CRC-32C. */
+static size_t shard_index_size(const struct rfs_zarr_array *a)
+{
+	return (size_t)(16 * a->per[0] * a->per[1]) + (a->m.index_crc ? 4 : 0);
+}
+
 void rfs_zarr_array_close(struct rfs_zarr_array *a)
 {
 	if (a->index)
 		for (uint64_t f = 0; f < a->grid[0] * a->grid[1]; f++)
-			free(a->index[f]);
+			rfs_bigbuf_free(a->index[f], shard_index_size(a));
 	free(a->index);
 	for (size_t i = 0; i < a->ndir_watches; i++)
 		rfs_watch_forget(a->dir_watches[i]);
@@ -330,7 +337,7 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 		       char *why, size_t whylen)
 {
 	uint64_t n = a->per[0] * a->per[1];
-	size_t len = (size_t)(16 * n), total = len + (a->m.index_crc ? 4 : 0);
+	size_t len = (size_t)(16 * n), total = shard_index_size(a);
 	*owned = NULL;
 	pthread_mutex_lock(&a->lock);
 	*out = a->index[f];
@@ -343,7 +350,9 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 			 (unsigned long long)size, total);
 		return -EIO;
 	}
-	unsigned char *raw = malloc(total);
+	/* Kept for the mount's life: mapped where big (bigbuf.c), not in
+	 * the heap between fills' temporaries (fs/main.c). */
+	unsigned char *raw = rfs_bigbuf_alloc(total);
 	if (!raw)
 		return -ENOMEM;
 	size_t got;
@@ -379,7 +388,7 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 		}
 	}
 	if (rc != 0) {
-		free(raw);
+		rfs_bigbuf_free(raw, total);
 		return rc;
 	}
 	pthread_mutex_lock(&a->lock);
@@ -480,7 +489,7 @@ static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
 		rc = -EIO;
 	}
 out:
-	free(owned);
+	rfs_bigbuf_free(owned, shard_index_size(a));
 	if (rc != 0) {
 		close(pl->fd);
 		pl->fd = -1;
