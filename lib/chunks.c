@@ -67,21 +67,22 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	const struct rfs_chunked *c = &cc->sets[key->rank];
 	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
 	if (c->load) {
-		uint64_t upc = units_per_chunk(c);
-		uint64_t ur = key->batch / c->grid_cols;
-		uint64_t k =
-			ur / upc * c->grid_cols + key->batch % c->grid_cols;
-		uint64_t p = ur % upc, row_bytes = c->chunk_cols * c->elem;
-		uint64_t rows = c->chunk_rows - p * unit_rows(c);
-		rows = rows < unit_rows(c) ? rows : unit_rows(c);
+		/* Unit row ur's first row, in chunk row gr. */
+		uint64_t ur = key->batch / c->grid_cols,
+			 upc = units_per_chunk(c);
+		uint64_t gr = ur / upc, row_bytes = c->chunk_cols * c->elem;
+		struct unit_row u = unit_row_of(
+			c, gr * c->chunk_rows + ur % upc * unit_rows(c));
+		uint64_t k = gr * c->grid_cols + key->batch % c->grid_cols;
 		/* Its stored bytes and temporaries: about a chunk; for a
 		 * part, two (a part the codec cannot decode alone is
 		 * decoded from the whole chunk, stored and decoded). */
 		unsigned char *buf = rfs_cache_fill_buffer(
-			f, rows * row_bytes,
+			f, u.rows * row_bytes,
 			c->part_rows ? 2 * out_len : out_len);
-		return buf ? c->load(c->ctx, k, p * unit_rows(c) * row_bytes,
-				     buf, rows * row_bytes) :
+		return buf ? c->load(c->ctx, k,
+				     (u.first - gr * c->chunk_rows) * row_bytes,
+				     buf, u.rows * row_bytes) :
 			     -ENOMEM;
 	}
 	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
