@@ -199,22 +199,32 @@ static int load_chunk(void *ctx, uint64_t k, size_t at, void *out, size_t len)
 	return 0;
 }
 
+/* ROWS x 7 uint16 through a loader, in chunks of CR rows and chunk_cols
+ * columns. */
+static struct rfs_chunked
+loaded(uint64_t chunk_cols,
+       int (*load)(void *, uint64_t, size_t, void *, size_t), void *ctx)
+{
+	return (struct rfs_chunked){ .fd = -1,
+				     .path = "p",
+				     .name = "n",
+				     .rows = ROWS,
+				     .cols = 7,
+				     .chunk_rows = CR,
+				     .chunk_cols = chunk_cols,
+				     .grid_cols =
+					     (7 + chunk_cols - 1) / chunk_cols,
+				     .elem = 2,
+				     .load = load,
+				     .ctx = ctx };
+}
+
 static void test_loader(void **state)
 {
 	(void)state;
 	struct rfs_chunk_cache *cc;
 	struct loads l = { 0, UINT64_MAX };
-	struct rfs_chunked c = { .fd = -1,
-				 .path = "p",
-				 .name = "n",
-				 .rows = ROWS,
-				 .cols = 7,
-				 .chunk_rows = CR,
-				 .chunk_cols = 3,
-				 .grid_cols = 3,
-				 .elem = 2,
-				 .load = load_chunk,
-				 .ctx = &l };
+	struct rfs_chunked c = loaded(3, load_chunk, &l);
 	uint64_t id, rows[3] = { 1, 2, 9 };
 	uint16_t got[3][7];
 	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
@@ -262,18 +272,8 @@ static void test_parts(void **state)
 	(void)state;
 	struct rfs_chunk_cache *cc;
 	struct parts l = { 0 };
-	struct rfs_chunked c = { .fd = -1,
-				 .path = "p",
-				 .name = "n",
-				 .rows = ROWS,
-				 .cols = 7,
-				 .chunk_rows = CR,
-				 .chunk_cols = 7,
-				 .grid_cols = 1,
-				 .elem = 2,
-				 .load = load_part,
-				 .ctx = &l,
-				 .part_rows = 3 };
+	struct rfs_chunked c = loaded(7, load_part, &l);
+	c.part_rows = 3;
 	uint64_t id, rows[3] = { 2, 3, 9 };
 	uint16_t got[6][7];
 	unsigned char *to[3] = { (void *)got[0], (void *)got[1],

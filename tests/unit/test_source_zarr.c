@@ -179,39 +179,47 @@ static void test_v2_dense_with_fill(void **state)
 	rfs_source_destroy(s);
 }
 
-/* Chunks of 8 full rows in blosc blocks of 6 rows (144 bytes; blosc's
- * blocks are 128 bytes at least): cached in parts of 6 rows and 2. The
- * second chunk's blosc typesize (32) is not the element's, nor does it
- * divide a part: its parts read right all the same. A chunk replaced
- * under the source is EIO through a part too. */
-static void test_v2_dense_in_parts(void **state)
+/* A dense store of 8-row chunks compressed by blosc lz4 in blocks of
+ * blocksize bytes (typesize 4, the second chunk's typesize1), opened. */
+static struct rfs_source *open_blocked_store(const char *name, int blocksize,
+					     int typesize1)
 {
-	(void)state;
 	struct rfs_source *s;
 	char err[512], meta[512];
-	text("parts.zarr", ".zgroup", root_v2);
-	text("parts.zarr", ".zattrs", anndata_attrs);
+	text(name, ".zgroup", root_v2);
+	text(name, ".zattrs", anndata_attrs);
 	snprintf(meta, sizeof(meta),
 		 "{\"zarr_format\": 2, \"shape\": [%d, %d], \"chunks\": [8, "
 		 "%d], \"dtype\": \"<f4\", \"compressor\": {\"id\": "
 		 "\"blosc\", \"cname\": \"lz4\", \"clevel\": 5, "
-		 "\"shuffle\": 1, \"blocksize\": 144}, \"fill_value\": 0, "
+		 "\"shuffle\": 1, \"blocksize\": %d}, \"fill_value\": 0, "
 		 "\"filters\": null, \"order\": \"C\"}",
-		 R, C, C);
-	text("parts.zarr", "X/.zarray", meta);
+		 R, C, C, blocksize);
+	text(name, "X/.zarray", meta);
 	for (int i = 0; i < 2; i++) {
 		float v[8 * C];
 		unsigned char enc[sizeof(v) + BLOSC_MAX_OVERHEAD];
 		char key[16];
+		int typesize = i ? typesize1 : 4;
 		chunk_values(i, 0, v, 8, C);
-		int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, i ? 32 : 4,
+		int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, (size_t)typesize,
 					   sizeof(v), v, enc, sizeof(enc),
-					   "lz4", 144, 1);
+					   "lz4", (size_t)blocksize, 1);
 		assert_true(n > 0);
+		uint32_t block;
+		memcpy(&block, enc + 8, 4); /* blosc's header, little-endian */
+		if (typesize == 4) /* the block size asked */
+			assert_int_equal(block, blocksize);
 		snprintf(key, sizeof(key), "X/%d.0", i);
-		put("parts.zarr", key, enc, (size_t)n);
+		put(name, key, enc, (size_t)n);
 	}
-	assert_int_equal(open_store("parts.zarr", NULL, &s, err), 0);
+	assert_int_equal(open_store(name, NULL, &s, err), 0);
+	return s;
+}
+
+/* Every row read, in an order across parts and chunks. */
+static void check_scrambled_rows(struct rfs_source *s)
+{
 	int64_t rows[R];
 	float got[R][C];
 	for (int i = 0; i < R; i++)
@@ -220,7 +228,19 @@ static void test_v2_dense_in_parts(void **state)
 	for (int i = 0; i < R; i++)
 		for (int c = 0; c < C; c++)
 			assert_true(got[i][c] == value((int)rows[i], c));
-	float v[8 * C];
+}
+
+/* Chunks of 8 full rows in blosc blocks of 6 rows (144 bytes; blosc's
+ * blocks are 128 bytes at least): cached in parts of 6 rows and 2. The
+ * second chunk's blosc typesize (32) is not the element's, nor does it
+ * divide a part: its parts read right all the same. A chunk replaced
+ * under the source is EIO through a part too. */
+static void test_v2_dense_in_parts(void **state)
+{
+	(void)state;
+	struct rfs_source *s = open_blocked_store("parts.zarr", 144, 32);
+	check_scrambled_rows(s);
+	float v[8 * C], got[C];
 	unsigned char enc[sizeof(v) + BLOSC_MAX_OVERHEAD];
 	chunk_values(0, 0, v, 8, C);
 	put("parts.zarr", "X/0.0", enc, blosc_enc(v, sizeof(v), 4, enc));
@@ -235,39 +255,8 @@ static void test_v2_dense_in_parts(void **state)
 static void test_v2_dense_parts_across_blocks(void **state)
 {
 	(void)state;
-	struct rfs_source *s;
-	char err[512], meta[512];
-	text("across.zarr", ".zgroup", root_v2);
-	text("across.zarr", ".zattrs", anndata_attrs);
-	snprintf(meta, sizeof(meta),
-		 "{\"zarr_format\": 2, \"shape\": [%d, %d], \"chunks\": [8, "
-		 "%d], \"dtype\": \"<f4\", \"compressor\": {\"id\": "
-		 "\"blosc\", \"cname\": \"lz4\", \"clevel\": 5, "
-		 "\"shuffle\": 1, \"blocksize\": 160}, \"fill_value\": 0, "
-		 "\"filters\": null, \"order\": \"C\"}",
-		 R, C, C);
-	text("across.zarr", "X/.zarray", meta);
-	for (int i = 0; i < 2; i++) {
-		float v[8 * C];
-		unsigned char enc[sizeof(v) + BLOSC_MAX_OVERHEAD];
-		char key[16];
-		chunk_values(i, 0, v, 8, C);
-		int n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(v), v,
-					   enc, sizeof(enc), "lz4", 160, 1);
-		assert_true(n > 0);
-		assert_int_equal(enc[8], 160); /* the block size asked */
-		snprintf(key, sizeof(key), "X/%d.0", i);
-		put("across.zarr", key, enc, (size_t)n);
-	}
-	assert_int_equal(open_store("across.zarr", NULL, &s, err), 0);
-	int64_t rows[R];
-	float got[R][C];
-	for (int i = 0; i < R; i++)
-		rows[i] = (i * 7) % R;
-	assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
-	for (int i = 0; i < R; i++)
-		for (int c = 0; c < C; c++)
-			assert_true(got[i][c] == value((int)rows[i], c));
+	struct rfs_source *s = open_blocked_store("across.zarr", 160, 4);
+	check_scrambled_rows(s);
 	rfs_source_destroy(s);
 }
 

@@ -183,6 +183,28 @@ static int read_mem(void *ctx, void *dst, size_t n, uint64_t off)
 	return 0;
 }
 
+/* Each range of int32 elements (first, count) of the chunk in st, which
+ * decodes to the want bytes of v, decodes in part to v's elements; with
+ * block given, a range within a block reads less than half the chunk. */
+static void check_ranges(const struct rfs_zarr_pipe *p, struct stored *st,
+			 const int32_t *v, size_t want,
+			 const size_t (*ranges)[2], size_t nranges,
+			 int32_t *got, size_t block)
+{
+	for (size_t i = 0; i < nranges; i++) {
+		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
+		memset(got, 0, want);
+		st->read = 0;
+		assert_int_equal(rfs_zarr_decode_part(p, 4, want, st->n,
+						      read_mem, st, at, len,
+						      got),
+				 0);
+		assert_memory_equal(got, v + ranges[i][0], len);
+		if (block && len < block)
+			assert_true(st->read < st->n / 2);
+	}
+}
+
 /* A blosc chunk of 1,000 int32 in blocks of 64 elements: every range of
  * elements decodes alone to the chunk's bytes, reading only its blocks'
  * stored bytes (and the header), with blocks stored in order or not, or
@@ -206,18 +228,9 @@ static void test_parts(void **state)
 					    { 63, 2 },	 { 100, 300 },
 					    { 960, 40 }, { 999, 1 },
 					    { 0, N },	 { 500, 64 } };
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
-		memset(got, 0, sizeof(got));
-		st.read = 0;
-		assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n,
-						      read_mem, &st, at, len,
-						      got),
-				 0);
-		assert_memory_equal(got, v + ranges[i][0], len);
-		if (len < 256) /* within two blocks: little of the chunk */
-			assert_true(st.read < (size_t)n / 2);
-	}
+	/* Within two blocks: little of the chunk read. */
+	check_ranges(&p, &st, v, sizeof(v), ranges,
+		     sizeof(ranges) / sizeof(ranges[0]), got, 256);
 	/* Big-endian elements. */
 	n = blosc_compress_ctx(5, BLOSC_SHUFFLE, 4, sizeof(be), be, c,
 			       sizeof(c), "lz4", 256, 1);
@@ -259,15 +272,8 @@ static void test_parts(void **state)
 	memcpy(r + 16 + 4 * 2, &n2, 4);
 	memcpy(r + 16 + 4 * 3, &n3, 4);
 	st = (struct stored){ r, (size_t)n, 0 };
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
-		memset(got, 0, sizeof(got));
-		assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n,
-						      read_mem, &st, at, len,
-						      got),
-				 0);
-		assert_memory_equal(got, v + ranges[i][0], len);
-	}
+	check_ranges(&p, &st, v, sizeof(v), ranges,
+		     sizeof(ranges) / sizeof(ranges[0]), got, 0);
 	/* A block whose offset lies inside the table, or past the end:
 	 * not in parts. */
 	uint32_t bad = 20;
@@ -321,15 +327,8 @@ static void test_parts_split_blocks(void **state)
 					    { 16384, 23616 },
 					    { 100, 50 },
 					    { 0, M } };
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		size_t at = ranges[i][0] * 4, len = ranges[i][1] * 4;
-		memset(got, 0, sizeof(got));
-		assert_int_equal(rfs_zarr_decode_part(&p, 4, sizeof(v), st.n,
-						      read_mem, &st, at, len,
-						      got),
-				 0);
-		assert_memory_equal(got, v + ranges[i][0], len);
-	}
+	check_ranges(&p, &st, v, sizeof(v), ranges,
+		     sizeof(ranges) / sizeof(ranges[0]), got, 0);
 }
 
 /* Stacked codecs: a stage before the last may hold at most what the
