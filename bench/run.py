@@ -898,7 +898,7 @@ def main():
 
     served = {}  # per source: bytes per rank of a rankfs epoch
 
-    cache = f",cache_mb={args.cache_mb}" if args.cache_mb else ""
+    cache = cache_option(args)
 
     def rankfs(name, path, options, ext, nbytes=None, binary=None):
         """nbytes None: the bytes per rank served, from st_size (which
@@ -976,9 +976,7 @@ def main():
         zdense, zcsr = zpaths["dense_zarr"], zpaths["csr_zarr"]
         group(*[rankfs(f"rankfs {s} (dense, zarr v2{b})", zdense,
                        f"strategy={s}", ".npy", dense_bytes, binary)
-                for b, binary in [("", None)] + ([(", baseline",
-                                                   args.baseline)]
-                                                 if args.baseline else [])
+                for b, binary in builds_of(args)
                 for s in ("block_shuffle", "shuffle")],
               Contender("zarr-python orthogonal selection (dense zarr)",
                         unmounted(zarr_dense_reader(zdense), dense_bytes)))
@@ -1112,6 +1110,18 @@ def storage_figures(path, seconds=5.0):
     return out
 
 
+def builds_of(args):
+    """(name suffix, rankfs binary): this build, and --baseline's beside
+    it."""
+    return [("", None)] + ([(", baseline", args.baseline)]
+                           if args.baseline else [])
+
+
+def cache_option(args):
+    """--cache-mb as rankfs mount options to append."""
+    return f",cache_mb={args.cache_mb}" if args.cache_mb else ""
+
+
 def storage_main(args):
     """--from-storage and --atlas: every epoch from storage (a fresh
     mount, then drop_caches), partial epochs of LIMIT batches per rank."""
@@ -1124,11 +1134,9 @@ def storage_main(args):
         return [c for c in cs
                 if not any(c.name.startswith(s) for s in skip) and
                 (only is None or only.search(c.name))]
-    extra_opts = f",cache_mb={args.cache_mb}" if args.cache_mb else ""
+    extra_opts = cache_option(args)
     served = {}
-    # (name suffix, rankfs binary): this build, and --baseline's beside it
-    builds = [("", None)] + ([(", baseline", args.baseline)]
-                             if args.baseline else [])
+    builds = builds_of(args)
     limit = MemoryLimit(args.memory_mb) if args.memory_mb else None
     try:
         storage_groups(args, work, chosen, extra_opts, served, builds, limit)
