@@ -167,6 +167,14 @@ def read_pair(pair: Tuple[str, Optional[str]], alloc: Alloc
     return x, read_npy(pair[1], alloc)
 
 
+def _env_int(name: str) -> int:
+    value = os.environ[name]
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"env {name}={value!r} is not an integer") from None
+
+
 def resolve_rank(mount: Mount, rank: Optional[int],
                  detected: Optional[Tuple[int, int, str]]) -> int:
     """This process's rank, from `detected` (rank, world size, where they
@@ -175,7 +183,7 @@ def resolve_rank(mount: Mount, rank: Optional[int],
     an argument that differs from the detected rank, is a ValueError."""
     if detected is None and "RANK" in os.environ \
             and "WORLD_SIZE" in os.environ:
-        detected = (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+        detected = (_env_int("RANK"), _env_int("WORLD_SIZE"),
                     "env RANK/WORLD_SIZE")
     world = mount.world_size
     if detected is not None:

@@ -10,12 +10,13 @@ world_size; else env RANK and WORLD_SIZE, else the argument.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import jax
 import numpy as np
 
 from ._loader import Loader, MountLike, as_mount
+from ._mount import Mount
 from ._read import Steps, numpy_alloc, resolve_rank, view_id_mismatch
 
 __all__ = ["loader", "detect_rank", "check_view_id"]
@@ -38,16 +39,55 @@ def check_view_id(mount: MountLike) -> None:
     ranks if they differ."""
     if jax.process_count() < 2:
         return
+    m, error = None, None
+    try:
+        m = as_mount(mount)
+    except Exception as e:  # raised after the collective (_agree)
+        error = e
+    _agree(m, error)
+
+
+def _agree(m: Optional[Mount], error: Optional[Exception]) -> None:
+    """All-gathers each process's view_id and whether its own checks
+    failed; then every process raises: its own error, else one naming
+    the ranks that failed, else a view_id mismatch. A process that
+    raised before the collective would leave the others waiting."""
     from jax.experimental import multihost_utils
-    m = as_mount(mount)
-    # Two uint32 halves: without jax_enable_x64 a uint64 would be cut.
-    mine = np.frombuffer(bytes.fromhex(m.view_id), dtype=np.uint32)
-    every = np.asarray(multihost_utils.process_allgather(mine))
-    gathered = [(row.astype(np.uint32).tobytes().hex(), None)
-                for row in every.reshape(-1, 2)]
+    # Two uint32 halves (without jax_enable_x64 a uint64 would be cut),
+    # then 1 where this process's checks failed.
+    mine = np.zeros(3, dtype=np.uint32)
+    if m is not None:
+        mine[:2] = np.frombuffer(bytes.fromhex(m.view_id), dtype=np.uint32)
+    mine[2] = error is not None
+    every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 3)
+    if error is not None:
+        raise error
+    failed = [str(r) for r, row in enumerate(every) if row[2]]
+    if failed:
+        raise ValueError(f"rank {', '.join(failed)} could not make its "
+                         "loader (its own error says why)")
+    gathered = [(row[:2].astype(np.uint32).tobytes().hex(), None)
+                for row in every]
     message = view_id_mismatch(gathered)
     if message:
         raise ValueError(message + f" (this is {m.path})")
+
+
+def _checked_rank(mount: MountLike, rank: Optional[int]
+                  ) -> Tuple[Mount, int]:
+    """detect_rank() then check_view_id(), as one collective with several
+    processes: a process whose own checks fail still joins it."""
+    if jax.process_count() < 2:
+        m = as_mount(mount)
+        return m, detect_rank(m, rank)
+    m, r, error = None, -1, None
+    try:
+        m = as_mount(mount)
+        r = detect_rank(m, rank)
+    except Exception as e:  # raised after the collective (_agree)
+        error = e
+    _agree(m, error)
+    return m, r
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
@@ -58,9 +98,7 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     into numpy buffers and put on `device` (default: jax's default
     device) in order. start_step and epoch=None as in
     rankfs.torch.loader; len() is the batches it yields."""
-    m = as_mount(mount)
-    r = detect_rank(m, rank)
-    check_view_id(m)
+    m, r = _checked_rank(mount, rank)
 
     def put(item: Any) -> Any:
         if isinstance(item, tuple):

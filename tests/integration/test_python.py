@@ -292,6 +292,34 @@ def test_view_id_must_match_across_ranks(mounts, source, tmp_path):
     assert results == [{"error": want}, {"error": want}]
 
 
+def test_a_rank_that_fails_its_checks_fails_every_rank(mounts, source,
+                                                      tmp_path):
+    """Rank 1's mount has another world size: it raises before the
+    view_id's all-gather, which rank 0 must not be left waiting in (the
+    group's timeout, 30 minutes by default)."""
+    a = rankfs.Mount(mounts(source[0], OPTIONS + ",seed=1").mnt)
+    b = rankfs.Mount(mounts(source[0], OPTIONS.replace(
+        f"world_size={W}", "world_size=4") + ",seed=1").mnt)
+    start = time.monotonic()
+    results = run_gloo([a.path, b.path], 2, tmp_path)
+    assert time.monotonic() - start < 50  # the group's timeout is 60 s
+    own = ("ValueError: world size 2 (from torch.distributed) differs from "
+           f"the mount's world_size 4 ({b.path}/config.json): mount with "
+           "-o world_size=2")
+    assert results == [
+        {"error": "ValueError: another rank could not make its loader: "
+                  f"rank 1 ({b.path}): {own}"},
+        {"error": own}]
+
+
+def test_env_rank_that_is_not_a_number_is_named(mounted, monkeypatch):
+    m, _ = mounted
+    monkeypatch.setenv("RANK", "")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match=r"^env RANK='' is not an integer$"):
+        rankfs.loader(m, 0)
+
+
 def test_python_m_rankfs_prints_a_summary(mounted):
     m, _ = mounted
     for k in range(3):
@@ -425,9 +453,11 @@ def test_rankfs_jax_with_a_stand_in_for_jax(mounted, monkeypatch):
     m, _ = mounted
     other = "0123456789abcdef"
 
+    failed = 0  # rank 0's own checks failed
+
     def allgather(mine):
         theirs = np.frombuffer(bytes.fromhex(other), dtype=np.uint32)
-        return np.stack([theirs, mine])
+        return np.stack([np.append(theirs, np.uint32(failed)), mine])
     fake = types.ModuleType("jax")
     fake.process_count = lambda: 2
     fake.process_index = lambda: 1
@@ -455,6 +485,11 @@ def test_rankfs_jax_with_a_stand_in_for_jax(mounted, monkeypatch):
         assert tag == "put"
         assert x.tobytes() == np.load(m.batch_path(0, 1, 3)).tobytes()
         assert y.tolist() == np.load(m.label_path(0, 1, 3)).tolist()
+        failed = 1
+        with pytest.raises(ValueError, match=r"^rank 0 could not make its "
+                           r"loader \(its own error says why\)$"):
+            rj.loader(m, 0)
+        failed = 0
         fake.process_count = lambda: 3
         with pytest.raises(ValueError, match=r"world size 3 \(from "
                            r"jax.process_count\(\)\) differs"):
