@@ -29,6 +29,12 @@ struct rfs_column {
 	int boolean; /* CODES from a bool: categories "False", "True" */
 };
 
+/* Why a backend refuses (-ERANGE) an integer column: its values are
+ * int64 (label files, filters), which a uint64 over 2^63 - 1 is not. */
+#define RFS_COLUMN_TOO_LARGE                                              \
+	"holds uint64 values over 2^63 - 1, which rankfs reads as int64 " \
+	"(label files are int64): store it as int64 or as a categorical"
+
 /* Frees what c owns and zeroes it. Accepts a zeroed column. */
 void rfs_column_free(struct rfs_column *c);
 

@@ -96,6 +96,23 @@ static int read_numbers(hid_t dset, hid_t mem, void *out)
 		       0;
 }
 
+/* Integers as int64: a uint64 over 2^63 - 1, which HDF5's conversion
+ * would clamp to it, is -ERANGE instead. */
+static int read_integers(hid_t dset, uint64_t n, int64_t *out)
+{
+	hid_t type = H5Dget_type(dset);
+	int u64 = type >= 0 && H5Tget_sign(type) == H5T_SGN_NONE &&
+		  H5Tget_size(type) == 8;
+	if (type >= 0)
+		H5Tclose(type);
+	int rc = read_numbers(dset, u64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64,
+			      out);
+	for (uint64_t i = 0; i < n && rc == 0 && u64; i++)
+		if ((uint64_t)out[i] > INT64_MAX)
+			rc = -ERANGE;
+	return rc;
+}
+
 /* Reads a 1-D string dataset (variable or fixed length) into n heap
  * strings. */
 int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out)
@@ -197,10 +214,9 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 	if (names && v && k && cls == H5T_ENUM)
 		rc = enum_names(dset, (uint64_t)n, names);
 	else if (names && v && k)
-		rc = read_numbers(dset,
-				  cls == H5T_INTEGER ? H5T_NATIVE_INT64 :
-						       H5T_NATIVE_DOUBLE,
-				  cls == H5T_INTEGER ? (void *)k : (void *)v);
+		rc = cls == H5T_INTEGER ?
+			     read_integers(dset, (uint64_t)n, k) :
+			     read_numbers(dset, H5T_NATIVE_DOUBLE, v);
 	for (int64_t i = 0; i < n && rc == 0 && cls != H5T_ENUM; i++) {
 		char text[40];
 		if (cls == H5T_INTEGER)
@@ -356,8 +372,7 @@ static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
 		out->kind = RFS_COLUMN_INT;
 		out->rows = n;
 		out->codes = calloc(n ? n : 1, sizeof(int64_t));
-		return out->codes ? read_numbers(dset, H5T_NATIVE_INT64,
-						 out->codes) :
+		return out->codes ? read_integers(dset, n, out->codes) :
 				    -ENOMEM;
 	case H5T_FLOAT:
 		out->kind = RFS_COLUMN_REAL;
@@ -475,6 +490,9 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			 "%s: %s has a type rankfs cannot read as a column "
 			 "(categorical, integer, float, bool or string)",
 			 s->path, what);
+	else if (rc == -ERANGE)
+		snprintf(err, errlen, "%s: %s " RFS_COLUMN_TOO_LARGE, s->path,
+			 what);
 	else if (rc == -ENOMEM)
 		snprintf(err, errlen,
 			 "%s: %s cannot be read: no memory for its %lld values",

@@ -35,7 +35,8 @@ static void real_text(double v, char *out, size_t n)
 }
 
 /* A 1-D array of n values, whole: numbers as int64 (integers) or double
- * (floats, *is_real set), in a malloc'd buffer of n x 8 bytes. */
+ * (floats, *is_real set), in a malloc'd buffer of n x 8 bytes; a uint64
+ * over 2^63 - 1 is -ERANGE. */
 static int read_numbers(struct rfs_zarr_array *a, void **out, int *is_real)
 {
 	uint64_t n = a->m.shape[0];
@@ -43,6 +44,9 @@ static int read_numbers(struct rfs_zarr_array *a, void **out, int *is_real)
 	void *v = malloc(n * 8 + 1);
 	int rc = raw && v ? rfs_zarr_array_read_all(a, raw) : -ENOMEM;
 	*is_real = a->m.dtype >= RFS_FLOAT16;
+	for (uint64_t i = 0; i < n && rc == 0 && a->m.dtype == RFS_UINT64; i++)
+		if (((const uint64_t *)raw)[i] > INT64_MAX)
+			rc = -ERANGE;
 	if (rc == 0)
 		rfs_convert(*is_real ? RFS_FLOAT64 : RFS_INT64, v, a->m.dtype,
 			    raw, n);
@@ -140,6 +144,17 @@ static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
 	return rc;
 }
 
+static void column_error(const struct zarr_source *s, const char *what, int rc,
+			 char *err, size_t errlen)
+{
+	if (rc == -ERANGE)
+		snprintf(err, errlen, "%s: %s " RFS_COLUMN_TOO_LARGE, s->path,
+			 what);
+	else
+		snprintf(err, errlen, "%s: %s cannot be read (%s)", s->path,
+			 what, strerror(-rc));
+}
+
 /* Codes and categories arrays: a categorical group's (anndata >= 0.8),
  * or a codes array whose "categories" attribute names them (0.7). */
 static int categorical(struct zarr_source *s, const char *codes_path,
@@ -174,8 +189,7 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 			rc = categories(&cats, &out->categories,
 					&out->ncategories);
 		if (rc != 0)
-			snprintf(err, errlen, "%s: %s cannot be read (%s)",
-				 s->path, what, strerror(-rc));
+			column_error(s, what, rc, err, errlen);
 	}
 	for (uint64_t i = 0; i < n && rc == 0; i++)
 		if (out->codes[i] < -1 ||
@@ -262,8 +276,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			rc = -EINVAL;
 		}
 		if (rc == 0 && (rc = array_column(&a, out)) != 0)
-			snprintf(err, errlen, "%s: %s cannot be read (%s)",
-				 s->path, what, strerror(-rc));
+			column_error(s, what, rc, err, errlen);
 		rfs_zarr_array_close(&a);
 	}
 	json_decref(meta);

@@ -40,6 +40,10 @@ def files(tmp_path_factory):
         "x": (np.zeros((N, 0), dtype=np.float32),
               dict(maxshape=(None, None), chunks=(10, 4),
                    compression="gzip"))})
+    # uint64 columns: 2^63 + 1 is no int64 (HDF5 would clamp it).
+    big = np.array([2**63 + 1, 7] * (N // 2), dtype=np.uint64)
+    f["u64"] = write_h5(str(d / "u64.h5"), {
+        "x": rng.random((N, 4), dtype=np.float32), "big": big})
     f["few"] = write_h5(str(d / "few.h5"), {
         "x": np.zeros((10, 4), dtype=np.float32)})
     f["long"] = write_h5(str(d / "long.h5"), {
@@ -165,6 +169,13 @@ CASES = [
      ["fsname=", "1 to 1024 bytes"]),
     ("empty subtype", "good", "dataset=/x,subtype=",
      ["subtype=", "1 to 1024 bytes"]),
+    ("uint64 label over 2^63 - 1", "u64", "dataset=/x,label=/big",
+     ["u64.h5", "/big", "uint64 values over 2^63 - 1", "as int64"]),
+    ("uint64 filter over 2^63 - 1", "u64", "dataset=/x,filter=/big:7",
+     ["u64.h5", "/big", "uint64 values over 2^63 - 1"]),
+    ("uint64 weights over 2^63 - 1", "u64",
+     "dataset=/x,strategy=weighted,weights=/big",
+     ["u64.h5", "/big", "uint64 values over 2^63 - 1"]),
     ("label column missing", "h5ad", "label=nope",
      ["label=nope", "ok.h5ad", "'nope' not found"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",

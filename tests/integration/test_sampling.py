@@ -114,14 +114,18 @@ def test_bool_categorical_label(mounts, tmp_path):
     assert (m.load("label", 0, 0, 0) == cats.index("True")).all()
 
 
-def test_generic_hdf5_label_dataset(mounts, tmp_path):
-    labels = np.arange(1000) % 7
+# uint64 up to 2^63 - 1: read as stored, not through int64 (a value over
+# it is a mount error, test_errors.py).
+@pytest.mark.parametrize("dtype,base", [("i2", 0), ("u8", 2**63 - 7)])
+def test_generic_hdf5_label_dataset(mounts, tmp_path, dtype, base):
+    labels = np.arange(1000, dtype=np.uint64) % 7 + np.uint64(base)
     path = write_h5(str(tmp_path / "g.h5"), {
         "x": np.arange(2000, dtype=np.float64).reshape(1000, 2),
-        "meta/labels": labels.astype(np.int16)})
+        "meta/labels": labels.astype(dtype)})
     m = mounts(path, "dataset=/x,batch_size=64,label=/meta/labels")
     index = m.load("index", 2, 0, 5)
-    np.testing.assert_array_equal(m.load("label", 2, 0, 5), labels[index])
+    np.testing.assert_array_equal(m.load("label", 2, 0, 5),
+                                  labels[index].astype(np.int64))
 
 
 def class_histogram(m, epochs, world=2):

@@ -511,3 +511,21 @@ def test_byte_flipped_stores_match_the_reference(tmp_path, rankfs_cat, kind):
             outcomes[key] = outcomes.get(key, 0) + 1
     print(kind, outcomes)
     assert outcomes.get((0, True), 0) > 0  # undamaged batches served
+
+
+@pytest.mark.parametrize("base", [2**63 - 7, 2**63 + 1])
+def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
+    """A uint64 obs column is read as int64 (label files are int64): a
+    value over 2^63 - 1 is a mount error naming it, not a negative one."""
+    ids = np.arange(N, dtype=np.uint64) % 3 + np.uint64(base)
+    p = write_dense(tmp_path / "u.zarr", x)
+    zarr.open_group(p, mode="r+")["obs"].create_dataset(
+        "id", data=ids, compressor=BLOSC)
+    if base + 2 < 2**63:
+        m = mounts(p, "batch_size=40,label=id")
+        index = m.load("index", 0, 0, 1)
+        np.testing.assert_array_equal(m.load("label", 0, 0, 1),
+                                      ids[index].astype(np.int64))
+        return
+    err = mount_error(tmp_path, p, "batch_size=40,label=id")
+    assert "u.zarr: obs column id holds uint64 values over 2^63 - 1" in err
