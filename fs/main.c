@@ -1,6 +1,7 @@
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -85,6 +86,25 @@ static int refuse_log_file(const char *path, const struct stat *st,
 	return -1;
 }
 
+/* A log file made in a zarr store's directory would change the store
+ * (its watch sees the new file, then every write): refused as well.
+ * @return 0, or -1 said on stderr. */
+static int refuse_log_dir(const char *path, const struct rfs_view *view)
+{
+	char *copy = strdup(path);
+	struct stat dir;
+	const char *src =
+		copy && stat(dirname(copy), &dir) == 0 ?
+			rfs_view_source_reading(view, dir.st_dev, dir.st_ino) :
+			NULL;
+	free(copy);
+	if (src)
+		fprintf(stderr,
+			"rankfs: option log_file=%s is inside the source %s\n",
+			path, src);
+	return src ? -1 : 0;
+}
+
 /* log_file: a regular file, or a new one, that no source is. The source
  * is never opened for writing, so it is looked at first (through links);
  * and an open that would block (a FIFO without a reader) must not hang
@@ -94,7 +114,8 @@ static int refuse_log_file(const char *path, const struct stat *st,
 static int open_log_file(const char *path, const struct rfs_view *view)
 {
 	struct stat st;
-	if (stat(path, &st) == 0 && refuse_log_file(path, &st, view) != 0)
+	if (refuse_log_dir(path, view) != 0 ||
+	    (stat(path, &st) == 0 && refuse_log_file(path, &st, view) != 0))
 		return -1; /* else a new file, or the open says why not */
 	int fd = open(path,
 		      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY |

@@ -38,7 +38,7 @@ static int add_file(const char *path, const struct stat *st, int type,
 {
 	(void)path, (void)ftw;
 	struct zarr_source *s = walking;
-	if (type != FTW_F)
+	if (type != FTW_F && type != FTW_D) /* a new file in one is a change */
 		return 0;
 	if ((s->nfiles & (s->nfiles - 1)) == 0) { /* 0, 1, 2, 4 ...: grow */
 		size_t cap = s->nfiles ? 2 * s->nfiles : 1;
@@ -51,7 +51,7 @@ static int add_file(const char *path, const struct stat *st, int type,
 	return 0;
 }
 
-/* Every file of the store, for rfs_source_reads_file(). */
+/* Every file and directory of the store, for rfs_source_reads_file(). */
 static int list_files(struct zarr_source *s, char *err, size_t errlen)
 {
 	walking = s;

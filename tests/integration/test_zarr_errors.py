@@ -321,11 +321,20 @@ def test_directory_not_a_store(tmp_path, x):
     assert "dataset_N" in err, err
 
 
-def test_log_file_in_the_store_refused(tmp_path, x):
+def test_log_file_in_the_store_refused(mounts, tmp_path, x):
+    """A store's files, and new files in its directories, which the
+    mount's watch would see as a change (a new log file in X/ once made
+    the mount serve only EIO), are refused, naming the store; a log file
+    beside the store works."""
     p = write_dense(tmp_path / "l.zarr", x)
-    for name in ("X/1.0", "X/.zarray", ".zattrs"):
+    for name in ("X/1.0", "X/.zarray", ".zattrs", "X/rankfs.log",
+                 "rankfs.log"):
         err = mount_error(tmp_path, p, f"log_file={p}/{name}")
         assert f"log_file={p}/{name}" in err and p in err, err
+        assert os.path.exists(f"{p}/{name}") == ("rankfs" not in name)
+    m = mounts(p, f"batch_size=40,log_file={tmp_path}/rankfs.log")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                  x[m.load("index", 0, 0, 1)])
 
 
 @WATCHED
@@ -529,3 +538,4 @@ def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
         return
     err = mount_error(tmp_path, p, "batch_size=40,label=id")
     assert "u.zarr: obs column id holds uint64 values over 2^63 - 1" in err
+
