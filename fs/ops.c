@@ -273,16 +273,18 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
  * reads are then the kernel's alone. A file that fails to generate is not
- * stored, and its reads fail as before.
+ * stored, and its reads fail as before. An O_DIRECT open's reads bypass
+ * the page cache and reach the daemon, which generates and counts them
+ * (read_file): nothing is stored for it.
  * @return 0, or -ENOMEM: not counted. */
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
-			 const struct rfs_cache_key *key)
+			 const struct rfs_cache_key *key, int direct)
 {
 	int rc = rfs_page_store_open(fs->page_store, ino);
 	if (rc != 1)
 		return rc;
 	struct rfs_cache_entry *e;
-	if (rfs_view_read(fs->view, key, 0, &e) != 0) {
+	if (direct || rfs_view_read(fs->view, key, 0, &e) != 0) {
 		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
 		return 0;
 	}
@@ -342,7 +344,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (file) {
 			struct rfs_cache_key key = file_key(fs, &n);
 			rfs_view_opened(fs->view, &key);
-			if (store_at_open(fs, ino, &key) != 0) {
+			if (store_at_open(fs, ino, &key,
+					  (fi->flags & O_DIRECT) != 0) != 0) {
 				fuse_reply_err(req, ENOMEM);
 				return;
 			}

@@ -4,7 +4,6 @@ same options and sources serves at the same path; and a bad option, a
 missing source or a path outside the namespace must fail with a message
 naming it, as the mount would refuse them."""
 import json
-import os
 import subprocess
 
 import numpy as np

@@ -71,6 +71,26 @@ def test_o_direct_reads_reach_the_daemon(mounts, source):
     assert len(got) == size
 
 
+def test_o_direct_read_is_counted_once(mounts, source):
+    """An O_DIRECT open stores nothing (its reads bypass the page cache):
+    one read of the file counts its bytes and one first read, as the
+    reads reach the daemon, not a second time at the open."""
+    path, _ = source
+    m = mounts(path, "world_size=2,batch_size=64,prefetch=0")
+    f = m.file("batch", 0, 1, 2)
+    size = os.path.getsize(f)
+    before = m.json("stats.json")["ranks"][1]
+    fd = os.open(f, os.O_RDONLY | os.O_DIRECT)
+    try:
+        assert len(read_all(fd, size)) == size
+    finally:
+        os.close(fd)
+    after = m.json("stats.json")["ranks"][1]
+    assert after["bytes_served"] - before["bytes_served"] == size
+    assert sum(after["first_reads"].values()) - \
+        sum(before["first_reads"].values()) == 1
+
+
 def test_open_while_open_elsewhere_is_served(mounts, source):
     """Two opens of one file at once (the second is not stored: a read of
     it may be waiting for the daemon) read the source rows, and so do
