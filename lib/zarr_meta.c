@@ -30,6 +30,10 @@ int rfs_zarr_is_store(const char *dir)
 	       exists(dir, ".zmetadata") || exists(dir, "zarr.json");
 }
 
+/* A JSON file as an object. *absent: 1 when there is no such file; -1
+ * when it holds an integer over 2^63 - 1 (valid JSON, and Python's json
+ * reads it, but a json_int_t cannot hold it), an error as any other
+ * but for .zmetadata; else 0. */
 static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 {
 	json_error_t e;
@@ -50,7 +54,13 @@ static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 	}
 	json_t *j = json_loadfd(fd, JSON_DECODE_ANY, &e);
 	close(fd);
-	if (!j)
+	if (!j && json_error_code(&e) == json_error_numeric_overflow) {
+		*absent = -1;
+		snprintf(err, errlen,
+			 "%s: an integer over 2^63 - 1 (line %d: %s), which "
+			 "rankfs cannot read",
+			 path, e.line, e.text);
+	} else if (!j)
 		snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path,
 			 e.line, e.text);
 	else if (!json_is_object(j)) {
@@ -75,7 +85,7 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 		st->root[--n] = '\0';
 	snprintf(path, sizeof(path), "%s/zarr.json", st->root);
 	json_t *root = load(path, &absent, err, errlen);
-	if (!root && !absent) {
+	if (!root && absent != 1) {
 		rfs_zarr_store_close(st);
 		return -EINVAL;
 	}
@@ -93,7 +103,12 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 	}
 	snprintf(path, sizeof(path), "%s/.zmetadata", st->root);
 	json_t *zm = load(path, &absent, err, errlen);
-	if (!zm && !absent) {
+	/* Such an integer (a uint64 fill_value of an array rankfs may not
+	 * even serve) in the consolidated copy: the nodes' own files, as
+	 * without one. */
+	if (!zm && absent == -1)
+		return 0;
+	if (!zm && absent != 1) {
 		rfs_zarr_store_close(st);
 		return -EINVAL;
 	}
@@ -143,7 +158,7 @@ static int node_v2(const struct rfs_zarr_store *st, const char *path,
 			j = json_incref(json_object_get(st->consolidated, k));
 		} else {
 			j = load(full, &absent, err, errlen);
-			if (!j && !absent)
+			if (!j && absent != 1)
 				return -EINVAL;
 		}
 		if (j) {
@@ -162,7 +177,7 @@ static int node_v2(const struct rfs_zarr_store *st, const char *path,
 		*attrs = json_incref(json_object_get(st->consolidated, k));
 	} else {
 		*attrs = load(full, &absent, err, errlen);
-		if (!*attrs && !absent)
+		if (!*attrs && absent != 1)
 			return -EINVAL;
 	}
 	return kind;
@@ -181,7 +196,7 @@ static int node_v3(const struct rfs_zarr_store *st, const char *path,
 		j = json_incref(st->root_meta);
 	else if (st->consolidated)
 		j = json_incref(json_object_get(st->consolidated, path));
-	else if (!(j = load(full, &absent, err, errlen)) && !absent)
+	else if (!(j = load(full, &absent, err, errlen)) && absent != 1)
 		return -EINVAL;
 	if (!j)
 		return 0;

@@ -539,3 +539,19 @@ def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
     err = mount_error(tmp_path, p, "batch_size=40,label=id")
     assert "u.zarr: obs column id holds uint64 values over 2^63 - 1" in err
 
+
+
+def test_integer_over_int64_in_metadata(mounts, tmp_path, x):
+    """An array with a uint64 fill_value of 2^64 - 1 (valid JSON, which
+    jansson cannot hold): in .zmetadata it once failed the whole store as
+    "not valid JSON"; the nodes' own files are read instead. Served, it
+    is a mount error saying what it is."""
+    p = write_dense(tmp_path / "f.zarr", x)
+    zarr.open_group(p, mode="r+")["obs"].create_dataset(
+        "big", data=np.arange(N, dtype=np.uint64), fill_value=2**64 - 1)
+    zarr.consolidate_metadata(p)
+    m = mounts(p, "batch_size=40")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                  x[m.load("index", 0, 0, 1)])
+    err = mount_error(tmp_path, p, "batch_size=40,label=big")
+    assert f"{p}/obs/big/.zarray: an integer over 2^63 - 1 (line" in err, err
