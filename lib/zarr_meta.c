@@ -543,9 +543,45 @@ static int v3_codecs(json_t *codecs, int outer, struct rfs_zarr_meta *m,
 	return 0;
 }
 
+/* A key of a v3 array's metadata that rankfs does not know and may not
+ * pass over (the spec: any but an object whose must_understand is
+ * false), or NULL. */
+static const char *not_understood(json_t *j)
+{
+	static const char *const known[] = {
+		"zarr_format",	  "node_type",
+		"shape",	  "data_type",
+		"chunk_grid",	  "chunk_key_encoding",
+		"fill_value",	  "codecs",
+		"attributes",	  "storage_transformers",
+		"dimension_names"
+	};
+	const char *k;
+	json_t *v;
+	json_object_foreach(j, k, v)
+	{
+		size_t i = 0, n = sizeof(known) / sizeof(*known);
+		while (i < n && strcmp(k, known[i]) != 0)
+			i++;
+		if (i == n &&
+		    !(json_is_object(v) &&
+		      json_is_false(json_object_get(v, "must_understand"))))
+			return k;
+	}
+	return NULL;
+}
+
 static int parse_v3(json_t *j, const char *what, struct rfs_zarr_meta *m,
 		    char *err, size_t errlen)
 {
+	const char *unknown = not_understood(j);
+	if (unknown) {
+		snprintf(err, errlen,
+			 "%s: metadata key '%s' is not supported (an extension "
+			 "whose must_understand is not false)",
+			 what, unknown);
+		return -ENOTSUP;
+	}
 	const char *dt = json_string_value(json_object_get(j, "data_type"));
 	json_t *grid = json_object_get(j, "chunk_grid");
 	json_t *enc = json_object_get(j, "chunk_key_encoding");

@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import struct
+import subprocess
 import time
 import warnings
 
@@ -113,9 +114,13 @@ def mount_error(tmp_path, source, options=""):
     mnt = tmp_path / "mnt"
     mnt.mkdir(exist_ok=True)
     args = ["-f"] + (["-o", options] if options else []) + [source, mnt]
-    r = run_rankfs(args)
-    assert r.returncode != 0
-    assert not is_mounted(str(mnt))
+    try:  # a mount that should fail but serves stays in the foreground
+        r = run_rankfs(args, timeout=20)
+    finally:
+        mounted = is_mounted(str(mnt))
+        if mounted:
+            subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert not mounted and r.returncode != 0, args
     return r.stderr
 
 
@@ -225,6 +230,27 @@ def test_v3_unknown_codec_and_missing_zarr_json(tmp_path, x):
     os.unlink(path)
     err = mount_error(tmp_path, p)
     assert "zarr.json" in err and "X" in err, err
+
+
+@pytest.mark.parametrize("must_understand", [True, None, False])
+def test_v3_unknown_metadata_key(mounts, tmp_path, x, must_understand):
+    """The v3 spec: an array whose metadata has a key the reader does not
+    know is refused, unless it is an object with must_understand false
+    (an extension that may change the bytes was passed over)."""
+    p = write_v3_sharded(tmp_path / "v3.zarr", x)
+    path = os.path.join(p, "X", "zarr.json")
+    meta = json.load(open(path))
+    meta["ext"] = {} if must_understand is None else {
+        "must_understand": must_understand}
+    json.dump(meta, open(path, "w"))
+    if must_understand is False:
+        m = mounts(p, "batch_size=40")
+        np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                      x[m.load("index", 0, 0, 1)])
+        return
+    err = mount_error(tmp_path, p)
+    assert "array X" in err and "metadata key 'ext' is not supported" in \
+        err, err
 
 
 def csr(rng):
