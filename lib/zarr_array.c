@@ -74,7 +74,8 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 	*a = (struct rfs_zarr_array){ 0 };
 	a->store = st->root;
 	a->changed = changed;
-	snprintf(what, sizeof(what), "%s: array %s", st->root, path);
+	snprintf(what, sizeof(what), "%s: array %s", st->root,
+		 path[0] ? path : "/");
 	int kind = rfs_zarr_node(st, path, &meta, &attrs, &a->meta_file, err,
 				 errlen);
 	int rc = kind < 0 ? kind : 0;

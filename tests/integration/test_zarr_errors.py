@@ -405,6 +405,16 @@ def test_plain_store_needs_dataset(tmp_path, x):
     assert "/data/nope not found" in err, err
 
 
+def test_lone_array_refused_is_named(tmp_path, x):
+    """A store that is one array (zarr.save) is the array "/" in errors,
+    not an empty name."""
+    p = str(tmp_path / "lone.zarr")
+    zarr.save_array(p, np.asfortranarray(x), order="F")
+    err = mount_error(tmp_path, p)
+    assert err == f"rankfs: {p}: array /: order 'F' is not supported " \
+        "(C order only)\n", err
+
+
 def sanitizer_error(text):
     return "ERROR: AddressSanitizer" in text or \
         "ERROR: LeakSanitizer" in text or "runtime error" in text
