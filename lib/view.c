@@ -68,6 +68,23 @@ static int is_batch(uint64_t kind)
 	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
 }
 
+/* HDF5 (and the zarr backend) take "X", "/X/" and "//X" for "/X": the
+ * one spelling, so that checks by name (var names of "/X") and view_id
+ * see one path. */
+static char *canonical_path(const char *p)
+{
+	char *out = malloc(strlen(p) + 2), *o = out;
+	if (!out)
+		return NULL;
+	for (*o++ = '/'; *p; p++)
+		if (*p != '/' || o[-1] != '/')
+			*o++ = *p;
+	if (o - out > 1 && o[-1] == '/')
+		o--;
+	*o = '\0';
+	return out;
+}
+
 /* dataset=, layer= and raw each name the matrix to serve: at most one. */
 static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 {
@@ -82,6 +99,8 @@ static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 	if (c->layer && asprintf(&path, "/layers/%s", c->layer) < 0)
 		return -ENOMEM;
 	if (c->raw && !(path = strdup("/raw/X")))
+		return -ENOMEM;
+	if (!path && c->dataset && !(path = canonical_path(c->dataset)))
 		return -ENOMEM;
 	if (path) {
 		free(c->dataset);

@@ -4,6 +4,7 @@ every strategy and partition each batch .npy, .npz and index file equals
 the rows anndata.concat computes from the sources (reindexed to the served
 names, absent genes 0); var_names.txt and dataset.json list the served
 names; bad options and the default mismatch are mount errors."""
+import json
 import os
 import warnings
 
@@ -192,6 +193,25 @@ def refused(data, tmp_path, options, sources=None):
     r = run_rankfs(args)
     assert r.returncode != 0, options
     return r.stderr
+
+
+@pytest.mark.parametrize("spelling", ["X", "/X/", "//X"])
+def test_dataset_spellings_are_one_path(data, rankfs_cat, spelling):
+    """dataset=X, /X/ and //X name /X (HDF5 takes them all): they were
+    not recognised as X, whose var names are read, so files whose genes
+    differ were joined unchecked or refused as having none, and the view
+    had another id."""
+    def config(options):
+        r = rankfs_cat(data["dense"], options, "config.json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+    want = config("batch_size=8,var_join=outer")
+    got = config(f"batch_size=8,var_join=outer,dataset={spelling}")
+    assert got["dataset"] == "/X" and got["view_id"] == want["view_id"]
+    r = rankfs_cat(data["dense"], f"batch_size=8,dataset={spelling}",
+                   "config.json")
+    assert r.returncode != 0 and "dense1.h5ad" in r.stderr and \
+        "var_join" in r.stderr, r.stderr
 
 
 def test_errors(data, tmp_path):
