@@ -196,8 +196,10 @@ static const char *type_class_name(hid_t type)
 		return "array";
 	case H5T_INTEGER:
 		return "integer of this size";
-	case H5T_FLOAT:
-		return "float of this size";
+	case H5T_FLOAT: /* a 2-byte one: bfloat16's fields, say */
+		return H5Tget_size(type) == 2 ?
+			       "2-byte float not laid out as IEEE binary16" :
+			       "float of this size";
 	default:
 		return "unknown";
 	}
@@ -272,7 +274,17 @@ static void close_array(struct array *a)
 	free(a->name);
 }
 
-/* Reads a 2-element "shape" attribute (anndata's sparse groups). */
+/* Whether an attribute or dataset's stored type is an integer: HDF5
+ * would convert floats to int64 by truncation. */
+static int stored_as_integers(hid_t type)
+{
+	int yes = type >= 0 && H5Tget_class(type) == H5T_INTEGER;
+	if (type >= 0)
+		H5Tclose(type);
+	return yes;
+}
+
+/* Reads a 2-element integer "shape" attribute (anndata's sparse groups). */
 static int read_shape(hid_t group, uint64_t shape[2])
 {
 	if (H5Aexists(group, "shape") <= 0)
@@ -282,6 +294,7 @@ static int read_shape(hid_t group, uint64_t shape[2])
 	int64_t v[2];
 	int rc = -EINVAL;
 	if (space >= 0 && H5Sget_simple_extent_npoints(space) == 2 &&
+	    stored_as_integers(H5Aget_type(attr)) &&
 	    H5Aread(attr, H5T_NATIVE_INT64, v) >= 0 && v[0] >= 0 && v[1] > 0) {
 		shape[0] = (uint64_t)v[0];
 		shape[1] = (uint64_t)v[1];
@@ -332,7 +345,8 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
 	rc = -EINVAL;
 	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
-	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1) {
+	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1 &&
+	    stored_as_integers(H5Dget_type(dset))) {
 		s->indptr = malloc((shape[0] + 1) * sizeof(*s->indptr));
 		rc = s->indptr ? 0 : -ENOMEM;
 		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
@@ -356,7 +370,7 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	if (rc != 0) {
 		snprintf(err, errlen,
 			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
-			 "offsets into data)",
+			 "integer offsets into data)",
 			 s->path, name, (unsigned long long)shape[0]);
 		return rc == -ENOMEM ? rc : -EINVAL;
 	}

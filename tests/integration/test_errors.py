@@ -97,6 +97,19 @@ def files(tmp_path_factory):
         g["indices"] = np.arange(400, dtype="i4") % 4
         g["indptr"] = np.array([0, 0, 0, 0] + [400] * 7, "i8")
     f["dups"] = str(d / "dups.h5")
+    # Offsets or a shape stored as floats: HDF5 converts them to integers
+    # by truncation, and the rows were cut at 0, 1, 4, 5, 8.
+    for name, shape, indptr in (("floatptr", (4, 4), [0, 1.7, 4.2, 5.9, 8]),
+                                ("floatshape", (4.5, 4), [0, 2, 4, 6, 8])):
+        with h5py.File(d / f"{name}.h5", "w") as h:
+            g = h.create_group("X")
+            g.attrs.update({"encoding-type": "csr_matrix",
+                            "encoding-version": "0.1.0",
+                            "shape": np.array(shape)})
+            g["data"] = np.ones(8, "f4")
+            g["indices"] = np.arange(8, dtype="i4") % 4
+            g["indptr"] = np.array(indptr)
+        f[name] = str(d / f"{name}.h5")
     # Cut short after it was written: HDF5 refuses it at open.
     f["truncated"] = write_h5(str(d / "cut.h5"), {
         "x": rng.random((N, 4), dtype=np.float32)})
@@ -189,6 +202,10 @@ CASES = [
      ["extlab.h5", "/lab", "extlab.raw", "has 1200", "zeros"]),
     # 2^20 rows of up to 400 values (plus 8-byte ids) pass 3.5 GiB; of 4
     # (the columns) they would not.
+    ("float indptr", "floatptr", "dataset=/X,batch_size=2",
+     ["floatptr.h5", "/X/indptr", "integer offsets"]),
+    ("float shape", "floatshape", "dataset=/X,batch_size=2",
+     ["floatshape.h5", "/X", "shape attribute"]),
     ("npz over 4 GiB with repeated columns", "dups",
      "dataset=/X,batch_size=1048576",
      ["batch_size=1048576", "400 stored values", ".npz over 3.5 GiB"]),
