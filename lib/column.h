@@ -33,7 +33,7 @@ struct rfs_column {
  * int64 (label files, filters), which a uint64 over 2^63 - 1 is not. */
 #define RFS_COLUMN_TOO_LARGE                                              \
 	"holds uint64 values over 2^63 - 1, which rankfs reads as int64 " \
-	"(label files are int64): store it as int64 or as a categorical"
+	"(label files are int64): store them as int64 or as strings"
 
 /* Frees what c owns and zeroes it. Accepts a zeroed column. */
 void rfs_column_free(struct rfs_column *c);

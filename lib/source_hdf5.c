@@ -274,8 +274,8 @@ static void close_array(struct array *a)
 	free(a->name);
 }
 
-/* Whether an attribute or dataset's stored type is an integer: HDF5
- * would convert floats to int64 by truncation. */
+/* Whether an attribute or dataset's stored type (closed here) is an
+ * integer: HDF5 would convert floats to int64 by truncation. */
 static int stored_as_integers(hid_t type)
 {
 	int yes = type >= 0 && H5Tget_class(type) == H5T_INTEGER;

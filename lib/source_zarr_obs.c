@@ -144,6 +144,7 @@ static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
 	return rc;
 }
 
+/* Why a column cannot be read, in err. */
 static void column_error(const struct zarr_source *s, const char *what, int rc,
 			 char *err, size_t errlen)
 {

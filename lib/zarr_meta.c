@@ -31,9 +31,9 @@ int rfs_zarr_is_store(const char *dir)
 }
 
 /* A JSON file as an object. *absent: 1 when there is no such file; -1
- * when it holds an integer over 2^63 - 1 (valid JSON, and Python's json
- * reads it, but a json_int_t cannot hold it), an error as any other
- * but for .zmetadata; else 0. */
+ * when it holds a number out of jansson's range (an integer over 2^63 - 1
+ * is valid JSON, and Python's json reads it, but a json_int_t cannot hold
+ * it), an error as any other but for .zmetadata; else 0. */
 static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 {
 	json_error_t e;
@@ -57,8 +57,8 @@ static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 	if (!j && json_error_code(&e) == json_error_numeric_overflow) {
 		*absent = -1;
 		snprintf(err, errlen,
-			 "%s: an integer over 2^63 - 1 (line %d: %s), which "
-			 "rankfs cannot read",
+			 "%s: a number beyond 64-bit integers and doubles "
+			 "(line %d: %s), which rankfs cannot read",
 			 path, e.line, e.text);
 	} else if (!j)
 		snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path,
@@ -103,11 +103,14 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 	}
 	snprintf(path, sizeof(path), "%s/.zmetadata", st->root);
 	json_t *zm = load(path, &absent, err, errlen);
-	/* Such an integer (a uint64 fill_value of an array rankfs may not
+	/* Such a number (a uint64 fill_value of an array rankfs may not
 	 * even serve) in the consolidated copy: the nodes' own files, as
-	 * without one. */
-	if (!zm && absent == -1)
+	 * without one. v3's copy is inside the root's zarr.json, which has
+	 * no such fallback (docs/usage.md). */
+	if (!zm && absent == -1) {
+		err[0] = '\0';
 		return 0;
+	}
 	if (!zm && absent != 1) {
 		rfs_zarr_store_close(st);
 		return -EINVAL;

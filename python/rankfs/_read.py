@@ -14,7 +14,7 @@ import collections
 import concurrent.futures
 import os
 from typing import (Any, Callable, Iterable, Iterator, List, Optional,
-                    Sequence, Tuple, TypeVar)
+                    Sequence, Tuple, TypeVar, Union)
 
 import numpy as np
 
@@ -207,6 +207,46 @@ def resolve_rank(mount: Mount, rank: Optional[int],
         raise ValueError(f"rank {rank} out of range [0, {world}) for "
                          f"{mount.path}")
     return rank
+
+
+def agree_across_ranks(mount: Union[Mount, str, "os.PathLike[str]"],
+                       rank: Optional[int],
+                       detect: Optional[Callable[[Mount, Optional[int]],
+                                                 int]],
+                       gather: Optional[Callable[[tuple], List[tuple]]]
+                       ) -> Tuple[Mount, int]:
+    """This process's mount and rank (detect(mount, rank); -1 without
+    detect), compared with every rank's. gather(mine) is the collective:
+    it takes this rank's (view_id, path, error text or None) and returns
+    every rank's, in rank order; None: no other ranks, nothing compared.
+    A rank whose own checks fail still takes part, then every rank
+    raises: its own error, else one naming the ranks that failed, else
+    a view_id mismatch. A rank that raised before the collective would
+    leave the others waiting for it until the group's timeout."""
+    if gather is None:
+        m = mount if isinstance(mount, Mount) else Mount(mount)
+        return m, detect(m, rank) if detect else -1
+    m, r, error = None, -1, None
+    try:
+        m = mount if isinstance(mount, Mount) else Mount(mount)
+        r = detect(m, rank) if detect else -1
+        mine: tuple = (m.view_id, m.path, None)
+    except Exception as e:  # raised after the collective
+        error = e
+        mine = (None, str(getattr(mount, "path", mount)),
+                f"{type(e).__name__}: {e}")
+    got = gather(mine)
+    if error is not None:
+        raise error
+    failed = [f"rank {k}" + (f" ({p})" if p else "") + f": {e}"
+              for k, (_, p, e) in enumerate(got) if e]
+    if failed:
+        raise ValueError("another rank's checks failed: " +
+                         "; ".join(failed))
+    message = view_id_mismatch([(v, p) for v, p, _ in got])
+    if message:
+        raise ValueError(message)
+    return m, r
 
 
 def view_id_mismatch(gathered: Sequence[Tuple[str, Optional[str]]]

@@ -10,14 +10,13 @@ world_size; else env RANK and WORLD_SIZE, else the argument.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional
 
 import jax
 import numpy as np
 
 from ._loader import Loader, MountLike, as_mount
-from ._mount import Mount
-from ._read import Steps, numpy_alloc, resolve_rank, view_id_mismatch
+from ._read import Steps, agree_across_ranks, numpy_alloc, resolve_rank
 
 __all__ = ["loader", "detect_rank", "check_view_id"]
 
@@ -37,57 +36,25 @@ def check_view_id(mount: MountLike) -> None:
     """With several jax processes: compares every process's view_id (a
     collective, through multihost_utils) and raises ValueError naming the
     ranks if they differ."""
-    if jax.process_count() < 2:
-        return
-    m, error = None, None
-    try:
-        m = as_mount(mount)
-    except Exception as e:  # raised after the collective (_agree)
-        error = e
-    _agree(m, error)
+    if jax.process_count() > 1:
+        agree_across_ranks(mount, None, None, _gather)
 
 
-def _agree(m: Optional[Mount], error: Optional[Exception]) -> None:
-    """All-gathers each process's view_id and whether its own checks
-    failed; then every process raises: its own error, else one naming
-    the ranks that failed, else a view_id mismatch. A process that
-    raised before the collective would leave the others waiting."""
+def _gather(mine: tuple) -> List[tuple]:
+    """agree_across_ranks's collective: the view_id as two uint32 halves
+    (without jax_enable_x64 a uint64 would be cut) and 1 where a rank's
+    checks failed; other ranks' paths and errors stay with them."""
     from jax.experimental import multihost_utils
-    # Two uint32 halves (without jax_enable_x64 a uint64 would be cut),
-    # then 1 where this process's checks failed.
-    mine = np.zeros(3, dtype=np.uint32)
-    if m is not None:
-        mine[:2] = np.frombuffer(bytes.fromhex(m.view_id), dtype=np.uint32)
-    mine[2] = error is not None
-    every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 3)
-    if error is not None:
-        raise error
-    failed = [str(r) for r, row in enumerate(every) if row[2]]
-    if failed:
-        raise ValueError(f"rank {', '.join(failed)} could not make its "
-                         "loader (its own error says why)")
-    gathered = [(row[:2].astype(np.uint32).tobytes().hex(), None)
-                for row in every]
-    message = view_id_mismatch(gathered)
-    if message:
-        raise ValueError(message + f" (this is {m.path})")
-
-
-def _checked_rank(mount: MountLike, rank: Optional[int]
-                  ) -> Tuple[Mount, int]:
-    """detect_rank() then check_view_id(), as one collective with several
-    processes: a process whose own checks fail still joins it."""
-    if jax.process_count() < 2:
-        m = as_mount(mount)
-        return m, detect_rank(m, rank)
-    m, r, error = None, -1, None
-    try:
-        m = as_mount(mount)
-        r = detect_rank(m, rank)
-    except Exception as e:  # raised after the collective (_agree)
-        error = e
-    _agree(m, error)
-    return m, r
+    row = np.zeros(3, dtype=np.uint32)
+    if mine[0] is not None:
+        row[:2] = np.frombuffer(bytes.fromhex(mine[0]), dtype=np.uint32)
+    row[2] = mine[2] is not None
+    every = np.asarray(multihost_utils.process_allgather(row)).reshape(-1, 3)
+    me = jax.process_index()
+    return [(r[:2].astype(np.uint32).tobytes().hex(),
+             mine[1] if k == me else None,
+             "see its own error" if r[2] else None)
+            for k, r in enumerate(every)]
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
@@ -98,7 +65,8 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     into numpy buffers and put on `device` (default: jax's default
     device) in order. start_step and epoch=None as in
     rankfs.torch.loader; len() is the batches it yields."""
-    m, r = _checked_rank(mount, rank)
+    m, r = agree_across_ranks(mount, rank, detect_rank,
+                              _gather if jax.process_count() > 1 else None)
 
     def put(item: Any) -> Any:
         if isinstance(item, tuple):

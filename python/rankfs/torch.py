@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -19,8 +19,7 @@ import torch.distributed as dist
 import torch.utils.data
 
 from ._loader import Loader, MountLike, as_mount
-from ._mount import Mount
-from ._read import Steps, read_pair, resolve_rank, view_id_mismatch
+from ._read import Steps, agree_across_ranks, read_pair, resolve_rank
 
 __all__ = ["loader", "BatchDataset", "detect_rank", "check_view_id"]
 
@@ -61,54 +60,14 @@ def check_view_id(mount: MountLike) -> None:
     mount and raises ValueError naming the ranks if they differ (every
     rank raises). A collective: every rank must call it. Without a
     process group it does nothing."""
-    if not _group():
-        return
-    m, error = None, None
-    try:
-        m = as_mount(mount)
-    except Exception as e:  # raised after the collective (_agree)
-        error = e
-    _agree(m, mount, error)
+    if _group():
+        agree_across_ranks(mount, None, None, _gather)
 
 
-def _agree(m: Optional[Mount], mount: MountLike,
-           error: Optional[Exception]) -> None:
-    """All-gathers each rank's view_id, mount path and the error its own
-    checks raised, if any; then every rank raises: its own error, else
-    one naming the ranks that failed, else a view_id mismatch. A rank
-    that raised before the collective would leave the others waiting
-    for it until the group's timeout."""
-    path = m.path if m is not None else str(getattr(mount, "path", mount))
-    mine = (m.view_id if m is not None else None, path,
-            None if error is None else f"{type(error).__name__}: {error}")
-    got = [None] * dist.get_world_size()
+def _gather(mine: tuple) -> List[tuple]:
+    got: List[tuple] = [()] * dist.get_world_size()
     dist.all_gather_object(got, mine)
-    if error is not None:
-        raise error
-    failed = [f"rank {r} ({p}): {e}" for r, (_, p, e) in enumerate(got) if e]
-    if failed:
-        raise ValueError("another rank could not make its loader: " +
-                         "; ".join(failed))
-    message = view_id_mismatch([(v, p) for v, p, _ in got])
-    if message:
-        raise ValueError(message)
-
-
-def _checked_rank(mount: MountLike, rank: Optional[int]
-                  ) -> Tuple[Mount, int]:
-    """detect_rank() then check_view_id(), as one collective with a
-    process group: a rank whose own checks fail still joins it."""
-    if not _group():
-        m = as_mount(mount)
-        return m, detect_rank(m, rank)
-    m, r, error = None, -1, None
-    try:
-        m = as_mount(mount)
-        r = detect_rank(m, rank)
-    except Exception as e:  # raised after the collective (_agree)
-        error = e
-    _agree(m, mount, error)
-    return m, r
+    return got
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
@@ -138,7 +97,8 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     @param device move each tensor there (non_blocking) before yielding
     @return a Loader: iterate it; len() is the batches it yields
     """
-    m, r = _checked_rank(mount, rank)
+    m, r = agree_across_ranks(mount, rank, detect_rank,
+                              _gather if _group() else None)
     pin = bool(pin_memory) and torch.cuda.is_available()
     convert = None
     if device is not None:

@@ -200,12 +200,12 @@ CASES = [
       "zeros"]),
     ("external label file short", "extlab", "dataset=/x,label=/lab",
      ["extlab.h5", "/lab", "extlab.raw", "has 1200", "zeros"]),
-    # 2^20 rows of up to 400 values (plus 8-byte ids) pass 3.5 GiB; of 4
-    # (the columns) they would not.
     ("float indptr", "floatptr", "dataset=/X,batch_size=2",
      ["floatptr.h5", "/X/indptr", "integer offsets"]),
     ("float shape", "floatshape", "dataset=/X,batch_size=2",
      ["floatshape.h5", "/X", "shape attribute"]),
+    # 2^20 rows of up to 400 values (plus 8-byte ids) pass 3.5 GiB; of 4
+    # (the columns) they would not.
     ("npz over 4 GiB with repeated columns", "dups",
      "dataset=/X,batch_size=1048576",
      ["batch_size=1048576", "400 stored values", ".npz over 3.5 GiB"]),

@@ -358,6 +358,12 @@ def test_log_file_in_the_store_refused(mounts, tmp_path, x):
         err = mount_error(tmp_path, p, f"log_file={p}/{name}")
         assert f"log_file={p}/{name}" in err and p in err, err
         assert os.path.exists(f"{p}/{name}") == ("rankfs" not in name)
+    # A link to a file that is not there yet: the open would make it.
+    os.symlink(f"{p}/X/new.log", tmp_path / "link.log")
+    err = mount_error(tmp_path, p, f"log_file={tmp_path}/link.log")
+    assert err == f"rankfs: option log_file={tmp_path}/link.log is a " \
+        "symbolic link to nothing: name the file itself\n", err
+    assert not os.path.exists(f"{p}/X/new.log")
     m = mounts(p, f"batch_size=40,log_file={tmp_path}/rankfs.log")
     np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
                                   x[m.load("index", 0, 0, 1)])
@@ -590,4 +596,4 @@ def test_integer_over_int64_in_metadata(mounts, tmp_path, x):
     np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
                                   x[m.load("index", 0, 0, 1)])
     err = mount_error(tmp_path, p, "batch_size=40,label=big")
-    assert f"{p}/obs/big/.zarray: an integer over 2^63 - 1 (line" in err, err
+    assert f"{p}/obs/big/.zarray: a number beyond 64-bit integers and doubles (line" in err, err
