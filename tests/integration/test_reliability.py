@@ -74,9 +74,9 @@ def process_reads(paths, expected, seed, flags, out):
 @pytest.mark.parametrize("flags", [0, os.O_DIRECT], ids=["cached", "o_direct"])
 def test_concurrent_random_reads(mounts, tmp_path, flags):
     rng = np.random.default_rng(2)
+    x = rng.random((5000, 300), dtype=np.float32)
     path = write_h5(str(tmp_path / "c.h5"), {
-        "x": (rng.random((5000, 300), dtype=np.float32),
-              dict(chunks=(100, 300), compression="gzip"))})
+        "x": (x, dict(chunks=(100, 300), compression="gzip"))})
     o = "dataset=/x,world_size=2,batch_size=500,prefetch=0"
     m = mounts(path, o)
     # The same and different batches, by several processes at once;
@@ -87,6 +87,9 @@ def test_concurrent_random_reads(mounts, tmp_path, flags):
     # Reference bytes from a second mount with the same options.
     ref = mounts(path, o)
     expected = {p: read_all(p.replace(m.mnt, ref.mnt)) for p in paths}
+    for p, (e, r, k) in zip(paths, [(0, 0, 0), (0, 1, 0), (1, 0, 2)]):
+        np.testing.assert_array_equal(  # the source's rows
+            np.load(io.BytesIO(expected[p])), x[ref.load("index", e, r, k)])
     wrong = results_of_processes(
         process_reads, [(paths, expected, 100 * i, flags) for i in range(3)],
         300)
@@ -216,16 +219,23 @@ def test_writes_during_reads_never_serve_wrong_bytes(mounts, tmp_path,
     # every batch served must equal the original rows.
     x = np.arange(2000 * 256, dtype=np.float32).reshape(2000, 256)
     how = "rewritten, mtime restored" if restore_mtime else "rewritten"
+    served = 0
     for trial in range(10):
         path = tmp_path / f"race{trial}.h5"
         write_h5(str(path), {"x": x})
         m = mounts(str(path), "dataset=/x,world_size=2,batch_size=100,"
                    "strategy=shuffle,prefetch=0", name=f"race{trial}")
+        # Served before the write (a daemon failing every read would
+        # pass the checks below).
+        np.testing.assert_array_equal(m.load("batch", 99, 1, 0),
+                                      x[m.load("index", 99, 1, 0)])
         results = race(m.mnt, x, 100 * trial, 0.05 + 0.05 * (trial % 5),
                        lambda: rewrite_in_place(str(path), how))
         assert sum(r[1] for r in results) == 0, results
         assert sum(r[2] for r in results) > 0, results  # the write was seen
+        served += sum(r[0] for r in results)
         m.unmount()
+    assert served > 0  # some of the race's own batches before the write
 
 
 @pytest.mark.parametrize("how", ["external link", "virtual dataset"])

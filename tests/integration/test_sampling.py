@@ -294,9 +294,11 @@ def test_weighted_total_size_and_blocks(mounts, atlas):
     assert m.batches() == 10
     assert m.json("config.json")["total_size"] == 1000
     batch = m.load("index", 0, 0, 4)
-    # block_size groups sorted draws: runs of 10 ascending ids.
+    # block_size groups sorted draws: runs of 10 ascending ids, the runs
+    # shuffled (the batch as a whole is not sorted).
     runs = batch.reshape(10, 10)
     assert all(np.all(np.diff(r) >= 0) for r in runs)
+    assert np.any(np.diff(batch) < 0)
 
 
 def test_filter_serves_only_matching_rows(mounts, atlas):

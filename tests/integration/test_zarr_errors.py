@@ -380,11 +380,16 @@ def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
     if not watched:
         monkeypatch.setenv("RANKFS_FAULT_NO_WATCH", "1")
     x = np.arange(2000 * 256, dtype=np.float32).reshape(2000, 256)
+    served = 0
     for trial in range(5):
         p = str(tmp_path / f"race{trial}.zarr")
         write_dense(p, x, chunks=(100, 256), compressor=None)
         m = mounts(p, "world_size=2,batch_size=100,strategy=shuffle,"
                    "prefetch=0", name=f"race{trial}")
+        # Served before the write (a daemon failing every read would
+        # pass the checks below).
+        np.testing.assert_array_equal(m.load("batch", 99, 1, 0),
+                                      x[m.load("index", 99, 1, 0)])
 
         def rewrite_chunks(p=p):
             for name in sorted(os.listdir(os.path.join(p, "X"))):
@@ -399,7 +404,9 @@ def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
                        rewrite_chunks)
         assert sum(r[1] for r in results) == 0, results
         assert sum(r[2] for r in results) > 0, results  # the write was seen
+        served += sum(r[0] for r in results)
         m.unmount()
+    assert served > 0  # some of the race's own batches before the write
 
 
 def test_plain_store_needs_dataset(tmp_path, x):
