@@ -100,8 +100,11 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 					loc->size, out, out_len, c->elem,
 					scratch);
 	if (rc != 0) {
+		static struct rfs_log_limit unowned = RFS_LOG_LIMIT_INIT;
 		uint64_t first = key->batch / c->grid_cols * c->chunk_rows;
-		rfs_log("source %s dataset %s: chunk %llu (rows %llu..%llu, "
+		rfs_log_limited(
+			c->log ? c->log : &unowned,
+			"source %s dataset %s: chunk %llu (rows %llu..%llu, "
 			"%llu bytes at %llu) %s",
 			c->path, c->name, (unsigned long long)key->batch,
 			(unsigned long long)first,

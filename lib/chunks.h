@@ -26,6 +26,9 @@ struct rfs_chunk_loc {
 struct rfs_chunked {
 	int fd; /* borrowed: the source file, read-only */
 	const char *path, *name; /* borrowed, for log lines */
+	/* Borrowed: the source's limit on failure lines (NULL: one shared
+	 * by every such set). */
+	struct rfs_log_limit *log;
 	uint64_t rows, cols;
 	uint64_t chunk_rows, chunk_cols;
 	uint64_t grid_cols; /* chunks across: ceil(cols / chunk_cols) */

@@ -64,6 +64,17 @@ void rfs_log(const char *fmt, ...)
 	va_end(ap);
 }
 
+void rfs_log_limit_init(struct rfs_log_limit *l)
+{
+	*l = (struct rfs_log_limit){ 0 };
+	pthread_mutex_init(&l->lock, NULL);
+}
+
+void rfs_log_limit_destroy(struct rfs_log_limit *l)
+{
+	pthread_mutex_destroy(&l->lock);
+}
+
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 {
 	struct timespec ts;

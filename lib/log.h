@@ -37,4 +37,8 @@ struct rfs_log_limit {
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* A limit that is not static (one per source, say). */
+void rfs_log_limit_init(struct rfs_log_limit *l);
+void rfs_log_limit_destroy(struct rfs_log_limit *l);
+
 #endif

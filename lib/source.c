@@ -188,7 +188,9 @@ static int place_csr_run(struct rfs_source *s, const struct rfs_wanted *w,
 		for (uint64_t q = 0; q < len; q++) {
 			if (cols[q] >= 0 && (uint64_t)cols[q] < s->info.cols)
 				continue;
-			rfs_log("source %s dataset %s: column index %lld of "
+			rfs_log_limited(
+				&s->read_failures,
+				"source %s dataset %s: column index %lld of "
 				"value %llu is outside 0..%llu",
 				s->info.path, s->info.dataset,
 				(long long)cols[q],

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include "log.h"
 #include "source.h"
 
 /* The two arrays of a CSR matrix besides indptr. */
@@ -57,6 +58,11 @@ struct rfs_source {
 	const struct rfs_source_ops *ops;
 	struct rfs_source_info info;
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
+	/* Its reads that fail (a damaged chunk, a column id out of range,
+	 * a short file): each batch that meets one would log it again,
+	 * once per generation; a line a minute, with the count. Set up by
+	 * the backend's open before it reads, torn down by its close. */
+	struct rfs_log_limit read_failures;
 };
 
 /* Sets s->info.fingerprint from what every backend describes: shape,

@@ -560,6 +560,7 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 static void close_source(struct rfs_source *base)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
+	rfs_log_limit_destroy(&s->base.read_failures);
 	close_array(&s->x);
 	close_array(&s->indices);
 	free(s->indptr);
@@ -609,6 +610,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
 	s->base.ops = &ops;
+	rfs_log_limit_init(&s->base.read_failures);
 	s->fd = -1;
 	s->watch = -1;
 	s->chunks = chunks;

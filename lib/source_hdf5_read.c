@@ -259,6 +259,7 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 		   pipe->count <= RFS_FILTERS_MAX &&
 		   rfs_inflate_supported(pipe)) {
 		struct rfs_chunked c = { .fd = s->fd,
+					 .log = &s->base.read_failures,
 					 .path = s->path,
 					 .name = a->name,
 					 .rows = a->rows,
@@ -281,7 +282,9 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 static int copy_failed(struct hdf5_source *s, struct array *a, uint64_t first,
 		       uint64_t count)
 {
-	rfs_log("source %s dataset %s: read of rows [%llu, %llu) failed: "
+	rfs_log_limited(
+		&s->base.read_failures,
+		"source %s dataset %s: read of rows [%llu, %llu) failed: "
 		"file ends before the data (SIGBUS in the mapping)",
 		s->path, a->name, (unsigned long long)first,
 		(unsigned long long)(first + count));
@@ -372,7 +375,9 @@ static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			rfs_log("source %s dataset %s: read of rows [%llu, "
+			rfs_log_limited(
+				&s->base.read_failures,
+				"source %s dataset %s: read of rows [%llu, "
 				"%llu) failed: %s",
 				s->path, a->name, (unsigned long long)first,
 				(unsigned long long)(first + count),
@@ -433,7 +438,9 @@ static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
 	if (file_space >= 0)
 		H5Sclose(file_space);
 	if (rc != 0)
-		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
+		rfs_log_limited(
+			&s->base.read_failures,
+			"source %s dataset %s: read of rows [%llu, %llu) "
 			"failed",
 			s->path, a->name, (unsigned long long)first,
 			(unsigned long long)(first + count));
@@ -462,7 +469,9 @@ static int read_pieces(struct hdf5_source *s, struct pieces *p)
 	p->n = 0;
 	if (rc == 0)
 		return 0;
-	rfs_log("source %s dataset %s: read of elements [%llu, %llu) failed: "
+	rfs_log_limited(
+		&s->base.read_failures,
+		"source %s dataset %s: read of elements [%llu, %llu) failed: "
 		"%s",
 		s->path, p->of[failed]->name,
 		(unsigned long long)p->first[failed],
@@ -577,7 +586,9 @@ static int fetch_sorted(struct hdf5_source *s, struct array *a,
 	rc = rfs_fetch(s->fd, runs, nruns, &failed);
 	if (rc != 0) {
 		uint64_t first = (runs[failed].off - a->offset) / a->row_bytes;
-		rfs_log("source %s dataset %s: read of rows [%llu, %llu) "
+		rfs_log_limited(
+			&s->base.read_failures,
+			"source %s dataset %s: read of rows [%llu, %llu) "
 			"failed: %s",
 			s->path, a->name, (unsigned long long)first,
 			(unsigned long long)(first +

@@ -359,6 +359,7 @@ static size_t row_scratch(const struct rfs_source *base)
 static void close_source(struct rfs_source *base)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
+	rfs_log_limit_destroy(&s->base.read_failures);
 	/* The mount's cache keeps the registrations, never used again. */
 	rfs_chunks_destroy(s->own_chunks);
 	rfs_zarr_array_close(&s->x);
@@ -419,6 +420,7 @@ int rfs_zarr_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: out of memory", path);
 		return rc;
 	}
+	rfs_log_limit_init(&s->base.read_failures);
 	if (errlen)
 		err[0] = '\0';
 	s->base.ops = &ops;

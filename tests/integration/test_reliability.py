@@ -544,3 +544,32 @@ def test_memory_bound_with_many_handler_threads(mounts, tmp_path):
     if os.environ.get("RANKFS_SANITIZED"):
         return  # as above: RSS says nothing under ASan
     assert peak < 16 + OVERHEAD_MIB
+
+
+def test_read_failures_logged_once_a_minute_per_source(mounts, tmp_path):
+    """A damaged chunk fails every batch that needs it, each time it is
+    generated: the line naming it is logged once (then counted), per
+    source, so a job re-reading it does not flood the log, and a second
+    damaged file still gets its own line."""
+    x = np.arange(2000 * 8, dtype=np.float32).reshape(2000, 8)
+    paths = []
+    for name in ("a", "b"):
+        path = write_h5(str(tmp_path / f"{name}.h5"), {
+            "x": (x, dict(chunks=(100, 8), compression="gzip"))})
+        with h5py.File(path, "r") as f:
+            info = f["x"].id.get_chunk_info(3)  # rows 300..399
+        with open(path, "r+b") as f:
+            f.seek(info.byte_offset + 8)
+            f.write(b"\xff" * (info.size - 16))
+        paths.append(path)
+    m = mounts(paths, "dataset=/x,batch_size=100,strategy=streaming,"
+               "prefetch=0")
+    for k in (3, 23) * 10:  # chunk 3 of a.h5, then of b.h5
+        with pytest.raises(OSError) as e:
+            m.load("batch", 0, 0, k)
+        assert e.value.errno == errno.EIO
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 2), x[200:300])
+    lines = [line for line in m.log_text().splitlines()
+             if "chunk 3 (rows 300..399" in line]
+    assert len(lines) == 2, lines
+    assert "a.h5" in lines[0] and "b.h5" in lines[1], lines
