@@ -73,6 +73,7 @@ static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 	int rc = rfs_zarr_array_watch(a, err, errlen);
 	if (rc != 0)
 		return rc;
+	a->failures = &s->base.read_failures;
 	struct rfs_chunked c = { .fd = -1,
 				 .path = s->path,
 				 .name = a->name,

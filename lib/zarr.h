@@ -158,6 +158,9 @@ struct rfs_zarr_array {
 	uint64_t per[2]; /* inner chunks per file along each dimension */
 	uint64_t igrid[2]; /* inner chunks along each dimension */
 	atomic_int *changed; /* borrowed: the source's sticky flag */
+	/* borrowed: the source's limit on failure lines (NULL: one shared
+	 * by arrays not served) */
+	struct rfs_log_limit *failures;
 	/* watched: each chunk file's identity at mount */
 	struct rfs_zarr_id *ids;
 	/* inotify watches of the array's directories (watch.h), or NULL

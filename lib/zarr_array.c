@@ -557,9 +557,9 @@ static void fill(const struct rfs_zarr_array *a, void *out, size_t len)
 static void log_failure(const struct rfs_zarr_array *a, uint64_t k,
 			const char *where, const char *why)
 {
-	static struct rfs_log_limit limit = RFS_LOG_LIMIT_INIT;
+	static struct rfs_log_limit unowned = RFS_LOG_LIMIT_INIT;
 	uint64_t gi = k / a->igrid[1];
-	rfs_log_limited(&limit,
+	rfs_log_limited(a->failures ? a->failures : &unowned,
 			"source %s array %s: %s (rows %llu..%llu) %s: not "
 			"served",
 			a->store, a->name, where,

@@ -604,3 +604,25 @@ def test_integer_over_int64_in_metadata(mounts, tmp_path, x):
                                   x[m.load("index", 0, 0, 1)])
     err = mount_error(tmp_path, p, "batch_size=40,label=big")
     assert f"{p}/obs/big/.zarray: a number beyond 64-bit integers and doubles (line" in err, err
+
+
+def test_read_failures_logged_once_a_minute_per_store(mounts, tmp_path, x):
+    """A truncated chunk fails every generation of the batches that need
+    it: its line is logged once (then counted) per store, and a second
+    damaged store still gets its own line."""
+    stores = []
+    for name in ("a", "b"):
+        p = write_dense(tmp_path / f"{name}.zarr", x)
+        chunk = os.path.join(p, "X", "3.0")
+        os.truncate(chunk, os.path.getsize(chunk) // 2)
+        stores.append(p)
+    m = mounts(stores, f"batch_size={CR},strategy=streaming,prefetch=0")
+    per = N // CR
+    for k in (3, per + 3) * 10:  # chunk 3 of a.zarr, then of b.zarr
+        assert_eio(m, k)
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 2),
+                                  x[2 * CR:3 * CR])
+    lines = [line for line in m.log_text().splitlines()
+             if "X/3.0" in line]
+    assert len(lines) == 2, lines
+    assert "a.zarr" in lines[0] and "b.zarr" in lines[1], lines
