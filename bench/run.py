@@ -63,6 +63,7 @@ Prints rows/s and MB/s for each and the ratios the fetch issue asks for;
 """
 import argparse
 import ctypes
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -70,6 +71,7 @@ import platform
 import queue
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -286,7 +288,7 @@ def warm(path):
 # Contenders: each makes a per-rank reader that returns rows read ----------
 
 def sampler_batches(n, rank, epoch):
-    import torch.utils.data as tud
+    import torch.utils.data as tud  # loaded by main(), before the forks
     s = tud.DistributedSampler(range(n), num_replicas=RANKS, rank=rank,
                                shuffle=True, seed=0, drop_last=True)
     s.set_epoch(epoch)
@@ -622,7 +624,7 @@ def summarize(name, times, warmup, rows_per_rank, bytes_per_rank,
     """cpu: the daemon's CPU seconds in each counted epoch (none for an
     in-process reader); its median over the bytes of one epoch is
     cpu_s_per_gb."""
-    wall = sorted(times)[len(times) // 2]
+    wall = statistics.median(times)
     rows = RANKS * rows_per_rank
     result = {"name": name, "seconds": wall, "all_seconds": times,
               "warmup_seconds": warmup,
@@ -631,7 +633,7 @@ def summarize(name, times, warmup, rows_per_rank, bytes_per_rank,
               "cpu_s_per_gb": None, "all_cpu_seconds": list(cpu),
               "peak_rss_mb": rss}
     if cpu:
-        med = sorted(cpu)[len(cpu) // 2]
+        med = statistics.median(cpu)
         result["cpu_s_per_gb"] = med / (RANKS * bytes_per_rank / 1e9)
     first = (f"; warm-up {', '.join(f'{t:.2f}' for t in warmup)} s"
              if warmup else "")
@@ -719,7 +721,7 @@ def measure_group(contenders, rows_per_rank, repeats, warmup,
                for c in contenders]
         for r in out:
             mb = read[r["name"]]
-            r["disk_mb_read"] = sorted(mb)[len(mb) // 2] if mb else None
+            r["disk_mb_read"] = statistics.median(mb) if mb else None
             r["all_disk_mb_read"] = mb
             if held[r["name"]]:
                 r["cgroup_peak_mb"] = max(held[r["name"]])
@@ -850,6 +852,11 @@ def main():
     ap.add_argument("--cache-mb", type=int,
                     help="rankfs's cache_mb (default: rankfs's own, 1024)")
     args = ap.parse_args()
+    # The samplers' torch, loaded here, before the readers fork: in a
+    # reader it cost ~200 MB, charged to --memory-mb's group (and its
+    # libraries read from the disk after drop_caches) for those
+    # contenders alone.
+    importlib.import_module("torch.utils.data")
     if args.memory_mb and not (args.from_storage or args.atlas):
         ap.error("--memory-mb is for --from-storage and --atlas")
     global RANKS, LIMIT
