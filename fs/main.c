@@ -114,18 +114,21 @@ static int refuse_log_dir(const char *path, const struct rfs_view *view)
 static int open_log_file(const char *path, const struct rfs_view *view)
 {
 	struct stat st;
-	if (refuse_log_dir(path, view) != 0 ||
-	    (stat(path, &st) == 0 && refuse_log_file(path, &st, view) != 0))
-		return -1; /* else a new file, or the open says why not */
-	/* A link to nothing: the open would make its target, wherever it
-	 * is (a zarr store's directory, say), unchecked. */
-	if (stat(path, &st) != 0 && lstat(path, &st) == 0) {
+	if (refuse_log_dir(path, view) != 0)
+		return -1;
+	if (stat(path, &st) == 0) {
+		if (refuse_log_file(path, &st, view) != 0)
+			return -1;
+	} else if (lstat(path, &st) == 0) {
+		/* A link to nothing: the open would make its target,
+		 * wherever it is (a zarr store's directory, say),
+		 * unchecked. */
 		fprintf(stderr,
 			"rankfs: option log_file=%s is a symbolic link to "
 			"nothing: name the file itself\n",
 			path);
 		return -1;
-	}
+	} /* else a new file, or the open says why not */
 	int fd = open(path,
 		      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY |
 			      O_CLOEXEC,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._loader import Loader, MountLike, as_mount
-from ._mount import Mount
+from ._loader import Loader
+from ._mount import Mount, MountLike, as_mount
 from ._read import Steps, numpy_alloc, read_npy, resolve_rank
 
 __version__ = "0.1.0"

@@ -3,17 +3,10 @@ one rank's batch files, each converted for the framework."""
 from __future__ import annotations
 
 import functools
-import os
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional
 
 from ._mount import Mount
 from ._read import Alloc, Steps, ordered_map, read_pair
-
-MountLike = Union[Mount, str, "os.PathLike[str]"]
-
-
-def as_mount(mount: MountLike) -> Mount:
-    return mount if isinstance(mount, Mount) else Mount(mount)
 
 
 def _identity(item: Any) -> Any:

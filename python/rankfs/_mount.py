@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 EPOCH_LIMIT = 2**31
 BATCH_MIN_WIDTH = 6
@@ -207,3 +207,10 @@ class Mount:
         if kind != "batch":
             d = os.path.join(d, kind)
         return os.path.join(d, f"{step:0{width}d}.npy")
+
+
+MountLike = Union[Mount, str, "os.PathLike[str]"]
+
+
+def as_mount(mount: MountLike) -> Mount:
+    return mount if isinstance(mount, Mount) else Mount(mount)

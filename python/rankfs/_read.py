@@ -14,11 +14,11 @@ import collections
 import concurrent.futures
 import os
 from typing import (Any, Callable, Iterable, Iterator, List, Optional,
-                    Sequence, Tuple, TypeVar, Union)
+                    Sequence, Tuple, TypeVar)
 
 import numpy as np
 
-from ._mount import Mount
+from ._mount import Mount, MountLike, as_mount
 
 MAGIC = b"\x93NUMPY"
 T = TypeVar("T")
@@ -209,7 +209,7 @@ def resolve_rank(mount: Mount, rank: Optional[int],
     return rank
 
 
-def agree_across_ranks(mount: Union[Mount, str, "os.PathLike[str]"],
+def agree_across_ranks(mount: MountLike,
                        rank: Optional[int],
                        detect: Optional[Callable[[Mount, Optional[int]],
                                                  int]],
@@ -224,11 +224,11 @@ def agree_across_ranks(mount: Union[Mount, str, "os.PathLike[str]"],
     a view_id mismatch. A rank that raised before the collective would
     leave the others waiting for it until the group's timeout."""
     if gather is None:
-        m = mount if isinstance(mount, Mount) else Mount(mount)
+        m = as_mount(mount)
         return m, detect(m, rank) if detect else -1
     m, r, error = None, -1, None
     try:
-        m = mount if isinstance(mount, Mount) else Mount(mount)
+        m = as_mount(mount)
         r = detect(m, rank) if detect else -1
         mine: tuple = (m.view_id, m.path, None)
     except Exception as e:  # raised after the collective

@@ -15,7 +15,8 @@ from typing import Any, List, Optional
 import jax
 import numpy as np
 
-from ._loader import Loader, MountLike, as_mount
+from ._loader import Loader
+from ._mount import MountLike, as_mount
 from ._read import Steps, agree_across_ranks, numpy_alloc, resolve_rank
 
 __all__ = ["loader", "detect_rank", "check_view_id"]

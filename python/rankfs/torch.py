@@ -18,7 +18,8 @@ import torch
 import torch.distributed as dist
 import torch.utils.data
 
-from ._loader import Loader, MountLike, as_mount
+from ._loader import Loader
+from ._mount import MountLike, as_mount
 from ._read import Steps, agree_across_ranks, read_pair, resolve_rank
 
 __all__ = ["loader", "BatchDataset", "detect_rank", "check_view_id"]
