@@ -114,8 +114,8 @@ def test_bool_categorical_label(mounts, tmp_path):
     assert (m.load("label", 0, 0, 0) == cats.index("True")).all()
 
 
-# uint64 up to 2^63 - 1: read as stored, not through int64 (a value over
-# it is a mount error, test_errors.py).
+# uint64 labels up to 2^63 - 1 are served as they are (a value over it
+# is a mount error, test_errors.py).
 @pytest.mark.parametrize("dtype,base", [("i2", 0), ("u8", 2**63 - 7)])
 def test_generic_hdf5_label_dataset(mounts, tmp_path, dtype, base):
     labels = np.arange(1000, dtype=np.uint64) % 7 + np.uint64(base)
