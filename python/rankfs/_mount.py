@@ -38,6 +38,15 @@ class Mount:
         except FileNotFoundError as e:
             raise ValueError(f"{self.path} is not a rankfs mount (no "
                              f"{os.path.basename(e.filename)})") from None
+        # Checked here, once: the collectives that compare ranks encode it
+        # (rankfs.jax as two uint32), and a rank that raised there would
+        # leave the others waiting.
+        view_id = self.config.get("view_id")
+        if not (isinstance(view_id, str) and len(view_id) == 16 and
+                all(c in "0123456789abcdef" for c in view_id)):
+            raise ValueError(f"{self.path} is not a rankfs mount (its "
+                             f"config.json has no view_id of 16 hex "
+                             f"digits: {view_id!r})")
         self._batches: Optional[int] = None
         self._var_names: Optional[List[str]] = None
 

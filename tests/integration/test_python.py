@@ -79,6 +79,16 @@ def test_mount_properties_and_paths(mounted, source):
         rankfs.Mount(os.path.dirname(source[0]))
 
 
+def test_mount_refuses_a_config_without_a_view_id(tmp_path):
+    for view_id in ("x" * 16, "88e96948", 7, None):
+        (tmp_path / "config.json").write_text(json.dumps(
+            {"view_id": view_id, "world_size": 2}))
+        (tmp_path / "dataset.json").write_text("{}")
+        with pytest.raises(ValueError, match=r"config\.json has no view_id "
+                           r"of 16 hex digits: " + re.escape(repr(view_id))):
+            rankfs.Mount(str(tmp_path))
+
+
 def test_torch_loader_yields_the_files_bytes_in_order(mounted):
     m, _ = mounted
     import torch
@@ -530,7 +540,7 @@ def test_var_names_split_on_newlines_only(tmp_path):
     columns. (FUSE-free: the mount's files written here.)"""
     names = ["CD4", "odd\x1cname", "x\x85y", "p\u2028q", "\u00e9t\u00e9",
              "last"]
-    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "config.json").write_text('{"view_id": "%s"}' % ("0" * 16))
     (tmp_path / "dataset.json").write_text("{}")
     with open(tmp_path / "var_names.txt", "w", encoding="utf-8",
               newline="") as f:
