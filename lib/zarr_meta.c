@@ -71,6 +71,23 @@ static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 	return j;
 }
 
+/* The root zarr.json of a v3 group read again with its integers as
+ * doubles, its consolidated copy left out; NULL if it is not a group. For
+ * a copy holding an integer over 2^63 - 1: a group's own metadata holds
+ * no integer rankfs reads. */
+static json_t *group_without_copy(const char *path)
+{
+	json_error_t e;
+	json_t *j = json_load_file(path, JSON_DECODE_INT_AS_REAL, &e);
+	const char *type = json_string_value(json_object_get(j, "node_type"));
+	if (!type || strcmp(type, "group") != 0) {
+		json_decref(j);
+		return NULL;
+	}
+	json_object_del(j, "consolidated_metadata");
+	return j;
+}
+
 int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 			size_t errlen)
 {
@@ -85,6 +102,11 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 		st->root[--n] = '\0';
 	snprintf(path, sizeof(path), "%s/zarr.json", st->root);
 	json_t *root = load(path, &absent, err, errlen);
+	/* As for .zmetadata below: such a number in the consolidated copy
+	 * (a uint64 fill_value, say) passes the copy over for the nodes' own
+	 * files. */
+	if (!root && absent == -1 && (root = group_without_copy(path)))
+		err[0] = '\0';
 	if (!root && absent != 1) {
 		rfs_zarr_store_close(st);
 		return -EINVAL;
@@ -105,8 +127,7 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 	json_t *zm = load(path, &absent, err, errlen);
 	/* Such a number (a uint64 fill_value of an array rankfs may not
 	 * even serve) in the consolidated copy: the nodes' own files, as
-	 * without one. v3's copy is inside the root's zarr.json, which has
-	 * no such fallback (docs/usage.md). */
+	 * without one. */
 	if (!zm && absent == -1) {
 		err[0] = '\0';
 		return 0;

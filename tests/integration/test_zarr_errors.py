@@ -606,6 +606,29 @@ def test_integer_over_int64_in_metadata(mounts, tmp_path, x):
     assert f"{p}/obs/big/.zarray: a number beyond 64-bit integers and doubles (line" in err, err
 
 
+def test_integer_over_int64_in_v3_inline_consolidated_metadata(
+        mounts, tmp_path, x):
+    """v3's consolidated copy is inside the root's zarr.json: such an
+    integer there (an array's uint64 fill_value) passes the copy over
+    for the nodes' own files, as for .zmetadata; a lone array's own one
+    is a mount error."""
+    p = write_v3_sharded(tmp_path / "v3.zarr", x)
+    root = json.load(open(os.path.join(p, "zarr.json")))
+    x_meta = json.load(open(os.path.join(p, "X", "zarr.json")))
+    big = dict(x_meta, shape=[N], data_type="uint64", fill_value=2**64 - 1)
+    root["consolidated_metadata"] = {
+        "kind": "inline", "must_understand": False,
+        "metadata": {"X": x_meta, "big": big}}
+    json.dump(root, open(os.path.join(p, "zarr.json"), "w"))
+    m = mounts(p, "batch_size=40,dataset=/X")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                  x[m.load("index", 0, 0, 1)])
+    json.dump(big, open(os.path.join(p, "zarr.json"), "w"))
+    err = mount_error(tmp_path, p, "batch_size=40")
+    assert f"{p}/zarr.json: a number beyond 64-bit integers and doubles " \
+        "(line" in err, err
+
+
 def test_read_failures_logged_once_a_minute_per_store(mounts, tmp_path, x):
     """A truncated chunk fails every generation of the batches that need
     it: its line is logged once (then counted) per store, and a second
