@@ -567,9 +567,17 @@ static int v3_codecs(json_t *codecs, int outer, struct rfs_zarr_meta *m,
 	return 0;
 }
 
+/* An extension the v3 spec lets a reader pass over: an object whose
+ * must_understand is false. */
+static int optional_extension(json_t *v)
+{
+	return json_is_object(v) &&
+	       json_is_false(json_object_get(v, "must_understand"));
+}
+
 /* A key of a v3 array's metadata that rankfs does not know and may not
- * pass over (the spec: any but an object whose must_understand is
- * false), or NULL. */
+ * pass over (any but an optional extension, or zarrs' `extensions`
+ * list of them), or NULL. */
 static const char *not_understood(json_t *j)
 {
 	static const char *const known[] = {
@@ -587,9 +595,15 @@ static const char *not_understood(json_t *j)
 		size_t i = 0, n = sizeof(known) / sizeof(*known);
 		while (i < n && strcmp(k, known[i]) != 0)
 			i++;
-		if (i == n &&
-		    !(json_is_object(v) &&
-		      json_is_false(json_object_get(v, "must_understand"))))
+		size_t item;
+		json_t *e;
+		int optional = optional_extension(v);
+		if (strcmp(k, "extensions") == 0 && json_is_array(v)) {
+			optional = 1;
+			json_array_foreach(v, item, e)
+				optional &= optional_extension(e);
+		}
+		if (i == n && !optional)
 			return k;
 	}
 	return NULL;

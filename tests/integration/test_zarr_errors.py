@@ -233,15 +233,19 @@ def test_v3_unknown_codec_and_missing_zarr_json(tmp_path, x):
 
 
 @pytest.mark.parametrize("must_understand", [True, None, False])
-def test_v3_unknown_metadata_key(mounts, tmp_path, x, must_understand):
+@pytest.mark.parametrize("key", ["ext", "extensions"])
+def test_v3_unknown_metadata_key(mounts, tmp_path, x, must_understand, key):
     """The v3 spec: an array whose metadata has a key the reader does not
     know is refused, unless it is an object with must_understand false
-    (an extension that may change the bytes was passed over)."""
+    (an extension that may change the bytes was passed over); zarrs
+    writes such objects in a list, `extensions`."""
     p = write_v3_sharded(tmp_path / "v3.zarr", x)
     path = os.path.join(p, "X", "zarr.json")
     meta = json.load(open(path))
-    meta["ext"] = {} if must_understand is None else {
+    ext = {} if must_understand is None else {
         "must_understand": must_understand}
+    meta[key] = ext if key == "ext" else \
+        [{"name": "a", "must_understand": False}, ext]
     json.dump(meta, open(path, "w"))
     if must_understand is False:
         m = mounts(p, "batch_size=40")
@@ -249,8 +253,8 @@ def test_v3_unknown_metadata_key(mounts, tmp_path, x, must_understand):
                                       x[m.load("index", 0, 0, 1)])
         return
     err = mount_error(tmp_path, p)
-    assert "array X" in err and "metadata key 'ext' is not supported" in \
-        err, err
+    assert "array X" in err and f"metadata key '{key}' is not supported" \
+        in err, err
 
 
 def csr(rng):
