@@ -8,6 +8,8 @@
  */
 #include "zarr.h"
 
+#include "convert.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -363,8 +365,8 @@ static int fill_value(json_t *v, struct rfs_zarr_meta *m)
 		return 0;
 	}
 	case RFS_FLOAT16:
-		/* zarr writes 0 for float16 in practice; others refused. */
-		return d == 0 ? 0 : -1;
+		rfs_convert(RFS_FLOAT16, m->fill, RFS_FLOAT64, &d, 1);
+		return 0;
 	default:
 		/* A real for an integer type: zarr-python refuses what the
 		 * type cannot hold, and casting it is undefined. */

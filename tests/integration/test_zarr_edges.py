@@ -154,3 +154,22 @@ def test_anndata_07_categories_beside_their_codes(tmp_path, rankfs_cat):
     res = rankfs_cat(p, opts, "epoch/0/rank/0/label/000001.npy")
     assert res.returncode == 0, res.stderr
     assert np.array_equal(np.load(io.BytesIO(res.stdout)), codes[8:16])
+
+
+def test_float16_fill_value(tmp_path, rankfs_cat):
+    """A float16 array's fill_value (1.5, -inf, NaN) in its absent
+    chunks, as zarr-python reads them."""
+    import zarr
+    for fill in (1.5, float("-inf"), float("nan")):
+        x = np.arange(40 * 3, dtype=np.float16).reshape(40, 3)
+        p = str(tmp_path / f"h{fill}.zarr")
+        z = zarr.open_array(p, mode="w", shape=x.shape, chunks=(8, 3),
+                            dtype="f2", fill_value=fill)
+        z[:] = x
+        os.unlink(os.path.join(p, "1.0"))  # rows 8..15: the fill
+        want = zarr.open_array(p, mode="r")[:]
+        assert np.isnan(want[8:16]).all() if fill != fill else \
+            (want[8:16] == np.float16(fill)).all()
+        got = np.concatenate(batches(rankfs_cat, p, 40))
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, want)
