@@ -176,6 +176,18 @@ def test_json_files_with_a_mount_option_string(mounts, rankfs_cat, data):
     assert stats["batches_served"] == 0
 
 
+def test_an_option_given_twice_takes_its_last_value(mounts, rankfs_cat,
+                                                    data):
+    """As mount(8): a later value wins, in one -o list or a later -o (a
+    command line's -o after /etc/fstab's options)."""
+    m = mounts(data["atlas"], "batch_size=32,seed=4,batch_size=64",
+               extra=["-o", "seed=5"])
+    config = m.json("config.json")
+    assert (config["batch_size"], config["seed"]) == (64, 5)
+    assert_same(m, rankfs_cat, data["atlas"], "batch_size=64,seed=5",
+                ["config.json", "epoch/0/rank/0/batch/000001.npy"])
+
+
 @pytest.mark.parametrize("options", ["var_join=inner", "var_join=outer"])
 def test_var_join(mounts, rankfs_cat, tmp_path, options):
     """Files whose genes differ: batches, .npz files and the root files
