@@ -199,9 +199,12 @@ def resolve_rank(mount: Mount, rank: Optional[int],
         rank = found
     elif rank is None:
         if world != 1:
+            alone = [n for n in ("RANK", "WORLD_SIZE") if n in os.environ]
             raise ValueError(
                 f"{mount.path} has world_size {world}: give rank=, set env "
-                "RANK and WORLD_SIZE, or start a process group")
+                "RANK and WORLD_SIZE, or start a process group" +
+                (f" (env {alone[0]} is set, without the other)"
+                 if alone else ""))
         rank = 0
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} out of range [0, {world}) for "

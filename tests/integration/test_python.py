@@ -186,7 +186,10 @@ def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
         rankfs.torch.loader(m, 0)  # nothing says which rank
     with pytest.raises(ValueError, match=r"rank 2 out of range \[0, 2\)"):
         rankfs.torch.loader(m, 0, rank=2)
-    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("RANK", "1")  # without WORLD_SIZE: not used
+    with pytest.raises(ValueError, match=r"world_size 2.*rank=.*\(env RANK "
+                       r"is set, without the other\)$"):
+        rankfs.torch.loader(m, 0)
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert rankfs.torch.loader(m, 0).rank == 1
     assert rankfs.loader(m, 0).rank == 1
