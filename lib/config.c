@@ -393,8 +393,30 @@ void rfs_config_render_json(const struct rfs_config *c, struct rfs_buf *b)
 	}
 }
 
-void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b)
+/* c with the options its strategy does not use at their defaults: the
+ * same bytes keep one view_id however they were spelt (streaming has
+ * no key and no windows to sort; shuffle and streaming no blocks; only
+ * class_balanced smooths). A copy of the pointers, for rendering. */
+static struct rfs_config used_by_strategy(const struct rfs_config *c)
 {
+	struct rfs_config u = *c, d;
+	rfs_config_init(&d);
+	if (u.strategy == RFS_STREAMING) {
+		u.seed = d.seed;
+		u.fetch_factor = d.fetch_factor;
+	}
+	if (u.strategy == RFS_STREAMING || u.strategy == RFS_SHUFFLE)
+		u.block_size = d.block_size;
+	if (u.strategy != RFS_CLASS_BALANCED)
+		u.smoothing = d.smoothing;
+	return u;
+}
+
+void rfs_config_render_identity(const struct rfs_config *given,
+				struct rfs_buf *b)
+{
+	struct rfs_config used = used_by_strategy(given);
+	const struct rfs_config *c = &used;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_def *o = &options[i];
 		struct rfs_config *m = (struct rfs_config *)c;

@@ -155,6 +155,26 @@ def test_two_mounts_serve_identical_bytes(mounts, sources):
     assert os.stat(a.path(f)).st_ino == os.stat(b.path(f)).st_ino
 
 
+def test_options_the_strategy_does_not_use_keep_its_view_id(mounts,
+                                                            sources):
+    """streaming has no key and no windows to sort, shuffle no blocks,
+    only class_balanced smooths: such options leave the bytes, and so
+    the view_id, as without them (a stray option on one node would fail
+    the loaders' view_id check for nothing)."""
+    path, _, _ = sources["h5ad"]
+    o = "world_size=2,batch_size=32,strategy="
+    for strategy, unused in (
+            ("streaming", "seed=5,fetch_factor=4,block_size=8,"
+             "smoothing=0.5"),
+            ("shuffle", "block_size=8,smoothing=0.5")):
+        a = mounts(path, o + strategy)
+        b = mounts(path, o + strategy + "," + unused)
+        assert b.json("config.json")["smoothing"] == 0.5
+        assert a.json("config.json")["view_id"] == \
+            b.json("config.json")["view_id"], strategy
+        assert tree_digest(a) == tree_digest(b), strategy
+
+
 def test_view_id_covers_the_step_name_width(mounts, tmp_path):
     """epochs changes no bytes, but when epochs x batches per rank passes
     10^9 the step names take 10 digits: another view_id then."""

@@ -153,6 +153,7 @@ static void test_new_options_render(void **state)
 	(void)state;
 	struct rfs_config c;
 	rfs_config_init(&c);
+	set_ok(&c, "strategy", "class_balanced");
 	set_ok(&c, "smoothing", "0.1");
 	set_ok(&c, "filter", "split:train");
 	set_ok(&c, "filter", "ct:\"B\"");
@@ -180,6 +181,7 @@ static void test_small_reals_render_as_decimals(void **state)
 		struct rfs_config c, again;
 		rfs_config_init(&c);
 		rfs_config_init(&again);
+		set_ok(&c, "strategy", "class_balanced");
 		set_ok(&c, "smoothing", values[i]);
 		char *id = render(&c, 1);
 		const char *at = strstr(id, "smoothing=");
@@ -519,6 +521,47 @@ static void test_render_identity(void **state)
 	rfs_config_free(&c);
 }
 
+/* An option the strategy does not use leaves the identity as at its
+ * default; the same option under a strategy that uses it changes it. */
+static void test_identity_of_unused_options(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *strategy, *option, *value;
+		int used;
+	} cases[] = {
+		{ "streaming", "seed", "5", 0 },
+		{ "streaming", "fetch_factor", "4", 0 },
+		{ "streaming", "block_size", "8", 0 },
+		{ "shuffle", "block_size", "8", 0 },
+		{ "shuffle", "smoothing", "0.5", 0 },
+		{ "block_shuffle", "smoothing", "0.5", 0 },
+		{ "weighted", "smoothing", "0.5", 0 },
+		{ "shuffle", "seed", "5", 1 },
+		{ "shuffle", "fetch_factor", "4", 1 },
+		{ "block_shuffle", "block_size", "8", 1 },
+		{ "weighted", "block_size", "8", 1 },
+		{ "class_balanced", "block_size", "8", 1 },
+		{ "class_balanced", "smoothing", "0.5", 1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		struct rfs_config c;
+		rfs_config_init(&c);
+		set_ok(&c, "strategy", cases[i].strategy);
+		char *before = render(&c, 1);
+		set_ok(&c, cases[i].option, cases[i].value);
+		char *after = render(&c, 1);
+		if ((strcmp(before, after) != 0) != cases[i].used)
+			fail_msg("%s with %s=%s: identity %s",
+				 cases[i].strategy, cases[i].option,
+				 cases[i].value,
+				 cases[i].used ? "unchanged" : "changed");
+		free(before);
+		free(after);
+		rfs_config_free(&c);
+	}
+}
+
 static void test_render_help(void **state)
 {
 	(void)state;
@@ -595,6 +638,7 @@ int main(void)
 		cmocka_unit_test(test_render_json_defaults),
 		cmocka_unit_test(test_render_json_set_values),
 		cmocka_unit_test(test_render_identity),
+		cmocka_unit_test(test_identity_of_unused_options),
 		cmocka_unit_test(test_render_help),
 		cmocka_unit_test(test_render_names),
 	};
