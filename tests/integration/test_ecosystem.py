@@ -3,6 +3,7 @@ cmake --install, the man page, stats.json as a dashboard, content hashes
 in xattrs, and the debugging session example."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -180,6 +181,36 @@ def test_man_page_renders_every_option():
         assert section in page
     missing = [o for o in options if o not in page]
     assert not missing, missing
+
+
+def test_man_page_options_exist_with_their_ranges(rankfs_cat, fashion):
+    """The other way round: every option the man page documents among
+    rankfs's own is one (a removed option once stayed there), and each
+    range it gives, "(A to B", is the one the parser enforces."""
+    text = open(os.path.join(REPO, "docs", "rankfs.1")).read()
+    ours = text.split(".SS Sampling")[1].split(".SS Command line")[0]
+    help_text = run_rankfs(["--help"]).stdout
+    known = {line.split()[1].split("=")[0] for line in
+             help_text.splitlines() if line.startswith("    -o ")}
+    ranges = 0
+    for item in ours.split(".TP\n")[1:]:
+        head, body = item.split("\n", 1)
+        name = head.split()[1].split("=")[0]
+        assert name in known, f"rankfs.1 documents {name}, not an option"
+        found = re.search(r"\((\d+) to (2\^\d+|\d+)(\\-1)?[,)]",
+                          body.split("\n.TP")[0])
+        if not found:
+            continue
+        low = int(found.group(1))
+        high = found.group(2)
+        high = 2 ** int(high[2:]) if high.startswith("2^") else int(high)
+        high -= 1 if found.group(3) else 0
+        r = rankfs_cat(fashion, f"dataset=/images,{name}={high + 1}",
+                       "config.json")
+        assert r.returncode == 1 and f"expected an integer from {low} to " \
+            f"{high}" in r.stderr, (name, r.stderr)
+        ranges += 1
+    assert ranges >= 10
 
 
 def test_stats_json_is_a_dashboard(mounts, tmp_path):
