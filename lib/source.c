@@ -314,6 +314,29 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 	return s->ops->read_column(s, name, out, err, errlen);
 }
 
+int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
+			  size_t errlen)
+{
+	char fix[320] = "";
+	const char *layer = "/layers/";
+	if (strcmp(dataset, "/X") == 0)
+		snprintf(fix, sizeof(fix), " (adata.X = adata.X.tocsr())");
+	else if (strcmp(dataset, "/raw/X") == 0)
+		snprintf(fix, sizeof(fix),
+			 " (adata.raw = anndata.AnnData(adata.raw.X.tocsr(), "
+			 "var=adata.raw.var))");
+	else if (strncmp(dataset, layer, strlen(layer)) == 0 &&
+		 !strchr(dataset + strlen(layer), '/'))
+		snprintf(fix, sizeof(fix),
+			 " (adata.layers['%s'] = adata.layers['%s'].tocsr())",
+			 dataset + strlen(layer), dataset + strlen(layer));
+	snprintf(err, errlen,
+		 "%s: %s is a csc_matrix: its rows are scattered over every "
+		 "column; rewrite it as CSR%s",
+		 path, dataset, fix);
+	return -ENOTSUP;
+}
+
 int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 {
 	const struct rfs_source_info *in = &s->info;

@@ -72,6 +72,12 @@ struct rfs_source {
  * naming the row to err. @return 0, -EIO, -ENOMEM. */
 int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen);
 
+/* Writes the mount error for a csc_matrix at dataset (an AnnData path:
+ * /X, /raw/X, /layers/NAME, or any other) of path, with the anndata
+ * line that rewrites it as CSR. @return -ENOTSUP. */
+int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
+			  size_t errlen);
+
 /* The backends: open as rfs_source_open(). */
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  struct rfs_chunk_cache *chunks, struct rfs_source **out,

@@ -395,11 +395,7 @@ static int open_group(struct hdf5_source *s, char *err, size_t errlen)
 	if (strcmp(kind, "csr_matrix") == 0)
 		rc = open_csr(s, group, err, errlen);
 	else if (strcmp(kind, "csc_matrix") == 0)
-		snprintf(err, errlen,
-			 "%s: %s is a csc_matrix: its rows are scattered over "
-			 "every column; rewrite it as CSR (adata.X = "
-			 "adata.X.tocsr())",
-			 s->path, s->dataset);
+		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
 	else
 		snprintf(err, errlen, "%s: %s is a group, not a dataset",
 			 s->path, s->dataset);

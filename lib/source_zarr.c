@@ -255,12 +255,7 @@ static int open_rows(struct zarr_source *s, char *err, size_t errlen)
 	} else if (enc && strcmp(enc, "csr_matrix") == 0) {
 		rc = open_csr(s, node, attrs, err, errlen);
 	} else if (enc && strcmp(enc, "csc_matrix") == 0) {
-		snprintf(err, errlen,
-			 "%s: %s is a csc_matrix: its rows are scattered over "
-			 "every column; rewrite it as CSR (adata.X = "
-			 "adata.X.tocsr())",
-			 s->path, s->dataset);
-		rc = -ENOTSUP;
+		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
 	} else {
 		snprintf(err, errlen, "%s: %s is a group, not an array",
 			 s->path, s->dataset);

@@ -755,8 +755,18 @@ def test_fetch_option_errors(csr, dense, tmp_path):
         ([dense["path"], csr["plain"]], "", "is CSR, but"),
     ]
     csc = str(tmp_path / "csc.h5ad")
-    write_adata(csc, csr["x"].tocsc())
-    cases.append(([csc], "", "csc_matrix"))
+    x = csr["x"]
+    write_adata(csc, x.tocsc(), layers={"counts": x.tocsc()},
+                raw=anndata.AnnData(x.tocsc()))
+    # The error gives the anndata line that rewrites that matrix.
+    for opts, fix in (("", "adata.X = adata.X.tocsr()"),
+                      ("layer=counts", "adata.layers['counts'] = "
+                       "adata.layers['counts'].tocsr()"),
+                      ("raw", "adata.raw = anndata.AnnData("
+                       "adata.raw.X.tocsr(), var=adata.raw.var)")):
+        cases.append(([csc], opts, "is a csc_matrix: its rows are "
+                      f"scattered over every column; rewrite it as CSR "
+                      f"({fix})"))
     for sources, opts, words in cases:
         args = (["-o", opts] if opts else []) + sources + [mnt]
         r = run_rankfs(args)
