@@ -46,6 +46,24 @@ static void raise_readahead(const char *mountpoint)
  * rankfs mount, a tmpfs), which goes on living unseen: refused, naming
  * it. Checked before the fork, and again just before mounting, since the
  * sources may take long to open. @return 0 or -1 (said on stderr). */
+/* libfuse, or fusermount3 for a user, said why on the line before,
+ * without naming rankfs or the mount point; this line does, with the
+ * usual cause of a user's failure. */
+static void say_mount_failed(const char *mountpoint)
+{
+	if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0)
+		fprintf(stderr,
+			"rankfs: cannot mount on %s: this user cannot open "
+			"/dev/fuse (%s): mount as root, or give the user "
+			"read and write access to it\n",
+			mountpoint, strerror(errno));
+	else
+		fprintf(stderr,
+			"rankfs: cannot mount on %s (the line above says "
+			"why)\n",
+			mountpoint);
+}
+
 static int refuse_mount_point(const char *mountpoint)
 {
 	struct rfs_mount_entry e;
@@ -297,9 +315,12 @@ int main(int argc, char *argv[])
 			strerror(errno));
 		goto out_signals;
 	}
-	if (refuse_mount_point(cli.mountpoint) != 0 ||
-	    fuse_session_mount(se, cli.mountpoint) != 0)
+	if (refuse_mount_point(cli.mountpoint) != 0)
 		goto out_signals;
+	if (fuse_session_mount(se, cli.mountpoint) != 0) {
+		say_mount_failed(cli.mountpoint);
+		goto out_signals;
+	}
 	pages.se = se;
 	if ((rc = rfs_page_drop_create(se, &pages.drop)) != 0) {
 		fprintf(stderr, "rankfs: cannot start a thread: %s\n",

@@ -148,6 +148,9 @@ int main(int argc, char *argv[])
 		} else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
 			if (number(argv[++i], &rows) != 0)
 				goto out;
+		} else if (strncmp(argv[i], "--rows=", 7) == 0) {
+			if (number(argv[i] + 7, &rows) != 0)
+				goto out;
 		} else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
 			i++;
 			if (apply_options(&c, argv[i],
@@ -165,16 +168,30 @@ int main(int argc, char *argv[])
 				argv[i]);
 			status = usage();
 			goto out;
-		} else if (nargs < 3 && number(argv[i], &args[nargs]) == 0) {
+		} else if (nargs == 3) {
+			fprintf(stderr,
+				"rankfs-plan: '%s' after EPOCH RANK "
+				"BATCH\n",
+				argv[i]);
+			status = usage();
+			goto out;
+		} else if (number(argv[i], &args[nargs]) == 0) {
 			nargs++;
 		} else {
-			status = usage();
 			goto out;
 		}
 	}
 	if (timing && nargs == 1)
 		count = args[0];
-	if (rows == 0 || (!timing && nargs != 3) || count == 0) {
+	const char *why = NULL;
+	if (rows == 0)
+		why = "--rows N, the source's rows (at least 1), is needed";
+	else if (timing && (nargs > 1 || count == 0))
+		why = "--time takes one COUNT of at least 1";
+	else if (!timing && nargs != 3)
+		why = "EPOCH RANK BATCH are needed";
+	if (why) {
+		fprintf(stderr, "rankfs-plan: %s\n", why);
 		status = usage();
 		goto out;
 	}
@@ -199,12 +216,25 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	const struct rfs_layout *l = rfs_plan_layout(p);
-	if (args[0] >= (UINT64_C(1) << 31) || args[1] >= c.world_size ||
-	    args[2] >= l->batches_per_rank) {
+	if (args[0] >= RFS_EPOCHS) {
 		fprintf(stderr,
-			"rankfs-plan: no such batch (%" PRIu64
+			"rankfs-plan: epoch %" PRIu64
+			" out of range [0, 2^31)\n",
+			args[0]);
+		goto out;
+	}
+	if (args[1] >= c.world_size) {
+		fprintf(stderr,
+			"rankfs-plan: rank %" PRIu64
+			" out of range [0, %" PRIu64 ") (world_size)\n",
+			args[1], c.world_size);
+		goto out;
+	}
+	if (args[2] >= l->batches_per_rank) {
+		fprintf(stderr,
+			"rankfs-plan: no batch %" PRIu64 " (%" PRIu64
 			" batches per rank)\n",
-			l->batches_per_rank);
+			args[2], l->batches_per_rank);
 		goto out;
 	}
 	uint64_t n = rfs_partition_batch_rows(l, args[2]);

@@ -18,9 +18,9 @@ import tempfile
 import numpy as np
 import pytest
 
-from conftest import (Mount, PageCacheProbe, plan, source_rows,
-                      without_daemon, write_h5, write_h5ad, mount_entry,
-                      unescape, start_daemon, wait_mounted)
+from conftest import (RANKFS, Mount, PageCacheProbe, is_mounted, plan,
+                      source_rows, without_daemon, write_h5, write_h5ad,
+                      mount_entry, unescape, start_daemon, wait_mounted)
 
 N, D = 1000, 16
 
@@ -716,6 +716,47 @@ def test_access_by_other_users(sources, option, others_read):
         code = m.unmount()  # fusermount3 -u, then wait or kill
         shutil.rmtree(top, ignore_errors=True)
     assert code == 0
+
+
+def test_a_user_who_cannot_mount_is_told_why(sources):
+    """A user's mount goes through fusermount3, whose own line does not
+    name rankfs or the mount point: rankfs's next line does, and says
+    what to do where /dev/fuse is the cause. Nothing stays mounted; a
+    machine that lets the user mount serves."""
+    path, _, _ = sources["h5ad"]
+    top = tempfile.mkdtemp(prefix="rankfs-user-", dir="/tmp")
+    try:
+        os.chmod(top, 0o755)
+        mnt = os.path.join(top, "mnt")
+        os.mkdir(mnt)
+        os.chown(mnt, 65534, 65534)
+        # The binary and the source where user nobody reaches them.
+        for src in (RANKFS, path):
+            shutil.copy(src, top)
+        source = os.path.join(top, os.path.basename(path))
+        os.chmod(source, 0o644)
+        r = subprocess.run([os.path.join(top, os.path.basename(RANKFS)),
+                            source, mnt], user=65534, group=65534,
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode == 0:  # this machine lets users mount
+            assert is_mounted(mnt)
+            assert os.path.exists(os.path.join(mnt, "config.json"))
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
+        else:
+            assert r.returncode == 1, r.stderr
+            last = r.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"rankfs: cannot mount on {mnt}"), \
+                r.stderr
+            fuse_open = subprocess.run(
+                ["test", "-r", "/dev/fuse", "-a", "-w", "/dev/fuse"],
+                user=65534, group=65534).returncode == 0
+            if not fuse_open:
+                assert "this user cannot open /dev/fuse" in last, last
+            assert not is_mounted(mnt)
+    finally:
+        if is_mounted(os.path.join(top, "mnt")):
+            subprocess.run(["fusermount3", "-u", os.path.join(top, "mnt")])
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_source_is_never_written(mounts, sources, tmp_path):

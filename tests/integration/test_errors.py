@@ -521,3 +521,37 @@ def test_plan_help_and_version():
                        capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("rankfs-plan: a value must follow '-o'\n")
+
+
+@pytest.mark.parametrize("args,why", [
+    (["0", "0", "0"], "--rows N, the source's rows (at least 1), is needed"),
+    (["--rows", "0", "0", "0", "0"],
+     "--rows N, the source's rows (at least 1), is needed"),
+    (["--rows", "100", "0", "0"], "EPOCH RANK BATCH are needed"),
+    (["--rows", "100", "0", "0", "0", "7"], "'7' after EPOCH RANK BATCH"),
+    (["--rows", "100", "--time", "1", "2"],
+     "--time takes one COUNT of at least 1"),
+    (["--rows", "100", "0", "x", "0"], "'x' is not a number"),
+    (["--rows", "100", "-o", "world_size=2,batch_size=10", "2147483648",
+      "0", "0"], "epoch 2147483648 out of range [0, 2^31)"),
+    (["--rows", "100", "-o", "world_size=2,batch_size=10", "0", "2", "0"],
+     "rank 2 out of range [0, 2) (world_size)"),
+    (["--rows", "100", "-o", "world_size=2,batch_size=10", "0", "1", "5"],
+     "no batch 5 (5 batches per rank)"),
+])
+def test_plan_says_which_argument_is_wrong(args, why):
+    r = subprocess.run([RANKFS_PLAN] + args, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(f"rankfs-plan: {why}\n"), r.stderr
+
+
+def test_plan_rows_with_an_equals_sign():
+    """--rows=N as well as --rows N: the same row ids."""
+    spaced, joined = (subprocess.run(
+        [RANKFS_PLAN] + rows + ["-o", "world_size=2,batch_size=10", "1",
+                                "1", "4"],
+        capture_output=True, text=True) for rows in (["--rows", "100"],
+                                                     ["--rows=100"]))
+    assert spaced.returncode == 0 and joined.stdout == spaced.stdout, \
+        joined.stderr
+    assert len(spaced.stdout.split()) == 10
