@@ -434,6 +434,46 @@ out:
 	return rc;
 }
 
+int rfs_column_apply_mask(struct rfs_column *values,
+			  const struct rfs_column *mask, uint64_t *missing)
+{
+	*missing = 0;
+	if (mask->kind != RFS_COLUMN_CODES || !mask->boolean ||
+	    mask->rows != values->rows)
+		return -EINVAL;
+	for (uint64_t i = 0; i < values->rows; i++)
+		if (mask->codes[i] == 1) { /* "True" */
+			++*missing;
+			if (values->kind == RFS_COLUMN_CODES)
+				values->codes[i] = -1;
+		}
+	if (values->kind != RFS_COLUMN_CODES)
+		return *missing ? -EDOM : 0;
+	if (values->boolean)
+		return 0;
+	/* Keep the categories some row has, in their order. */
+	int64_t *map = calloc(values->ncategories + 1, sizeof(*map));
+	if (!map)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < values->rows; i++)
+		if (values->codes[i] >= 0)
+			map[values->codes[i]] = 1;
+	uint64_t kept = 0;
+	for (uint64_t k = 0; k < values->ncategories; k++) {
+		if (!map[k]) {
+			free(values->categories[k]);
+			map[k] = -1;
+			continue;
+		}
+		values->categories[kept] = values->categories[k];
+		map[k] = (int64_t)kept++;
+	}
+	values->ncategories = kept;
+	remap(values->codes, values->rows, map);
+	free(map);
+	return 0;
+}
+
 double rfs_column_real(const struct rfs_column *c, uint64_t row)
 {
 	return c->kind == RFS_COLUMN_REAL ? c->reals[row] :

@@ -61,6 +61,16 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
  * @return 0 or -ENOMEM (the strings are freed). */
 int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n);
 
+/* Applies an AnnData nullable column's mask (a bool column, true where
+ * the row has no value) to its values: a categorical-like row becomes
+ * missing (-1), and categories only missing rows had (a nullable string
+ * array's placeholders) are dropped. An integer or float column has no
+ * missing value: *missing counts its masked rows, -EDOM when some.
+ * @return 0, -EDOM, -EINVAL (mask not bool or of another length),
+ * -ENOMEM. */
+int rfs_column_apply_mask(struct rfs_column *values,
+			  const struct rfs_column *mask, uint64_t *missing);
+
 /* The row's value as a weight (numeric columns). */
 double rfs_column_real(const struct rfs_column *c, uint64_t row);
 

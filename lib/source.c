@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "bigbuf.h"
+#include "column.h"
 #include "convert.h"
 #include "log.h"
 #include "rowsort.h"
@@ -312,6 +313,50 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen)
 {
 	return s->ops->read_column(s, name, out, err, errlen);
+}
+
+int rfs_source_is_nullable(const char *encoding)
+{
+	return encoding && (strcmp(encoding, "nullable-integer") == 0 ||
+			    strcmp(encoding, "nullable-boolean") == 0 ||
+			    strcmp(encoding, "nullable-string-array") == 0);
+}
+
+int rfs_source_read_nullable(struct rfs_source *s, const char *group,
+			     const char *what, struct rfs_column *out,
+			     char *err, size_t errlen)
+{
+	char path[1200];
+	struct rfs_column mask = { 0 };
+	uint64_t missing;
+	snprintf(path, sizeof(path), "%s/values", group);
+	int rc = s->ops->read_column(s, path, out, err, errlen);
+	snprintf(path, sizeof(path), "%s/mask", group);
+	if (rc == 0)
+		rc = s->ops->read_column(s, path, &mask, err, errlen);
+	if (rc == 0) {
+		rc = rfs_column_apply_mask(out, &mask, &missing);
+		if (rc == -EDOM)
+			snprintf(err, errlen,
+				 "%s: %s has %llu missing values (pd.NA), "
+				 "which an %s column cannot hold: fill them "
+				 "(.fillna()) or store it as categorical",
+				 s->info.path, what,
+				 (unsigned long long)missing,
+				 rfs_column_kind_name(out));
+		else if (rc == -EINVAL)
+			snprintf(err, errlen,
+				 "%s: %s's mask is not a bool array",
+				 s->info.path, what);
+		else if (rc == -ENOMEM)
+			snprintf(err, errlen,
+				 "%s: %s cannot be read: no memory",
+				 s->info.path, what);
+	}
+	rfs_column_free(&mask);
+	if (rc != 0)
+		rfs_column_free(out);
+	return rc;
 }
 
 int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,

@@ -78,6 +78,18 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen);
 int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
 			  size_t errlen);
 
+/* 1 when an obs group's encoding-type is one of AnnData's nullable
+ * columns (nullable-integer, -boolean, -string-array). */
+int rfs_source_is_nullable(const char *encoding);
+
+/* Reads the nullable column at group ("/obs/NAME", or "/PATH") of s:
+ * its values and mask, each through the backend's read_column as a
+ * /PATH array, the mask applied (rfs_column_apply_mask). what names
+ * the column in errors. @return as read_column. */
+int rfs_source_read_nullable(struct rfs_source *s, const char *group,
+			     const char *what, struct rfs_column *out,
+			     char *err, size_t errlen);
+
 /* The backends: open as rfs_source_open(). */
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  struct rfs_chunk_cache *chunks, struct rfs_source **out,

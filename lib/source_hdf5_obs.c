@@ -424,6 +424,11 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		obj = H5Gopen2(s->file, path, H5P_DEFAULT);
 		rfs_hdf5_read_string_attr(obj, "encoding-type", kind,
 					  sizeof(kind));
+		if (rfs_source_is_nullable(kind)) {
+			rc = rfs_source_read_nullable(base, path, what, out,
+						      err, errlen);
+			goto out;
+		}
 		if (strcmp(kind, "categorical") != 0) {
 			snprintf(err, errlen,
 				 "%s: %s is a group with encoding '%s', not a "

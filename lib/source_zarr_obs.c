@@ -240,6 +240,11 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	if (kind == 0) {
 		snprintf(err, errlen, "%s: %s not found", s->path, what);
 		rc = -EINVAL;
+	} else if (kind == 2 && rfs_source_is_nullable(enc)) {
+		char group[1200];
+		snprintf(group, sizeof(group), "/%s", path);
+		rc = rfs_source_read_nullable(base, group, what, out, err,
+					      errlen);
 	} else if (kind == 2 && (!enc || strcmp(enc, "categorical") != 0)) {
 		snprintf(err, errlen,
 			 "%s: %s is a group with encoding '%s', not a column "

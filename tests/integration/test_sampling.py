@@ -3,6 +3,7 @@ class-balanced draws, filters, every partition, drop_last=0, the elastic
 property, multi-file sources and the step view, on files written by
 anndata and h5py."""
 import os
+import re
 
 import h5py
 import numpy as np
@@ -538,6 +539,88 @@ def test_anndata_07_categorical_references(mounts, tmp_path):
     np.testing.assert_array_equal(m.load("label", 0, 0, 1), obs_codes[index])
     np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
                                   source_rows(out, "/X")[index])
+
+
+def add_nullable(group, name, encoding, values, mask):
+    """An AnnData (>= 0.10) nullable obs column, as anndata lays it out:
+    a group of values and a bool mask (true: no value), in an h5py or a
+    zarr group."""
+    g = group.create_group(name)
+    g.attrs["encoding-type"] = encoding
+    g.attrs["encoding-version"] = "0.1.0"
+    if values.dtype.kind == "U":
+        if isinstance(group, h5py.Group):
+            g.create_dataset("values", data=values.astype(object),
+                             dtype=h5py.string_dtype())
+        else:
+            import numcodecs
+            g.create_dataset("values", data=values.astype(object),
+                             dtype=object, object_codec=numcodecs.VLenUTF8())
+    else:
+        g.create_dataset("values", data=values)
+    g.create_dataset("mask", data=mask)
+
+
+@pytest.mark.parametrize("store", ["h5ad", "zarr"])
+def test_nullable_obs_columns(mounts, tmp_path, store):
+    """pandas' boolean, string and Int64 columns (anndata's nullable
+    encodings): a row without a value (pd.NA) is a missing label (-1, as
+    a categorical's NaN), kept by no filter; categories are those of the
+    rows with values; an integer column has no missing value to give,
+    so one with pd.NA is a mount error saying so."""
+    n = 600
+    i = np.arange(n)
+    mask = i % 5 == 0
+    x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+    obs = pd.DataFrame(index=[f"c{k}" for k in range(n)])
+    flags = i % 3 == 0
+    words = np.array(["b", "a", "c"])[i % 3]
+    words[mask] = ""  # the placeholder under the mask
+    if store == "h5ad":
+        path = write_h5ad(str(tmp_path / "n.h5ad"), x, obs)
+        f = h5py.File(path, "r+")
+        root = f["obs"]
+    else:
+        import anndata
+        import zarr
+        path = str(tmp_path / "n.zarr")
+        anndata.AnnData(x, obs=obs).write_zarr(path)
+        f = None
+        root = zarr.open_group(path, mode="r+")["obs"]
+    add_nullable(root, "flag", "nullable-boolean", flags, mask)
+    add_nullable(root, "word", "nullable-string-array", words, mask)
+    add_nullable(root, "count", "nullable-integer", i % 4, mask)
+    add_nullable(root, "full", "nullable-integer", i % 4, np.zeros(n, bool))
+    if f:
+        f.close()
+    m = mounts(path, "batch_size=50,strategy=streaming,label=word,"
+               "filter=flag:true")
+    assert m.json("dataset.json")["label"]["categories"] == ["a", "b", "c"]
+    index = np.concatenate(m.epoch_index(0, 0))
+    kept = i[flags & ~mask]  # 160 rows: 150 in whole batches
+    assert len(index) == 150 and (index == kept[:150]).all()
+    m = mounts(path, "batch_size=50,strategy=streaming,label=flag")
+    want = np.where(mask, -1, flags.astype(np.int64))
+    for k in range(n // 50):
+        np.testing.assert_array_equal(m.load("label", 0, 0, k),
+                                      want[k * 50:(k + 1) * 50])
+    m = mounts(path, "batch_size=50,strategy=streaming,label=word")
+    want = np.where(mask, -1, np.array([1, 0, 2])[i % 3])  # b, a, c
+    np.testing.assert_array_equal(m.load("label", 0, 0, 3), want[150:200])
+    m = mounts(path, "batch_size=50,strategy=streaming,label=full,"
+               "filter=full:2|3")
+    index = np.concatenate(m.epoch_index(0, 0))
+    assert (index == i[i % 4 >= 2][:len(index)]).all() and len(index) == 300
+    np.testing.assert_array_equal(m.load("label", 0, 0, 0), index[:50] % 4)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_rankfs(["-o", "batch_size=50,label=count", path, mnt])
+    assert r.returncode == 1, r.stderr
+    # (the .h5ad backend quotes the column's name, the zarr one not)
+    assert re.search(re.escape(path) + ": obs column '?count'? has 120 "
+                     r"missing values \(pd.NA\), which an integer column "
+                     r"cannot hold: fill them \(.fillna\(\)\) or store it "
+                     "as categorical$", r.stderr.strip()), r.stderr
 
 
 def test_missing_filter_is_named(tmp_path):

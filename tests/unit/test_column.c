@@ -287,6 +287,59 @@ static void test_bool_categories_take_bool_spellings(void **state)
 	rfs_column_free(&c);
 }
 
+/* A nullable column's mask: categorical-like rows become missing and
+ * the categories only they had go; numeric ones are refused (-EDOM)
+ * when some row is masked; a mask must be bool and as long. */
+static void test_apply_mask(void **state)
+{
+	(void)state;
+	const char *bools[] = { "False", "True" };
+	const int64_t m[] = { 1, 0, 0, 1, 0 };
+	struct rfs_column mask = cat(bools, 2, m, 5);
+	mask.boolean = 1;
+	uint64_t missing;
+
+	const char *names[] = { "", "a", "b" }; /* "" under the mask */
+	const int64_t codes[] = { 0, 2, 1, 0, 2 };
+	struct rfs_column c = cat(names, 3, codes, 5);
+	assert_int_equal(rfs_column_apply_mask(&c, &mask, &missing), 0);
+	assert_true(missing == 2 && c.ncategories == 2);
+	assert_string_equal(c.categories[0], "a");
+	assert_string_equal(c.categories[1], "b");
+	const int64_t want[] = { -1, 1, 0, -1, 1 };
+	assert_memory_equal(c.codes, want, sizeof(want));
+	rfs_column_free(&c);
+
+	const int64_t flags[] = { 1, 1, 0, 0, 1 };
+	struct rfs_column b = cat(bools, 2, flags, 5);
+	b.boolean = 1; /* both categories stay */
+	assert_int_equal(rfs_column_apply_mask(&b, &mask, &missing), 0);
+	const int64_t bwant[] = { -1, 1, 0, -1, 1 };
+	assert_memory_equal(b.codes, bwant, sizeof(bwant));
+	assert_true(b.ncategories == 2);
+	rfs_column_free(&b);
+
+	const int64_t v[] = { 7, 8, 9, 10, 11 };
+	struct rfs_column i = ints(v, 5);
+	assert_int_equal(rfs_column_apply_mask(&i, &mask, &missing), -EDOM);
+	assert_true(missing == 2);
+	const int64_t none[] = { 0, 0, 0, 0, 0 };
+	struct rfs_column clear = cat(bools, 2, none, 5);
+	clear.boolean = 1;
+	assert_int_equal(rfs_column_apply_mask(&i, &clear, &missing), 0);
+	assert_true(missing == 0);
+	assert_memory_equal(i.codes, v, sizeof(v));
+	struct rfs_column short_mask = cat(bools, 2, m, 4);
+	short_mask.boolean = 1;
+	assert_int_equal(rfs_column_apply_mask(&i, &short_mask, &missing),
+			 -EINVAL);
+	assert_int_equal(rfs_column_apply_mask(&i, &i, &missing), -EINVAL);
+	rfs_column_free(&i);
+	rfs_column_free(&clear);
+	rfs_column_free(&short_mask);
+	rfs_column_free(&mask);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +351,7 @@ int main(void)
 		cmocka_unit_test(test_keep_reals_as_stored),
 		cmocka_unit_test(test_from_strings_sorted_categories),
 		cmocka_unit_test(test_bool_categories_take_bool_spellings),
+		cmocka_unit_test(test_apply_mask),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
