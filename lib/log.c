@@ -5,8 +5,10 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 static FILE *log_stream; /* NULL: stderr; written once before threads */
 static int silenced;
@@ -75,8 +77,32 @@ void rfs_log_limit_destroy(struct rfs_log_limit *l)
 	pthread_mutex_destroy(&l->lock);
 }
 
+/* log_line of a formatted text. */
+static void log_text(const char *suffix, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(suffix, fmt, ap);
+	va_end(ap);
+}
+
+/* 1 when this minute has logged line (hash h): a repeat of its cause. */
+static int seen(const struct rfs_log_limit *l, uint64_t h)
+{
+	for (unsigned i = 0; i < l->ncauses; i++)
+		if (l->causes[i] == h)
+			return 1;
+	return 0;
+}
+
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 {
+	char line[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	uint64_t h = XXH3_64bits(line, strlen(line));
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	long long now = (long long)ts.tv_sec + 1; /* never 0 */
@@ -84,10 +110,14 @@ void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 	int show = 0;
 	pthread_mutex_lock(&l->lock);
 	if (!l->minute_start || now - l->minute_start >= 60) {
-		show = 1;
+		l->minute_start = now;
+		l->ncauses = 0;
 		dropped = l->dropped;
 		l->dropped = 0;
-		l->minute_start = now;
+	}
+	if (!seen(l, h) && l->ncauses < RFS_LOG_CAUSES) {
+		show = 1;
+		l->causes[l->ncauses++] = h;
 	} else {
 		l->dropped++;
 	}
@@ -97,10 +127,6 @@ void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 	char suffix[96] = "";
 	if (dropped)
 		snprintf(suffix, sizeof(suffix),
-			 " (and %llu like it since the last line logged)",
-			 dropped);
-	va_list ap;
-	va_start(ap, fmt);
-	log_line(suffix, fmt, ap);
-	va_end(ap);
+			 " (and %llu more like these, not logged)", dropped);
+	log_text(suffix, "%s", line);
 }

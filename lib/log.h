@@ -3,6 +3,7 @@
 #define RFS_LOG_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 /* Sends later lines to path (appended, created if missing). For tests and
  * tools: the daemon checks what its log_file is first (fs/main.c).
@@ -20,18 +21,22 @@ void rfs_log_silence_stderr(void);
 /* Thread-safe; prefixes a timestamp and "rankfs: ". */
 void rfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A line that may repeat at any rate (one per failed read): the first is
- * logged, later ones within a minute are only counted, and the next one
- * after the minute is logged with the count of those it stood for. One
- * limit per call site, zero-initialised (static). */
+/* Lines that may repeat at any rate (one per failed read): within a
+ * minute each distinct line (a cause: a chunk, a range of rows) is logged
+ * once, up to RFS_LOG_CAUSES of them, and its repeats and any further
+ * causes are only counted; the first line after the minute is logged with
+ * the count of those it stood for. One limit per source (or call site). */
+#define RFS_LOG_CAUSES 16
 struct rfs_log_limit {
 	long long minute_start; /* CLOCK_MONOTONIC seconds; 0: never */
 	unsigned long long dropped; /* since the last line logged */
+	uint64_t causes[RFS_LOG_CAUSES]; /* hashes of this minute's lines */
+	unsigned ncauses;
 	pthread_mutex_t lock;
 };
-#define RFS_LOG_LIMIT_INIT                      \
-	{                                       \
-		0, 0, PTHREAD_MUTEX_INITIALIZER \
+#define RFS_LOG_LIMIT_INIT                        \
+	{                                         \
+		.lock = PTHREAD_MUTEX_INITIALIZER \
 	}
 
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)

@@ -548,28 +548,32 @@ def test_memory_bound_with_many_handler_threads(mounts, tmp_path):
 
 def test_read_failures_logged_once_a_minute_per_source(mounts, tmp_path):
     """A damaged chunk fails every batch that needs it, each time it is
-    generated: the line naming it is logged once (then counted), per
-    source, so a job re-reading it does not flood the log, and a second
-    damaged file still gets its own line."""
+    generated: the line naming it is logged once a minute (then
+    counted), per cause and source, so a job re-reading it does not
+    flood the log, while a second damaged chunk of the file, and one of
+    another file, still get their own lines."""
     x = np.arange(2000 * 8, dtype=np.float32).reshape(2000, 8)
     paths = []
-    for name in ("a", "b"):
+    for name, chunks in (("a", (3, 7)), ("b", (3,))):
         path = write_h5(str(tmp_path / f"{name}.h5"), {
             "x": (x, dict(chunks=(100, 8), compression="gzip"))})
-        with h5py.File(path, "r") as f:
-            info = f["x"].id.get_chunk_info(3)  # rows 300..399
-        with open(path, "r+b") as f:
-            f.seek(info.byte_offset + 8)
-            f.write(b"\xff" * (info.size - 16))
+        for c in chunks:
+            with h5py.File(path, "r") as f:
+                info = f["x"].id.get_chunk_info(c)  # rows 100 c ..
+            with open(path, "r+b") as f:
+                f.seek(info.byte_offset + 8)
+                f.write(b"\xff" * (info.size - 16))
         paths.append(path)
     m = mounts(paths, "dataset=/x,batch_size=100,strategy=streaming,"
                "prefetch=0")
-    for k in (3, 23) * 10:  # chunk 3 of a.h5, then of b.h5
+    for k in (3, 7, 23) * 10:  # chunks 3 and 7 of a.h5, 3 of b.h5
         with pytest.raises(OSError) as e:
             m.load("batch", 0, 0, k)
         assert e.value.errno == errno.EIO
     np.testing.assert_array_equal(m.load("batch", 0, 0, 2), x[200:300])
-    lines = [line for line in m.log_text().splitlines()
-             if "chunk 3 (rows 300..399" in line]
-    assert len(lines) == 2, lines
-    assert "a.h5" in lines[0] and "b.h5" in lines[1], lines
+    log = m.log_text().splitlines()
+    three = [line for line in log if "chunk 3 (rows 300..399" in line]
+    seven = [line for line in log if "chunk 7 (rows 700..799" in line]
+    assert len(three) == 2, three
+    assert "a.h5" in three[0] and "b.h5" in three[1], three
+    assert len(seven) == 1 and "a.h5" in seven[0], seven

@@ -1,0 +1,139 @@
+/* log.c: lines with a timestamp and "rankfs: ", and the limit on lines
+ * that repeat (one per cause a minute, then counted). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+
+static char log_path[64];
+static long read_from; /* what earlier tests left in the file */
+
+/* The lines logged since the last call, each ended by "\n". */
+static char *new_lines(void)
+{
+	FILE *f = fopen(log_path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	long end = ftell(f);
+	fseek(f, read_from, SEEK_SET);
+	char *text = calloc((size_t)(end - read_from) + 1, 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)(end - read_from), f),
+			 end - read_from);
+	fclose(f);
+	read_from = end;
+	return text;
+}
+
+static int count(const char *text, const char *what)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(log_path, sizeof(log_path), "/tmp/rankfs-test-log-XXXXXX");
+	int fd = mkstemp(log_path);
+	assert_true(fd >= 0);
+	close(fd);
+	return rfs_log_set_file(log_path);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(log_path);
+	return 0;
+}
+
+static void test_line_format(void **state)
+{
+	(void)state;
+	rfs_log("source %s: %d rows", "a.h5", 7);
+	char *text = new_lines();
+	/* 2026-11-27T17:40:00Z rankfs: ... */
+	assert_int_equal(strlen(text), 20 + 1 + 28);
+	assert_int_equal(text[4], '-');
+	assert_int_equal(text[19], 'Z');
+	assert_string_equal(text + 20, " rankfs: source a.h5: 7 rows\n");
+	free(text);
+}
+
+static void test_limit_logs_each_cause_once_a_minute(void **state)
+{
+	(void)state;
+	struct rfs_log_limit l;
+	rfs_log_limit_init(&l);
+	for (int i = 0; i < 5; i++) {
+		rfs_log_limited(&l, "chunk %d damaged", 3);
+		rfs_log_limited(&l, "chunk %d damaged", 7);
+	}
+	char *text = new_lines();
+	/* Two causes, each named once; their repeats counted. */
+	assert_int_equal(count(text, "\n"), 2);
+	assert_int_equal(count(text, "chunk 3 damaged\n"), 1);
+	assert_int_equal(count(text, "chunk 7 damaged\n"), 1);
+	free(text);
+	/* At most RFS_LOG_CAUSES causes a minute: a flood stays bounded. */
+	for (int i = 0; i < 3 * RFS_LOG_CAUSES; i++)
+		rfs_log_limited(&l, "rows [%d, %d) failed", i, i + 1);
+	text = new_lines();
+	assert_int_equal(count(text, "\n"), RFS_LOG_CAUSES - 2);
+	free(text);
+	/* The first line after the minute says how many it stood for:
+	 * 8 repeats and 2 RFS_LOG_CAUSES + 2 further causes. */
+	l.minute_start -= 61;
+	rfs_log_limited(&l, "chunk %d damaged", 3);
+	text = new_lines();
+	char want[128];
+	snprintf(want, sizeof(want),
+		 "chunk 3 damaged (and %d more like these, not logged)\n",
+		 8 + 2 * RFS_LOG_CAUSES + 2);
+	assert_int_equal(count(text, "\n"), 1);
+	assert_non_null(strstr(text, want));
+	free(text);
+	/* A new minute: causes are named again, the count starts over. */
+	rfs_log_limited(&l, "chunk %d damaged", 7);
+	rfs_log_limited(&l, "chunk %d damaged", 3);
+	text = new_lines();
+	assert_int_equal(count(text, "\n"), 1);
+	assert_non_null(strstr(text, "chunk 7 damaged\n"));
+	free(text);
+	rfs_log_limit_destroy(&l);
+}
+
+/* Two limits (two sources) do not share their causes. */
+static void test_limits_are_separate(void **state)
+{
+	(void)state;
+	static struct rfs_log_limit a = RFS_LOG_LIMIT_INIT,
+				    b = RFS_LOG_LIMIT_INIT;
+	rfs_log_limited(&a, "same cause");
+	rfs_log_limited(&b, "same cause");
+	rfs_log_limited(&a, "same cause");
+	char *text = new_lines();
+	assert_int_equal(count(text, "same cause\n"), 2);
+	free(text);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_line_format),
+		cmocka_unit_test(test_limit_logs_each_cause_once_a_minute),
+		cmocka_unit_test(test_limits_are_separate),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
