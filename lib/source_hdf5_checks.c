@@ -385,11 +385,21 @@ static void log_written(const struct hdf5_source *s, const char *path,
 	else
 		snprintf(what, sizeof(what), "%s (linked from source %s)", path,
 			 s->path);
-	rfs_log("%s changed in place (size %lld -> %lld, mtime %lld -> "
-		"%lld): new batches fail with EIO for the life of the mount "
-		"(remount to serve the new bytes)",
-		what, (long long)was->st_size, (long long)now->st_size,
-		(long long)was->st_mtim.tv_sec, (long long)now->st_mtim.tv_sec);
+	char how[128];
+	if (now->st_size != was->st_size)
+		snprintf(how, sizeof(how), "size %lld -> %lld",
+			 (long long)was->st_size, (long long)now->st_size);
+	else if (now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
+		 now->st_mtim.tv_nsec != was->st_mtim.tv_nsec)
+		snprintf(how, sizeof(how), "mtime %lld.%09ld -> %lld.%09ld",
+			 (long long)was->st_mtim.tv_sec, was->st_mtim.tv_nsec,
+			 (long long)now->st_mtim.tv_sec, now->st_mtim.tv_nsec);
+	else /* utime put mtime back */
+		snprintf(how, sizeof(how),
+			 "written, as inotify saw; size and mtime as before");
+	rfs_log("%s changed in place (%s): new batches fail with EIO for "
+		"the life of the mount (remount to serve the new bytes)",
+		what, how);
 }
 
 /*
