@@ -129,12 +129,19 @@ static void explain_too_few(const struct rfs_view *v, char *const *sources,
 			 filtered, (unsigned long long)c->batch_size);
 		return;
 	}
-	uint64_t len = c->total_size ? c->total_size : v->selection.kept_rows;
+	char counted[160];
+	if (c->total_size && rfs_sampler_draws(c->strategy))
+		snprintf(counted, sizeof(counted),
+			 "option total_size=%llu: %llu draws are",
+			 (unsigned long long)c->total_size,
+			 (unsigned long long)c->total_size);
+	else
+		snprintf(counted, sizeof(counted), "%s: %llu rows%s are", what,
+			 (unsigned long long)v->selection.kept_rows, filtered);
 	snprintf(err, errlen,
-		 "%s: %llu rows%s are fewer than one global batch "
-		 "(world_size %llu x batch_size %llu = %llu)",
-		 what, (unsigned long long)len, filtered,
-		 (unsigned long long)c->world_size,
+		 "%s fewer than one global batch (world_size %llu x "
+		 "batch_size %llu = %llu)",
+		 counted, (unsigned long long)c->world_size,
 		 (unsigned long long)c->batch_size,
 		 (unsigned long long)(c->world_size * c->batch_size));
 }

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import run_rankfs, source_rows, write_h5, write_h5ad
+from conftest import (is_mounted, run_rankfs, source_rows, write_h5,
+                      write_h5ad)
 
 N, D = 6000, 8
 CLASSES = ["B cell", "T cell", "monocyte", "NK", "platelet"]
@@ -652,6 +653,10 @@ BAD = [
     ("partition=file,world_size=2", "1 source files for world_size 2"),
     ("strategy=weighted,weights=weight,partition=file",
      "partition=file works with"),
+    # The draws, not the file's rows, are too few: the option is named.
+    ("strategy=weighted,weights=weight,total_size=100,batch_size=500",
+     "option total_size=100: 100 draws are fewer than one global batch "
+     "(world_size 1 x batch_size 500 = 500)"),
 ]
 
 
@@ -674,7 +679,7 @@ def test_sampling_option_errors(atlas, tmp_path, opts, words):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     r = run_rankfs(["-o", opts, atlas["path"], mnt])
-    assert r.returncode != 0
+    assert r.returncode == 1 and not is_mounted(str(mnt)), r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], r.stderr
 
