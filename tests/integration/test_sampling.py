@@ -4,6 +4,7 @@ property, multi-file sources and the step view, on files written by
 anndata and h5py."""
 import os
 import re
+import subprocess
 
 import h5py
 import numpy as np
@@ -160,6 +161,37 @@ def test_class_balanced_smoothing_1_is_natural(mounts, atlas):
     chi = stats.chisquare(hist, expected)
     print("class_balanced smoothing=1:", hist, "p =", chi.pvalue)
     assert chi.pvalue > 0.001
+
+
+def test_class_balanced_smoothing_half_is_count_to_the_half(mounts, atlas):
+    """Between the ends: weight 1/count^(1 - smoothing), so a class's
+    share goes as count^0.5 at smoothing 0.5, which neither the uniform
+    nor the natural shares (nor their mean) pass."""
+    m = mounts(atlas["path"], "world_size=2,batch_size=200,"
+               "strategy=class_balanced,label=cell_type,smoothing=0.5,"
+               "seed=3")
+    hist = class_histogram(m, epochs=2)
+    natural = np.bincount(codes(atlas["obs"]["cell_type"]), minlength=5)
+    share = natural ** 0.5 / (natural ** 0.5).sum()
+    chi = stats.chisquare(hist, share * hist.sum())
+    print("class_balanced smoothing=0.5:", hist, "p =", chi.pvalue)
+    assert chi.pvalue > 0.001
+    mean = (natural / natural.sum() + 0.2) / 2
+    assert stats.chisquare(hist, mean * hist.sum()).pvalue < 1e-6
+
+
+def test_weighted_draws_do_not_depend_on_locality(mounts, atlas):
+    """block_size and fetch_factor only group and order an epoch's draws
+    for reading: the draws themselves are the same."""
+    drawn = []
+    for opts in ("block_size=1,fetch_factor=1", "block_size=64",
+                 "block_size=7,fetch_factor=3"):
+        m = mounts(atlas["path"], "world_size=2,batch_size=100,"
+                   "strategy=weighted,weights=weight,seed=5," + opts)
+        drawn.append(np.sort(np.concatenate(all_index(m, 1, 2))))
+    assert len(drawn[0]) == N
+    for d in drawn[1:]:
+        np.testing.assert_array_equal(d, drawn[0])
 
 
 def test_class_balanced_never_draws_missing_labels(mounts, atlas):
@@ -701,3 +733,46 @@ def test_bad_weights_refused(tmp_path, weights, words):
         r.stderr, r.stderr
     if weights != 0.0:
         assert "row 17" in r.stderr
+
+
+def test_the_worked_example_of_sampling_md():
+    """docs/sampling.md's table, read from the doc, is what rankfs-plan
+    prints: the doc stays true, and a change to the plan (every view's
+    bytes between versions) cannot pass unnoticed."""
+    from conftest import REPO, RANKFS_PLAN
+    text = open(os.path.join(REPO, "docs", "sampling.md")).read()
+    table = text.split("## A worked example")[1].split("Reading the")[0]
+    opts = "world_size=2,batch_size=2,block_size=4,fetch_factor=2"
+
+    def plan(options, epoch, rank, k):
+        r = subprocess.run([RANKFS_PLAN, "--rows", "18", "-o", options,
+                            str(epoch), str(rank), str(k)],
+                           capture_output=True, text=True, check=True)
+        return [int(v) for v in r.stdout.split()]
+
+    checked = 0
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 4 or not cells[2].startswith("["):
+            continue
+        strategy, epochs = cells[0], cells[1]
+        for epoch in (int(e) for e in epochs.split(" and ")):
+            for rank in (0, 1):
+                want = [[int(v) for v in b.split()] for b in
+                        re.findall(r"\[([^]]*)\]", cells[2 + rank])]
+                assert len(want) == 4
+                got = [plan(f"{opts},strategy={strategy}", epoch, rank, k)
+                       for k in range(4)]
+                assert got == want, (strategy, epoch, rank)
+                checked += 1
+    assert checked == 10
+    # The paragraph after it: round_robin deals each global batch's
+    # positions alternately; drop_last=0 serves all 18 rows, in four
+    # batches of 2 and one of 1 per rank.
+    rr = opts + ",strategy=block_shuffle,partition=round_robin"
+    assert plan(rr, 0, 0, 0) == [6, 8] and plan(rr, 0, 0, 1) == [10, 5]
+    assert plan(rr, 0, 1, 0) == [4, 7] and plan(rr, 0, 1, 1) == [9, 11]
+    rows = [plan(rr + ",drop_last=0", 0, r, k) for r in (0, 1)
+            for k in range(5)]
+    assert [len(b) for b in rows] == [2, 2, 2, 2, 1] * 2
+    assert sorted(v for b in rows for v in b) == list(range(18))
