@@ -254,8 +254,15 @@ def test_config_json_mounts_the_same_view_again(mounts, sources, options):
 
 def test_config_json_resolves_defaults(mounts, sources):
     path, _, _ = sources["h5ad"]
-    c = mounts(path, "batch_size=10").json("config.json")
+    m = mounts(path, "batch_size=10")
+    c = m.json("config.json")
     assert c["world_size"] == 1 and c["batch_size"] == 10
+    # prefetch 2 x fetch_factor, and one prefetch thread per core.
+    assert c["prefetch"] == 2 * c["fetch_factor"]
+    assert c["threads"] == os.cpu_count()
+    names = [open(f"/proc/{m.proc.pid}/task/{t}/comm").read().strip()
+             for t in os.listdir(f"/proc/{m.proc.pid}/task")]
+    assert names.count("rankfs-prefetch") == os.cpu_count(), names
     assert c["strategy"] == "block_shuffle" and c["block_size"] == 64
     assert c["fetch_factor"] == 16 and c["partition"] == "batch"
     assert c["drop_last"] == 1 and c["dataset"] == "/X"

@@ -73,6 +73,19 @@ def check_npz(m, x, epoch, rank, batch):
     return got
 
 
+def test_npz_size_known_before_generation(mounts, csr):
+    """A .npz's size comes from indptr alone: a stat generates nothing,
+    and it is the size of the bytes read later."""
+    m = mounts(csr["plain"], "batch_size=64,prefetch=0")
+    path = m.file("batch", 3, 0, 2)[:-4] + ".npz"
+    size = os.stat(path).st_size
+    stats = m.json("stats.json")
+    assert stats["cache"]["misses"] == stats["generation"]["batches"] == 0
+    with open(path, "rb") as f:
+        assert len(f.read()) == size
+    assert m.json("stats.json")["generation"]["batches"] == 1
+
+
 @pytest.mark.parametrize("kind", ["plain", "gzip"])
 def test_csr_npy_and_npz_exact(mounts, csr, kind):
     x = csr["x"]

@@ -61,7 +61,7 @@ def test_mount_properties_and_paths(mounted, source):
     assert m.batches_per_rank == fixture.batches() == N // (W * B)
     assert m.steps == 3 * m.batches_per_rank
     assert m.has_labels and m.label_categories == CATEGORIES
-    assert m.var_names is None or len(m.var_names) == D
+    assert m.var_names == [f"gene{j}" for j in range(D)]
     assert m.batch_path(2, 1, 5) == fixture.file("batch", 2, 1, 5)
     assert m.index_path(2, 1, 5) == fixture.file("index", 2, 1, 5)
     assert m.label_path(2, 1, 5) == fixture.file("label", 2, 1, 5)

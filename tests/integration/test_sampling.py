@@ -411,6 +411,29 @@ def test_drop_last_0_serves_every_row(mounts, atlas, partition):
     assert len(seen) - N < w  # padding repeats fewer than W rows
 
 
+@pytest.mark.parametrize("partition", ["batch", "round_robin",
+                                       "contiguous"])
+def test_drop_last_0_pads_with_the_start_of_the_epoch(mounts, atlas,
+                                                      partition):
+    """With 7 ranks the 6000 rows fill 6006 positions: the 6 padded ones
+    wrap around to the start of the served order T_e, so the rows served
+    twice are T_e's first 6 (sampling.md's tables say where T_e's first
+    positions go: rank 0's first batch, each rank's first row, rank 0's
+    first rows)."""
+    w = 7
+    m = mounts(atlas["path"], f"world_size={w},batch_size=64,drop_last=0,"
+               f"strategy=shuffle,partition={partition}")
+    first = [m.load("index", 0, r, 0) for r in range(w)]
+    pad = w * -(-N // w) - N
+    start = {"batch": first[0][:pad], "contiguous": first[0][:pad],
+             "round_robin": np.array([f[0] for f in first[:pad]])}
+    seen = np.concatenate(all_index(m, 0, w))
+    values, counts = np.unique(seen, return_counts=True)
+    assert len(values) == N and pad == 6
+    np.testing.assert_array_equal(np.sort(values[counts == 2]),
+                                  np.sort(start[partition]))
+
+
 @pytest.mark.parametrize("strategy", ["streaming", "shuffle",
                                       "block_shuffle"])
 def test_elastic_same_global_steps(mounts, atlas, strategy):
@@ -489,6 +512,20 @@ def test_partition_file_gives_whole_files(mounts, split_atlas, tmp_path):
                     *split_atlas, free])
     assert r.returncode != 0 and "partition=file rank 1's files hold " \
         "2600 rows, fewer than batch_size 3000" in r.stderr, r.stderr
+
+
+def test_partition_file_drop_last_0_wraps_each_rank(mounts, split_atlas):
+    """drop_last=0 with partition=file: every rank serves as many rows as
+    the longest (rank 0's 3400), a shorter rank wrapping around its own
+    sequence: rank 1's positions past its 2600 rows repeat its first."""
+    m = mounts(split_atlas, "world_size=2,batch_size=100,partition=file,"
+               "drop_last=0,strategy=shuffle")
+    r0 = np.concatenate(m.epoch_index(0, 0))
+    r1 = np.concatenate(m.epoch_index(0, 1))
+    assert len(r0) == len(r1) == 3400
+    assert sorted(r0) == list(range(1500)) + list(range(4100, 6000))
+    assert set(r1) == set(range(1500, 4100))
+    np.testing.assert_array_equal(r1[2600:], r1[:800])
 
 
 def test_mismatched_files_refused(atlas, tmp_path):
