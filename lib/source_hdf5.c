@@ -641,6 +641,11 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	}
 	s->base.info.mtime = s->opened.st_mtime;
 	s->watch = rfs_watch_add(s->fd);
+	if (s->watch < 0)
+		rfs_log("source %s: no inotify watch (%s): a write that puts "
+			"the file's mtime back would go unseen; its size and "
+			"mtime are checked before and after every read",
+			s->path, strerror(-s->watch));
 	/* Our reads are a batch's rows or chunks, in random order: the
 	 * kernel's readahead on them read 8-12x the bytes served from
 	 * storage (docs/benchmarks.md, run AG). A hint: failure is fine. */

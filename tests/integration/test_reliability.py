@@ -178,6 +178,23 @@ def test_source_changed_in_place_fails_new_batches(mounts, tmp_path, how):
         == 1, log
 
 
+@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+def test_change_in_place_without_inotify(mounts, tmp_path, monkeypatch, how):
+    """Where no inotify watch can be added (fs.inotify.max_user_watches
+    reached), the mount says what it cannot see, and a change of size or
+    mtime still fails new batches."""
+    monkeypatch.setenv("RANKFS_FAULT_NO_WATCH", "1")
+    path, x, m, index = mounted_with_batch_0(mounts, tmp_path)
+    assert f"source {path}: no inotify watch (No space left on device): " \
+        "a write that puts the file's mtime back would go unseen" in \
+        m.log_text(), m.log_text()
+    rewrite_in_place(str(path), how)
+    with pytest.raises(OSError) as e:
+        m.load("batch", 0, 0, 1)
+    assert e.value.errno == errno.EIO
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+
+
 def race_reader(mnt, x, seed, seconds, out):
     """Reads random batches of rank 0 and 1 until the time is up; puts
     (batches served, batches wrong, EIO count)."""
