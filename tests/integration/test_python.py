@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import PYTHON_PACKAGES, REPO, write_h5ad
+from conftest import PYTHON_PACKAGES, REPO, write_h5, write_h5ad
 
 import rankfs  # noqa: E402 (conftest puts the package on sys.path)
 import rankfs.torch  # noqa: E402
@@ -202,6 +202,53 @@ def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
                        r"RANK/WORLD_SIZE\) differs from the mount's "
                        r"world_size 2"):
         rankfs.torch.loader(m, 0)
+
+
+def test_loader_claims_of_usage_md(mounts, mounted, tmp_path, monkeypatch):
+    """Each iteration starts at start_step again; rank may be left out on
+    a world_size=1 mount; integer labels have no categories; a dtype
+    torch lacks is a TypeError saying to mount with dtype=."""
+    m, _ = mounted
+    loader = rankfs.torch.loader(m, 1, rank=1, start_step=m.batches_per_rank
+                                 + 3)
+    first = [t.numpy().tobytes() for t in loader]
+    assert len(first) == len(loader) == m.batches_per_rank - 3
+    assert [t.numpy().tobytes() for t in loader] == first
+    assert first[0] == np.load(m.batch_path(1, 1, 3)).tobytes()
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    path = write_h5(str(tmp_path / "u16.h5"), {
+        "x": np.arange(400 * 3, dtype=np.uint16).reshape(400, 3),
+        "y": np.arange(400, dtype=np.int32) % 5})
+    one = rankfs.Mount(mounts(path, "dataset=/x,batch_size=40,label=/y").mnt)
+    assert one.has_labels and one.label_categories is None
+    assert len(rankfs.loader(one, 0)) == 10  # no rank given: rank 0
+    assert rankfs.loader(one, 0).rank == 0
+    with pytest.raises(TypeError, match="torch has no dtype for the batch "
+                       "files' uint16.*dtype="):
+        next(iter(rankfs.torch.loader(one, 0)))
+    as_int32 = rankfs.Mount(mounts(path, "dataset=/x,batch_size=40,"
+                                   "dtype=int32").mnt)
+    got = next(iter(rankfs.torch.loader(as_int32, 0)))
+    assert got.numpy().tobytes() == \
+        np.load(as_int32.batch_path(0, 0, 0)).tobytes()
+
+
+def test_pinned_memory_and_cuda(mounted):
+    """GPU-only (the loaders' default path on a GPU machine): tensors are
+    pinned, and device="cuda" gives the files' bytes."""
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("GPU-only: no CUDA device on this machine")
+    m, _ = mounted
+    for k, t in enumerate(rankfs.torch.loader(m, 0, rank=0)):
+        assert t.is_pinned()
+        assert t.numpy().tobytes() == np.load(m.batch_path(0, 0, k)).tobytes()
+    for k, t in enumerate(rankfs.torch.loader(m, 0, rank=0, device="cuda")):
+        assert t.device.type == "cuda"
+        torch.cuda.synchronize()
+        assert t.cpu().numpy().tobytes() == \
+            np.load(m.batch_path(0, 0, k)).tobytes()
 
 
 def test_batch_dataset_with_dataloader_workers(mounted):
