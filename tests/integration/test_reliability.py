@@ -398,20 +398,37 @@ OVERHEAD_MIB = 32  # docs/reliability.md: what the daemon holds beside it
 
 
 # 400 MB read with pread under a 32 MiB cache; 40 MB mapped (it fits in
-# the half of cache_mb that chunks would use), whose pages count too.
+# the half of cache_mb that chunks would use), whose pages count too;
+# 80 MB of gzip chunks and a zarr store of blosc chunks, decoded into the
+# chunks' half of a 32 MiB cache.
 @pytest.mark.parametrize("rows,cache_mb,read_path", [
-    (100000, 32, "pread"), (10000, 96, "mmap")])
+    (100000, 32, "pread"), (10000, 96, "mmap"), (20000, 32, "chunks"),
+    (20000, 32, "zarr")])
 def test_memory_bound_under_load(mounts, tmp_path, rows, cache_mb,
                                  read_path):
-    path = str(tmp_path / "big.h5")
-    with h5py.File(path, "w") as f:  # contiguous
-        d = f.create_dataset("x", (rows, 1000), dtype="float32")
-        rng = np.random.default_rng(0)
-        for a in range(0, rows, 10000):
-            d[a:a + 10000] = rng.random((10000, 1000), dtype=np.float32)
-    m = mounts(path, f"dataset=/x,world_size=4,batch_size=256,"
-               f"strategy=shuffle,cache_mb={cache_mb}")
-    assert m.json("dataset.json")["read_path"] == read_path
+    rng = np.random.default_rng(0)
+    if read_path == "zarr":
+        import numcodecs
+        import zarr
+        path = str(tmp_path / "big.zarr")
+        d = zarr.open_array(path, mode="w", shape=(rows, 1000),
+                            chunks=(100, 1000), dtype="f4",
+                            compressor=numcodecs.Blosc("lz4"))
+    else:
+        path = str(tmp_path / "big.h5")
+        f = h5py.File(path, "w")
+        d = f.create_dataset("x", (rows, 1000), dtype="float32", **(
+            dict(chunks=(100, 1000), compression="gzip",
+                 compression_opts=1) if read_path == "chunks" else {}))
+    for a in range(0, rows, 10000):
+        d[a:a + 10000] = rng.random((10000, 1000), dtype=np.float32)
+    if read_path != "zarr":
+        f.close()
+    m = mounts(path, f"world_size=4,batch_size=256,strategy=shuffle,"
+               f"cache_mb={cache_mb}" +
+               (",dataset=/x" if read_path != "zarr" else ""))
+    if read_path != "zarr":
+        assert m.json("dataset.json")["read_path"] == read_path
     ctx = mp.get_context("fork")
     rss = []
     for epochs in ([0], [1, 2]):
