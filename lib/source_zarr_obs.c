@@ -218,8 +218,11 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	char *file;
 	uint64_t n = s->base.info.rows;
 	*out = (struct rfs_column){ 0 };
-	snprintf(what, sizeof(what), "%s %s",
-		 name[0] == '/' ? "array" : "obs column", name);
+	/* As the .h5ad backend names them. */
+	if (name[0] == '/')
+		snprintf(what, sizeof(what), "array %s", name);
+	else
+		snprintf(what, sizeof(what), "obs column '%s'", name);
 	if (name[0] != '/' && !s->anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData store, so it has no %s; name a "

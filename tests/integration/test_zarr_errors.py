@@ -594,7 +594,7 @@ def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
                                       ids[index].astype(np.int64))
         return
     err = mount_error(tmp_path, p, "batch_size=40,label=id")
-    assert "u.zarr: obs column id holds uint64 values over 2^63 - 1" in err
+    assert "u.zarr: obs column 'id' holds uint64 values over 2^63 - 1" in err
 
 
 
