@@ -21,6 +21,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -269,15 +270,21 @@ void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 	}
 	for (int k = 0; k < BUCKETS; k++)
 		total += GET(s->generated[k]);
+	/* null before the first generation, as other counters without a
+	 * value yet. */
+	char p50[32] = "null", p99[32] = "null";
+	if (total) {
+		snprintf(p50, sizeof(p50), "%.3f", quantile_ms(s, 0.5, total));
+		snprintf(p99, sizeof(p99), "%.3f", quantile_ms(s, 0.99, total));
+	}
 	rfs_buf_printf(
 		b,
 		"  \"batches_served\": %llu,\n  \"bytes_served\": %llu,\n"
-		"  \"generation\": {\"batches\": %llu, \"p50_ms\": %.3f, "
-		"\"p99_ms\": %.3f},\n"
+		"  \"generation\": {\"batches\": %llu, \"p50_ms\": %s, "
+		"\"p99_ms\": %s},\n"
 		"  \"ranks\": [%s\n  ]",
 		(unsigned long long)batches, (unsigned long long)bytes,
-		(unsigned long long)total, quantile_ms(s, 0.5, total),
-		quantile_ms(s, 0.99, total),
+		(unsigned long long)total, p50, p99,
 		ranks.failed || !ranks.data ? "" : ranks.data);
 	if (ranks.failed)
 		b->failed = 1;

@@ -218,6 +218,13 @@ def test_stats_json_is_a_dashboard(mounts, tmp_path):
     path = write_h5ad(str(tmp_path / "s.h5ad"),
                       rng.random((4000, 16), dtype=np.float32))
     m = mounts(path, "world_size=2,batch_size=100,prefetch=4,fetch_factor=2")
+    # Before the first generation the latencies have no value.
+    assert m.json("stats.json")["generation"] == {
+        "batches": 0, "p50_ms": None, "p99_ms": None}
+    out = subprocess.run([os.path.join(REPO, "scripts", "top"), m.mnt,
+                          "--once"], capture_output=True, text=True)
+    assert out.returncode == 0 and "generation p50 - p99 -" in out.stdout, \
+        out.stdout + out.stderr
     for k in range(12):  # one open every 50 ms or more
         m.load("batch", 0, 1, k)
         time.sleep(0.05)
@@ -251,6 +258,7 @@ def test_stats_json_is_a_dashboard(mounts, tmp_path):
     out = subprocess.run([os.path.join(REPO, "scripts", "top"), m.mnt,
                           "--once"], capture_output=True, text=True)
     assert out.returncode == 0 and "rows/s" in out.stdout
+    assert f"generation p50 {gen['p50_ms']:.1f} ms" in out.stdout
     assert out.stdout.splitlines()[-1].split()[:2] == ["1", "12"]
     m.load("batch", 1, 1, 0)  # the next epoch's first open
     assert m.json("stats.json")["ranks"][1]["epoch_rate"] == span
