@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -234,6 +235,23 @@ static int resolve_join(struct rfs_config *c, struct rfs_dataset_join *join,
 	return 0;
 }
 
+/* log_file named absolutely too (it may not exist yet): config.json
+ * says where the lines go, whatever directory it is read from. */
+static int absolute_log_file(struct rfs_config *c)
+{
+	char cwd[PATH_MAX], *path;
+	if (!c->log_file || c->log_file[0] == '/')
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	if (asprintf(&path, "%s/%s", strcmp(cwd, "/") ? cwd : "", c->log_file) <
+	    0)
+		return -ENOMEM;
+	free(c->log_file);
+	c->log_file = path;
+	return 0;
+}
+
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen)
@@ -253,6 +271,12 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail_cache_mb;
 	rfs_bigbuf_limit(v->budget.pool);
 	struct rfs_dataset_join join;
+	rc = absolute_log_file(&v->config);
+	if (rc != 0) {
+		snprintf(err, errlen, "log_file=%s: %s", v->config.log_file,
+			 strerror(-rc));
+		goto fail;
+	}
 	rc = resolve_join(&v->config, &join, err, errlen);
 	if (rc != 0)
 		goto fail;

@@ -1,4 +1,5 @@
 """The daemon's life: background start, signals, death, log file."""
+import json
 import os
 import signal
 import subprocess
@@ -155,6 +156,28 @@ def test_log_file_keeps_serve_errors(tmp_path):
         assert str(src) in text and "/x" in text
         # Metadata still served.
         assert (mnt / "config.json").read_text().startswith("{")
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert wait_gone(mnt)
+
+
+def test_relative_log_file_is_shown_absolute(tmp_path):
+    """A relative log_file is taken from the directory rankfs was started
+    in (the daemon then moves to /), and config.json names it absolutely
+    (as var_names), so that it says where the lines go."""
+    src = tmp_path / "s.h5"
+    write_h5(str(src), {"x": np.ones((100, 4), dtype=np.float32)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10,"
+                        "log_file=logs.txt", str(src), str(mnt)],
+                       cwd=tmp_path, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    try:
+        config = json.loads((mnt / "config.json").read_text())
+        assert config["log_file"] == str(tmp_path / "logs.txt")
+        assert (tmp_path / "logs.txt").exists()
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)])
     assert wait_gone(mnt)
