@@ -84,12 +84,7 @@ static void print_help(void)
 static void unknown_option(const char *key)
 {
 	struct rfs_buf b = { 0 };
-	rfs_buf_printf(&b,
-		       "rankfs: unknown option '%s'; rankfs's options: ", key);
-	rfs_config_render_names(&b);
-	rfs_buf_printf(&b, "; libfuse's: ");
-	rfs_mountopt_render_fuse_names(&b);
-	rfs_buf_printf(&b, " (rankfs --help says what each does)\n");
+	rfs_mountopt_render_unknown(&b, "rankfs", key);
 	if (b.failed || !b.data)
 		fprintf(stderr, "rankfs: unknown option '%s'\n", key);
 	else

@@ -437,6 +437,11 @@ void rfs_config_render_names(struct rfs_buf *b)
 		rfs_buf_printf(b, "%s%s", i ? ", " : "", options[i].name);
 }
 
+const char *rfs_config_option_name(size_t i)
+{
+	return i < N_OPTIONS ? options[i].name : NULL;
+}
+
 void rfs_config_render_help(struct rfs_buf *b)
 {
 	char choices[128];

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"
 #include "parse.h"
 
 /* libfuse's own -o options that rankfs passes through unchanged. */
@@ -174,8 +175,64 @@ int rfs_mountopt_explain_space(const char *opt, const char *list,
 	return 1;
 }
 
-void rfs_mountopt_render_fuse_names(struct rfs_buf *b)
+/* Edits (insert, delete, substitute a character) from a to b, counting
+ * only up to 3: enough to tell a typo from another word. */
+static size_t edits(const char *a, const char *b)
 {
+	size_t n = strlen(b), row[65], prev;
+	if (n > 64 || strlen(a) > 64)
+		return 3;
+	for (size_t j = 0; j <= n; j++)
+		row[j] = j;
+	for (size_t i = 1; a[i - 1]; i++) {
+		prev = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= n; j++) {
+			size_t was = row[j];
+			size_t best = prev + (a[i - 1] != b[j - 1]);
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			prev = was;
+		}
+	}
+	return row[n] < 3 ? row[n] : 3;
+}
+
+/* The option key most likely meant, or NULL: within two edits, and
+ * fewer than half its length (so that "ab" suggests nothing). */
+static const char *meant(const char *key)
+{
+	const char *best = NULL;
+	size_t best_edits = 3;
+	for (int set = 0; set < 2; set++)
+		for (size_t i = 0;; i++) {
+			const char *name = set ? fuse_keys[i] :
+						 rfs_config_option_name(i);
+			if (!name)
+				break;
+			size_t e = edits(key, name);
+			if (e < best_edits && 2 * e < strlen(name)) {
+				best = name;
+				best_edits = e;
+			}
+		}
+	return best;
+}
+
+void rfs_mountopt_render_unknown(struct rfs_buf *b, const char *prog,
+				 const char *key)
+{
+	const char *guess = meant(key);
+	rfs_buf_printf(b, "%s: unknown option '%s'", prog, key);
+	if (guess)
+		rfs_buf_printf(b, " (%s?)", guess);
+	rfs_buf_printf(b, "; rankfs's options: ");
+	rfs_config_render_names(b);
+	rfs_buf_printf(b, "; libfuse's: ");
 	for (size_t i = 0; fuse_keys[i]; i++)
 		rfs_buf_printf(b, "%s%s", i ? ", " : "", fuse_keys[i]);
+	rfs_buf_printf(b, " (%s --help says what each does)\n", prog);
 }

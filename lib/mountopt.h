@@ -43,7 +43,11 @@ int rfs_mountopt_list_has_empty(const char *list);
 int rfs_mountopt_explain_space(const char *opt, const char *list,
 			       const char *next, char *err, size_t errlen);
 
-/* Appends libfuse's option names, comma-separated. */
-void rfs_mountopt_render_fuse_names(struct rfs_buf *b);
+/* Appends the line (with its newline) that refuses key, an option
+ * neither rankfs's nor libfuse's nor mount(8)'s, for program prog: the
+ * option meant when key is within two edits of one (batchsize, seeds),
+ * then every option taken. */
+void rfs_mountopt_render_unknown(struct rfs_buf *b, const char *prog,
+				 const char *key);
 
 #endif

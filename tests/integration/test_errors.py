@@ -147,6 +147,8 @@ CASES = [
      ["few.h5", "10 rows", "global batch"]),
     ("unknown option", "good", "dataset=/x,bogus=1",
      ["'bogus'", "world_size", "log_file", "allow_other", "clone_fd"]),
+    ("misspelt option", "good", "dataset=/x,batchsize=10",
+     ["unknown option 'batchsize' (batch_size?); rankfs's options: "]),
     # FUSE passthrough was removed: its option is unknown like any other.
     ("passthrough option", "good", "dataset=/x,passthrough",
      ["'passthrough'", "world_size", "log_file"]),

@@ -8,6 +8,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mountopt.h"
@@ -64,16 +66,52 @@ static void test_values(void **state)
 	expect_refused("subtype", "", "option subtype=: expected a name");
 }
 
-static void test_names(void **state)
+static char *unknown(const char *key)
+{
+	struct rfs_buf b = { 0 };
+	rfs_mountopt_render_unknown(&b, "prog", key);
+	assert_false(b.failed);
+	return b.data;
+}
+
+/* The refusal lists rankfs's and libfuse's options (not mount(8)'s
+ * dropped words), and names the one a typo most likely meant. */
+static void test_unknown_option_line(void **state)
 {
 	(void)state;
-	struct rfs_buf b = { 0 };
-	rfs_mountopt_render_fuse_names(&b);
-	assert_false(b.failed);
-	assert_non_null(strstr(b.data, "allow_other, "));
-	assert_non_null(strstr(b.data, "max_threads"));
-	assert_null(strstr(b.data, "noauto"));
-	rfs_buf_free(&b);
+	char *line = unknown("bogus");
+	assert_non_null(strstr(line, "prog: unknown option 'bogus'; rankfs's "
+				     "options: world_size, batch_size, "));
+	assert_non_null(strstr(line, "; libfuse's: allow_other, "));
+	assert_non_null(strstr(line, "max_threads"));
+	assert_null(strstr(line, "noauto"));
+	assert_non_null(strstr(line, " (prog --help says what each does)\n"));
+	free(line);
+	static const char *const typos[][2] = {
+		{ "batchsize", "batch_size" },
+		{ "world-size", "world_size" },
+		{ "seeds", "seed" },
+		{ "alow_other", "allow_other" },
+		{ "max_thread", "max_threads" },
+		{ "cachemb", "cache_mb" },
+	};
+	for (size_t i = 0; i < sizeof(typos) / sizeof(*typos); i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "'%s' (%s?);", typos[i][0],
+			 typos[i][1]);
+		line = unknown(typos[i][0]);
+		if (!strstr(line, want))
+			fail_msg("%s: %s", typos[i][0], line);
+		free(line);
+	}
+	/* Nothing near enough: no guess. */
+	static const char *const far[] = { "ab", "bogus", "x", "zzzzzz" };
+	for (size_t i = 0; i < sizeof(far) / sizeof(*far); i++) {
+		line = unknown(far[i]);
+		if (strstr(line, "?)"))
+			fail_msg("%s: %s", far[i], line);
+		free(line);
+	}
 }
 
 static void test_empty_options(void **state)
@@ -149,7 +187,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_values),
-		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_unknown_option_line),
 		cmocka_unit_test(test_empty_options),
 		cmocka_unit_test(test_spaces_explained),
 	};
