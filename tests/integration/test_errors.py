@@ -244,7 +244,7 @@ def test_mount_errors(files, tmp_path, case, foreground):
         (["-o", options] if options else []) + [source_of(files, src), mnt]
     r = run_rankfs(args)
     try:
-        assert r.returncode != 0
+        assert r.returncode == 1
         # Under ASan (allocator_may_return_null=1) an allocation refused
         # for its size is also reported by ASan itself, on a line of its
         # own; rankfs's own message must still be the one line left.
@@ -272,7 +272,7 @@ def test_unknown_dash_options(files, tmp_path, args, words):
     not hide it), in one line naming what rankfs takes."""
     r = run_rankfs(args + ["-o", "dataset=/nope", files["good"], tmp_path])
     lines = r.stderr.strip().splitlines()
-    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
     assert lines[0].startswith("rankfs: ")
     for w in words:
         assert w in lines[0]
@@ -289,7 +289,7 @@ def test_source_given_twice(files, tmp_path):
     for sources in ([files["good"], files["good"]],
                     [files["good"], str(d)]):
         r = run_rankfs(["-o", "dataset=/x"] + sources + [mnt])
-        assert r.returncode != 0
+        assert r.returncode == 1
         assert "the same file as" in r.stderr and "given once" in r.stderr
         assert not is_mounted(mnt)
 
@@ -300,27 +300,27 @@ def test_mountpoint_hiding_a_source(files, tmp_path):
     write_h5(str(d / "a.h5"), {"x": np.zeros((N, 4), np.float32)})
     for source in (str(d / "a.h5"), str(d)):
         r = run_rankfs(["-o", "dataset=/x", source, d])
-        assert r.returncode != 0
+        assert r.returncode == 1
         assert f"mountpoint {d}: source {source} lies under it" in r.stderr
         assert not is_mounted(d)
 
 
 def test_mountpoint_errors(files, tmp_path):
     r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path / "none"])
-    assert r.returncode != 0 and "none" in r.stderr and \
+    assert r.returncode == 1 and "none" in r.stderr and \
         "No such file" in r.stderr
     r = run_rankfs(["-o", "dataset=/x", files["good"], files["text"]])
-    assert r.returncode != 0 and "not a directory" in r.stderr
+    assert r.returncode == 1 and "not a directory" in r.stderr
     r = run_rankfs([files["good"]])
-    assert r.returncode != 0 and "MOUNTPOINT" in r.stderr
+    assert r.returncode == 1 and "MOUNTPOINT" in r.stderr
     r = run_rankfs([])
-    assert r.returncode != 0 and "SOURCE" in r.stderr
+    assert r.returncode == 1 and "SOURCE" in r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     (tmp_path / "mnt").mkdir()
     r = run_rankfs(["-o", "dataset=/x", files["good"], empty,
                     tmp_path / "mnt"])
-    assert r.returncode != 0 and "no *.h5ad or *.h5 files" in r.stderr \
+    assert r.returncode == 1 and "no *.h5ad or *.h5 files" in r.stderr \
         and str(empty) in r.stderr
 
 
@@ -344,7 +344,7 @@ def test_many_sources_under_a_low_descriptor_limit(tmp_path):
     r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=2", str(d),
                         str(mnt)], capture_output=True, text=True,
                        timeout=120, preexec_fn=low_limit)
-    assert r.returncode != 0
+    assert r.returncode == 1
     assert ("1500 source files need about 3064 file descriptors"
             in r.stderr), r.stderr
     assert "RLIMIT_NOFILE allows 1024" in r.stderr

@@ -505,12 +505,12 @@ def test_partition_file_gives_whole_files(mounts, split_atlas, tmp_path):
     assert len(np.unique(r0)) == len(r0)
     r = run_rankfs(["-o", "world_size=4,partition=file", *split_atlas,
                     free])
-    assert r.returncode != 0 and "partition=file" in r.stderr and \
+    assert r.returncode == 1 and "partition=file" in r.stderr and \
         "3 source files" in r.stderr
     # A batch more than rank 1's one file holds: the rank is named.
     r = run_rankfs(["-o", "world_size=2,batch_size=3000,partition=file",
                     *split_atlas, free])
-    assert r.returncode != 0 and "partition=file rank 1's files hold " \
+    assert r.returncode == 1 and "partition=file rank 1's files hold " \
         "2600 rows, fewer than batch_size 3000" in r.stderr, r.stderr
 
 
@@ -545,10 +545,10 @@ def test_mismatched_files_refused(atlas, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     r = run_rankfs([atlas["path"], other_genes, mnt])
-    assert r.returncode != 0 and "other.h5ad" in r.stderr and \
+    assert r.returncode == 1 and "other.h5ad" in r.stderr and \
         "var names differ" in r.stderr
     r = run_rankfs([atlas["path"], wider, mnt])
-    assert r.returncode != 0 and "wider.h5ad" in r.stderr and \
+    assert r.returncode == 1 and "wider.h5ad" in r.stderr and \
         "9 columns" in r.stderr
 
 
@@ -585,7 +585,7 @@ def test_anndata_07_archive_names_missing_lzf(tmp_path, version):
     mnt.mkdir()
     path = f"{ARCHIVE}/{version}/adata.h5ad"
     r = run_rankfs(["-o", "dataset=/layers/array,batch_size=10", path, mnt])
-    assert r.returncode != 0 and "'lzf'" in r.stderr and path in r.stderr
+    assert r.returncode == 1 and "'lzf'" in r.stderr and path in r.stderr
 
 
 def test_anndata_07_categorical_references(mounts, tmp_path):
@@ -699,7 +699,7 @@ def test_missing_filter_is_named(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     r = run_rankfs(["-o", "dataset=/x,batch_size=10", path, mnt])
-    assert r.returncode != 0 and "lzf" in r.stderr and "lzf.h5" in r.stderr
+    assert r.returncode == 1 and "lzf" in r.stderr and "lzf.h5" in r.stderr
 
 
 BAD = [
@@ -765,7 +765,7 @@ def test_bad_weights_refused(tmp_path, weights, words):
     mnt.mkdir()
     r = run_rankfs(["-o", "dataset=/x,batch_size=10,strategy=weighted,"
                     "weights=/w", path, mnt])
-    assert r.returncode != 0 and words in r.stderr and "weights=/w" in \
+    assert r.returncode == 1 and words in r.stderr and "weights=/w" in \
         r.stderr, r.stderr
     if weights != 0.0:
         assert "row 17" in r.stderr
