@@ -29,23 +29,41 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int inotify_fd = -1; /* protected by lock */
 static unsigned char *written; /* by watch id; protected by lock */
-static size_t written_len; /* protected by lock */
+static rfs_watch_name_filter *filters; /* by watch id; protected by lock */
+static size_t written_len; /* of both; protected by lock */
 static int overflowed; /* protected by lock */
 
-static int mark(int id)
+/* Room for watch id in written and filters. */
+static int grow(int id)
 {
-	if ((size_t)id >= written_len) {
-		size_t len = written_len ? 2 * written_len : 64;
-		while (len <= (size_t)id)
-			len *= 2;
-		unsigned char *more = realloc(written, len);
-		if (!more)
-			return -ENOMEM;
-		memset(more + written_len, 0, len - written_len);
-		written = more;
-		written_len = len;
-	}
-	written[id] = 1;
+	if ((size_t)id < written_len)
+		return 0;
+	size_t len = written_len ? 2 * written_len : 64;
+	while (len <= (size_t)id)
+		len *= 2;
+	unsigned char *more = realloc(written, len);
+	if (!more)
+		return -ENOMEM;
+	written = more;
+	rfs_watch_name_filter *f = realloc(filters, len * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	filters = f;
+	memset(written + written_len, 0, len - written_len);
+	memset(filters + written_len, 0, (len - written_len) * sizeof(*f));
+	written_len = len;
+	return 0;
+}
+
+static int mark(const struct inotify_event *e)
+{
+	if (grow(e->wd) != 0)
+		return -ENOMEM;
+	/* A name the watch's filter passes over (a file nobody reads);
+	 * events on the directory itself have none. */
+	if (e->len && filters[e->wd] && !filters[e->wd](e->name))
+		return 0;
+	written[e->wd] = 1;
 	return 0;
 }
 
@@ -61,14 +79,14 @@ static void drain(void)
 			struct inotify_event *e = (struct inotify_event *)p;
 			if (e->mask & IN_Q_OVERFLOW)
 				overflowed = 1;
-			else if ((e->mask & DIR_EVENTS) && mark(e->wd) != 0)
+			else if ((e->mask & DIR_EVENTS) && mark(e) != 0)
 				overflowed = 1; /* cannot record it: assume */
 			p += sizeof(*e) + e->len;
 		}
 	}
 }
 
-static int add(const char *path, uint32_t mask)
+static int add(const char *path, uint32_t mask, rfs_watch_name_filter filter)
 {
 	int rc;
 	/* Tests: a machine without watches (fs.inotify.max_user_watches
@@ -87,6 +105,12 @@ static int add(const char *path, uint32_t mask)
 		rc = -errno;
 		goto out;
 	}
+	if (grow(rc) != 0) {
+		inotify_rm_watch(inotify_fd, rc);
+		rc = -ENOMEM;
+		goto out;
+	}
+	filters[rc] = filter;
 	/* No reset of written[rc]: forget cleared it, and a file or
 	 * directory watched twice has one id, which must keep its mark. */
 	drain();
@@ -101,12 +125,12 @@ int rfs_watch_add(int fd)
 	/* Through the descriptor: the inode opened, not what the name
 	 * leads to by now. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	return add(path, IN_MODIFY);
+	return add(path, IN_MODIFY, NULL);
 }
 
-int rfs_watch_add_dir(const char *path)
+int rfs_watch_add_dir(const char *path, rfs_watch_name_filter filter)
 {
-	return add(path, DIR_EVENTS | IN_ONLYDIR);
+	return add(path, DIR_EVENTS | IN_ONLYDIR, filter);
 }
 
 int rfs_watch_any_written(const int *ids, size_t n)

@@ -16,12 +16,17 @@ int rfs_watch_add(int fd);
  * lost (the queue overflowed): nothing can tell then. */
 int rfs_watch_written(int id);
 
+/* 1 when a name in a watched directory is one whose changes count. */
+typedef int (*rfs_watch_name_filter)(const char *name);
+
 /* Watches the directory path: a file in it written, its attributes
  * (mtime) set, a name created, removed or renamed in or out, or the
- * directory itself removed or renamed all count as written. Watching a
- * directory twice gives the same id. @return a watch id >= 0, or a
- * negative errno (ENOSPC: fs.inotify.max_user_watches reached). */
-int rfs_watch_add_dir(const char *path);
+ * directory itself removed or renamed all count as written, except
+ * events on a name filter passes over (filter NULL: none is). Watching
+ * a directory twice gives the same id (and the last filter).
+ * @return a watch id >= 0, or a negative errno (ENOSPC:
+ * fs.inotify.max_user_watches reached). */
+int rfs_watch_add_dir(const char *path, rfs_watch_name_filter filter);
 
 /* 1 when any of ids[0..n) was written (rfs_watch_written()), under one
  * lock and one drain. */

@@ -178,6 +178,20 @@ static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rfs_zarr_array *walking;
 static size_t walk_room;
 
+/* Whether zarr reads name in an array's directories: a chunk key part
+ * (digits, v2's '.' between them), v3's "c", or metadata. A lock file or
+ * a note beside the chunks is no change to the array. */
+static int read_by_zarr(const char *name)
+{
+	static const char *const meta[] = { ".zarray",	 ".zattrs",
+					    ".zgroup",	 ".zmetadata",
+					    "zarr.json", "c" };
+	for (size_t i = 0; i < sizeof(meta) / sizeof(*meta); i++)
+		if (strcmp(name, meta[i]) == 0)
+			return 1;
+	return name[0] && strspn(name, "0123456789.") == strlen(name);
+}
+
 static int watch_dir(const char *path, const struct stat *st, int type,
 		     struct FTW *ftw)
 {
@@ -194,7 +208,7 @@ static int watch_dir(const char *path, const struct stat *st, int type,
 		a->dir_watches = more;
 		walk_room = room;
 	}
-	int wd = rfs_watch_add_dir(path);
+	int wd = rfs_watch_add_dir(path, read_by_zarr);
 	if (wd < 0)
 		return -1;
 	a->dir_watches[a->ndir_watches++] = wd;

@@ -336,6 +336,31 @@ def test_chunk_file_changed_under_the_mount(mounts, tmp_path, x, how,
     assert log.count("X/5.0 (array X) changed since the mount") == 1, log
 
 
+@WATCHED
+def test_files_zarr_does_not_read_are_no_change(mounts, tmp_path, x,
+                                                watched, monkeypatch):
+    """A note or a lock file created and removed beside the chunks is no
+    change to the array (it was EIO for the life of the mount); a chunk
+    key created is."""
+    if not watched:
+        monkeypatch.setenv("RANKFS_FAULT_NO_WATCH", "1")
+    p = write_dense(tmp_path / "n.zarr", x)
+    m = mounts(p, f"batch_size={CR},strategy=streaming,prefetch=0")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[:CR])
+    for name in ("notes.txt", ".zarray.lock"):
+        with open(os.path.join(p, "X", name), "w") as f:
+            f.write("x")
+    os.unlink(os.path.join(p, "X", ".zarray.lock"))
+    for k in (1, 5):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k),
+                                      x[k * CR:(k + 1) * CR])
+    assert m.json("stats.json")["sources"][0]["state"] == "ok"
+    # A chunk key past the array's grid: a name zarr would read.
+    open(os.path.join(p, "X", "99.0"), "wb").close()
+    if watched:  # by name, only the batch's own chunks are looked up
+        assert_eio(m, 2)
+
+
 def test_directory_not_a_store(tmp_path, x):
     d = tmp_path / "plain"
     d.mkdir()

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,10 +89,11 @@ static void test_directory_changes_are_seen(void **state)
 		snprintf(path, sizeof(path), "%s/d/f", dir);
 		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		assert_true(fd >= 0);
-		int ids[2] = { rfs_watch_add_dir(other),
-			       rfs_watch_add_dir(sub) };
+		int ids[2] = { rfs_watch_add_dir(other, NULL),
+			       rfs_watch_add_dir(sub, NULL) };
 		assert_true(ids[0] >= 0 && ids[1] >= 0);
-		assert_int_equal(rfs_watch_add_dir(sub), ids[1]); /* one id */
+		assert_int_equal(rfs_watch_add_dir(sub, NULL),
+				 ids[1]); /* one id */
 		assert_int_equal(rfs_watch_any_written(ids, 2), 0);
 		char moved[300];
 		snprintf(moved, sizeof(moved), "%s/g", sub);
@@ -124,7 +126,45 @@ static void test_directory_changes_are_seen(void **state)
 		assert_int_equal(rmdir(sub), 0);
 		assert_int_equal(rmdir(other), 0);
 	}
-	assert_true(rfs_watch_add_dir("/nonexistent-rankfs-dir") < 0);
+	assert_true(rfs_watch_add_dir("/nonexistent-rankfs-dir", NULL) < 0);
+}
+
+static int digits_only(const char *name)
+{
+	return strspn(name, "0123456789") == strlen(name);
+}
+
+/* A filter passes over names nobody reads (a note, a lock file); a name
+ * it keeps, and the directory's own events, still count. */
+static void test_directory_name_filter(void **state)
+{
+	(void)state;
+	char sub[256], path[300], moved[300];
+	snprintf(sub, sizeof(sub), "%s/filtered", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	int id = rfs_watch_add_dir(sub, digits_only);
+	assert_true(id >= 0);
+	snprintf(path, sizeof(path), "%s/notes.txt", sub);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "x", 1, 0), 1);
+	close(fd);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rfs_watch_written(id), 0);
+	snprintf(path, sizeof(path), "%s/5", sub);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(rfs_watch_written(id), 1);
+	rfs_watch_forget(id);
+	assert_int_equal(unlink(path), 0);
+	/* The directory itself renamed: no name, so it counts. */
+	id = rfs_watch_add_dir(sub, digits_only);
+	snprintf(moved, sizeof(moved), "%s/filtered-moved", dir);
+	assert_int_equal(rename(sub, moved), 0);
+	assert_int_equal(rfs_watch_written(id), 1);
+	rfs_watch_forget(id);
+	assert_int_equal(rmdir(moved), 0);
 }
 
 static void test_bad_descriptor(void **state)
@@ -151,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_write_and_truncate_are_seen),
 		cmocka_unit_test(test_rename_unlink_and_utime_are_not_writes),
 		cmocka_unit_test(test_directory_changes_are_seen),
+		cmocka_unit_test(test_directory_name_filter),
 		cmocka_unit_test(test_bad_descriptor),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
