@@ -95,14 +95,14 @@ static int seen(const struct rfs_log_limit *l, uint64_t h)
 	return 0;
 }
 
-void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
+static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
+		    va_list ap)
 {
 	char line[8192];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	uint64_t h = XXH3_64bits(line, strlen(line));
+	if (!cause)
+		cause = line;
+	uint64_t h = XXH3_64bits(cause, strlen(cause));
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	long long now = (long long)ts.tv_sec + 1; /* never 0 */
@@ -129,4 +129,21 @@ void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
 	log_text(suffix, "%s", line);
+}
+
+void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	limited(l, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void rfs_log_limited_by(struct rfs_log_limit *l, const char *cause,
+			const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	limited(l, cause, fmt, ap);
+	va_end(ap);
 }

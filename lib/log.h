@@ -42,6 +42,12 @@ struct rfs_log_limit {
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* As rfs_log_limited, for lines whose cause is cause rather than the line
+ * itself (a changed file refuses every batch: the rows of each differ). */
+void rfs_log_limited_by(struct rfs_log_limit *l, const char *cause,
+			const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* A limit that is not static (one per source, say). */
 void rfs_log_limit_init(struct rfs_log_limit *l);
 void rfs_log_limit_destroy(struct rfs_log_limit *l);

@@ -72,16 +72,20 @@ static size_t run_end(const struct rfs_wanted *w, size_t i, size_t n)
 
 /* Before and after a read (the backend's check_unchanged): bytes read
  * while the file was written may mix old and new rows. */
-static int unchanged_or_log(struct rfs_source *s, size_t n)
+static int unchanged_or_log(struct rfs_source *s, const struct rfs_wanted *w,
+			    size_t n)
 {
 	int rc = s->ops->check_unchanged(s);
-	/* One cause for every batch from now on: the line does not name
-	 * their rows, so that it is logged once a minute, then counted. */
+	/* One cause for every batch from now on, whose rows differ: logged
+	 * once a minute, then counted. */
 	if (rc != 0 && n > 0)
-		rfs_log_limited(&s->read_failures,
-				"source %s dataset %s: batches not served: the "
-				"file changed since mount",
-				s->info.path, s->info.dataset);
+		rfs_log_limited_by(&s->read_failures, "the file changed",
+				   "source %s dataset %s: rows %llu..%llu (%zu "
+				   "rows) not served: the file changed since "
+				   "mount",
+				   s->info.path, s->info.dataset,
+				   (unsigned long long)w[0].row,
+				   (unsigned long long)w[n - 1].row, n);
 	return rc;
 }
 
@@ -97,7 +101,7 @@ int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 
 	if (!w || !distinct || !to)
 		goto out;
-	rc = unchanged_or_log(s, n);
+	rc = unchanged_or_log(s, w, n);
 	if (rc != 0)
 		goto out;
 	size_t m = 0;
@@ -109,7 +113,7 @@ int rfs_source_read_rows(struct rfs_source *s, const int64_t *rows, size_t n,
 	}
 	rc = s->ops->read_rows(s, distinct, m, to);
 	if (rc == 0)
-		rc = unchanged_or_log(s, n);
+		rc = unchanged_or_log(s, w, n);
 	for (size_t k = 1; k < n && rc == 0; k++)
 		if (w[k].row == w[k - 1].row)
 			memcpy(out + w[k].slot * row_bytes,
@@ -270,11 +274,11 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	raw_cols = rfs_bigbuf_alloc(total * index_elem + 1);
 	if (!out->values || !out->cols || !values || !raw_cols)
 		goto out;
-	rc = unchanged_or_log(s, n);
+	rc = unchanged_or_log(s, w, n);
 	if (rc == 0)
 		rc = read_csr_runs(s, w, n, out, values, raw_cols);
 	if (rc == 0)
-		rc = unchanged_or_log(s, n);
+		rc = unchanged_or_log(s, w, n);
 out:
 	if (rc != 0)
 		rfs_source_csr_free(out);

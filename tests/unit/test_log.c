@@ -114,6 +114,24 @@ static void test_limit_logs_each_cause_once_a_minute(void **state)
 	rfs_log_limit_destroy(&l);
 }
 
+/* A cause given: lines that differ (each batch's rows) are one cause. */
+static void test_limited_by_cause(void **state)
+{
+	(void)state;
+	struct rfs_log_limit l;
+	rfs_log_limit_init(&l);
+	for (int i = 0; i < 5; i++)
+		rfs_log_limited_by(&l, "changed", "rows %d..%d refused", i,
+				   i + 9);
+	rfs_log_limited_by(&l, "other", "rows %d refused", 3);
+	char *text = new_lines();
+	assert_int_equal(count(text, "\n"), 2);
+	assert_non_null(strstr(text, "rows 0..9 refused\n"));
+	assert_non_null(strstr(text, "rows 3 refused\n"));
+	free(text);
+	rfs_log_limit_destroy(&l);
+}
+
 /* Two limits (two sources) do not share their causes. */
 static void test_limits_are_separate(void **state)
 {
@@ -133,6 +151,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_line_format),
 		cmocka_unit_test(test_limit_logs_each_cause_once_a_minute),
+		cmocka_unit_test(test_limited_by_cause),
 		cmocka_unit_test(test_limits_are_separate),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
