@@ -18,11 +18,16 @@
 #define BATCHES 31
 
 static atomic_int fills;
+static atomic_int gate_closed; /* fills wait while it is set */
+static atomic_int entered; /* fills begun */
 
 static int fill(void *ctx, const struct rfs_cache_key *key,
 		struct rfs_cache_fill *f)
 {
 	(void)ctx, (void)key;
+	atomic_fetch_add(&entered, 1);
+	while (atomic_load(&gate_closed))
+		usleep(100);
 	void *buf = rfs_cache_fill_buffer(f, 100, 0);
 	if (!buf)
 		return -ENOMEM;
@@ -130,6 +135,30 @@ static void test_jumps_queue_nothing(void **state)
 	destroy(c, l);
 }
 
+/* Workers behind their reader skip what it opened already: made then,
+ * a batch would be made for nobody. */
+static void test_workers_behind_skip_what_was_opened(void **state)
+{
+	(void)state;
+	struct rfs_cache *c;
+	struct rfs_lookahead *l;
+	make(3, 1000, &c, &l);
+	atomic_store(&gate_closed, 1);
+	atomic_store(&entered, 0);
+	open_at(l, 0, 1, 0); /* 1, 2, 3: the two workers take 1 and 2 */
+	for (int i = 0; i < 30000 && atomic_load(&entered) < 2; i++)
+		usleep(1000);
+	for (uint64_t k = 1; k <= 4; k++)
+		open_at(l, 0, 1, k); /* 4, 5, 6, 7 queued; the reader at 4 */
+	assert_true(queued(l) == 7);
+	atomic_store(&gate_closed, 0);
+	wait_done(l, 7);
+	/* 1 and 2 (taken before the reader passed them), 5, 6 and 7; not
+	 * 3 or 4. */
+	assert_int_equal(atomic_load(&fills), 5);
+	destroy(c, l);
+}
+
 /* The ranks that read share the room: the depth halves when a second
  * starts. */
 static void test_room_shared_by_readers(void **state)
@@ -169,6 +198,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_opened_queues_ahead),
 		cmocka_unit_test(test_jumps_queue_nothing),
+		cmocka_unit_test(test_workers_behind_skip_what_was_opened),
 		cmocka_unit_test(test_room_shared_by_readers),
 		cmocka_unit_test(test_off),
 	};
