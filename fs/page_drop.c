@@ -32,7 +32,9 @@ struct rfs_page_drop {
 	uint64_t dropping_ino; /* its inode, protected by lock */
 	pthread_cond_t dropped; /* a notification returned */
 	int stopping; /* protected by lock */
-	int told_full; /* the full queue was logged, protected by lock */
+	/* A full queue: logged once a minute, not once per mount (a mount
+	 * lives for days, and falls behind again). */
+	struct rfs_log_limit full_log;
 };
 
 static void *run(void *arg)
@@ -69,9 +71,11 @@ int rfs_page_drop_create(struct fuse_session *se, struct rfs_page_drop **out)
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
 	pthread_cond_init(&d->dropped, NULL);
+	rfs_log_limit_init(&d->full_log);
 	/* libfuse keeps termination signals from its workers the same way. */
 	int rc = rfs_quiet_thread_create(&d->thread, "rankfs-drop", run, d);
 	if (rc != 0) {
+		rfs_log_limit_destroy(&d->full_log);
 		pthread_cond_destroy(&d->dropped);
 		pthread_cond_destroy(&d->work);
 		pthread_mutex_destroy(&d->lock);
@@ -99,16 +103,17 @@ void rfs_page_drop_push(struct rfs_page_drop *d, uint64_t ino)
 		d->queue[(d->head + d->count) % RFS_PAGE_DROP_SLOTS] = ino;
 		d->count++;
 		pthread_cond_signal(&d->work);
-	} else if (wanted && !d->told_full) {
-		d->told_full = tell_full = 1;
+	} else {
+		tell_full = wanted;
 	}
 	pthread_mutex_unlock(&d->lock);
 	/* Not under the lock: releases wait for it. */
 	if (tell_full)
-		rfs_log("page drops fall behind (%d files queued): closed "
-			"files' pages stay in the page cache until the kernel "
-			"reclaims them",
-			RFS_PAGE_DROP_SLOTS);
+		rfs_log_limited(&d->full_log,
+				"page drops fall behind (%d files queued): "
+				"closed files' pages stay in the page cache "
+				"until the kernel reclaims them",
+				RFS_PAGE_DROP_SLOTS);
 }
 
 void rfs_page_drop_cancel(struct rfs_page_drop *d, uint64_t ino)
@@ -161,6 +166,7 @@ void rfs_page_drop_destroy(struct rfs_page_drop *d)
 	pthread_mutex_unlock(&d->lock);
 	pthread_join(d->thread, NULL);
 	free(buf.mem);
+	rfs_log_limit_destroy(&d->full_log);
 	pthread_cond_destroy(&d->dropped);
 	pthread_cond_destroy(&d->work);
 	pthread_mutex_destroy(&d->lock);

@@ -169,9 +169,10 @@ void rfs_lookahead_opened(struct rfs_lookahead *l,
 		count_readers(l, now);
 	uint64_t depth = depth_now(l), from = pos + 1, to = pos + depth;
 	if (!depth && atomic_exchange(&l->paused_logged, 1) == 0)
-		rfs_log("prefetch paused: %llu ranks reading, each batch %llu "
-			"bytes with its generation's scratch, do not fit in "
-			"the prefetch room of %llu bytes; raise cache_mb",
+		rfs_log("prefetch paused: %llu readers (a rank's .npy and "
+			".npz files are two), each batch %llu bytes with its "
+			"generation's scratch, do not fit in the prefetch "
+			"room of %llu bytes; raise cache_mb",
 			(unsigned long long)l->active_readers,
 			(unsigned long long)l->p.batch_cost,
 			(unsigned long long)l->p.room);
