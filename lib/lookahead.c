@@ -37,8 +37,34 @@
 struct reader {
 	uint64_t queued_to; /* the furthest queued */
 	uint64_t furthest; /* the furthest opened since the last jump */
+	/* Bit d: furthest - d was opened (d < 64): concurrent loader
+	 * workers open out of order, so a position behind furthest may
+	 * not be opened yet. */
+	uint64_t opened;
 	uint64_t last_open_ns; /* 0: never opened */
 };
+
+/* Records pos as opened, pos at or past r->furthest - 63. */
+static void mark_opened(struct reader *r, uint64_t pos)
+{
+	if (pos > r->furthest) {
+		uint64_t shift = pos - r->furthest;
+		r->opened = shift >= 64 ? 0 : r->opened << shift;
+		r->furthest = pos;
+	}
+	if (r->furthest - pos < 64)
+		r->opened |= UINT64_C(1) << (r->furthest - pos);
+}
+
+/* Whether the reader opened pos already, or went past it for good: more
+ * than REORDER_SLACK behind the furthest it opened. */
+static int passed(const struct reader *r, uint64_t pos)
+{
+	if (pos > r->furthest)
+		return 0;
+	uint64_t d = r->furthest - pos;
+	return d > REORDER_SLACK || (r->opened >> d & 1);
+}
 
 struct rfs_lookahead {
 	struct rfs_lookahead_params p;
@@ -58,16 +84,16 @@ static void prefetch_one(void *ctx, const struct rfs_cache_key *key)
 	struct rfs_lookahead *l = ctx;
 	uint64_t pos = key->epoch * l->p.batches_per_rank + key->batch;
 	pthread_mutex_lock(&l->lock);
-	struct reader *r = &l->readers[key->rank * RFS_KIND_COUNT + key->kind];
 	/* Its reader got there first (the workers fell behind, or it
-	 * jumped), and made it itself or will: made again now, it would be
-	 * made for nobody, when the workers are short of time (one worker
-	 * behind two readers of gzip chunks made 48 % more batches than
-	 * were read; none now, and the epochs took 0.9 of the time). */
-	int passed = pos <= r->furthest;
+	 * jumped), and made it itself: made again now, it would be made for
+	 * nobody, when the workers are short of time (one worker behind two
+	 * readers of gzip chunks made 48 % more batches than were read;
+	 * none now, and the epochs took 0.9 of the time). */
+	int skip = passed(&l->readers[key->rank * RFS_KIND_COUNT + key->kind],
+			  pos);
 	pthread_mutex_unlock(&l->lock);
 	/* A failure is the reader's to see, when it asks itself. */
-	if (!passed)
+	if (!skip)
 		rfs_cache_warm(l->cache, key);
 }
 
@@ -160,8 +186,10 @@ void rfs_lookahead_opened(struct rfs_lookahead *l,
 	struct reader *r = &l->readers[key->rank * RFS_KIND_COUNT + key->kind];
 	int was_idle = !r->last_open_ns ||
 		       now - r->last_open_ns > READER_IDLE_NS;
-	if (!r->last_open_ns)
+	if (!r->last_open_ns) {
 		r->queued_to = r->furthest = pos;
+		r->opened = 0;
+	}
 	r->last_open_ns = now;
 	/* A reader starting or coming back changes the count at once;
 	 * others leaving it are seen within a second. */
@@ -180,11 +208,12 @@ void rfs_lookahead_opened(struct rfs_lookahead *l,
 	    pos + REORDER_SLACK >= r->furthest) {
 		from = r->queued_to >= from ? r->queued_to + 1 : from;
 		r->queued_to = to > r->queued_to ? to : r->queued_to;
-		r->furthest = pos > r->furthest ? pos : r->furthest;
 	} else {
 		to = pos;
 		r->queued_to = r->furthest = pos;
+		r->opened = 0;
 	}
+	mark_opened(r, pos);
 	pthread_mutex_unlock(&l->lock);
 	for (uint64_t p = from; p <= to && p / nb < RFS_EPOCHS; p++) {
 		struct rfs_cache_key next = { .epoch = p / nb,

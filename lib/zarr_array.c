@@ -179,8 +179,9 @@ static struct rfs_zarr_array *walking;
 static size_t walk_room;
 
 /* Whether zarr reads name in an array's directories: a chunk key part
- * (digits, v2's '.' between them), v3's "c", or metadata. A lock file or
- * a note beside the chunks is no change to the array. */
+ * (digits, '.' between them; v3's "c", or "c." before them with the '.'
+ * separator), or metadata. A lock file or a note beside the chunks is no
+ * change to the array. */
 static int read_by_zarr(const char *name)
 {
 	static const char *const meta[] = { ".zarray",	 ".zattrs",
@@ -189,6 +190,8 @@ static int read_by_zarr(const char *name)
 	for (size_t i = 0; i < sizeof(meta) / sizeof(*meta); i++)
 		if (strcmp(name, meta[i]) == 0)
 			return 1;
+	if (name[0] == 'c' && name[1] == '.')
+		name += 2;
 	return name[0] && strspn(name, "0123456789.") == strlen(name);
 }
 

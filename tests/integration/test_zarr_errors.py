@@ -10,6 +10,7 @@ import random
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import warnings
 
@@ -359,6 +360,29 @@ def test_files_zarr_does_not_read_are_no_change(mounts, tmp_path, x,
     open(os.path.join(p, "X", "99.0"), "wb").close()
     if watched:  # by name, only the batch's own chunks are looked up
         assert_eio(m, 2)
+
+
+def test_v3_dot_separated_chunk_written_is_a_change(mounts, tmp_path, x):
+    """v3 chunk keys with the '.' separator ("c.3.0") are names zarr
+    reads: one rewritten under the mount fails every new batch, not
+    only those of its rows."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "support"))
+    import zarr_v3
+    p = str(tmp_path / "dots.zarr")
+    zarr_v3.write_array(p, x, chunks=(CR, D), separator=".")
+    chunk = os.path.join(p, "c.3.0")
+    assert os.path.exists(chunk)
+    m = mounts(p, f"batch_size={CR},strategy=streaming,prefetch=0")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[:CR])
+    st = os.stat(chunk)
+    data = open(chunk, "rb").read()
+    with open(chunk, "r+b") as f:
+        f.write(data)
+    os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert_eio(m, 1)  # chunk 1's rows: not the chunk written
+    assert m.json("stats.json")["sources"][0]["state"] == \
+        "changed in place: EIO for new batches"
 
 
 def test_directory_not_a_store(tmp_path, x):
