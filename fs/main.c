@@ -42,16 +42,18 @@ static void raise_readahead(const char *mountpoint)
 	}
 }
 
-/* A mount on a mount point would hide what is mounted there (another
- * rankfs mount, a tmpfs), which goes on living unseen: refused, naming
- * it. Checked before the fork, and again just before mounting, since the
- * sources may take long to open. @return 0 or -1 (said on stderr). */
 /* libfuse, or fusermount3 for a user, said why on the line before,
  * without naming rankfs or the mount point; this line does, with the
- * usual cause of a user's failure. */
+ * usual causes. */
 static void say_mount_failed(const char *mountpoint)
 {
-	if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0)
+	if (access("/dev/fuse", F_OK) != 0)
+		fprintf(stderr,
+			"rankfs: cannot mount on %s: there is no /dev/fuse "
+			"(load the fuse module; in a container, pass the "
+			"device in)\n",
+			mountpoint);
+	else if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0)
 		fprintf(stderr,
 			"rankfs: cannot mount on %s: this user cannot open "
 			"/dev/fuse (%s): mount as root, or give the user "
@@ -64,6 +66,10 @@ static void say_mount_failed(const char *mountpoint)
 			mountpoint);
 }
 
+/* A mount on a mount point would hide what is mounted there (another
+ * rankfs mount, a tmpfs), which goes on living unseen: refused, naming
+ * it. Checked before the fork, and again just before mounting, since the
+ * sources may take long to open. @return 0 or -1 (said on stderr). */
 static int refuse_mount_point(const char *mountpoint)
 {
 	struct rfs_mount_entry e;

@@ -272,22 +272,21 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 	return data;
 }
 
-/* Gives the heap's free pages back to the system, at most every 100 ms.
+/* Whether to give the heap's free pages back now: at most every 100 ms.
  * A fill's temporaries (a chunk's stored bytes, a codec's work space) are
  * counted in the capacity while it runs, then freed; but malloc keeps
  * freed memory between blocks still in use, and a zarr source's fills
  * left 60 MiB of it in a daemon of cache_mb=32 (test_reliability.py's
  * test_memory_bound_under_load). */
-static void trim_heap(void)
+static int trim_due(void)
 {
 	static _Atomic long long last_ms;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	long long was = atomic_load(&last_ms);
-	if (now - was >= 100 &&
-	    atomic_compare_exchange_strong(&last_ms, &was, now))
-		malloc_trim(0);
+	return now - was >= 100 &&
+	       atomic_compare_exchange_strong(&last_ms, &was, now);
 }
 
 /* Runs fill() for e, a new entry referenced by the caller. Called with the
@@ -297,8 +296,6 @@ static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 	struct rfs_cache_fill f = { .cache = c, .entry = e };
 	pthread_mutex_unlock(&c->lock);
 	int rc = c->fill(c->ctx, &e->key, &f);
-	if (f.scratch)
-		trim_heap();
 	pthread_mutex_lock(&c->lock);
 	e->state = READY;
 	e->error = rc;
@@ -320,6 +317,12 @@ static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 		}
 	}
 	pthread_cond_broadcast(&c->filled);
+	/* Outside the lock, once its waiters have the entry. */
+	if (f.scratch && trim_due()) {
+		pthread_mutex_unlock(&c->lock);
+		malloc_trim(0);
+		pthread_mutex_lock(&c->lock);
+	}
 }
 
 /* A new entry for key, being filled, referenced once. */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,8 +99,9 @@ static int seen(const struct rfs_log_limit *l, uint64_t h)
 static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 		    va_list ap)
 {
-	char line[8192];
-	vsnprintf(line, sizeof(line), fmt, ap);
+	char *line;
+	if (vasprintf(&line, fmt, ap) < 0)
+		return;
 	if (!cause)
 		cause = line;
 	uint64_t h = XXH3_64bits(cause, strlen(cause));
@@ -122,13 +124,16 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 		l->dropped++;
 	}
 	pthread_mutex_unlock(&l->lock);
-	if (!show)
+	if (!show) {
+		free(line);
 		return;
+	}
 	char suffix[96] = "";
 	if (dropped)
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
 	log_text(suffix, "%s", line);
+	free(line);
 }
 
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)

@@ -348,7 +348,8 @@ int rfs_source_read_nullable(struct rfs_source *s, const char *group,
 				 rfs_column_kind_name(out));
 		else if (rc == -EINVAL)
 			snprintf(err, errlen,
-				 "%s: %s's mask is not a bool array",
+				 "%s: %s's mask is not a bool array of its "
+				 "rows",
 				 s->info.path, what);
 		else if (rc == -ENOMEM)
 			snprintf(err, errlen,

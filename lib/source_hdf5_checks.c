@@ -360,15 +360,23 @@ int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
 		    check_external_files(s, dset, what, watch, err, errlen);
 }
 
+/* Why a file may no longer be as opened, for the log. */
+enum change { UNCHANGED, UNREACHABLE, MOVED, RENAMED };
+
 /* Whether an open file's bytes may differ from when it was opened: its
  * size or mtime moved (fstat first), or inotify saw a write (watch.c says
  * why in that order, and why not ctime). */
-static int written(int fd, int watch, const struct stat *was, struct stat *now)
+static enum change written(int fd, int watch, const struct stat *was,
+			   struct stat *now)
 {
-	return fstat(fd, now) != 0 || now->st_size != was->st_size ||
-	       now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
-	       now->st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
-	       (watch >= 0 && rfs_watch_written(watch));
+	if (fstat(fd, now) != 0)
+		return UNREACHABLE;
+	return now->st_size != was->st_size ||
+			       now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
+			       now->st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
+			       (watch >= 0 && rfs_watch_written(watch)) ?
+		       MOVED :
+		       UNCHANGED;
 }
 
 static int same_inode(const struct stat *a, const struct stat *b)
@@ -377,7 +385,8 @@ static int same_inode(const struct stat *a, const struct stat *b)
 }
 
 static void log_written(const struct hdf5_source *s, const char *path,
-			const struct stat *was, const struct stat *now)
+			enum change why, const struct stat *was,
+			const struct stat *now)
 {
 	char what[2 * PATH_MAX + 32];
 	if (path == s->path)
@@ -386,7 +395,13 @@ static void log_written(const struct hdf5_source *s, const char *path,
 		snprintf(what, sizeof(what), "%s (linked from source %s)", path,
 			 s->path);
 	char how[128];
-	if (now->st_size != was->st_size)
+	if (why == UNREACHABLE)
+		snprintf(how, sizeof(how),
+			 "its descriptor cannot be looked at");
+	else if (why == RENAMED)
+		snprintf(how, sizeof(how),
+			 "another file or none by its name, which HDF5 opens");
+	else if (now->st_size != was->st_size)
 		snprintf(how, sizeof(how), "size %lld -> %lld",
 			 (long long)was->st_size, (long long)now->st_size);
 	else if (now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
@@ -423,19 +438,21 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base)
 		return -EIO;
 	const char *path = s->path;
 	const struct stat *was = &s->opened;
-	int bad = written(s->fd, s->watch, was, &now);
-	for (size_t i = 0; !bad && i < s->nlinked; i++) {
+	enum change why = written(s->fd, s->watch, was, &now);
+	for (size_t i = 0; why == UNCHANGED && i < s->nlinked; i++) {
 		const struct linked_file *l = &s->linked[i];
 		struct stat named;
 		path = l->path;
 		was = &l->opened;
-		bad = written(l->fd, l->watch, was, &now) ||
-		      stat(path, &named) != 0 || !same_inode(was, &named);
+		why = written(l->fd, l->watch, was, &now);
+		if (why == UNCHANGED &&
+		    (stat(path, &named) != 0 || !same_inode(was, &named)))
+			why = RENAMED;
 	}
-	if (!bad)
+	if (why == UNCHANGED)
 		return 0;
 	if (atomic_exchange(&s->changed, 1) == 0)
-		log_written(s, path, was, &now);
+		log_written(s, path, why, was, &now);
 	return -EIO;
 }
 

@@ -44,7 +44,7 @@ static void print_help(void)
 	       "Neither FUSE nor HDF5 is involved: partition=file, filter= "
 	       "and the weighted\nstrategies need the data (mount it, or "
 	       "use rankfs-cat).\n\n"
-	       "    --rows N      rows of the source\n"
+	       "    --rows N      rows of the source (or --rows=N)\n"
 	       "    -o OPTIONS    rankfs's options, comma-separated without "
 	       "spaces\n"
 	       "    --time        time the planner instead of printing\n"
@@ -170,8 +170,7 @@ int main(int argc, char *argv[])
 			goto out;
 		} else if (nargs == 3) {
 			fprintf(stderr,
-				"rankfs-plan: '%s' after EPOCH RANK "
-				"BATCH\n",
+				"rankfs-plan: '%s': one argument too many\n",
 				argv[i]);
 			status = usage();
 			goto out;

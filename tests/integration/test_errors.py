@@ -530,7 +530,7 @@ def test_plan_help_and_version():
     (["--rows", "0", "0", "0", "0"],
      "--rows N, the source's rows (at least 1), is needed"),
     (["--rows", "100", "0", "0"], "EPOCH RANK BATCH are needed"),
-    (["--rows", "100", "0", "0", "0", "7"], "'7' after EPOCH RANK BATCH"),
+    (["--rows", "100", "0", "0", "0", "7"], "'7': one argument too many"),
     (["--rows", "100", "--time", "1", "2"],
      "--time takes one COUNT of at least 1"),
     (["--rows", "100", "0", "x", "0"], "'x' is not a number"),
