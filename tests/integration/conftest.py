@@ -291,6 +291,19 @@ class PageCacheProbe:
         self.libc.munmap(self.addr, self.size)
 
 
+def thread_names(pid):
+    """The names of the daemon's threads (top -H's): rankfs-prefetch,
+    rankfs-drop, and the FUSE workers' rankfs."""
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a FUSE worker that just ended
+            pass
+    return names
+
+
 def wait_stopped(pid, deadline=10.0):
     """Waits until every thread of pid is stopped: a stop signal reaches
     each thread on its own, and one still running (slower under ASan) may

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from conftest import (RANKFS, Mount, PageCacheProbe, is_mounted, plan,
-                      source_rows, without_daemon, write_h5, write_h5ad,
-                      mount_entry, unescape, start_daemon, wait_mounted)
+                      source_rows, thread_names, without_daemon, write_h5,
+                      write_h5ad, mount_entry, unescape, start_daemon,
+                      wait_mounted)
 
 N, D = 1000, 16
 
@@ -260,13 +261,7 @@ def test_config_json_resolves_defaults(mounts, sources):
     # prefetch 2 x fetch_factor, and one prefetch thread per core.
     assert c["prefetch"] == 2 * c["fetch_factor"]
     assert c["threads"] == os.cpu_count()
-    names = []
-    for t in os.listdir(f"/proc/{m.proc.pid}/task"):
-        try:
-            with open(f"/proc/{m.proc.pid}/task/{t}/comm") as f:
-                names.append(f.read().strip())
-        except FileNotFoundError:  # a FUSE worker that just ended
-            pass
+    names = thread_names(m.proc.pid)
     assert names.count("rankfs-prefetch") == os.cpu_count(), names
     assert c["strategy"] == "block_shuffle" and c["block_size"] == 64
     assert c["fetch_factor"] == 16 and c["partition"] == "batch"

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import (RANKFS, is_mounted, start_daemon, wait_mounted,
-                      write_h5)
+from conftest import (RANKFS, is_mounted, start_daemon, thread_names,
+                      wait_mounted, write_h5)
 
 
 @pytest.fixture(scope="module")
@@ -181,17 +181,6 @@ def test_relative_log_file_is_shown_absolute(tmp_path):
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)])
     assert wait_gone(mnt)
-
-
-def thread_names(pid):
-    names = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                names.append(f.read().strip())
-        except FileNotFoundError:  # a FUSE worker that just ended
-            pass
-    return names
 
 
 @pytest.mark.parametrize("options,prefetchers,droppers", [
