@@ -89,7 +89,7 @@ static const struct option_def options[] = {
 	  "epochs listed by ls epoch/ (default 10; any epoch resolves)" },
 	{ "cache_mb", NUMBER, FIELD(cache_mb), 1, UINT64_C(1) << 30, NULL, 0,
 	  "memory for generated batches and decoded chunks in MiB (default "
-	  "1024)" },
+	  "1024, or half of a smaller memory limit)" },
 	/* Up to its default's largest, 2 x fetch_factor: config.json
 	 * mounts again. */
 	{ "prefetch", NUMBER, FIELD(prefetch), 0, 1u << 17, NULL, 0,
@@ -138,7 +138,7 @@ void rfs_config_init(struct rfs_config *c)
 		.partition = RFS_PARTITION_BATCH,
 		.drop_last = 1,
 		.epochs = 10,
-		.cache_mb = 1024,
+		.cache_mb = RFS_UNSET,
 		.open_timeout = 120,
 		.prefetch = RFS_UNSET,
 		.threads = RFS_UNSET,

@@ -50,7 +50,7 @@ struct rfs_config {
 	uint64_t var_join; /* enum rfs_varjoin_mode: NONE, INNER or OUTER */
 	char *var_names; /* file of served var names; NULL: none */
 	uint64_t epochs;
-	uint64_t cache_mb;
+	uint64_t cache_mb; /* RFS_UNSET: default (memlimit.c) */
 	uint64_t prefetch; /* batches ahead per rank; RFS_UNSET: default */
 	uint64_t threads; /* prefetch threads; RFS_UNSET: one per core */
 	char *log_file; /* NULL: stderr */

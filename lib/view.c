@@ -25,6 +25,7 @@
 #include "kind.h"
 #include "log.h"
 #include "lookahead.h"
+#include "memlimit.h"
 #include "plan.h"
 #include "sampler.h"
 #include "selection.h"
@@ -252,6 +253,23 @@ static int absolute_log_file(struct rfs_config *c)
 	return 0;
 }
 
+/* cache_mb within the memory this process may use (memlimit.c). */
+static int fit_cache(struct rfs_config *c, char *err, size_t errlen)
+{
+	struct rfs_memlimit limit;
+	rfs_memlimit_read("", &limit);
+	int given = c->cache_mb != RFS_UNSET;
+	int rc = rfs_memlimit_fit(&c->cache_mb, &limit, err, errlen);
+	if (rc == 0 && !given && c->cache_mb < RFS_MEMLIMIT_DEFAULT_MB)
+		rfs_log("cache_mb=%llu, not %d: half of what %s leaves "
+			"beside the daemon's own %d MiB (the readers may share "
+			"it); give cache_mb to choose",
+			(unsigned long long)c->cache_mb,
+			RFS_MEMLIMIT_DEFAULT_MB, limit.where,
+			RFS_MEMLIMIT_OVERHEAD_MB);
+	return rc;
+}
+
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen)
@@ -262,6 +280,9 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto oom;
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
+	if (rc != 0)
+		goto fail;
+	rc = fit_cache(&v->config, err, errlen);
 	if (rc != 0)
 		goto fail;
 	/* Every share of cache_mb comes from one split (budget.c); the

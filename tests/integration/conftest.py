@@ -125,13 +125,14 @@ class Mount:
         return self.exit_code
 
 
-def start_daemon(mnt, sources, options, extra=(), log=None):
+def start_daemon(mnt, sources, options, extra=(), log=None, preexec=None):
     args = [RANKFS, "-f"]
     if options:
         args += ["-o", options]
     args += list(extra) + [str(s) for s in sources] + [mnt]
     out = open(log, "w")
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                            preexec_fn=preexec)
 
 
 def wait_mounted(mnt, proc, log):
@@ -173,14 +174,15 @@ def mounts(tmp_path):
     made = []
     counter = [0]
 
-    def make(sources, options="", extra=(), name=None):
+    def make(sources, options="", extra=(), name=None, preexec=None):
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
         counter[0] += 1
         mnt = tmp_path / (name or f"mnt{counter[0]}")
         mnt.mkdir()
         log = tmp_path / f"rankfs{counter[0]}.log"
-        proc = start_daemon(str(mnt), sources, options, extra, str(log))
+        proc = start_daemon(str(mnt), sources, options, extra, str(log),
+                            preexec)
         m = Mount(str(mnt), proc, str(log))
         made.append(m)
         wait_mounted(str(mnt), proc, str(log))
@@ -191,6 +193,75 @@ def mounts(tmp_path):
     for mnt, code, log in codes:
         assert not is_mounted(mnt), f"{mnt} still mounted"
         assert code == 0, f"rankfs for {mnt} exited {code}: {log}"
+
+
+class MemoryCgroup:
+    """A memory cgroup of limit_mb MiB beside this process's own (v1's
+    memory controller, or v2 where its parent delegates memory); join() in
+    a child's preexec_fn puts the child in it. Fails, never skips: the
+    suite runs as root where cgroups are mounted (scripts/test)."""
+
+    def __init__(self, limit_mb):
+        own = {}
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                hid, ctrls, path = line.rstrip("\n").split(":", 2)
+                for c in ctrls.split(",") if ctrls else ["v2" + hid]:
+                    own[c] = path
+        mounts = []
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                tail = fields[fields.index("-") + 1:]
+                mounts.append((unescape(fields[4]), tail[0], tail[2]))
+        name = f"rankfs-test-{os.getpid()}-{id(self)}"
+        v1 = [p for p, t, o in mounts
+              if t == "cgroup" and "memory" in o.split(",")]
+        v2 = [p for p, t, o in mounts if t == "cgroup2"]
+        if v1 and "memory" in own:
+            self.dir = os.path.join(v1[0] + own["memory"], name)
+            limit_file = "memory.limit_in_bytes"
+        elif v2 and "v20" in own and "memory" in open(os.path.join(
+                v2[0] + own["v20"], "cgroup.subtree_control")).read():
+            self.dir = os.path.join(v2[0] + own["v20"], name)
+            limit_file = "memory.max"
+        else:
+            raise AssertionError("no memory cgroup controller to make a "
+                                 "group in (/proc/self/cgroup, mountinfo)")
+        os.mkdir(self.dir)
+        self.limit_file = os.path.join(self.dir, limit_file)
+        with open(self.limit_file, "w") as f:
+            f.write(f"{limit_mb << 20}\n")
+
+    def join(self):
+        with open(os.path.join(self.dir, "cgroup.procs"), "w") as f:
+            f.write(f"{os.getpid()}\n")
+
+    def close(self):
+        """Removes the group once its processes have exited."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                os.rmdir(self.dir)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+
+@pytest.fixture
+def memory_cgroup():
+    """Factory: memory_cgroup(limit_mb) -> MemoryCgroup, removed at
+    teardown."""
+    made = []
+
+    def make(limit_mb):
+        made.append(MemoryCgroup(limit_mb))
+        return made[-1]
+    yield make
+    for g in made:
+        g.close()
 
 
 def run_rankfs(args, timeout=30):

@@ -218,6 +218,12 @@ CASES = [
     ("fetch windows beyond cache_mb", "long",
      "dataset=/v,world_size=1024,batch_size=1024,fetch_factor=8,cache_mb=4",
      ["cache_mb=4", "fetch windows", "384 MiB", "fetch_factor"]),
+    # MemTotal on any machine here is under 2^30 MiB (a PiB).
+    ("cache_mb over the machine's memory", "good",
+     "dataset=/x,cache_mb=1073741824",
+     ["option cache_mb=1073741824", "1073741856 MiB",
+      "of the machine's memory (MemTotal in /proc/meminfo)",
+      "give cache_mb="]),
     ("too many batches to number", "huge", "dataset=/x",
      ["18014398509481984 batches per epoch", "raise batch_size"]),
     ("label longer than memory", "huge",
@@ -349,6 +355,39 @@ def test_many_sources_under_a_low_descriptor_limit(tmp_path):
             in r.stderr), r.stderr
     assert "RLIMIT_NOFILE allows 1024" in r.stderr
     assert not is_mounted(mnt)
+
+
+def test_cache_mb_within_the_memory_cgroup(memory_cgroup, mounts, files,
+                                           tmp_path):
+    """In a memory cgroup of 512 MiB a cache_mb that with the daemon's own
+    32 MiB would not fit fails the mount, naming the group's limit file;
+    without cache_mb the cache is half of what the group leaves (the
+    readers share it), said in the log and config.json."""
+    import subprocess
+    from conftest import RANKFS
+    group = memory_cgroup(512)
+    mnt = tmp_path / "refused"
+    mnt.mkdir()
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,cache_mb=481",
+                        files["good"], str(mnt)], capture_output=True,
+                       text=True, timeout=60, preexec_fn=group.join)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip() == (
+        "rankfs: option cache_mb=481: the daemon would hold up to 513 MiB "
+        "(cache_mb and 32 MiB of its own), more than the 512 MiB of the "
+        f"limit of its memory cgroup ({group.limit_file}); give "
+        "cache_mb=480 or less"), r.stderr
+    assert not is_mounted(mnt)
+    m = mounts(files["good"], "dataset=/x,cache_mb=480",
+               preexec=group.join)
+    assert m.json("config.json")["cache_mb"] == 480
+    m = mounts(files["good"], "dataset=/x", preexec=group.join)
+    assert m.json("config.json")["cache_mb"] == 240
+    assert m.json("stats.json")["budget"]["total_bytes"] == \
+        240 << 20
+    assert (f"cache_mb=240, not 1024: half of what the limit of its "
+            f"memory cgroup ({group.limit_file}) leaves beside the "
+            f"daemon's own 32 MiB") in m.log_text()
 
 
 def test_a_source_that_never_answers_fails_the_mount(mounts, files,

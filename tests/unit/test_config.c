@@ -46,7 +46,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.drop_last, 1);
 	assert_null(c.dataset);
 	assert_int_equal(c.epochs, 10);
-	assert_int_equal(c.cache_mb, 1024);
+	assert_true(c.cache_mb == RFS_UNSET); /* view.c: memlimit.c */
 	assert_int_equal(c.raw, 0);
 	assert_null(c.log_file);
 	rfs_config_free(&c);
@@ -432,7 +432,7 @@ static void test_render_json_defaults(void **state)
 		"\"drop_last\": 1",
 		"\"dataset\": null",
 		"\"epochs\": 10",
-		"\"cache_mb\": 1024",
+		"\"cache_mb\": null",
 		"\"log_file\": null",
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)

@@ -1,4 +1,4 @@
-/* Unit tests for fs/mountinfo.c: the mount at a point, found in a
+/* Unit tests for lib/mountinfo.c: the mount at a point, found in a
  * mountinfo file written here (escapes, optional fields, several mounts
  * at one point). */
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "mountinfo.h"
@@ -90,6 +91,42 @@ static void test_not_mounted_and_short_lines(void **state)
 			 -ENOENT);
 }
 
+static int count_until_tmp(const struct rfs_mount_entry *e, void *arg)
+{
+	int *seen = arg;
+	++*seen;
+	if (strcmp(e->point, "/tmp") != 0)
+		return 0;
+	assert_string_equal(e->root, "/");
+	assert_string_equal(e->superopts, "rw");
+	return 7;
+}
+
+static int keep_last(const struct rfs_mount_entry *e, void *arg)
+{
+	*(struct rfs_mount_entry *)arg = *e;
+	return 0;
+}
+
+/* Each mount in order, every field, until the callback says stop. */
+static void test_each_mount(void **state)
+{
+	(void)state;
+	int seen = 0;
+	assert_int_equal(rfs_mountinfo_each(path, count_until_tmp, &seen), 7);
+	assert_int_equal(seen, 2);
+	struct rfs_mount_entry e;
+	assert_int_equal(rfs_mountinfo_each(path, keep_last, &e), 0);
+	assert_string_equal(e.point, "/tmp/short");
+	assert_int_equal(rfs_mountinfo_each(path, count_until_tmp, &seen), 7);
+	assert_int_equal(rfs_mountinfo_find(path, "/tmp/my mnt", &e), 0);
+	assert_string_equal(e.superopts, "ro,user_id=0");
+	assert_string_equal(e.root, "/");
+	assert_int_equal(rfs_mountinfo_each("/nonexistent/mountinfo", keep_last,
+					    &e),
+			 -ENOENT);
+}
+
 static void test_own_mountinfo(void **state)
 {
 	(void)state;
@@ -105,6 +142,7 @@ int main(void)
 		cmocka_unit_test(test_escapes_decoded),
 		cmocka_unit_test(test_last_mount_is_on_top),
 		cmocka_unit_test(test_not_mounted_and_short_lines),
+		cmocka_unit_test(test_each_mount),
 		cmocka_unit_test(test_own_mountinfo),
 	};
 	return cmocka_run_group_tests(tests, write_file, remove_file);

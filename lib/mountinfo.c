@@ -23,53 +23,85 @@ static void unescape_octal(char *s)
 	*out = '\0';
 }
 
-static void copy(char *dst, size_t n, const char *src)
+static void copy(char *dst, size_t n, char *src)
 {
+	if (src)
+		unescape_octal(src);
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
 /* "ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE
- * SUPEROPTIONS". @return 1 if line is a mount at point (out filled). */
-static int parse_line(char *line, const char *point,
-		      struct rfs_mount_entry *out)
+ * SUPEROPTIONS". @return 0 with out filled, or -1 for a short line. */
+static int parse_line(char *line, struct rfs_mount_entry *out)
 {
 	char *save = NULL, *field[5];
 	line[strcspn(line, "\n")] = '\0';
 	for (int i = 0; i < 5; i++)
 		if (!(field[i] = strtok_r(i ? NULL : line, " ", &save)))
-			return 0;
-	unescape_octal(field[4]);
-	if (strcmp(field[4], point) != 0)
-		return 0;
+			return -1;
 	char *f;
 	while ((f = strtok_r(NULL, " ", &save)) && strcmp(f, "-") != 0)
 		; /* mount options, then optional fields */
 	char *type = f ? strtok_r(NULL, " ", &save) : NULL;
 	char *source = type ? strtok_r(NULL, " ", &save) : NULL;
-	if (type)
-		unescape_octal(type);
-	if (source)
-		unescape_octal(source);
+	char *superopts = source ? strtok_r(NULL, " ", &save) : NULL;
 	copy(out->majmin, sizeof(out->majmin), field[2]);
+	copy(out->root, sizeof(out->root), field[3]);
+	copy(out->point, sizeof(out->point), field[4]);
 	copy(out->fstype, sizeof(out->fstype), type);
 	copy(out->source, sizeof(out->source), source);
-	return 1;
+	copy(out->superopts, sizeof(out->superopts), superopts);
+	return 0;
+}
+
+int rfs_mountinfo_each(const char *path,
+		       int (*fn)(const struct rfs_mount_entry *e, void *arg),
+		       void *arg)
+{
+	FILE *f = fopen(path ? path : "/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	struct rfs_mount_entry *e = malloc(sizeof(*e));
+	if (!e) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	/* Lines are short; a longer one (paths near PATH_MAX) is read in
+	 * full by getline. */
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = 0;
+	while (!rc && getline(&line, &cap, f) >= 0)
+		if (parse_line(line, e) == 0)
+			rc = fn(e, arg);
+	free(line);
+	free(e);
+	fclose(f);
+	return rc;
+}
+
+struct find {
+	const char *point;
+	struct rfs_mount_entry *out;
+	int found;
+};
+
+static int keep_if_at_point(const struct rfs_mount_entry *e, void *arg)
+{
+	struct find *q = arg;
+	if (strcmp(e->point, q->point) == 0) {
+		*q->out = *e;
+		q->found = 1;
+	}
+	return 0;
 }
 
 int rfs_mountinfo_find(const char *path, const char *point,
 		       struct rfs_mount_entry *out)
 {
-	FILE *f = fopen(path ? path : "/proc/self/mountinfo", "re");
-	if (!f)
-		return -errno;
-	/* Lines are short; a longer one (paths near PATH_MAX) is read in
-	 * full by getline. */
-	char *line = NULL;
-	size_t cap = 0;
-	int found = 0;
-	while (getline(&line, &cap, f) >= 0)
-		found |= parse_line(line, point, out);
-	free(line);
-	fclose(f);
-	return found ? 0 : -ENOENT;
+	struct find q = { .point = point, .out = out };
+	int rc = rfs_mountinfo_each(path, keep_if_at_point, &q);
+	if (rc != 0)
+		return rc;
+	return q.found ? 0 : -ENOENT;
 }
