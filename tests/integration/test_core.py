@@ -258,16 +258,29 @@ def test_config_json_resolves_defaults(mounts, sources):
     m = mounts(path, "batch_size=10")
     c = m.json("config.json")
     assert c["world_size"] == 1 and c["batch_size"] == 10
-    # prefetch 2 x fetch_factor, and one prefetch thread per core.
+    # prefetch 2 x fetch_factor, and one prefetch thread per core it may
+    # run on.
     assert c["prefetch"] == 2 * c["fetch_factor"]
-    assert c["threads"] == os.cpu_count()
+    cores = len(os.sched_getaffinity(0))
+    assert c["threads"] == cores
     names = thread_names(m.proc.pid)
-    assert names.count("rankfs-prefetch") == os.cpu_count(), names
+    assert names.count("rankfs-prefetch") == cores, names
     assert c["strategy"] == "block_shuffle" and c["block_size"] == 64
     assert c["fetch_factor"] == 16 and c["partition"] == "batch"
     assert c["drop_last"] == 1 and c["dataset"] == "/X"
     assert c["epochs"] == 10 and c["cache_mb"] == 1024
     assert "direct_io" not in c and "passthrough" not in c
+
+
+def test_threads_default_to_the_cores_allowed(mounts, sources):
+    """A daemon started on one core of the machine's (taskset, a job's
+    cpuset) prefetches with one thread, not one per core of the node."""
+    path, _, _ = sources["h5ad"]
+    assert os.cpu_count() > 1, "needs a machine of two cores or more"
+    m = mounts(path, "batch_size=10",
+               preexec=lambda: os.sched_setaffinity(0, {0}))
+    assert m.json("config.json")["threads"] == 1
+    assert thread_names(m.proc.pid).count("rankfs-prefetch") == 1
 
 
 def test_listing_modes_sizes_inodes(mounts, sources):
