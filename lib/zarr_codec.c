@@ -11,6 +11,7 @@
 
 #include <blosc.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,23 +38,29 @@ const char *rfs_zarr_comp_name(enum rfs_zarr_comp c)
 	return "crc32c";
 }
 
+/* Built once: filled by each thread's first call, it was written by one
+ * while another that saw it ready read it (a race ThreadSanitizer found,
+ * however equal the values). */
+static uint32_t crc32c_table[256];
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void make_crc32c_table(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+		crc32c_table[i] = c;
+	}
+}
+
 uint32_t rfs_zarr_crc32c(const void *p, size_t n)
 {
-	static uint32_t table[256];
-	static int ready; /* benign race: every thread writes the same */
 	const unsigned char *b = p;
-	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-		for (uint32_t i = 0; i < 256; i++) {
-			uint32_t c = i;
-			for (int k = 0; k < 8; k++)
-				c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-			__atomic_store_n(&table[i], c, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-	}
+	pthread_once(&crc32c_once, make_crc32c_table);
 	uint32_t crc = 0xFFFFFFFFu;
 	for (size_t i = 0; i < n; i++)
-		crc = table[(crc ^ b[i]) & 0xFF] ^ (crc >> 8);
+		crc = crc32c_table[(crc ^ b[i]) & 0xFF] ^ (crc >> 8);
 	return crc ^ 0xFFFFFFFFu;
 }
 
