@@ -458,78 +458,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	rfs_page_store_close(fs->page_store, ino, retire_file, &last);
 }
 
-/* Write-type requests: the mount is read-only (and mounted "ro", so the
- * kernel usually answers these before they reach us). */
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int to_set, struct fuse_file_info *fi)
-{
-	(void)ino, (void)attr, (void)to_set, (void)fi;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
-{
-	(void)parent, (void)name, (void)mode, (void)rdev;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
-{
-	(void)parent, (void)name, (void)mode;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	(void)parent, (void)name;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		       const char *name)
-{
-	(void)link, (void)parent, (void)name;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
-{
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		    const char *newname)
-{
-	(void)ino, (void)newparent, (void)newname;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
-{
-	(void)parent, (void)name, (void)mode, (void)fi;
-	fuse_reply_err(req, EROFS);
-}
-
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			const char *value, size_t size, int flags)
-{
-	(void)ino, (void)name, (void)value, (void)size, (void)flags;
-	fuse_reply_err(req, EROFS);
-}
-
 #define XATTR_HASH "user.rankfs.xxh3"
 
 /* Batch files (and index/label files) carry the hash of their bytes, so
@@ -573,12 +501,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_buf(req, XATTR_HASH, len);
 }
 
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	(void)ino, (void)name;
-	fuse_reply_err(req, EROFS);
-}
-
+/* No write-type ops: every mount is "ro" (opts.c), so the kernel answers
+ * EROFS before they reach us (test_core.py's test_writes_are_erofs). */
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -588,20 +512,8 @@ static const struct fuse_lowlevel_ops ops = {
 	.open = op_open,
 	.read = op_read,
 	.release = op_release,
-	.setattr = op_setattr,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_unlink,
-	.symlink = op_symlink,
-	.rename = op_rename,
-	.link = op_link,
-	.write = op_write,
-	.create = op_create,
-	.setxattr = op_setxattr,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
 };
 
 struct fuse_session *rfs_ops_session_new(struct fuse_args *args,
