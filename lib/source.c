@@ -23,6 +23,7 @@
 #include "log.h"
 #include "rowsort.h"
 #include "source_backend.h"
+#include "varjoin.h"
 
 const char *rfs_source_read_path_name(enum rfs_read_path p)
 {
@@ -431,14 +432,47 @@ out:
 	return rc;
 }
 
+const char *rfs_source_var_table(const char *dataset)
+{
+	if (strcmp(dataset, "/X") == 0 || strncmp(dataset, "/layers/", 8) == 0)
+		return "var";
+	if (strcmp(dataset, "/raw/X") == 0)
+		return "raw/var";
+	return NULL;
+}
+
+int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
+{
+	char **names;
+	uint64_t n;
+	int rc = s->ops->read_var_names(s, &names, &n, err, errlen);
+	if (rc != 0)
+		return rc == -ENOENT ? 0 : rc;
+	s->info.var_fingerprint = rfs_varjoin_fingerprint_of(names, n);
+	s->info.has_var = 1;
+	rfs_varjoin_free_names(names, n);
+	return 0;
+}
+
 int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen)
 {
-	if (!s->ops->read_var_names || !s->info.has_var) {
+	int rc = s->info.has_var ?
+			 s->ops->read_var_names(s, names, n, err, errlen) :
+			 -ENOENT;
+	if (rc == -ENOENT)
 		snprintf(err, errlen, "%s: no var names", s->info.path);
-		return -ENOENT;
+	if (rc == 0 && *n != s->info.cols) {
+		snprintf(err, errlen,
+			 "%s: %llu var names for %llu columns of %s",
+			 s->info.path, (unsigned long long)*n,
+			 (unsigned long long)s->info.cols, s->info.dataset);
+		rfs_varjoin_free_names(*names, *n);
+		*names = NULL;
+		*n = 0;
+		rc = -EINVAL;
 	}
-	return s->ops->read_var_names(s, names, n, err, errlen);
+	return rc;
 }
 
 void rfs_source_destroy(struct rfs_source *s)

@@ -41,7 +41,9 @@ struct rfs_source_ops {
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
 	int (*check_unchanged)(struct rfs_source *s);
-	/* As rfs_source_read_var_names(); NULL: the format has none. */
+	/* The var index's names, however many (rfs_source_read_var_names()
+	 * checks them against the width), or -ENOENT when the served matrix
+	 * has no var table. Mount time only. */
 	int (*read_var_names)(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen);
 	/* As rfs_source_state(). */
@@ -71,6 +73,15 @@ struct rfs_source {
  * For a backend's open, once info is filled. On failure writes one line
  * naming the row to err. @return 0, -EIO, -ENOMEM. */
 int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen);
+
+/* Sets s->info.has_var and var_fingerprint (XXH3 of the names, each
+ * followed by a NUL) from the backend's read_var_names, for its open.
+ * @return 0 or a negative errno with err set. */
+int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen);
+
+/* Which var table names the columns of dataset, relative to the root
+ * ("var", "raw/var"), or NULL for a matrix AnnData gives no var. */
+const char *rfs_source_var_table(const char *dataset);
 
 /* Writes the mount error for a csc_matrix at dataset (an AnnData path:
  * /X, /raw/X, /layers/NAME, or any other) of path, with the anndata

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "chunks.h"
 #include "log.h"
@@ -456,101 +455,36 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* Which var table names the columns of dataset, if any. */
-static const char *var_table(const char *dataset)
-{
-	if (strcmp(dataset, "/X") == 0 || strncmp(dataset, "/layers/", 8) == 0)
-		return "/var";
-	if (strcmp(dataset, "/raw/X") == 0)
-		return "/raw/var";
-	return NULL;
-}
-
-/* The var names of s's rows, read as a 1-D string dataset (in a child:
- * source_hdf5_vlen.c). *strings NULL and 0: the file has no var table
- * for its rows. @return 0 or a negative errno with err set. */
-static int read_var(struct hdf5_source *s, char ***strings, uint64_t *n,
-		    char *err, size_t errlen)
-{
-	const char *table = s->anndata ? var_table(s->dataset) : NULL;
-	char index[128] = "_index";
-	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
-	*strings = NULL;
-	*n = 0;
-	if (group < 0)
-		return 0;
-	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
-	hid_t names = H5Dopen2(group, index, H5P_DEFAULT);
-	int64_t len = names >= 0 ? rfs_hdf5_length_1d(names) : -1;
-	int rc = len >= 0 ?
-			 rfs_hdf5_read_strings(names, (uint64_t)len, strings) :
-			 0;
-	if (rc != 0)
-		snprintf(err, errlen,
-			 "%s: the var names (%s/%s) cannot be "
-			 "read: %s",
-			 s->path, table, index, strerror(-rc));
-	else if (*strings)
-		*n = (uint64_t)len;
-	if (names >= 0)
-		H5Dclose(names);
-	H5Gclose(group);
-	return rc;
-}
-
-static void free_strings(char **strings, uint64_t n)
-{
-	for (uint64_t i = 0; strings && i < n; i++)
-		free(strings[i]);
-	free(strings);
-}
-
-/* XXH3 of the var names (each followed by a NUL), so files whose columns
- * are different genes are told apart even when D agrees. */
-static int fingerprint_var(struct hdf5_source *s, char *err, size_t errlen)
-{
-	char **strings;
-	uint64_t n;
-	int rc = read_var(s, &strings, &n, err, errlen);
-	if (rc == 0 && strings) {
-		XXH3_state_t *st = XXH3_createState();
-		if (st) {
-			XXH3_64bits_reset(st);
-			for (uint64_t i = 0; i < n; i++)
-				XXH3_64bits_update(st, strings[i],
-						   strlen(strings[i]) + 1);
-			s->base.info.var_fingerprint = XXH3_64bits_digest(st);
-			s->base.info.has_var = 1;
-			XXH3_freeState(st);
-		}
-	}
-	free_strings(strings, n);
-	return rc;
-}
-
-/* Mount time only (the read forks: no other thread may be in HDF5). */
+/* The var index of s's rows, read as a 1-D string dataset (in a child:
+ * source_hdf5_vlen.c; mount time only, when no other thread is in HDF5).
+ * @return 0, -ENOENT (no var table), or a negative errno with err set. */
 static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 			  char *err, size_t errlen)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	int rc = read_var(s, names, n, err, errlen);
-	if (rc != 0)
-		return rc;
-	if (!*names) {
-		snprintf(err, errlen, "%s: no var names", s->path);
+	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
+					 NULL;
+	char index[128] = "_index";
+	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
+	if (group < 0)
 		return -ENOENT;
-	}
-	if (*n != s->base.info.cols) {
+	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
+	hid_t names_dset = H5Dopen2(group, index, H5P_DEFAULT);
+	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
+	int rc = len >= 0 ? rfs_hdf5_read_strings(names_dset, (uint64_t)len,
+						  names) :
+			    -ENOENT;
+	if (rc == 0)
+		*n = (uint64_t)len;
+	else if (rc != -ENOENT)
 		snprintf(err, errlen,
-			 "%s: %llu var names for %llu columns of %s", s->path,
-			 (unsigned long long)*n,
-			 (unsigned long long)s->base.info.cols, s->dataset);
-		free_strings(*names, *n);
-		*names = NULL;
-		*n = 0;
-		return -EINVAL;
-	}
-	return 0;
+			 "%s: the var names (/%s/%s) cannot be "
+			 "read: %s",
+			 s->path, table, index, strerror(-rc));
+	if (names_dset >= 0)
+		H5Dclose(names_dset);
+	H5Gclose(group);
+	return rc;
 }
 
 static void close_source(struct rfs_source *base)
@@ -700,7 +634,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	rc = rfs_source_fingerprint(&s->base, err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = fingerprint_var(s, err, errlen);
+	rc = rfs_source_fingerprint_var(&s->base, err, errlen);
 	if (rc != 0)
 		goto fail;
 	*out = &s->base;

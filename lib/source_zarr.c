@@ -476,7 +476,7 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	if (rc == 0)
 		rc = rfs_source_fingerprint(&s->base, err, errlen);
 	if (rc == 0)
-		rc = rfs_zarr_fingerprint_var(s, err, errlen);
+		rc = rfs_source_fingerprint_var(&s->base, err, errlen);
 	if (rc != 0)
 		goto fail;
 	struct stat st;

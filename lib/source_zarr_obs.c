@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "column.h"
 #include "convert.h"
@@ -296,21 +295,12 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	return rc;
 }
 
-/* Which var table names the columns of dataset, if any. */
-static const char *var_table(const char *dataset)
+int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
+			    char *err, size_t errlen)
 {
-	if (strcmp(dataset, "/X") == 0 || strncmp(dataset, "/layers/", 8) == 0)
-		return "var";
-	if (strcmp(dataset, "/raw/X") == 0)
-		return "raw/var";
-	return NULL;
-}
-
-/* The var index's strings, or -ENOENT when there is no var table. */
-static int var_names(struct zarr_source *s, char ***names, uint64_t *n,
-		     char *err, size_t errlen)
-{
-	const char *table = s->anndata ? var_table(s->dataset) : NULL;
+	struct zarr_source *s = (struct zarr_source *)base;
+	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
+					 NULL;
 	json_t *meta = NULL, *attrs = NULL;
 	char *file = NULL, path[600];
 	int kind = table ? rfs_zarr_node(&s->st, table, &meta, &attrs, &file,
@@ -341,45 +331,4 @@ static int var_names(struct zarr_source *s, char ***names, uint64_t *n,
 			 path,
 			 rc == -EINVAL ? "not 1-D strings" : strerror(-rc));
 	return rc;
-}
-
-int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
-			    char *err, size_t errlen)
-{
-	struct zarr_source *s = (struct zarr_source *)base;
-	int rc = var_names(s, names, n, err, errlen);
-	if (rc == -ENOENT)
-		snprintf(err, errlen, "%s: no var names", s->path);
-	if (rc == 0 && *n != s->base.info.cols) {
-		snprintf(err, errlen,
-			 "%s: %llu var names for %llu columns of %s", s->path,
-			 (unsigned long long)*n,
-			 (unsigned long long)s->base.info.cols, s->dataset);
-		free_strings(*names, *n);
-		*names = NULL;
-		rc = -EINVAL;
-	}
-	return rc;
-}
-
-int rfs_zarr_fingerprint_var(struct zarr_source *s, char *err, size_t errlen)
-{
-	char **names;
-	uint64_t n;
-	int rc = var_names(s, &names, &n, err, errlen);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc != 0)
-		return rc;
-	XXH3_state_t *st = XXH3_createState();
-	if (st) {
-		XXH3_64bits_reset(st);
-		for (uint64_t i = 0; i < n; i++)
-			XXH3_64bits_update(st, names[i], strlen(names[i]) + 1);
-		s->base.info.var_fingerprint = XXH3_64bits_digest(st);
-		s->base.info.has_var = 1;
-		XXH3_freeState(st);
-	}
-	free_strings(names, n);
-	return st ? 0 : -ENOMEM;
 }

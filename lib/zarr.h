@@ -239,8 +239,4 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			 struct rfs_column *out, char *err, size_t errlen);
 int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 			    char *err, size_t errlen);
-/* Sets info.has_var and var_fingerprint from the var names, if the
- * served matrix has a var table. @return 0 or -errno with err set. */
-int rfs_zarr_fingerprint_var(struct zarr_source *s, char *err, size_t errlen);
-
 #endif
