@@ -233,9 +233,8 @@ static int open_csr(struct zarr_source *s, const char *group, json_t *attrs,
 static int open_rows(struct zarr_source *s, char *err, size_t errlen)
 {
 	const char *node = s->dataset + (s->dataset[0] == '/');
-	json_t *meta, *attrs;
-	char *file;
-	int rc, kind = rfs_zarr_node(&s->st, node, &meta, &attrs, &file, err,
+	json_t *attrs;
+	int rc, kind = rfs_zarr_node(&s->st, node, NULL, &attrs, NULL, err,
 				     errlen);
 	if (kind < 0)
 		return kind;
@@ -261,9 +260,7 @@ static int open_rows(struct zarr_source *s, char *err, size_t errlen)
 			 s->path, s->dataset);
 		rc = -ENOTSUP;
 	}
-	json_decref(meta);
 	json_decref(attrs);
-	free(file);
 	if (rc != 0)
 		return rc;
 	s->base.info.dtype = s->x.m.dtype;
@@ -384,24 +381,19 @@ static const struct rfs_source_ops ops = {
 static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
 		      size_t errlen)
 {
-	json_t *meta, *attrs;
-	char *file;
-	int kind = rfs_zarr_node(&s->st, "", &meta, &attrs, &file, err, errlen);
+	json_t *attrs;
+	int kind = rfs_zarr_node(&s->st, "", NULL, &attrs, NULL, err, errlen);
 	*root_kind = kind;
 	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
 	int yes = enc && strcmp(enc, "anndata") == 0;
-	json_decref(meta);
 	json_decref(attrs);
-	free(file);
 	if (kind < 0)
 		return kind;
 	if (!yes && !enc) {
-		kind = rfs_zarr_node(&s->st, "X", &meta, &attrs, &file, err,
+		kind = rfs_zarr_node(&s->st, "X", NULL, &attrs, NULL, err,
 				     errlen);
 		yes = kind > 0;
-		json_decref(meta);
 		json_decref(attrs);
-		free(file);
 	}
 	return yes;
 }

@@ -213,8 +213,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 {
 	struct zarr_source *s = (struct zarr_source *)base;
 	char path[1100], what[300];
-	json_t *meta, *attrs;
-	char *file;
+	json_t *attrs;
 	uint64_t n = s->base.info.rows;
 	*out = (struct rfs_column){ 0 };
 	/* As the .h5ad backend names them. */
@@ -235,8 +234,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	}
 	snprintf(path, sizeof(path), "%s%s", name[0] == '/' ? "" : "obs/",
 		 name + (name[0] == '/'));
-	int kind =
-		rfs_zarr_node(&s->st, path, &meta, &attrs, &file, err, errlen);
+	int kind = rfs_zarr_node(&s->st, path, NULL, &attrs, NULL, err, errlen);
 	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
 	int rc = kind < 0 ? kind : 0;
 	if (kind == 0) {
@@ -287,9 +285,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			column_error(s, what, rc, err, errlen);
 		rfs_zarr_array_close(&a);
 	}
-	json_decref(meta);
 	json_decref(attrs);
-	free(file);
 	if (rc != 0)
 		rfs_column_free(out);
 	return rc;
@@ -301,17 +297,15 @@ int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 	struct zarr_source *s = (struct zarr_source *)base;
 	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
 					 NULL;
-	json_t *meta = NULL, *attrs = NULL;
-	char *file = NULL, path[600];
-	int kind = table ? rfs_zarr_node(&s->st, table, &meta, &attrs, &file,
-					 err, errlen) :
+	json_t *attrs = NULL;
+	char path[600];
+	int kind = table ? rfs_zarr_node(&s->st, table, NULL, &attrs, NULL, err,
+					 errlen) :
 			   0;
 	const char *index = rfs_zarr_attr_string(attrs, "_index");
 	snprintf(path, sizeof(path), "%s/%s", table ? table : "",
 		 index ? index : "_index");
-	json_decref(meta);
 	json_decref(attrs);
-	free(file);
 	if (kind < 0)
 		return kind;
 	if (kind != 2)

@@ -123,7 +123,8 @@ void rfs_zarr_store_close(struct rfs_zarr_store *st);
 /* The node at path ("" for the root, "X/data", no leading slash): *meta
  * its metadata (the .zarray/.zgroup, or zarr.json; NULL if none), *attrs
  * its attributes (may be NULL), both new references; *file the metadata
- * file read (malloc'd; the consolidated file when consolidated).
+ * file read (malloc'd; the consolidated file when consolidated). meta and
+ * file may be NULL: not wanted.
  * @return 1 array, 2 group, 0 absent, -ENOMEM, -EINVAL (bad JSON: err). */
 int rfs_zarr_node(const struct rfs_zarr_store *st, const char *path,
 		  json_t **meta, json_t **attrs, char **file, char *err,

@@ -44,17 +44,14 @@ static int member_number(const char *name, unsigned long long *n)
 static int is_collection(const char *dir, char *err, size_t errlen)
 {
 	struct rfs_zarr_store st;
-	json_t *meta, *attrs;
-	char *file;
+	json_t *attrs;
 	int rc = rfs_zarr_store_open(dir, &st, err, errlen);
 	if (rc != 0)
 		return rc;
-	int kind = rfs_zarr_node(&st, "", &meta, &attrs, &file, err, errlen);
+	int kind = rfs_zarr_node(&st, "", NULL, &attrs, NULL, err, errlen);
 	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
 	int yes = kind == 2 && enc && strcmp(enc, "annbatch-preshuffled") == 0;
-	json_decref(meta);
 	json_decref(attrs);
-	free(file);
 	rfs_zarr_store_close(&st);
 	return kind < 0 ? kind : yes;
 }

@@ -245,17 +245,21 @@ int rfs_zarr_node(const struct rfs_zarr_store *st, const char *path,
 		  json_t **meta, json_t **attrs, char **file, char *err,
 		  size_t errlen)
 {
-	*meta = *attrs = NULL;
-	*file = NULL;
-	int rc = st->v3 ? node_v3(st, path, meta, attrs, file, err, errlen) :
-			  node_v2(st, path, meta, attrs, file, err, errlen);
-	if (rc <= 0) {
-		json_decref(*meta);
-		json_decref(*attrs);
-		free(*file);
-		*meta = *attrs = NULL;
-		*file = NULL;
-	}
+	json_t *m = NULL, *a = NULL;
+	char *f = NULL;
+	int rc = st->v3 ? node_v3(st, path, &m, &a, &f, err, errlen) :
+			  node_v2(st, path, &m, &a, &f, err, errlen);
+	if (rc <= 0 || !meta)
+		json_decref(m);
+	if (rc <= 0 || !file)
+		free(f);
+	if (rc <= 0)
+		json_decref(a);
+	if (meta)
+		*meta = rc > 0 ? m : NULL;
+	if (file)
+		*file = rc > 0 ? f : NULL;
+	*attrs = rc > 0 ? a : NULL;
 	return rc;
 }
 
