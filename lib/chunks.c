@@ -3,9 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cache.h"
+#include "fetch.h"
 #include "log.h"
 
 /* The cache holds decoded chunks only; a key is (dataset id, chunk
@@ -16,21 +16,6 @@ struct rfs_chunk_cache {
 	struct rfs_chunked *sets; /* registry; read-only after mount */
 	size_t count, cap;
 };
-
-static int pread_all(int fd, void *dst, size_t len, uint64_t at)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)dst + got, len - got,
-				  (off_t)(at + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -ENODATA;
-		got += (size_t)n;
-	}
-	return 0;
-}
 
 /* Rows of a cached unit: a chunk, or a part of one (part_rows). */
 static uint64_t unit_rows(const struct rfs_chunked *c)
@@ -94,7 +79,7 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	int rc = -ENOMEM;
 	if (!stored || !out || !scratch)
 		goto out;
-	rc = pread_all(c->fd, stored, loc->size, loc->addr);
+	rc = rfs_pread_all(c->fd, stored, loc->size, loc->addr, NULL);
 	if (rc == 0)
 		rc = rfs_inflate_decode(&c->pipeline, loc->mask, stored,
 					loc->size, out, out_len, c->elem,

@@ -122,6 +122,23 @@ static int finish_run(int fd, const struct rfs_fetch_run *run, size_t done)
 	return 0;
 }
 
+int rfs_pread_all(int fd, void *dst, size_t len, uint64_t at, size_t *got)
+{
+	size_t done = 0;
+	int rc = 0;
+	while (done < len && rc == 0) {
+		ssize_t n = pread(fd, (char *)dst + done, len - done,
+				  (off_t)(at + done));
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0 || errno != EINTR)
+			rc = n == 0 ? -ENODATA : -errno;
+	}
+	if (got)
+		*got = done;
+	return rc;
+}
+
 static int fetch_preadv(int fd, const struct rfs_fetch_run *runs, size_t n,
 			size_t *failed)
 {

@@ -368,26 +368,17 @@ static int pread_run(struct hdf5_source *s, struct array *a, uint64_t first,
 static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
 		      uint64_t count, uint64_t at, void *dst)
 {
-	size_t want = count * a->row_bytes, got = 0;
-	while (got < want) {
-		ssize_t n = pread(s->fd, (char *)dst + got, want - got,
-				  (off_t)(at + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rfs_log_limited(
-				&s->base.read_failures,
-				"source %s dataset %s: read of rows [%llu, "
-				"%llu) failed: %s",
-				s->path, a->name, (unsigned long long)first,
-				(unsigned long long)(first + count),
-				n < 0 ? strerror(errno) :
-					"file ends before the data");
-			return -EIO;
-		}
-		got += (size_t)n;
-	}
-	return 0;
+	int rc = rfs_pread_all(s->fd, dst, count * a->row_bytes, at, NULL);
+	if (rc == 0)
+		return 0;
+	rfs_log_limited(&s->base.read_failures,
+			"source %s dataset %s: read of rows [%llu, %llu) "
+			"failed: %s",
+			s->path, a->name, (unsigned long long)first,
+			(unsigned long long)(first + count),
+			rc == -ENODATA ? "file ends before the data" :
+					 strerror(-rc));
+	return -EIO;
 }
 
 static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "bigbuf.h"
+#include "fetch.h"
 #include "log.h"
 #include "watch.h"
 
@@ -329,23 +330,6 @@ int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
 	return 0;
 }
 
-static int pread_all(int fd, void *dst, size_t len, uint64_t at, size_t *got)
-{
-	*got = 0;
-	while (*got < len) {
-		ssize_t n = pread(fd, (char *)dst + *got, len - *got,
-				  (off_t)(at + *got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ENODATA;
-		*got += (size_t)n;
-	}
-	return 0;
-}
-
 /* The shard's index, read (and its crc checked) or from the cache; every
  * entry either absent or within the file. *owned: the caller frees it. */
 static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
@@ -372,8 +356,8 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 	if (!raw)
 		return -ENOMEM;
 	size_t got;
-	int rc = pread_all(fd, raw, total,
-			   a->m.index_at_start ? 0 : size - total, &got);
+	int rc = rfs_pread_all(fd, raw, total,
+			       a->m.index_at_start ? 0 : size - total, &got);
 	uint32_t crc;
 	if (rc == 0 && a->m.index_crc) {
 		memcpy(&crc, raw + len, 4);
@@ -543,7 +527,7 @@ static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
 		return -ENOMEM;
 	}
 	size_t got;
-	rc = pread_all(pl.fd, *stored, pl.len, pl.off, &got);
+	rc = rfs_pread_all(pl.fd, *stored, pl.len, pl.off, &got);
 	if (rc != 0) {
 		snprintf(why, whylen,
 			 rc == -ENODATA ? "is truncated (%zu of %llu bytes)" :
@@ -616,7 +600,7 @@ static int read_stored(void *ctx, void *dst, size_t n, uint64_t off)
 	size_t got;
 	if (off > pl->len || n > pl->len - off)
 		return 1;
-	return pread_all(pl->fd, dst, n, pl->off + off, &got) == 0 ? 0 : 1;
+	return rfs_pread_all(pl->fd, dst, n, pl->off + off, &got) == 0 ? 0 : 1;
 }
 
 /* Bytes [at, at + n) of decoded inner chunk k into out. */
