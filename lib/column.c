@@ -474,6 +474,44 @@ int rfs_column_apply_mask(struct rfs_column *values,
 	return 0;
 }
 
+/* The shortest decimal text that reads back as v. */
+static void real_text(double v, char *out, size_t n)
+{
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(out, n, "%.*g", digits, v);
+		if (strtod(out, NULL) == v)
+			return;
+	}
+}
+
+int rfs_column_names(const struct rfs_column *c, char ***out)
+{
+	char **names = calloc(c->rows ? c->rows : 1, sizeof(*names));
+	int rc = names ? 0 : -ENOMEM;
+	for (uint64_t i = 0; i < c->rows && rc == 0; i++) {
+		char text[40] = "?";
+		if (c->kind == RFS_COLUMN_INT)
+			snprintf(text, sizeof(text), "%lld",
+				 (long long)c->codes[i]);
+		else if (c->kind == RFS_COLUMN_REAL)
+			real_text(c->reals[i], text, sizeof(text));
+		const char *name = c->kind == RFS_COLUMN_CODES &&
+						   c->codes[i] >= 0 ?
+					   c->categories[c->codes[i]] :
+					   text;
+		if (!(names[i] = strdup(name)))
+			rc = -ENOMEM;
+	}
+	if (rc != 0) {
+		for (uint64_t i = 0; names && i < c->rows; i++)
+			free(names[i]);
+		free(names);
+		names = NULL;
+	}
+	*out = names;
+	return rc;
+}
+
 double rfs_column_real(const struct rfs_column *c, uint64_t row)
 {
 	return c->kind == RFS_COLUMN_REAL ? c->reals[row] :

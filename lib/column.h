@@ -71,6 +71,12 @@ int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n);
 int rfs_column_apply_mask(struct rfs_column *values,
 			  const struct rfs_column *mask, uint64_t *missing);
 
+/* Each row's value as text, for category names: a categorical row's
+ * category ("?" where missing), an integer in decimal, a float as the
+ * shortest text that reads back as it. *out: c->rows heap strings, NULL on
+ * failure. @return 0 or -ENOMEM. */
+int rfs_column_names(const struct rfs_column *c, char ***out);
+
 /* The row's value as a weight (numeric columns). */
 double rfs_column_real(const struct rfs_column *c, uint64_t row);
 

@@ -160,32 +160,7 @@ out:
 	return rc;
 }
 
-/* The shortest decimal text that reads back as v. */
-static void real_text(double v, char *out, size_t n)
-{
-	for (int digits = 1; digits <= 17; digits++) {
-		snprintf(out, n, "%.*g", digits, v);
-		if (strtod(out, NULL) == v)
-			return;
-	}
-}
-
-static int read_enum(hid_t dset, uint64_t n, struct rfs_column *out);
-
-/* Names of an enum dataset's values (pandas' bool categories are h5py
- * bool enums): each value's member name. */
-static int enum_names(hid_t dset, uint64_t n, char **names)
-{
-	struct rfs_column e = { 0 };
-	int rc = read_enum(dset, n, &e);
-	for (uint64_t i = 0; i < n && rc == 0; i++)
-		if (!(names[i] = strdup(e.codes[i] >= 0 ?
-						e.categories[e.codes[i]] :
-						"?")))
-			rc = -ENOMEM;
-	rfs_column_free(&e);
-	return rc;
-}
+static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out);
 
 /* Category names of a categorical column: strings, bools (enums), or
  * numbers as text. *out and *count are set only on success. */
@@ -194,50 +169,21 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 	int64_t n = rfs_hdf5_length_1d(dset);
 	hid_t type = H5Dget_type(dset);
 	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+	struct rfs_column c = { 0 };
 	int rc = -EINVAL;
 	if (type >= 0)
 		H5Tclose(type);
-	if (n < 0)
-		return rc;
-	if (cls == H5T_STRING) {
+	if (n >= 0 && cls == H5T_STRING) {
 		rc = rfs_hdf5_read_strings(dset, (uint64_t)n, out);
+	} else if (n >= 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT ||
+			      cls == H5T_ENUM)) {
+		rc = read_column_dataset(dset, (uint64_t)n, &c);
 		if (rc == 0)
-			*count = (uint64_t)n;
-		return rc;
+			rc = rfs_column_names(&c, out);
+		rfs_column_free(&c);
 	}
-	if (cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_ENUM)
-		return rc;
-	char **names = calloc(n ? (size_t)n : 1, sizeof(*names));
-	double *v = calloc(n ? (size_t)n : 1, sizeof(*v));
-	int64_t *k = calloc(n ? (size_t)n : 1, sizeof(*k));
-	rc = -ENOMEM;
-	if (names && v && k && cls == H5T_ENUM)
-		rc = enum_names(dset, (uint64_t)n, names);
-	else if (names && v && k)
-		rc = cls == H5T_INTEGER ?
-			     read_integers(dset, (uint64_t)n, k) :
-			     read_numbers(dset, H5T_NATIVE_DOUBLE, v);
-	for (int64_t i = 0; i < n && rc == 0 && cls != H5T_ENUM; i++) {
-		char text[40];
-		if (cls == H5T_INTEGER)
-			snprintf(text, sizeof(text), "%lld", (long long)k[i]);
-		else
-			real_text(v[i], text, sizeof(text));
-		if (!(names[i] = strdup(text)))
-			rc = -ENOMEM;
-	}
-	if (rc != 0 && names) {
-		for (int64_t i = 0; i < n; i++)
-			free(names[i]);
-		free(names);
-		names = NULL;
-	}
-	free(v);
-	free(k);
-	if (rc == 0) {
-		*out = names;
+	if (rc == 0)
 		*count = (uint64_t)n;
-	}
 	return rc;
 }
 

@@ -16,23 +16,6 @@
 #include "convert.h"
 #include "zarr.h"
 
-static void free_strings(char **s, uint64_t n)
-{
-	for (uint64_t i = 0; s && i < n; i++)
-		free(s[i]);
-	free(s);
-}
-
-/* The shortest decimal text that reads back as v. */
-static void real_text(double v, char *out, size_t n)
-{
-	for (int digits = 1; digits <= 17; digits++) {
-		snprintf(out, n, "%.*g", digits, v);
-		if (strtod(out, NULL) == v)
-			return;
-	}
-}
-
 /* A 1-D array of n values, whole: numbers as int64 (integers) or double
  * (floats, *is_real set), in a malloc'd buffer of n x 8 bytes; a uint64
  * over 2^63 - 1 is -ERANGE. */
@@ -112,34 +95,15 @@ static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
 /* Category names: strings, bools, or numbers as text. */
 static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
 {
-	uint64_t n = a->m.shape[0];
-	*count = n;
+	struct rfs_column c = { 0 };
+	*count = a->m.shape[0];
+	*out = NULL;
 	if (a->m.kind == RFS_ZARR_STRING)
 		return rfs_zarr_array_read_strings(a, out);
-	struct rfs_column c = { 0 };
 	int rc = array_column(a, &c);
-	char **names = calloc(n + 1, sizeof(*names));
-	if (rc == 0 && !names)
-		rc = -ENOMEM;
-	for (uint64_t i = 0; i < n && rc == 0; i++) {
-		char text[40];
-		if (c.kind == RFS_COLUMN_CODES)
-			snprintf(text, sizeof(text), "%s",
-				 c.categories[c.codes[i]]);
-		else if (c.kind == RFS_COLUMN_INT)
-			snprintf(text, sizeof(text), "%lld",
-				 (long long)c.codes[i]);
-		else
-			real_text(c.reals[i], text, sizeof(text));
-		if (!(names[i] = strdup(text)))
-			rc = -ENOMEM;
-	}
+	if (rc == 0)
+		rc = rfs_column_names(&c, out);
 	rfs_column_free(&c);
-	if (rc != 0) {
-		free_strings(names, n);
-		names = NULL;
-	}
-	*out = names;
 	return rc;
 }
 
