@@ -389,6 +389,21 @@ int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
 int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 {
 	const struct rfs_source_info *in = &s->info;
+	/* A row must fit a batch file (1 GiB) in any served dtype (8 bytes
+	 * at most), which also keeps every size product within 64 bits. */
+	char why[96] = "";
+	if (!in->rows || !in->cols)
+		snprintf(why, sizeof(why), "%s",
+			 in->rows ? "rows of 0 columns" : "no rows");
+	else if (in->cols > (UINT64_C(1) << 30) / 8)
+		snprintf(why, sizeof(why),
+			 "%llu columns: a row of over 1 GiB cannot be served",
+			 (unsigned long long)in->cols);
+	if (why[0]) {
+		snprintf(err, errlen, "%s: dataset %s has %s", in->path,
+			 in->dataset, why);
+		return -EINVAL;
+	}
 	XXH3_state_t *st = XXH3_createState();
 	size_t row_bytes = rfs_source_row_bytes(s);
 	unsigned char *row = malloc(row_bytes ? row_bytes : 1);

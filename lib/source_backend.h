@@ -67,7 +67,8 @@ struct rfs_source {
 	struct rfs_log_limit read_failures;
 };
 
-/* Sets s->info.fingerprint from what every backend describes: shape,
+/* Refuses a matrix of no rows, no columns, or rows over 1 GiB, then
+ * sets s->info.fingerprint from what every backend describes: shape,
  * dtype, nnz, the dataset's name and the first and last rows (read
  * through the source, so one matrix has one fingerprint in any format).
  * For a backend's open, once info is filled. On failure writes one line

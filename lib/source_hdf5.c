@@ -432,26 +432,6 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 	s->base.info.dtype = s->x.dtype;
 	s->base.info.layout = s->x.layout;
 	s->base.info.read_path = s->x.map.map ? RFS_READ_MMAP : s->x.path;
-	if (s->base.info.rows == 0) {
-		snprintf(err, errlen, "%s: dataset %s has no rows", s->path,
-			 s->dataset);
-		return -EINVAL;
-	}
-	if (s->base.info.cols == 0) {
-		snprintf(err, errlen, "%s: dataset %s has rows of 0 columns",
-			 s->path, s->dataset);
-		return -EINVAL;
-	}
-	/* A row must fit a batch file (1 GiB) in any served dtype (8 bytes
-	 * at most), which also keeps every size product within 64 bits. */
-	if (s->base.info.cols > (UINT64_C(1) << 30) / 8) {
-		snprintf(err, errlen,
-			 "%s: dataset %s has %llu columns: a row of over "
-			 "1 GiB cannot be served",
-			 s->path, s->dataset,
-			 (unsigned long long)s->base.info.cols);
-		return -EINVAL;
-	}
 	return 0;
 }
 

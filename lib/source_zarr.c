@@ -264,19 +264,6 @@ static int open_rows(struct zarr_source *s, char *err, size_t errlen)
 	if (rc != 0)
 		return rc;
 	s->base.info.dtype = s->x.m.dtype;
-	if (s->base.info.rows == 0 || s->base.info.cols == 0) {
-		snprintf(err, errlen, "%s: %s has %s", s->path, s->dataset,
-			 s->base.info.rows ? "rows of 0 columns" : "no rows");
-		return -EINVAL;
-	}
-	if (s->base.info.cols > (UINT64_C(1) << 30) / 8) {
-		snprintf(err, errlen,
-			 "%s: %s has %llu columns: a row of over 1 GiB cannot "
-			 "be served",
-			 s->path, s->dataset,
-			 (unsigned long long)s->base.info.cols);
-		return -EINVAL;
-	}
 	return 0;
 }
 
