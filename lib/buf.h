@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct rfs_buf {
 	char *data; /* NUL-terminated while len < cap; owned, free() it */
@@ -34,5 +35,8 @@ void rfs_buf_decimal(struct rfs_buf *b, double v,
 int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len);
 
 void rfs_buf_free(struct rfs_buf *b);
+
+/* Frees n heap strings and their array. Accepts NULL. */
+void rfs_strings_free(char **strings, uint64_t n);
 
 #endif

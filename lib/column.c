@@ -11,9 +11,7 @@
 
 void rfs_column_free(struct rfs_column *c)
 {
-	for (uint64_t i = 0; c->categories && i < c->ncategories; i++)
-		free(c->categories[i]);
-	free(c->categories);
+	rfs_strings_free(c->categories, c->ncategories);
 	free(c->codes);
 	free(c->reals);
 	*c = (struct rfs_column){ 0 };
@@ -503,9 +501,7 @@ int rfs_column_names(const struct rfs_column *c, char ***out)
 			rc = -ENOMEM;
 	}
 	if (rc != 0) {
-		for (uint64_t i = 0; names && i < c->rows; i++)
-			free(names[i]);
-		free(names);
+		rfs_strings_free(names, c->rows);
 		names = NULL;
 	}
 	*out = names;
@@ -528,9 +524,7 @@ int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
 		free(index);
 		free(codes);
 		free(cats);
-		for (uint64_t i = 0; i < n; i++)
-			free(strings[i]);
-		free(strings);
+		rfs_strings_free(strings, n);
 		return -ENOMEM;
 	}
 	for (uint64_t i = 0; i < n; i++) {

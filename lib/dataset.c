@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "buf.h"
 #include "chunks.h"
 #include "dataset_var.h"
 #include "deadline.h"
@@ -398,9 +399,7 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 fail:
 	rfs_dataset_destroy(d);
 out:
-	for (size_t i = 0; i < list.count; i++)
-		free(list.items[i]);
-	free(list.items);
+	rfs_strings_free(list.items, list.count);
 	return rc;
 }
 

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 #include <sys/stat.h>
 
+#include "buf.h"
 #include "bigbuf.h"
 #include "column.h"
 #include "convert.h"
@@ -465,7 +466,7 @@ int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 		return rc == -ENOENT ? 0 : rc;
 	s->info.var_fingerprint = rfs_varjoin_fingerprint_of(names, n);
 	s->info.has_var = 1;
-	rfs_varjoin_free_names(names, n);
+	rfs_strings_free(names, n);
 	return 0;
 }
 
@@ -482,7 +483,7 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			 "%s: %llu var names for %llu columns of %s",
 			 s->info.path, (unsigned long long)*n,
 			 (unsigned long long)s->info.cols, s->info.dataset);
-		rfs_varjoin_free_names(*names, *n);
+		rfs_strings_free(*names, *n);
 		*names = NULL;
 		*n = 0;
 		rc = -EINVAL;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "column.h"
 #include "log.h"
 
@@ -151,9 +152,7 @@ out:
 	if (ftype >= 0)
 		H5Tclose(ftype);
 	if (rc != 0 && strings) {
-		for (uint64_t i = 0; i < n; i++)
-			free(strings[i]);
-		free(strings);
+		rfs_strings_free(strings, n);
 		strings = NULL;
 	}
 	*out = strings;

@@ -9,6 +9,7 @@
  * the log, never a dead or hung mount. They happen at mount time only,
  * when no other thread uses HDF5 (a fork copies only the calling thread).
  */
+#include "buf.h"
 #include "source_hdf5.h"
 
 #include <errno.h>
@@ -130,9 +131,7 @@ int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n, char ***out)
 		}
 	}
 	if (rc != 0) {
-		for (uint64_t i = 0; i < n; i++)
-			free(strings[i]);
-		free(strings);
+		rfs_strings_free(strings, n);
 		return rc;
 	}
 	*out = strings;

@@ -1,5 +1,7 @@
 #include "varjoin.h"
 
+#include "buf.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,13 +51,6 @@ uint64_t rfs_varjoin_fingerprint_of(char *const *names, uint64_t n)
 	h = XXH3_64bits_digest(st);
 	XXH3_freeState(st);
 	return h;
-}
-
-void rfs_varjoin_free_names(char **names, uint64_t n)
-{
-	for (uint64_t i = 0; names && i < n; i++)
-		free(names[i]);
-	free(names);
 }
 
 /* Names to their position: open addressing over XXH3, built once per
@@ -198,7 +193,7 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			free(x.slot);
 	}
 	if (rc != 0) {
-		rfs_varjoin_free_names(list, count);
+		rfs_strings_free(list, count);
 		return rc;
 	}
 	*names = list;
@@ -215,7 +210,7 @@ void rfs_varjoin_destroy(struct rfs_varjoin *j)
 		free(j->maps[f].to);
 	}
 	free(j->maps);
-	rfs_varjoin_free_names(j->names, j->cols);
+	rfs_strings_free(j->names, j->cols);
 	free(j);
 }
 

@@ -33,9 +33,6 @@ uint64_t rfs_varjoin_fingerprint_of(char *const *names, uint64_t n);
 int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			  char *err, size_t errlen);
 
-/* Frees n strings and their array. Accepts NULL. */
-void rfs_varjoin_free_names(char **names, uint64_t n);
-
 /* Builds the mapping of nsources sources: names[f] holds counts[f]
  * names, paths[f] names source f in errors. wanted (NAMES mode only) is
  * the served list, read from wanted_from. Nothing is kept of the

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "bigbuf.h"
 #include "fetch.h"
 #include "log.h"
@@ -735,9 +736,7 @@ int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings)
 			log_failure(a, k, where, why);
 	}
 	if (rc != 0 && s) {
-		for (uint64_t i = 0; i < rows; i++)
-			free(s[i]);
-		free(s);
+		rfs_strings_free(s, rows);
 		s = NULL;
 	}
 	*strings = s;

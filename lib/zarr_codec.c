@@ -18,6 +18,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "buf.h"
+
 /* Strings have no known size: they may grow to this. */
 #define DECODED_MAX (UINT64_C(1) << 31)
 
@@ -503,9 +505,7 @@ int rfs_zarr_vlen_utf8(const void *p, size_t n, uint64_t want, char ***out)
 		at += 4 + (size_t)len;
 	}
 	if (rc != 0) {
-		for (uint64_t i = 0; i < want; i++)
-			free(s[i]);
-		free(s);
+		rfs_strings_free(s, want);
 		return rc;
 	}
 	*out = s;

@@ -19,6 +19,7 @@
 #include "h5_fixture.h"
 #include "log.h"
 #include "column.h"
+#include "buf.h"
 #include "source.h"
 #include "varjoin.h"
 
@@ -452,7 +453,7 @@ static void test_columns(void **state)
 		assert_string_equal(names[i], genes[i]);
 	assert_true(rfs_source_info(s)->var_fingerprint ==
 		    rfs_varjoin_fingerprint_of(names, nnames));
-	rfs_varjoin_free_names(names, nnames);
+	rfs_strings_free(names, nnames);
 	/* A file without a var table has no names. */
 	const char *bare =
 		write_f32(f, "novar.h5ad", "/X", H5FX_CONTIGUOUS, 4, 1);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "varjoin.h"
 
 static char *a_names[] = { "g1", "g2", "g3", "g4" };
@@ -233,7 +234,7 @@ static void read_expect(const char *text, int want_rc, const char *needle)
 			fail_msg("'%s' does not say '%s' and the path", err,
 				 needle);
 	}
-	rfs_varjoin_free_names(names, n);
+	rfs_strings_free(names, n);
 	unlink(path);
 	free(path);
 }
@@ -249,7 +250,7 @@ static void test_read_file(void **state)
 	assert_int_equal(n, 3);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[2], "CD4 antigen");
-	rfs_varjoin_free_names(names, n);
+	rfs_strings_free(names, n);
 	unlink(path);
 	free(path);
 	read_expect("g1\ng2", 0, NULL); /* no final newline */
@@ -262,7 +263,7 @@ static void test_read_file(void **state)
 	assert_int_equal(n, 2);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[1], "g1");
-	rfs_varjoin_free_names(names, n);
+	rfs_strings_free(names, n);
 	unlink(path);
 	free(path);
 	read_expect("g1\r\n\r\ng2\r\n", -EINVAL, "line 2 is empty");
