@@ -79,19 +79,6 @@ static void print_help(void)
 	printf("\nSee rankfs(1) and docs/usage.md.\n");
 }
 
-/* One line naming the option and every one accepted (mount(8)'s words,
- * which are dropped, left out). */
-static void unknown_option(const char *key)
-{
-	struct rfs_buf b = { 0 };
-	rfs_mountopt_render_unknown(&b, "rankfs", key);
-	if (b.failed || !b.data)
-		fprintf(stderr, "rankfs: unknown option '%s'\n", key);
-	else
-		fputs(b.data, stderr);
-	rfs_buf_free(&b);
-}
-
 /* The first -o argument holding an empty option, and the argument after
  * it (NULL where none): libfuse hands proc one option at a time, without
  * the list it came from. */
@@ -117,49 +104,28 @@ static void empty_option_list(const struct parse_state *st, const char **list,
 
 static int take_option(struct parse_state *st, const char *arg)
 {
-	char err[512], key[64];
-	const char *eq = strchr(arg, '='), *list = NULL, *next = NULL;
+	char key[64];
+	const char *list = NULL, *next = NULL;
+	struct rfs_buf msg = { 0 };
 	if (!*arg)
 		empty_option_list(st, &list, &next);
-	if (rfs_mountopt_explain_space(arg, list, next, err, sizeof(err))) {
-		fprintf(stderr, "rankfs: %s\n", err);
-		return -1;
-	}
-	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
-	if (klen >= sizeof(key)) {
-		fprintf(stderr, "rankfs: unknown option '%.64s...'\n", arg);
-		return -1;
-	}
-	memcpy(key, arg, klen);
-	key[klen] = '\0';
-
-	int rc = rfs_config_set(&st->cli->config, key, eq ? eq + 1 : NULL, err,
-				sizeof(err));
-	if (rc == 0)
-		return 0; /* ours: consumed */
-	if (rc != -ENOENT) {
-		fprintf(stderr, "rankfs: %s\n", err);
-		return -1;
-	}
-	enum rfs_mountopt_kind kind = rfs_mountopt_kind(key);
-	if (kind == RFS_MOUNTOPT_FUSE) {
-		if (rfs_mountopt_check_fuse(key, eq ? eq + 1 : NULL, err,
-					    sizeof(err)) != 0) {
-			fprintf(stderr, "rankfs: %s\n", err);
-			return -1;
-		}
+	const char *eq = strchr(arg, '=');
+	int rc = rfs_mountopt_take(&st->cli->config, "rankfs", arg, list, next,
+				   key, &msg);
+	if (rc < 0)
+		fputs(msg.data && !msg.failed ? msg.data :
+						"rankfs: out of memory\n",
+		      stderr);
+	rfs_buf_free(&msg);
+	if (rc == 1) { /* libfuse's: keep */
 		st->has_fsname |= strcmp(key, "fsname") == 0;
 		st->has_subtype |= strcmp(key, "subtype") == 0;
 		st->cli->max_threads_given |= strcmp(key, "max_threads") == 0;
 		/* Checked above: 1 .. UINT32_MAX. libfuse keeps the last. */
 		if (strcmp(key, "max_read") == 0)
 			st->cli->max_read = (unsigned)strtoul(eq + 1, NULL, 10);
-		return 1; /* libfuse's: keep */
 	}
-	if (kind == RFS_MOUNTOPT_IGNORED)
-		return 0; /* mount(8)'s: drop */
-	unknown_option(key);
-	return -1;
+	return rc;
 }
 
 static int proc(void *data, const char *arg, int key, struct fuse_args *out)

@@ -222,6 +222,45 @@ static const char *meant(const char *key)
 	return best;
 }
 
+int rfs_mountopt_take(struct rfs_config *c, const char *prog, const char *arg,
+		      const char *list, const char *next, char key[64],
+		      struct rfs_buf *msg)
+{
+	char err[512];
+	const char *eq = strchr(arg, '='), *value = eq ? eq + 1 : NULL;
+	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
+	int rc = -1;
+	if (rfs_mountopt_explain_space(arg, list, next, err, sizeof(err)))
+		goto refuse;
+	if (klen >= 64) {
+		rfs_buf_printf(msg, "%s: unknown option '%.64s...'\n", prog,
+			       arg);
+		return -1;
+	}
+	memcpy(key, arg, klen);
+	key[klen] = '\0';
+	rc = rfs_config_set(c, key, value, err, sizeof(err));
+	if (rc != -ENOENT)
+		goto refuse;
+	switch (rfs_mountopt_kind(key)) {
+	case RFS_MOUNTOPT_FUSE:
+		rc = rfs_mountopt_check_fuse(key, value, err, sizeof(err));
+		if (rc == 0)
+			return 1;
+		goto refuse;
+	case RFS_MOUNTOPT_IGNORED:
+		return 0;
+	default:
+		rfs_mountopt_render_unknown(msg, prog, key);
+		return -1;
+	}
+refuse:
+	if (rc == 0)
+		return 0;
+	rfs_buf_printf(msg, "%s: %s\n", prog, err);
+	return -1;
+}
+
 void rfs_mountopt_render_unknown(struct rfs_buf *b, const char *prog,
 				 const char *key)
 {

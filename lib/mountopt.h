@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "config.h"
 
 enum rfs_mountopt_kind {
 	RFS_MOUNTOPT_OTHER, /* neither: rankfs's own, or unknown */
@@ -42,6 +43,15 @@ int rfs_mountopt_list_has_empty(const char *list);
  * name, else 0 (err untouched). */
 int rfs_mountopt_explain_space(const char *opt, const char *list,
 			       const char *next, char *err, size_t errlen);
+
+/* Takes one -o item arg ("key" or "key=value") as a mount takes it:
+ * rankfs's option into c, libfuse's checked, mount(8)'s dropped. list
+ * and next as for rfs_mountopt_explain_space(). key gets arg's name.
+ * @return 0 (rankfs's or mount(8)'s), 1 (libfuse's: the mount hands it
+ * on), or -1 with the line refusing arg, "prog: ...\n", appended to msg. */
+int rfs_mountopt_take(struct rfs_config *c, const char *prog, const char *arg,
+		      const char *list, const char *next, char key[64],
+		      struct rfs_buf *msg);
 
 /* Appends the line (with its newline) that refuses key, an option
  * neither rankfs's nor libfuse's nor mount(8)'s, for program prog: the

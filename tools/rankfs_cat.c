@@ -63,55 +63,20 @@ static void print_help(void)
 	       "mount.\nSee rankfs(1) and docs/usage.md.\n");
 }
 
-static void unknown_option(const char *key)
-{
-	struct rfs_buf b = { 0 };
-	rfs_mountopt_render_unknown(&b, "rankfs-cat", key);
-	if (b.failed || !b.data)
-		fprintf(stderr, "rankfs-cat: unknown option '%s'\n", key);
-	else
-		fputs(b.data, stderr);
-	rfs_buf_free(&b);
-}
-
 /* One option, "key" or "key=value", as the mount's opts.c takes it;
  * list is the -o argument it came from, next the argument after it. */
 static int take_option(struct rfs_config *c, const char *arg, const char *list,
 		       const char *next)
 {
-	char err[512], key[64];
-	const char *eq = strchr(arg, '=');
-	const char *value = eq ? eq + 1 : NULL;
-	size_t klen = eq ? (size_t)(eq - arg) : strlen(arg);
-	if (rfs_mountopt_explain_space(arg, list, next, err, sizeof(err))) {
-		fprintf(stderr, "rankfs-cat: %s\n", err);
-		return -1;
-	}
-	if (klen >= sizeof(key)) {
-		fprintf(stderr, "rankfs-cat: unknown option '%.64s...'\n", arg);
-		return -1;
-	}
-	memcpy(key, arg, klen);
-	key[klen] = '\0';
-	int rc = rfs_config_set(c, key, value, err, sizeof(err));
-	if (rc == 0)
-		return 0;
-	if (rc != -ENOENT) {
-		fprintf(stderr, "rankfs-cat: %s\n", err);
-		return -1;
-	}
-	switch (rfs_mountopt_kind(key)) {
-	case RFS_MOUNTOPT_FUSE:
-		if (rfs_mountopt_check_fuse(key, value, err, sizeof(err)) == 0)
-			return 0;
-		fprintf(stderr, "rankfs-cat: %s\n", err);
-		return -1;
-	case RFS_MOUNTOPT_IGNORED:
-		return 0;
-	default:
-		unknown_option(key);
-		return -1;
-	}
+	char key[64];
+	struct rfs_buf msg = { 0 };
+	int rc = rfs_mountopt_take(c, "rankfs-cat", arg, list, next, key, &msg);
+	if (rc < 0)
+		fputs(msg.data && !msg.failed ? msg.data :
+						"rankfs-cat: out of memory\n",
+		      stderr);
+	rfs_buf_free(&msg);
+	return rc < 0 ? -1 : 0;
 }
 
 /* An -o group split as libfuse splits it: at commas, a backslash
