@@ -74,7 +74,7 @@ int rfs_daemon_start(void)
 	_exit(1);
 }
 
-void rfs_daemon_ready(void)
+static void ready(void)
 {
 	if (ready_fd < 0)
 		return;
@@ -107,7 +107,7 @@ static void *probe(void *arg)
 		rc = stat(prober.path, &st);
 	while (rc != 0 && errno == EINTR);
 	if (rc == 0 && st.st_dev != prober.under_dev)
-		rfs_daemon_ready();
+		ready();
 	return NULL;
 }
 

@@ -26,13 +26,10 @@ void rfs_daemon_keep_std_fds(void);
 /* Forks. Returns 0 in the child; the parent never returns. -1 on error. */
 int rfs_daemon_start(void);
 
-/* In the child, once mounted: releases the parent with exit 0, detaches
- * from the terminal and points fds 0-2 at /dev/null. */
-void rfs_daemon_ready(void);
-
 /* In the child, once mounted and before the session loop runs: starts a
  * thread that stat()s probe, a name in the mount, and calls
- * rfs_daemon_ready() if the answer comes from a file system other than
+ * releases the parent with exit 0 (detached from the terminal,
+ * fds 0-2 on /dev/null) if the answer comes from a file system other than
  * under_dev (the device of the directory under the mount: a stat that
  * reaches it means the mount is gone). probe is copied.
  * @return 0 or a negative errno (no thread started). */

@@ -27,7 +27,6 @@ struct parse_state {
 	int argc;
 	char **argv; /* the command line as given, for errors */
 	int action; /* 1: help or version printed */
-	int failed;
 	int has_fsname, has_subtype;
 };
 
@@ -279,8 +278,6 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 		return 1;
 	if (fuse_parse_cmdline(&cli->args, &cli->fuse) != 0)
 		return -1;
-	if (cli->fuse.show_help || cli->fuse.show_version)
-		return 1; /* not reached: our templates take -h/-V first */
 	if (cli->nsources < 2) {
 		fprintf(stderr, "rankfs: missing %s\n",
 			cli->nsources ? "MOUNTPOINT" : "SOURCE and MOUNTPOINT");

@@ -29,7 +29,7 @@ struct rfs_chunked {
 	/* Borrowed: the source's limit on failure lines (NULL: one shared
 	 * by every such set). */
 	struct rfs_log_limit *log;
-	uint64_t rows, cols;
+	uint64_t cols;
 	uint64_t chunk_rows, chunk_cols;
 	uint64_t grid_cols; /* chunks across: ceil(cols / chunk_cols) */
 	size_t elem;

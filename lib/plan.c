@@ -31,7 +31,6 @@ struct window {
 	uint64_t seq;
 	uint64_t index;
 	uint64_t *rows; /* global ids in served order; NULL: empty slot */
-	uint64_t len;
 	uint64_t last_used;
 };
 
@@ -197,11 +196,9 @@ static int build_window(const struct rfs_planner *p, uint64_t epoch,
 	for (uint64_t i = 0; i < len; i++)
 		served[i] = sorted[served[i]];
 	free(sorted);
-	*w = (struct window){ .epoch = epoch,
-			      .seq = seq,
-			      .index = index,
-			      .rows = served,
-			      .len = len };
+	*w = (struct window){
+		.epoch = epoch, .seq = seq, .index = index, .rows = served
+	};
 	return 0;
 }
 

@@ -127,11 +127,11 @@ out:
 	return rc;
 }
 
-/* Rows w[i..j), adjacent: values [a, b) of the file, at pos in the
+/* Rows w[i..j), adjacent: values from a of the file, at pos in the
  * scratch arrays. */
 struct csr_run {
 	size_t i, j;
-	uint64_t a, b, pos;
+	uint64_t a, pos;
 };
 
 size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
@@ -228,7 +228,7 @@ static int read_csr_runs(struct rfs_source *s, const struct rfs_wanted *w,
 		j = run_end(w, i, n);
 		uint64_t a = (uint64_t)s->indptr[w[i].row];
 		uint64_t b = (uint64_t)s->indptr[w[j - 1].row + 1];
-		runs[nruns++] = (struct csr_run){ i, j, a, b, pos };
+		runs[nruns++] = (struct csr_run){ i, j, a, pos };
 		if (b > a) {
 			ranges[nranges++] = (struct rfs_csr_range){
 				RFS_CSR_VALUES, a, b - a, values + pos * elem

@@ -86,7 +86,7 @@ static int is_anndata(hid_t file, const char *path)
 
 struct dataset_list {
 	char *text;
-	size_t len, cap;
+	size_t cap;
 	int count;
 };
 

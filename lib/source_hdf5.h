@@ -98,9 +98,6 @@ int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
 			  struct rfs_pipeline *pipe, char *err, size_t errlen);
 void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 			       const struct rfs_pipeline *pipe);
-/* Rows [first, first + count) of a into dst, by a's read path. */
-int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, void *dst);
 int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 		       unsigned char *const *to);
 int rfs_hdf5_read_csr_ranges(struct rfs_source *base,

@@ -262,7 +262,6 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 					 .log = &s->base.read_failures,
 					 .path = s->path,
 					 .name = a->name,
-					 .rows = a->rows,
 					 .cols = a->cols,
 					 .elem = a->elem,
 					 .pipeline = *pipe };
@@ -398,8 +397,8 @@ static int hdf5_rows_to(struct hdf5_source *s, struct array *a, uint64_t first,
 }
 
 /* Rows [first, first + count) of a into dst, by the array's read path. */
-int rfs_hdf5_read_run(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, void *dst)
+static int read_run(struct hdf5_source *s, struct array *a, uint64_t first,
+		    uint64_t count, void *dst)
 {
 	if (a->path == RFS_READ_PREAD)
 		return pread_run(s, a, first, count, dst);
@@ -620,8 +619,7 @@ int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
 			rc = add_pieces(s, &p, a, r[k].first, r[k].count,
 					r[k].dst);
 		else
-			rc = rfs_hdf5_read_run(s, a, r[k].first, r[k].count,
-					       r[k].dst);
+			rc = read_run(s, a, r[k].first, r[k].count, r[k].dst);
 	}
 	if (rc == 0)
 		rc = read_pieces(s, &p);

@@ -432,19 +432,8 @@ void rfs_varjoin_gather(const struct rfs_varjoin *j, size_t f, const void *src,
 	case 4:
 		GATHER(uint32_t);
 		break;
-	case 8:
+	default: /* 8: every dtype is 1, 2, 4 or 8 bytes */
 		GATHER(uint64_t);
-		break;
-	default:
-		for (uint64_t k = 0; k < j->cols; k++) {
-			if (from[k] >= 0)
-				memcpy((char *)dst + k * elem,
-				       (const char *)src +
-					       (uint64_t)from[k] * elem,
-				       elem);
-			else
-				memset((char *)dst + k * elem, 0, elem);
-		}
 	}
 }
 

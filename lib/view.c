@@ -461,11 +461,6 @@ int rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key,
 	return rfs_batch_file_size(v->batch, key, size);
 }
 
-uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch)
-{
-	return rfs_batch_rows(v->batch, batch);
-}
-
 int64_t rfs_view_mtime(const struct rfs_view *v)
 {
 	return rfs_dataset_mtime(v->dataset);
@@ -544,7 +539,7 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 	if (!is_batch(key->kind))
 		return;
 	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
-			       rfs_view_batch_rows(v, key->batch));
+			       rfs_batch_rows(v->batch, key->batch));
 	rfs_lookahead_opened(v->lookahead, key);
 }
 

@@ -43,8 +43,6 @@ uint64_t rfs_view_batches_per_rank(const struct rfs_view *v);
 uint64_t rfs_view_kinds(const struct rfs_view *v);
 /* 1 when batch/ also holds .npz files (CSR sources). */
 int rfs_view_has_npz(const struct rfs_view *v);
-/* Rows in batch (batch_size, or fewer for the last with drop_last=0). */
-uint64_t rfs_view_batch_rows(const struct rfs_view *v, uint64_t batch);
 /* Exact size of a file: computed, nothing is generated (an .npz plans its
  * batch and sums row counts from indptr). @return 0 or -ENOMEM. */
 int rfs_view_file_size(struct rfs_view *v, const struct rfs_cache_key *key,
@@ -90,7 +88,7 @@ void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key);
 /* bytes of a file of rank were returned by read(). */
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
 
-/* Writes the planned global row ids of a batch (rfs_view_batch_rows()). */
+/* Writes the planned global row ids of a batch. */
 int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
 		  uint64_t batch, int64_t *rows);
 

@@ -80,14 +80,11 @@ uint32_t rfs_zarr_crc32c(const void *p, size_t n);
  * and bytes. Takes the first want items into *out (heap strings).
  * @return 0, -EIO (bad framing, fewer items), -ENOMEM. */
 int rfs_zarr_vlen_utf8(const void *p, size_t n, uint64_t want, char ***out);
-/* "blosc", "zstd", "gzip", "zlib" or "crc32c". */
-const char *rfs_zarr_comp_name(enum rfs_zarr_comp c);
 
 enum rfs_zarr_kind { RFS_ZARR_NUMBER, RFS_ZARR_BOOL, RFS_ZARR_STRING };
 
 /* An array's metadata, v2 or v3. */
 struct rfs_zarr_meta {
-	int v3;
 	int ndims; /* 1 or 2 */
 	uint64_t shape[2]; /* shape[1] 1 when 1-D */
 	uint64_t chunk[2]; /* of a chunk file: a shard's when sharded */
@@ -146,8 +143,6 @@ struct rfs_zarr_id {
 	struct timespec mtime, ctime;
 };
 void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id);
-/* 1 when present and st match id. */
-int rfs_zarr_id_same(const struct rfs_zarr_id *id, const struct stat *st);
 
 /* One array of a store, read by chunks. */
 struct rfs_zarr_array {

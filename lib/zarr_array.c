@@ -52,7 +52,8 @@ void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id)
 				    .ctime = st->st_ctim };
 }
 
-int rfs_zarr_id_same(const struct rfs_zarr_id *id, const struct stat *st)
+/* 1 when present and st match id. */
+static int id_same(const struct rfs_zarr_id *id, const struct stat *st)
 {
 	return id->present && id->dev == st->st_dev && id->ino == st->st_ino &&
 	       id->size == st->st_size &&
@@ -283,9 +284,9 @@ static int same_as_mount(struct rfs_zarr_array *a, const struct rfs_zarr_id *id,
 	struct stat now;
 	int ok;
 	if (st)
-		ok = rfs_zarr_id_same(id, st);
+		ok = id_same(id, st);
 	else if (stat(path, &now) == 0)
-		ok = rfs_zarr_id_same(id, &now);
+		ok = id_same(id, &now);
 	else
 		ok = errno == ENOENT && !id->present;
 	if (!ok)

@@ -23,7 +23,7 @@
 /* Strings have no known size: they may grow to this. */
 #define DECODED_MAX (UINT64_C(1) << 31)
 
-const char *rfs_zarr_comp_name(enum rfs_zarr_comp c)
+static const char *comp_name(enum rfs_zarr_comp c)
 {
 	switch (c) {
 	case RFS_ZARR_BLOSC:
@@ -245,7 +245,7 @@ static int stage_alloc(enum rfs_zarr_comp c, const void *src, size_t n,
 		snprintf(why, whylen,
 			 "decodes (%s) to %zu bytes, over the %zu its stage "
 			 "may hold",
-			 rfs_zarr_comp_name(c), cap, limit);
+			 comp_name(c), cap, limit);
 		return -EIO;
 	}
 	if (!known)

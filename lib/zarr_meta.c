@@ -688,7 +688,7 @@ static int parse_v3(json_t *j, const char *what, struct rfs_zarr_meta *m,
 int rfs_zarr_meta_parse(json_t *j, int v3, const char *what,
 			struct rfs_zarr_meta *m, char *err, size_t errlen)
 {
-	*m = (struct rfs_zarr_meta){ .v3 = v3 };
+	*m = (struct rfs_zarr_meta){ 0 };
 	if (dims(json_object_get(j, "shape"), m->shape, &m->ndims) != 0) {
 		snprintf(err, errlen,
 			 "%s: shape must have 1 or 2 dimensions (rankfs "
