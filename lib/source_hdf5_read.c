@@ -276,17 +276,21 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 		H5Pclose(dcpl);
 }
 
-/* Logs a copy of rows [first, first + count) that hit the end of the
- * file. @return -EIO. */
-static int copy_failed(struct hdf5_source *s, struct array *a, uint64_t first,
-		       uint64_t count)
+/* Logs a failed read of a's rows (or elements: unit) [first, end), why
+ * being the errno of the read (-ENODATA: the file ended first), or EIO
+ * for a copy out of the mapping. @return -EIO. */
+static int read_failed(struct hdf5_source *s, const struct array *a,
+		       const char *unit, uint64_t first, uint64_t end, int why)
 {
 	rfs_log_limited(
 		&s->base.read_failures,
-		"source %s dataset %s: read of rows [%llu, %llu) failed: "
-		"file ends before the data (SIGBUS in the mapping)",
-		s->path, a->name, (unsigned long long)first,
-		(unsigned long long)(first + count));
+		"source %s dataset %s: read of %s [%llu, %llu) failed: %s",
+		s->path, a->name, unit, (unsigned long long)first,
+		(unsigned long long)end,
+		why == -ENODATA ? "file ends before the data" :
+		why == -EFAULT	? "file ends before the data (SIGBUS "
+				  "in the mapping)" :
+				  strerror(-why));
 	return -EIO;
 }
 
@@ -297,7 +301,7 @@ static int copy_mapped(struct hdf5_source *s, struct array *a, uint64_t off,
 {
 	if (rfs_rowmap_copy(&a->map, off, len, dst) == 0)
 		return 0;
-	return copy_failed(s, a, first, count);
+	return read_failed(s, a, "rows", first, first + count, -EFAULT);
 }
 
 /* Rows rows[k] of a's mapping to to[k], k < m. */
@@ -309,7 +313,8 @@ static int gather_mapped(struct hdf5_source *s, struct array *a,
 	if (rfs_rowmap_gather(&a->map, rows, a->row_bytes, m, a->row_bytes, to,
 			      &failed) == 0)
 		return 0;
-	return copy_failed(s, a, rows[failed], 1);
+	return read_failed(s, a, "rows", rows[failed], rows[failed] + 1,
+			   -EFAULT);
 }
 
 static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
@@ -368,16 +373,7 @@ static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
 		      uint64_t count, uint64_t at, void *dst)
 {
 	int rc = rfs_pread_all(s->fd, dst, count * a->row_bytes, at, NULL);
-	if (rc == 0)
-		return 0;
-	rfs_log_limited(&s->base.read_failures,
-			"source %s dataset %s: read of rows [%llu, %llu) "
-			"failed: %s",
-			s->path, a->name, (unsigned long long)first,
-			(unsigned long long)(first + count),
-			rc == -ENODATA ? "file ends before the data" :
-					 strerror(-rc));
-	return -EIO;
+	return rc ? read_failed(s, a, "rows", first, first + count, rc) : 0;
 }
 
 static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
@@ -427,14 +423,7 @@ static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
 		H5Sclose(mem_space);
 	if (file_space >= 0)
 		H5Sclose(file_space);
-	if (rc != 0)
-		rfs_log_limited(
-			&s->base.read_failures,
-			"source %s dataset %s: read of rows [%llu, %llu) "
-			"failed",
-			s->path, a->name, (unsigned long long)first,
-			(unsigned long long)(first + count));
-	return rc;
+	return rc ? read_failed(s, a, "rows", first, first + count, -EIO) : 0;
 }
 
 /* Reads submitted together, at most: as many as a ring takes at once
@@ -457,17 +446,9 @@ static int read_pieces(struct hdf5_source *s, struct pieces *p)
 	size_t failed = 0;
 	int rc = p->n ? rfs_fetch(s->fd, p->runs, p->n, &failed) : 0;
 	p->n = 0;
-	if (rc == 0)
-		return 0;
-	rfs_log_limited(
-		&s->base.read_failures,
-		"source %s dataset %s: read of elements [%llu, %llu) failed: "
-		"%s",
-		s->path, p->of[failed]->name,
-		(unsigned long long)p->first[failed],
-		(unsigned long long)(p->first[failed] + p->count[failed]),
-		rc == -ENODATA ? "file ends before the data" : strerror(-rc));
-	return -EIO;
+	return rc ? read_failed(s, p->of[failed], "elements", p->first[failed],
+				p->first[failed] + p->count[failed], rc) :
+		    0;
 }
 
 /* Elements [first, first + count) of a read with pread to dst, as pieces
@@ -576,16 +557,8 @@ static int fetch_sorted(struct hdf5_source *s, struct array *a,
 	rc = rfs_fetch(s->fd, runs, nruns, &failed);
 	if (rc != 0) {
 		uint64_t first = (runs[failed].off - a->offset) / a->row_bytes;
-		rfs_log_limited(
-			&s->base.read_failures,
-			"source %s dataset %s: read of rows [%llu, %llu) "
-			"failed: %s",
-			s->path, a->name, (unsigned long long)first,
-			(unsigned long long)(first +
-					     (uint64_t)runs[failed].iovcnt),
-			rc == -ENODATA ? "file ends before the data" :
-					 strerror(-rc));
-		rc = -EIO;
+		rc = read_failed(s, a, "rows", first,
+				 first + (uint64_t)runs[failed].iovcnt, rc);
 	}
 out:
 	free(iov);
