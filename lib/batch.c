@@ -140,11 +140,6 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst, const void *values,
 	return 0;
 }
 
-static int is_batch(uint64_t kind)
-{
-	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
-}
-
 /* A .npz whose values are the source's as stored: read straight into
  * the file. */
 static int npz_reads_values_in_place(const struct rfs_batch *b)
@@ -175,7 +170,7 @@ static size_t fill_scratch(const struct rfs_batch *b, uint64_t kind, uint64_t n,
 {
 	const struct rfs_source_info *info = rfs_dataset_info(b->dataset);
 	size_t ids = n * sizeof(int64_t);
-	if (!is_batch(kind))
+	if (!rfs_kind_is_batch(kind))
 		return ids;
 	size_t scratch = ids + rfs_dataset_read_scratch(b->dataset, n, nnz);
 	size_t out_elem = rfs_dtype_size(b->out_dtype);
@@ -393,7 +388,7 @@ int rfs_batch_fill(void *ctx, const struct rfs_cache_key *key,
 	struct rfs_batch *b = ctx;
 	uint64_t t0 = rfs_stats_now_ns();
 	int rc = generate(b, key, f);
-	if (rc == 0 && is_batch(key->kind) && b->stats)
+	if (rc == 0 && rfs_kind_is_batch(key->kind) && b->stats)
 		rfs_stats_generated(b->stats, rfs_stats_now_ns() - t0);
 	return rc;
 }

@@ -15,6 +15,12 @@ enum rfs_kind {
 	RFS_KIND_COUNT
 };
 
+/* 1 for the files of batch/ (.npy and .npz): a batch read, counted. */
+static inline int rfs_kind_is_batch(uint64_t kind)
+{
+	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
+}
+
 /* "batch", "index", "label"; NULL for NPZ and beyond (no directory). */
 const char *rfs_kind_name(uint64_t kind);
 

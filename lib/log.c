@@ -39,7 +39,7 @@ void rfs_log_silence_stderr(void)
 	silenced = 1;
 }
 
-static void log_line(const char *suffix, const char *fmt, va_list ap)
+static void log_line(const char *fmt, va_list ap)
 {
 	FILE *out = log_stream ? log_stream : (silenced ? NULL : stderr);
 	if (!out)
@@ -54,7 +54,7 @@ static void log_line(const char *suffix, const char *fmt, va_list ap)
 	pthread_mutex_lock(&log_lock);
 	fprintf(out, "%s rankfs: ", stamp);
 	vfprintf(out, fmt, ap);
-	fprintf(out, "%s\n", suffix);
+	fputc('\n', out);
 	fflush(out);
 	pthread_mutex_unlock(&log_lock);
 }
@@ -63,7 +63,7 @@ void rfs_log(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_line("", fmt, ap);
+	log_line(fmt, ap);
 	va_end(ap);
 }
 
@@ -76,15 +76,6 @@ void rfs_log_limit_init(struct rfs_log_limit *l)
 void rfs_log_limit_destroy(struct rfs_log_limit *l)
 {
 	pthread_mutex_destroy(&l->lock);
-}
-
-/* log_line of a formatted text. */
-static void log_text(const char *suffix, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	log_line(suffix, fmt, ap);
-	va_end(ap);
 }
 
 /* 1 when this minute has logged line (hash h): a repeat of its cause. */
@@ -132,7 +123,7 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	if (dropped)
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
-	log_text(suffix, "%s", line);
+	rfs_log("%s%s", line, suffix);
 	free(line);
 }
 

@@ -59,13 +59,6 @@ struct rfs_stats {
 
 #define NS_PER_S 1000000000u
 
-static uint64_t now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
-}
-
 uint64_t rfs_stats_now_ns(void)
 {
 	struct timespec ts;
@@ -212,7 +205,8 @@ static double quantile_ms(struct rfs_stats *s, double q, uint64_t total)
 
 void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 {
-	uint64_t batches = 0, bytes = 0, t = now_s(), total = 0;
+	uint64_t batches = 0, bytes = 0, t = rfs_stats_now_ns() / NS_PER_S,
+		 total = 0;
 	struct rfs_buf ranks = { 0 };
 	for (uint64_t r = 0; r < s->ranks; r++) {
 		struct rank_counters *c = &s->per_rank[r];

@@ -66,11 +66,6 @@ static uint64_t resident_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-static int is_batch(uint64_t kind)
-{
-	return kind == RFS_KIND_BATCH || kind == RFS_KIND_NPZ;
-}
-
 /* HDF5 (and the zarr backend) take "X", "/X/" and "//X" for "/X": the
  * one spelling, so that checks by name (var names of "/X") and view_id
  * see one path. */
@@ -518,7 +513,7 @@ void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e)
 int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 		  uint64_t off, struct rfs_cache_entry **out)
 {
-	if (off != 0 || !is_batch(key->kind))
+	if (off != 0 || !rfs_kind_is_batch(key->kind))
 		return rfs_cache_get(v->cache, key, out);
 	enum rfs_cache_found found;
 	uint64_t t0 = rfs_stats_now_ns();
@@ -536,7 +531,7 @@ void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key)
 
 void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 {
-	if (!is_batch(key->kind))
+	if (!rfs_kind_is_batch(key->kind))
 		return;
 	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
 			       rfs_batch_rows(v->batch, key->batch));
