@@ -304,8 +304,8 @@ int rfs_batch_check_sizes(const struct rfs_config *c,
 	 * at most cols values, or more where column ids repeat. */
 	uint64_t npz_cell = rfs_dtype_size(npz_value_type(out_dtype)) + 8;
 	uint64_t per_row = info->cols;
-	if (info->sparse && rfs_dataset_max_row_nnz(d) > per_row)
-		per_row = rfs_dataset_max_row_nnz(d);
+	if (info->sparse && info->max_row_nnz > per_row)
+		per_row = info->max_row_nnz;
 	if (info->sparse &&
 	    per_row > NPZ_BYTES_MAX / npz_cell / c->batch_size) {
 		snprintf(err, errlen,
@@ -458,7 +458,7 @@ uint64_t rfs_batch_cost(const struct rfs_batch *b)
 {
 	uint64_t n = rfs_plan_layout(b->planner)->batch_size, nnz = 0;
 	if (b->sparse)
-		nnz = (uint64_t)((double)rfs_dataset_nnz(b->dataset) /
+		nnz = (uint64_t)((double)rfs_dataset_info(b->dataset)->nnz /
 				 (double)rfs_dataset_rows(b->dataset) *
 				 (double)n);
 	return b->file_size[RFS_KIND_BATCH][0] +

@@ -324,13 +324,6 @@ const char *rfs_config_strategy_name(uint64_t strategy)
 		       "?";
 }
 
-const char *rfs_config_partition_name(uint64_t partition)
-{
-	return partition < sizeof(partitions) / sizeof(partitions[0]) - 1 ?
-		       partitions[partition] :
-		       "?";
-}
-
 static void render_value(const struct rfs_config *c, const struct option_def *o,
 			 struct rfs_buf *b, int json)
 {
@@ -430,12 +423,6 @@ void rfs_config_render_identity(const struct rfs_config *given,
 		render_value(c, &options[i], b, 0);
 		rfs_buf_printf(b, "\n");
 	}
-}
-
-void rfs_config_render_names(struct rfs_buf *b)
-{
-	for (size_t i = 0; i < N_OPTIONS; i++)
-		rfs_buf_printf(b, "%s%s", i ? ", " : "", options[i].name);
 }
 
 const char *rfs_config_option_name(size_t i)

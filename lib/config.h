@@ -83,14 +83,10 @@ void rfs_config_render_identity(const struct rfs_config *c, struct rfs_buf *b);
 /* Appends a help paragraph: one line per option with default and values. */
 void rfs_config_render_help(struct rfs_buf *b);
 
-/* Appends every option's name, comma-separated, in help order. */
-void rfs_config_render_names(struct rfs_buf *b);
-
 /* The name of option i (in --help's order), NULL past the last. */
 const char *rfs_config_option_name(size_t i);
 
 const char *rfs_config_strategy_name(uint64_t strategy);
-const char *rfs_config_partition_name(uint64_t partition);
 
 /* Deep copy of src into dst (strings duplicated). @return 0 or -ENOMEM
  * (dst is then empty but safe to free). */

@@ -312,6 +312,12 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 		return rc;
 	d->info = *rfs_source_info(d->files[0]);
 	d->direct = d->nfiles == 1;
+	for (size_t f = 1; !d->var.join && f < d->nfiles; f++) {
+		const struct rfs_source_info *fi = rfs_source_info(d->files[f]);
+		d->info.nnz += fi->nnz;
+		if (fi->max_row_nnz > d->info.max_row_nnz)
+			d->info.max_row_nnz = fi->max_row_nnz;
+	}
 	if (!d->var.join)
 		return 0;
 	d->info.cols = d->var.count;
@@ -330,15 +336,6 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 	uint64_t part[3] = { d->fingerprint, d->var.fingerprint, mode };
 	d->fingerprint = XXH3_64bits(part, sizeof(part));
 	return 0;
-}
-
-int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
-		     size_t chunk_cache_bytes, struct rfs_dataset **out,
-		     char *err, size_t errlen)
-{
-	return rfs_dataset_open_joined(paths, npaths, dataset,
-				       chunk_cache_bytes, NULL, out, err,
-				       errlen);
 }
 
 int rfs_dataset_open_joined(char *const *paths, size_t npaths,
@@ -593,27 +590,6 @@ static size_t file_of(const struct rfs_dataset *d, uint64_t row)
 			hi = mid;
 	}
 	return lo;
-}
-
-uint64_t rfs_dataset_nnz(const struct rfs_dataset *d)
-{
-	if (d->var.join)
-		return d->var.nnz;
-	uint64_t total = 0;
-	for (size_t f = 0; f < d->nfiles; f++)
-		total += rfs_source_info(d->files[f])->nnz;
-	return total;
-}
-
-uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d)
-{
-	if (d->var.join)
-		return d->var.max_row_nnz;
-	uint64_t most = 0;
-	for (size_t f = 0; f < d->nfiles; f++)
-		if (rfs_source_info(d->files[f])->max_row_nnz > most)
-			most = rfs_source_info(d->files[f])->max_row_nnz;
-	return most;
 }
 
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row)

@@ -15,15 +15,6 @@
 
 struct rfs_dataset;
 
-/* paths: the SOURCE arguments, each a file or a directory (its *.h5ad and
- * *.h5 files in name order). dataset as for rfs_source_open().
- * chunk_cache_bytes bounds the decoded chunks kept for chunked files. On
- * failure writes one line naming the culprit to err.
- * @return 0 or a negative errno. */
-int rfs_dataset_open(char *const *paths, size_t npaths, const char *dataset,
-		     size_t chunk_cache_bytes, struct rfs_dataset **out,
-		     char *err, size_t errlen);
-
 /* How files whose var names differ are served (varjoin.h): mode, and
  * for RFS_VARJOIN_NAMES the file of names. */
 struct rfs_dataset_join {
@@ -31,8 +22,12 @@ struct rfs_dataset_join {
 	const char *names_file; /* borrowed, for the open only */
 };
 
-/* As rfs_dataset_open(), the columns joined on var names as join says
- * (NULL or mode NONE: files must have the same var names). Joined,
+/* paths: the SOURCE arguments, each a file or a directory (its *.h5ad and
+ * *.h5 files in name order). dataset as for rfs_source_open().
+ * chunk_cache_bytes bounds the decoded chunks kept for chunked files.
+ * The columns are joined on var names as join says (NULL or mode NONE:
+ * files must have the same var names). On failure writes one line naming
+ * the culprit to err. @return 0 or a negative errno. Joined,
  * rfs_dataset_info()'s cols, nnz, max_row_nnz and var_fingerprint are
  * the served ones, and rows are read onto the served columns. */
 int rfs_dataset_open_joined(char *const *paths, size_t npaths,
@@ -58,8 +53,9 @@ const char *rfs_dataset_file_reading(const struct rfs_dataset *d, dev_t dev,
 uint64_t rfs_dataset_file_start(const struct rfs_dataset *d, size_t i);
 
 uint64_t rfs_dataset_rows(const struct rfs_dataset *d);
-/* Shape and type of a row: the first file's (all agree), its width
- * and CSR counts the served ones when joined. */
+/* Shape and type of a row: the first file's (all agree), its width the
+ * served one when joined; CSR: nnz of all files, max_row_nnz of the
+ * fullest row of any (as served, when joined). */
 const struct rfs_source_info *rfs_dataset_info(const struct rfs_dataset *d);
 size_t rfs_dataset_row_bytes(const struct rfs_dataset *d);
 /* The join mode, and the served var names (the first file's, or the
@@ -91,12 +87,6 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 /* CSR sources: the stored values of a global row (indptr is in memory;
  * joined, counted at open). */
 uint64_t rfs_dataset_row_nnz(const struct rfs_dataset *d, uint64_t row);
-
-/* CSR: the stored values of all files. */
-uint64_t rfs_dataset_nnz(const struct rfs_dataset *d);
-
-/* CSR: the stored values of the fullest row of any file. */
-uint64_t rfs_dataset_max_row_nnz(const struct rfs_dataset *d);
 
 /* CSR sources: the entries of global rows[0..n), in that order
  * (rfs_source_read_csr() over the files; values as there).

@@ -15,12 +15,6 @@ static FILE *log_stream; /* NULL: stderr; written once before threads */
 static int silenced;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int rfs_log_set_file(const char *path)
-{
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
-	return fd < 0 ? -errno : rfs_log_set_fd(fd);
-}
-
 int rfs_log_set_fd(int fd)
 {
 	FILE *f = fdopen(fd, "a");

@@ -5,11 +5,6 @@
 #include <pthread.h>
 #include <stdint.h>
 
-/* Sends later lines to path (appended, created if missing). For tests and
- * tools: the daemon checks what its log_file is first (fs/main.c).
- * @return 0 or -errno. Call before threads start. */
-int rfs_log_set_file(const char *path);
-
 /* Sends later lines to the file open for appending at fd, which is taken
  * (closed on failure, else kept open for the life of the process).
  * @return 0 or -errno. Call before threads start. */

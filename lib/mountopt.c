@@ -269,7 +269,9 @@ void rfs_mountopt_render_unknown(struct rfs_buf *b, const char *prog,
 	if (guess)
 		rfs_buf_printf(b, " (%s?)", guess);
 	rfs_buf_printf(b, "; rankfs's options: ");
-	rfs_config_render_names(b);
+	for (size_t i = 0; rfs_config_option_name(i); i++)
+		rfs_buf_printf(b, "%s%s", i ? ", " : "",
+			       rfs_config_option_name(i));
 	rfs_buf_printf(b, "; libfuse's: ");
 	for (size_t i = 0; fuse_keys[i]; i++)
 		rfs_buf_printf(b, "%s%s", i ? ", " : "", fuse_keys[i]);

@@ -374,7 +374,8 @@ static enum change written(int fd, int watch, const struct stat *was,
 	return now->st_size != was->st_size ||
 			       now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
 			       now->st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
-			       (watch >= 0 && rfs_watch_written(watch)) ?
+			       (watch >= 0 &&
+				rfs_watch_any_written(&watch, 1)) ?
 		       MOVED :
 		       UNCHANGED;
 }

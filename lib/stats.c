@@ -151,7 +151,7 @@ void rfs_stats_bytes_served(struct rfs_stats *s, uint64_t rank, uint64_t bytes)
 }
 
 void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
-			  enum rfs_stats_found found, uint64_t wait_ns)
+			  enum rfs_cache_found found, uint64_t wait_ns)
 {
 	ADD(s->per_rank[rank].found[found], 1);
 	ADD(s->per_rank[rank].wait_ns, wait_ns);
@@ -213,9 +213,9 @@ void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 		struct last_open last;
 		double rate = rows_per_s(c, t, &last);
 		uint64_t nb = last.batches, by = GET(c->bytes);
-		uint64_t ready = GET(c->found[RFS_FOUND_READY]);
-		uint64_t waited = GET(c->found[RFS_FOUND_WAITED]);
-		uint64_t made = GET(c->found[RFS_FOUND_GENERATED]);
+		uint64_t ready = GET(c->found[RFS_CACHE_READY]);
+		uint64_t waited = GET(c->found[RFS_CACHE_WAITED]);
+		uint64_t made = GET(c->found[RFS_CACHE_FILLED]);
 		uint64_t reads = ready + waited + made;
 		batches += nb;
 		bytes += by;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "cache.h"
 
 struct rfs_stats;
 
@@ -27,17 +28,11 @@ void rfs_stats_batch_opened_at(struct rfs_stats *s, uint64_t rank,
 /* bytes of a file of rank were returned by read(). */
 void rfs_stats_bytes_served(struct rfs_stats *s, uint64_t rank, uint64_t bytes);
 
-/* How the first read of a batch file found it. */
-enum rfs_stats_found {
-	RFS_FOUND_READY, /* generated before (prefetch, or read already) */
-	RFS_FOUND_WAITED, /* being generated: the read waited for it */
-	RFS_FOUND_GENERATED, /* generated for this read */
-};
-
-/* The first read of a batch file of rank found it so, after waiting
- * wait_ns for its bytes. */
+/* The first read of a batch file of rank found it so in the batch cache
+ * (ready: generated before, by prefetch or a read; waited: being
+ * generated; filled: generated for this read), after waiting wait_ns. */
 void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
-			  enum rfs_stats_found found, uint64_t wait_ns);
+			  enum rfs_cache_found found, uint64_t wait_ns);
 
 /* The monotonic clock, in nanoseconds, that the durations given to these
  * counters (and prefetch's reader idle times) are measured on. */

@@ -278,14 +278,7 @@ static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 			}
 		}
 		free(seen.slot);
-	} else {
-		struct index w;
-		char what[4200];
-		snprintf(what, sizeof(what), "var_names=%s", wanted_from);
-		rc = index_build(&w, wanted, nwanted, what, err, errlen);
-		if (rc != 0)
-			return rc;
-		free(w.slot);
+	} else { /* wanted: distinct (rfs_varjoin_read_file()) */
 		for (uint64_t i = 0; i < nwanted && rc == 0; i++) {
 			size_t f = 0;
 			while (f < j->nsources &&
@@ -372,11 +365,6 @@ out:
 	}
 	*out = j;
 	return 0;
-}
-
-enum rfs_varjoin_mode rfs_varjoin_mode(const struct rfs_varjoin *j)
-{
-	return j->mode;
 }
 
 uint64_t rfs_varjoin_cols(const struct rfs_varjoin *j)

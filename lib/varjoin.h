@@ -35,8 +35,9 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 
 /* Builds the mapping of nsources sources: names[f] holds counts[f]
  * names, paths[f] names source f in errors. wanted (NAMES mode only) is
- * the served list, read from wanted_from. Nothing is kept of the
- * arguments. A name twice in one source or in wanted, var_join=inner
+ * the served list, read from wanted_from (rfs_varjoin_read_file(): no
+ * name twice). Nothing is kept of the arguments. A name twice in one
+ * source, var_join=inner
  * with no shared name, or a wanted name in no source: -EINVAL with err
  * naming the name and the file. @return 0, -EINVAL, -ENOMEM. */
 int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
@@ -48,7 +49,6 @@ int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 /* Accepts NULL. */
 void rfs_varjoin_destroy(struct rfs_varjoin *j);
 
-enum rfs_varjoin_mode rfs_varjoin_mode(const struct rfs_varjoin *j);
 /* Served columns, and the name of column i (valid until destroy). */
 uint64_t rfs_varjoin_cols(const struct rfs_varjoin *j);
 const char *rfs_varjoin_name(const struct rfs_varjoin *j, uint64_t i);

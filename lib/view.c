@@ -518,8 +518,7 @@ int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 	enum rfs_cache_found found;
 	uint64_t t0 = rfs_stats_now_ns();
 	int rc = rfs_cache_get_found(v->cache, key, out, &found);
-	/* The enums list the same cases in the same order. */
-	rfs_stats_first_read(v->stats, key->rank, (enum rfs_stats_found)found,
+	rfs_stats_first_read(v->stats, key->rank, found,
 			     rfs_stats_now_ns() - t0);
 	return rc;
 }

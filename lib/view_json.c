@@ -110,7 +110,7 @@ int rfs_view_json_dataset(const struct rfs_config *c,
 		       rfs_source_read_path_name(i->read_path));
 	if (i->sparse)
 		rfs_buf_printf(&b, "  \"nnz\": %llu,\n",
-			       (unsigned long long)rfs_dataset_nnz(d));
+			       (unsigned long long)i->nnz);
 	if (i->ndims == 2)
 		rfs_buf_printf(&b, "  \"shape\": [%llu, %llu],\n",
 			       (unsigned long long)rows,

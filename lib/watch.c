@@ -144,15 +144,6 @@ int rfs_watch_any_written(const int *ids, size_t n)
 	return yes;
 }
 
-int rfs_watch_written(int id)
-{
-	pthread_mutex_lock(&lock);
-	drain();
-	int yes = overflowed || ((size_t)id < written_len && written[id]);
-	pthread_mutex_unlock(&lock);
-	return yes;
-}
-
 void rfs_watch_forget(int id)
 {
 	if (id < 0)

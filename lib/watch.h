@@ -11,11 +11,6 @@
  * goes by size and mtime alone). */
 int rfs_watch_add(int fd);
 
-/* 1 when the file of id was written or truncated since rfs_watch_add(),
- * else 0; once 1, always 1 (until forgotten). Also 1 when events were
- * lost (the queue overflowed): nothing can tell then. */
-int rfs_watch_written(int id);
-
 /* 1 when a name in a watched directory is one whose changes count. */
 typedef int (*rfs_watch_name_filter)(const char *name);
 
@@ -28,8 +23,10 @@ typedef int (*rfs_watch_name_filter)(const char *name);
  * fs.inotify.max_user_watches reached). */
 int rfs_watch_add_dir(const char *path, rfs_watch_name_filter filter);
 
-/* 1 when any of ids[0..n) was written (rfs_watch_written()), under one
- * lock and one drain. */
+/* 1 when a file of ids[0..n) was written or truncated since it was
+ * watched (a directory: see rfs_watch_add_dir()), else 0; once 1, always
+ * 1 (until forgotten). Also 1 when events were lost (the queue
+ * overflowed): nothing can tell then. */
 int rfs_watch_any_written(const int *ids, size_t n);
 
 /* Stops watching id (a negative id is ignored). */

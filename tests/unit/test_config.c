@@ -409,9 +409,6 @@ static void test_strategy_name(void **state)
 	assert_string_equal(rfs_config_strategy_name(RFS_CLASS_BALANCED),
 			    "class_balanced");
 	assert_string_equal(rfs_config_strategy_name(5), "?");
-	assert_string_equal(rfs_config_partition_name(RFS_PARTITION_FILE),
-			    "file");
-	assert_string_equal(rfs_config_partition_name(4), "?");
 	assert_string_equal(rfs_config_strategy_name(UINT64_MAX), "?");
 }
 
@@ -588,37 +585,6 @@ static void test_render_help(void **state)
 
 /* The list an unknown option's message gives: every option, each set by
  * rfs_config_set(), comma-separated. */
-static void test_render_names(void **state)
-{
-	(void)state;
-	struct rfs_buf b = { 0 };
-	char *names, err[256];
-	size_t len;
-	rfs_config_render_names(&b);
-	assert_int_equal(rfs_buf_finish(&b, &names, &len), 0);
-	assert_true(strncmp(names, "world_size, batch_size, ", 24) == 0);
-	size_t count = 0;
-	for (char *at = names, *end; at; at = end ? end + 2 : NULL) {
-		end = strstr(at, ", ");
-		char key[64];
-		size_t n = end ? (size_t)(end - at) : strlen(at);
-		assert_true(n > 0 && n < sizeof(key));
-		memcpy(key, at, n);
-		key[n] = '\0';
-		struct rfs_config c;
-		rfs_config_init(&c);
-		/* Known: refused for its value, never -ENOENT. */
-		assert_int_not_equal(rfs_config_set(&c, key, "?", err,
-						    sizeof(err)),
-				     -ENOENT);
-		rfs_config_free(&c);
-		count++;
-	}
-	assert_true(count >= 20);
-	assert_non_null(strstr(names, ", log_file"));
-	free(names);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -640,7 +606,6 @@ int main(void)
 		cmocka_unit_test(test_render_identity),
 		cmocka_unit_test(test_identity_of_unused_options),
 		cmocka_unit_test(test_render_help),
-		cmocka_unit_test(test_render_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

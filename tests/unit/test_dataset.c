@@ -111,8 +111,8 @@ static void test_files_in_order(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	int rc =
-		rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err, sizeof(err));
+	int rc = rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL, &d, err,
+					 sizeof(err));
 	if (rc != 0)
 		fail_msg("open: %s", err);
 	assert_int_equal(rfs_dataset_files(d), 3);
@@ -126,8 +126,8 @@ static void test_files_in_order(void **state)
 	/* Several files stage their rows: the bound a fill reserves holds
 	 * the batch again, beside one file's own. */
 	struct rfs_dataset *one;
-	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &one, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
+						 &one, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_read_scratch(one, 12, 0) > 0);
 	assert_true(rfs_dataset_read_scratch(d, 12, 0) >=
@@ -147,8 +147,8 @@ static void test_directory_in_name_order(void **state)
 	fclose(t);
 	struct rfs_dataset *d;
 	char *paths[] = { f->dir };
-	assert_int_equal(rfs_dataset_open(paths, 1, "/X", 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_files(d), 3);
 	for (size_t i = 0; i < 3; i++)
@@ -157,8 +157,8 @@ static void test_directory_in_name_order(void **state)
 	/* The same files given one by one: the same fingerprint. */
 	struct rfs_dataset *e;
 	char *each[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(each, 3, "/X", 1 << 20, &e, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(each, 3, "/X", 1 << 20, NULL,
+						 &e, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_fingerprint(d) == rfs_dataset_fingerprint(e));
 	rfs_dataset_destroy(e);
@@ -172,8 +172,8 @@ static void test_column_across_files(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open(paths, 3, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 0);
 	struct rfs_column c;
 	assert_int_equal(
@@ -198,16 +198,16 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(other, sizeof(other), "%s/wide.h5ad", f->dir);
 	assert_int_equal(write_part(other, 0, 2, COLS + 1, "g0"), 0);
 	char *paths[] = { f->path[0], other };
-	assert_int_equal(rfs_dataset_open(paths, 2, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(d);
 	assert_non_null(strstr(err, "wide.h5ad"));
 	assert_non_null(strstr(err, "4 columns"));
 	/* Same width, other genes. */
 	assert_int_equal(write_part(other, 0, 2, COLS, "CD19"), 0);
-	assert_int_equal(rfs_dataset_open(paths, 2, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "wide.h5ad: var names differ"));
 	remove(other);
@@ -216,26 +216,26 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(empty, sizeof(empty), "%s/empty", f->dir);
 	assert_int_equal(mkdir(empty, 0700), 0);
 	char *none[] = { empty };
-	assert_int_equal(rfs_dataset_open(none, 1, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(none, 1, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "no *.h5ad or *.h5 files"));
 	rmdir(empty);
 	char *missing[] = { f->path[0], "/nonexistent/x.h5ad" };
-	assert_int_equal(rfs_dataset_open(missing, 2, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(missing, 2, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/x.h5ad"));
 	/* A file given twice, also through its directory: its rows would
 	 * be served twice. */
 	char *twice[] = { f->path[1], f->path[0], f->path[1] };
-	assert_int_equal(rfs_dataset_open(twice, 3, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(twice, 3, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "the same file as"));
 	char *through_dir[] = { f->path[2], f->dir };
-	assert_int_equal(rfs_dataset_open(through_dir, 2, NULL, 1 << 20, &d,
-					  err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(through_dir, 2, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, f->path[2]));
 	/* A dangling link among a directory's files fails the open. */
@@ -243,8 +243,8 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(link, sizeof(link), "%s/zz.h5", f->dir);
 	assert_int_equal(symlink("/nonexistent/target.h5", link), 0);
 	char *dir[] = { f->dir };
-	assert_int_equal(rfs_dataset_open(dir, 1, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(dir, 1, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "zz.h5"));
 	remove(link);
@@ -309,8 +309,8 @@ static void test_joined_dense(void **state)
 	struct rfs_dataset *plain;
 	char err[512];
 	d = open_joined(paths, 1, RFS_VARJOIN_OUTER, NULL);
-	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &plain, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
+						 &plain, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_read_scratch(d, 3, 0) ==
 		    rfs_dataset_read_scratch(plain, 3, 0));
@@ -373,9 +373,9 @@ static void test_joined_csr(void **state)
 	assert_true(rfs_dataset_row_nnz(d, 1) == 2);
 	assert_true(rfs_dataset_row_nnz(d, 2) == 2);
 	assert_true(rfs_dataset_row_nnz(d, 3) == 2);
-	assert_true(rfs_dataset_nnz(d) == 8);
 	assert_true(rfs_dataset_info(d)->nnz == 8);
-	assert_true(rfs_dataset_max_row_nnz(d) == 2);
+	assert_true(rfs_dataset_info(d)->nnz == 8);
+	assert_true(rfs_dataset_info(d)->max_row_nnz == 2);
 	const int64_t rows[] = { 3, 0, 2 };
 	struct rfs_csr c;
 	assert_int_equal(rfs_dataset_read_csr(d, rows, 3, NULL, &c), 0);
@@ -397,7 +397,7 @@ static void test_joined_csr(void **state)
 	/* outer drops nothing: the files' own counts. */
 	d = open_joined(paths, 2, RFS_VARJOIN_OUTER, NULL);
 	assert_true(rfs_dataset_info(d)->cols == 4); /* a, b, c, x */
-	assert_true(rfs_dataset_nnz(d) == 10);
+	assert_true(rfs_dataset_info(d)->nnz == 10);
 	assert_true(rfs_dataset_row_nnz(d, 3) == 3);
 	assert_int_equal(rfs_dataset_read_csr(d, rows, 1, NULL, &c), 0);
 	const int64_t outer_cols[] = { 0, 2, 3 }; /* a=14, c=12, x=13 */
@@ -446,8 +446,8 @@ static void test_join_errors(void **state)
 						 &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "bare.h5ad: 2 var names for 3 columns"));
-	assert_int_equal(rfs_dataset_open(paths, 1, NULL, 1 << 20, &d, err,
-					  sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_var_count(d) == 0);
 	rfs_dataset_destroy(d);

@@ -47,8 +47,7 @@ static int setup(void **state)
 	snprintf(log_path, sizeof(log_path), "/tmp/rankfs-test-log-XXXXXX");
 	int fd = mkstemp(log_path);
 	assert_true(fd >= 0);
-	close(fd);
-	return rfs_log_set_file(log_path);
+	return rfs_log_set_fd(fd);
 }
 
 static int teardown(void **state)

@@ -188,7 +188,10 @@ static void test_full_queue_keeps_what_it_has_and_says_so_once(void **state)
 	int fd = mkstemp(log_path);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(rfs_log_set_file(log_path), 0);
+	assert_int_equal(rfs_log_set_fd(open(log_path,
+					     O_WRONLY | O_APPEND | O_CREAT,
+					     0666)),
+			 0);
 	struct rfs_page_drop *d = start_holding(state, 1);
 	enum { SLOTS = RFS_PAGE_DROP_SLOTS };
 	for (uint64_t ino = 2; ino < 2 + SLOTS; ino++)

@@ -1047,7 +1047,8 @@ int main(void)
 	if (h5fx_tmpdir(log_dir, sizeof(log_dir)) != 0)
 		return 1;
 	snprintf(log_path, sizeof(log_path), "%s/log", log_dir);
-	if (rfs_log_set_file(log_path) != 0)
+	if (rfs_log_set_fd(
+		    open(log_path, O_WRONLY | O_APPEND | O_CREAT, 0666)) != 0)
 		return 1;
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 	h5fx_rmtree(log_dir);

@@ -43,8 +43,8 @@ static void test_counters_per_rank(void **state)
 	rfs_stats_batch_opened(s, 2, 4, 17, 256);
 	rfs_stats_batch_opened(s, 2, 4, 18, 256);
 	rfs_stats_bytes_served(s, 2, 1000);
-	rfs_stats_first_read(s, 2, RFS_FOUND_READY, 0);
-	rfs_stats_first_read(s, 2, RFS_FOUND_GENERATED, 2000000000);
+	rfs_stats_first_read(s, 2, RFS_CACHE_READY, 0);
+	rfs_stats_first_read(s, 2, RFS_CACHE_FILLED, 2000000000);
 	j = render(s);
 	assert_non_null(strstr(j, "\"batches_served\": 2,"));
 	assert_non_null(strstr(j, "\"rank\": 2, \"batches_served\": 2, "

@@ -80,8 +80,8 @@ static void open_source(struct opened *o, const char *path, const char *seed)
 	set(&o->c, "seed", seed);
 	set(&o->c, "dataset", "/X");
 	char *paths[] = { (char *)path };
-	if (rfs_dataset_open(paths, 1, "/X", 1 << 20, &o->d, err,
-			     sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL, &o->d, err,
+				    sizeof(err)) != 0)
 		fail_msg("open %s: %s", path, err);
 	assert_int_equal(
 		rfs_selection_build(&o->c, o->d, &o->s, err, sizeof(err)), 0);

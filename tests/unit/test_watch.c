@@ -35,15 +35,15 @@ static void test_write_and_truncate_are_seen(void **state)
 	int id = rfs_watch_add(ro);
 	int other_id = rfs_watch_add(other_fd);
 	assert_true(id >= 0 && other_id >= 0);
-	assert_int_equal(rfs_watch_written(id), 0);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 0);
 	/* Same size, through another descriptor: seen. */
 	assert_int_equal(pwrite(fd, "x", 1, 3), 1);
-	assert_int_equal(rfs_watch_written(id), 1);
-	assert_int_equal(rfs_watch_written(id), 1); /* and kept */
-	assert_int_equal(rfs_watch_written(other_id), 0);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 1);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 1); /* and kept */
+	assert_int_equal(rfs_watch_any_written(&other_id, 1), 0);
 	/* Truncation too. */
 	assert_int_equal(ftruncate(other_fd, 4), 0);
-	assert_int_equal(rfs_watch_written(other_id), 1);
+	assert_int_equal(rfs_watch_any_written(&other_id, 1), 1);
 	rfs_watch_forget(id);
 	rfs_watch_forget(other_id);
 	rfs_watch_forget(-1); /* ignored */
@@ -65,10 +65,10 @@ static void test_rename_unlink_and_utime_are_not_writes(void **state)
 	assert_int_equal(rename(path, moved), 0);
 	assert_int_equal(futimens(fd, NULL), 0);
 	assert_int_equal(unlink(moved), 0);
-	assert_int_equal(rfs_watch_written(id), 0);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 0);
 	/* The inode is watched, not the name: still seen after all that. */
 	assert_int_equal(pwrite(fd, "y", 1, 0), 1);
-	assert_int_equal(rfs_watch_written(id), 1);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 1);
 	rfs_watch_forget(id);
 	close(fd);
 }
@@ -116,7 +116,7 @@ static void test_directory_changes_are_seen(void **state)
 		}
 		if (rfs_watch_any_written(ids, 1) ||
 		    !rfs_watch_any_written(ids, 2) ||
-		    !rfs_watch_written(ids[1]))
+		    !rfs_watch_any_written(&ids[1], 1))
 			fail_msg("%s in a watched directory", how[k]);
 		rfs_watch_forget(ids[0]);
 		rfs_watch_forget(ids[1]);
@@ -150,19 +150,19 @@ static void test_directory_name_filter(void **state)
 	assert_int_equal(pwrite(fd, "x", 1, 0), 1);
 	close(fd);
 	assert_int_equal(unlink(path), 0);
-	assert_int_equal(rfs_watch_written(id), 0);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 0);
 	snprintf(path, sizeof(path), "%s/5", sub);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(rfs_watch_written(id), 1);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 1);
 	rfs_watch_forget(id);
 	assert_int_equal(unlink(path), 0);
 	/* The directory itself renamed: no name, so it counts. */
 	id = rfs_watch_add_dir(sub, digits_only);
 	snprintf(moved, sizeof(moved), "%s/filtered-moved", dir);
 	assert_int_equal(rename(sub, moved), 0);
-	assert_int_equal(rfs_watch_written(id), 1);
+	assert_int_equal(rfs_watch_any_written(&id, 1), 1);
 	rfs_watch_forget(id);
 	assert_int_equal(rmdir(moved), 0);
 }
