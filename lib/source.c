@@ -462,6 +462,13 @@ int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 	char **names;
 	uint64_t n;
 	int rc = s->ops->read_var_names(s, &names, &n, err, errlen);
+	if (rc == -E2BIG) {
+		/* More than the columns, not read: rfs_source_read_var_names
+		 * says so; the fingerprint is of their count. */
+		s->info.var_fingerprint = XXH3_64bits(&n, sizeof(n));
+		s->info.has_var = 1;
+		return 0;
+	}
 	if (rc != 0)
 		return rc == -ENOENT ? 0 : rc;
 	s->info.var_fingerprint = rfs_varjoin_fingerprint_of(names, n);
@@ -478,12 +485,12 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			 -ENOENT;
 	if (rc == -ENOENT)
 		snprintf(err, errlen, "%s: no var names", s->info.path);
-	if (rc == 0 && *n != s->info.cols) {
+	if ((rc == 0 || rc == -E2BIG) && *n != s->info.cols) {
 		snprintf(err, errlen,
 			 "%s: %llu var names for %llu columns of %s",
 			 s->info.path, (unsigned long long)*n,
 			 (unsigned long long)s->info.cols, s->info.dataset);
-		rfs_strings_free(*names, *n);
+		rfs_strings_free(*names, rc == 0 ? *n : 0);
 		*names = NULL;
 		*n = 0;
 		rc = -EINVAL;

@@ -43,7 +43,9 @@ struct rfs_source_ops {
 	int (*check_unchanged)(struct rfs_source *s);
 	/* The var index's names, however many (rfs_source_read_var_names()
 	 * checks them against the width), or -ENOENT when the served matrix
-	 * has no var table. Mount time only. */
+	 * has no var table. A backend that sees more names than the width
+	 * before reading them may return -E2BIG with *n their count and
+	 * *names NULL: they cannot be the columns'. Mount time only. */
 	int (*read_var_names)(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen);
 	/* As rfs_source_state(). */

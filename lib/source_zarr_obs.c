@@ -142,6 +142,21 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 			s->path, what, (unsigned long long)n);
 		rc = -EINVAL;
 	}
+	/* Categories beyond what the codes can index (pandas picks the
+	 * codes' type by their count: int8 under 128 ...) are refused
+	 * unread: a shape alone, no chunk written, would make them all. */
+	int code_bits =
+		rc == 0 ? 8 * (int)codes.m.elem - (codes.m.dtype < RFS_UINT8) :
+			  63;
+	if (rc == 0 && code_bits < 63 &&
+	    cats.m.shape[0] > (UINT64_C(1) << code_bits)) {
+		snprintf(err, errlen,
+			 "%s: %s has %llu categories, more than its codes "
+			 "(%s) index",
+			 s->path, what, (unsigned long long)cats.m.shape[0],
+			 rfs_dtype_name(codes.m.dtype));
+		rc = -EINVAL;
+	}
 	int is_real;
 	void *v = NULL;
 	if (rc == 0) {
@@ -278,6 +293,14 @@ int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 	int rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
 	if (rc == 0 && (a.m.ndims != 1 || a.m.kind != RFS_ZARR_STRING))
 		rc = -EINVAL;
+	/* More names than columns are not the columns' names: not read (a
+	 * shape alone, no chunk written, would make as many strings). */
+	if (rc == 0 && a.m.shape[0] > s->base.info.cols) {
+		*names = NULL;
+		*n = a.m.shape[0];
+		rfs_zarr_array_close(&a);
+		return -E2BIG;
+	}
 	if (rc == 0)
 		rc = rfs_zarr_array_read_strings(&a, names);
 	if (rc == 0)

@@ -122,7 +122,8 @@ void rfs_zarr_store_close(struct rfs_zarr_store *st);
  * its attributes (may be NULL), both new references; *file the metadata
  * file read (malloc'd; the consolidated file when consolidated). meta and
  * file may be NULL: not wanted.
- * @return 1 array, 2 group, 0 absent, -ENOMEM, -EINVAL (bad JSON: err). */
+ * @return 1 array, 2 group, 0 absent, -ENOMEM, -EINVAL (bad JSON, or a
+ * "." or ".." segment in path: err). */
 int rfs_zarr_node(const struct rfs_zarr_store *st, const char *path,
 		  json_t **meta, json_t **attrs, char **file, char *err,
 		  size_t errlen);

@@ -675,19 +675,26 @@ uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a)
 
 int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 {
-	size_t chunk_bytes = decoded_bytes(a);
 	size_t row_bytes = a->m.shape[1] * a->m.elem;
-	unsigned char *tmp = malloc(chunk_bytes ? chunk_bytes : 1);
+	/* Only a chunk's rows within the array: a chunk longer than the
+	 * array (its metadata may say 2 GiB for 40 rows) is read as that
+	 * prefix, an absent one filled no further (rfs_zarr_array_load in
+	 * part; a codec that cannot decodes the chunk whole, as before). */
+	size_t inner_row = a->m.inner[1] * a->m.elem;
+	size_t most = (a->m.shape[0] < a->m.inner[0] ? a->m.shape[0] :
+						       a->m.inner[0]) *
+		      inner_row;
+	unsigned char *tmp = malloc(most ? most : 1);
 	int rc = tmp ? 0 : -ENOMEM;
 	for (uint64_t k = 0; k < a->igrid[0] * a->igrid[1] && rc == 0; k++) {
 		uint64_t r0 = k / a->igrid[1] * a->m.inner[0];
 		uint64_t c0 = k % a->igrid[1] * a->m.inner[1];
 		if (r0 >= a->m.shape[0] || c0 >= a->m.shape[1])
 			continue; /* a shard's padding past the array */
-		rc = load_whole(a, k, tmp, chunk_bytes);
 		uint64_t nr = a->m.shape[0] - r0 < a->m.inner[0] ?
 				      a->m.shape[0] - r0 :
 				      a->m.inner[0];
+		rc = rfs_zarr_array_load(a, k, 0, tmp, nr * inner_row);
 		uint64_t nc = a->m.shape[1] - c0 < a->m.inner[1] ?
 				      a->m.shape[1] - c0 :
 				      a->m.inner[1];

@@ -232,6 +232,12 @@ static size_t encoded_max(enum rfs_zarr_comp c, size_t n)
 	return n < DECODED_MAX ? 2 * n + (1u << 20) : DECODED_MAX;
 }
 
+/* The most bytes a stage decodes per stored byte: zstd's densest frames
+ * (blocks of one repeated byte) hold about 32768, blosc's codecs and
+ * deflate far fewer. A header that says more is not what an encoder
+ * wrote, and is not worth its allocation. */
+#define RATIO_MAX 65536
+
 /* One stage into a buffer of its own, of at most limit bytes: of the size
  * its header says, or, for a stream that does not say (zlib, gzip, some
  * zstd), grown until the stream fits. */
@@ -246,6 +252,13 @@ static int stage_alloc(enum rfs_zarr_comp c, const void *src, size_t n,
 			 "decodes (%s) to %zu bytes, over the %zu its stage "
 			 "may hold",
 			 comp_name(c), cap, limit);
+		return -EIO;
+	}
+	if (known && cap / RATIO_MAX > n) {
+		snprintf(why, whylen,
+			 "says it decodes (%s) to %zu bytes from %zu, more "
+			 "than any encoder makes of so few",
+			 comp_name(c), cap, n);
 		return -EIO;
 	}
 	if (!known)

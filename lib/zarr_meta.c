@@ -241,14 +241,35 @@ static int node_v3(const struct rfs_zarr_store *st, const char *path,
 	return -EINVAL;
 }
 
+/* 1 when a segment of path is "." or "..": zarr-python refuses such
+ * paths, and a store's attributes (a categories or _index name) must not
+ * lead rankfs to arrays outside it. */
+static int leaves_store(const char *path)
+{
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 1;
+		p += n + (p[n] == '/');
+	}
+	return 0;
+}
+
 int rfs_zarr_node(const struct rfs_zarr_store *st, const char *path,
 		  json_t **meta, json_t **attrs, char **file, char *err,
 		  size_t errlen)
 {
 	json_t *m = NULL, *a = NULL;
 	char *f = NULL;
-	int rc = st->v3 ? node_v3(st, path, &m, &a, &f, err, errlen) :
-			  node_v2(st, path, &m, &a, &f, err, errlen);
+	int rc = -EINVAL;
+	if (leaves_store(path))
+		snprintf(err, errlen,
+			 "%s: node path '%s' has a '.' or '..' segment",
+			 st->root, path);
+	else
+		rc = st->v3 ? node_v3(st, path, &m, &a, &f, err, errlen) :
+			      node_v2(st, path, &m, &a, &f, err, errlen);
 	if (rc <= 0 || !meta)
 		json_decref(m);
 	if (rc <= 0 || !file)

@@ -3,6 +3,7 @@ read with the FUSE-free rankfs-cat: every batch equal to the independent
 reader's rows (tests/support/zarr_read.py), or a clean refusal; never a
 crash or wrong bytes."""
 import io
+import json
 import os
 import shutil
 import sys
@@ -125,7 +126,6 @@ def test_anndata_07_categories_beside_their_codes(tmp_path, rankfs_cat):
     "categories" attribute names its categories array relative to obs
     (obs/cell_type -> "__categories/cell_type", as anndata 0.7 reads it:
     from the codes' parent group), not the store's root."""
-    import json
     import warnings
 
     import anndata
@@ -173,3 +173,141 @@ def test_float16_fill_value(tmp_path, rankfs_cat):
         got = np.concatenate(batches(rankfs_cat, p, 40))
         assert got.dtype == np.float16
         np.testing.assert_array_equal(got, want)
+
+
+def _consolidated_v2(root, nodes):
+    """A v2 store that is its .zmetadata alone (no chunk file)."""
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, ".zmetadata"), "w") as f:
+        json.dump({"metadata": nodes, "zarr_consolidated_format": 1}, f)
+
+
+def _v2_array(shape, chunks, dtype, strings=False):
+    return {"zarr_format": 2, "shape": shape, "chunks": chunks,
+            "dtype": dtype, "compressor": None, "order": "C",
+            "filters": [{"id": "vlen-utf8"}] if strings else None,
+            "fill_value": None if strings else 0}
+
+
+def _anndata_v2(extra):
+    nodes = {".zgroup": {"zarr_format": 2},
+             ".zattrs": {"encoding-type": "anndata"},
+             "X/.zarray": _v2_array([8, 2], [8, 2], "<f4"),
+             "obs/.zgroup": {"zarr_format": 2}}
+    nodes.update(extra)
+    return nodes
+
+
+def test_categories_outside_the_store(tmp_path, rankfs_cat):
+    """A codes array's "categories" attribute with '..' (or an _index
+    naming ../..) would read an array outside the store: refused, as
+    zarr-python refuses such paths."""
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / ".zarray").write_text(json.dumps(_v2_array([2], [2], "|O",
+                                                          strings=True)))
+    p = tmp_path / "s.zarr"
+    for cats in ("../../secret", "/../secret", "./../../secret"):
+        shutil.rmtree(p, ignore_errors=True)
+        _consolidated_v2(str(p), _anndata_v2({
+            "obs/ct/.zarray": _v2_array([8], [8], "|i1"),
+            "obs/ct/.zattrs": {"categories": cats}}))
+        # the consolidated copy names it too: neither is read
+        meta = json.loads((p / ".zmetadata").read_text())
+        meta["metadata"][f"obs/{cats.lstrip('/')}/.zarray"
+                         if not cats.startswith("/") else
+                         f"{cats[1:]}/.zarray"] = _v2_array(
+            [2], [2], "|O", strings=True)
+        (p / ".zmetadata").write_text(json.dumps(meta))
+        res = rankfs_cat(p, "batch_size=8,strategy=streaming,label=ct",
+                         "dataset.json")
+        assert res.returncode != 0, res.stdout
+        assert "'.' or '..' segment" in res.stderr, res.stderr
+        assert not sanitizer_error(res.stderr), res.stderr
+
+
+def test_claimed_var_names_not_read(tmp_path, rankfs_cat):
+    """A var index whose shape alone (no chunk written) says 2^24 names
+    for 2 columns is not read: the mount is as quick as without it (it
+    made 2^24 strings), and a var join says the counts differ. A var of
+    another length than the columns mounts without var names (it was a
+    NULL dereference in rfs_dataset_var_name)."""
+    import time
+    p = tmp_path / "v.zarr"
+    _consolidated_v2(str(p), _anndata_v2({
+        "var/.zgroup": {"zarr_format": 2},
+        "var/.zattrs": {"_index": "_index"},
+        "var/_index/.zarray": _v2_array([1 << 24], [1], "|O",
+                                        strings=True)}))
+    t = time.monotonic()
+    res = rankfs_cat(p, "batch_size=8,strategy=streaming", "dataset.json")
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - t < 20
+    res = rankfs_cat(p, "batch_size=8,strategy=streaming,var_join=inner",
+                     "dataset.json")
+    assert res.returncode != 0
+    assert "16777216 var names for 2 columns" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("names", [["g0"], ["g0", "g1", "g2"]],
+                         ids=["one", "three"])
+def test_var_names_written_for_another_width(tmp_path, rankfs_cat, names):
+    """A var index of 1 or 3 names (written, chunk and all) for 2
+    columns: served without var names, and a var join says the counts
+    differ (a NULL dereference in rfs_dataset_var_name before)."""
+    import warnings
+
+    import anndata
+    import numcodecs
+    import zarr
+    p = tmp_path / "w.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        anndata.AnnData(X=np.ones((8, 2), np.float32)).write_zarr(str(p))
+        var = zarr.open_group(str(p / "var"), mode="r+")
+        index = var.attrs["_index"]
+        del var[index]
+        var.create_dataset(index, dtype=object,
+                           object_codec=numcodecs.VLenUTF8(),
+                           data=np.array(names, dtype=object))
+    opts = "batch_size=8,strategy=streaming"
+    res = rankfs_cat(p, opts, "dataset.json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["var_names"] is None
+    res = rankfs_cat(p, opts + ",var_join=inner", "dataset.json")
+    assert res.returncode == 1
+    assert f"{len(names)} var names for 2 columns of /X" in res.stderr
+
+
+def test_claimed_categories_not_read(tmp_path, rankfs_cat):
+    """int8 codes index 128 categories: a categories array claiming 2^24
+    (no chunk written) is refused unread."""
+    p = tmp_path / "c.zarr"
+    _consolidated_v2(str(p), _anndata_v2({
+        "obs/ct/.zgroup": {"zarr_format": 2},
+        "obs/ct/.zattrs": {"encoding-type": "categorical"},
+        "obs/ct/codes/.zarray": _v2_array([8], [8], "|i1"),
+        "obs/ct/categories/.zarray": _v2_array([1 << 24], [1], "|O",
+                                               strings=True)}))
+    res = rankfs_cat(p, "batch_size=8,strategy=streaming,label=ct",
+                     "dataset.json")
+    assert res.returncode != 0
+    assert "16777216 categories, more than its codes (int8)" in \
+        res.stderr, res.stderr
+
+
+def test_chunk_longer_than_the_column(tmp_path, rankfs_cat):
+    """A weights column of 8 rows whose chunks say 2^28 float64 values (2
+    GiB, no chunk written) reads its 8 fill values: the whole chunk was
+    allocated and filled (rfs_zarr_array_read_all)."""
+    import resource
+    p = tmp_path / "w.zarr"
+    w = _v2_array([8], [1 << 28], "<f8")
+    w["fill_value"] = 1.0
+    _consolidated_v2(str(p), _anndata_v2({"obs/w/.zarray": w}))
+    res = rankfs_cat(p, "batch_size=8,strategy=weighted,weights=w",
+                     "dataset.json")
+    assert res.returncode == 0, res.stderr
+    assert not sanitizer_error(res.stderr), res.stderr
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak < 1 << 20, peak  # KiB: under 1 GiB

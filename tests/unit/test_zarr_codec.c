@@ -460,6 +460,51 @@ static void test_vlen_utf8(void **state)
 	assert_int_equal(rfs_zarr_vlen_utf8(b, 21, 3, &s), -EIO);
 }
 
+/* A header saying more than any encoder makes of the stored bytes (a
+ * strings chunk's stage, whose size is the header's) is refused before
+ * the stage is allocated; zstd's densest frame, of zeros, still decodes. */
+static void test_claimed_size_bound(void **state)
+{
+	(void)state;
+	char why[160];
+	void *out = NULL;
+	size_t len = 0;
+	/* 16 bytes of blosc header saying 1.5 GiB */
+	unsigned char head[16] = { 2, 1, 1, 1 };
+	put32(head + 4, 0x60000000u);
+	put32(head + 8, 0x10000u);
+	put32(head + 12, sizeof(head));
+	struct rfs_zarr_pipe bl = { .ncomp = 1, .comp = { RFS_ZARR_BLOSC } };
+	assert_int_equal(rfs_zarr_decode(&bl, head, sizeof(head), 0, 0, NULL,
+					 &out, &len, why, sizeof(why)),
+			 -EIO);
+	assert_non_null(strstr(why, "more than any encoder"));
+	/* a zstd frame saying 1.5 GiB, with an empty last block */
+	unsigned char frame[18] = { 0x28, 0xb5, 0x2f, 0xfd, 0xe0 };
+	put32(frame + 5, 0x60000000u);
+	frame[13] = 1; /* a last raw block of 0 bytes */
+	struct rfs_zarr_pipe zs = { .ncomp = 1, .comp = { RFS_ZARR_ZSTD } };
+	assert_int_equal(rfs_zarr_decode(&zs, frame, sizeof(frame), 0, 0, NULL,
+					 &out, &len, why, sizeof(why)),
+			 -EIO);
+	assert_non_null(strstr(why, "more than any encoder"));
+	/* 8 MiB of zeros, as zstd stores them */
+	size_t big = (size_t)8 << 20;
+	unsigned char *zeros = calloc(1, big), *stored = malloc(1 << 16);
+	assert_non_null(zeros);
+	assert_non_null(stored);
+	size_t n = ZSTD_compress(stored, 1 << 16, zeros, big, 19);
+	assert_false(ZSTD_isError(n));
+	assert_int_equal(rfs_zarr_decode(&zs, stored, n, 0, 0, NULL, &out, &len,
+					 why, sizeof(why)),
+			 0);
+	assert_int_equal(len, big);
+	assert_memory_equal(out, zeros, big);
+	free(out);
+	free(zeros);
+	free(stored);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_is_eio),
 		cmocka_unit_test(test_crc32c_known_value),
 		cmocka_unit_test(test_vlen_utf8),
+		cmocka_unit_test(test_claimed_size_bound),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
