@@ -159,7 +159,7 @@ out:
 	return rc;
 }
 
-static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out);
+static int read_values(hid_t dset, uint64_t n, struct rfs_column *out);
 
 /* Category names of a categorical column: strings, bools (enums), or
  * numbers as text. *out and *count are set only on success. */
@@ -176,7 +176,9 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 		rc = rfs_hdf5_read_strings(dset, (uint64_t)n, out);
 	} else if (n >= 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT ||
 			      cls == H5T_ENUM)) {
-		rc = read_column_dataset(dset, (uint64_t)n, &c);
+		/* Not read_column_dataset(): categories that name
+		 * categories of their own (themselves, say) would recurse. */
+		rc = read_values(dset, (uint64_t)n, &c);
 		if (rc == 0)
 			rc = rfs_column_names(&c, out);
 		rfs_column_free(&c);
@@ -298,20 +300,15 @@ static int categorical(hid_t codes, hid_t cats, uint64_t n,
 	return rc;
 }
 
-static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
+/* A dataset's values as they are: numbers, an enum's, or strings. */
+static int read_values(hid_t dset, uint64_t n, struct rfs_column *out)
 {
 	hid_t type = H5Dget_type(dset);
 	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
 	size_t size = type >= 0 ? H5Tget_size(type) : 8;
-	hid_t cats = -1;
-	int rc = -ENOTSUP;
+	int rc;
 	if (type >= 0)
 		H5Tclose(type);
-	if (cls == H5T_INTEGER && (cats = referenced_categories(dset)) >= 0) {
-		rc = categorical(dset, cats, n, out);
-		H5Dclose(cats);
-		return rc;
-	}
 	switch (cls) {
 	case H5T_INTEGER:
 		out->kind = RFS_COLUMN_INT;
@@ -338,6 +335,23 @@ static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
 	default:
 		return -ENOTSUP;
 	}
+}
+
+/* A column: integers with a "categories" reference (anndata 0.7) are
+ * categorical, anything else its values. */
+static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
+{
+	hid_t type = H5Dget_type(dset);
+	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+	hid_t cats;
+	if (type >= 0)
+		H5Tclose(type);
+	if (cls == H5T_INTEGER && (cats = referenced_categories(dset)) >= 0) {
+		int rc = categorical(dset, cats, n, out);
+		H5Dclose(cats);
+		return rc;
+	}
+	return read_values(dset, n, out);
 }
 
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,

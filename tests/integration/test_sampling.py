@@ -611,6 +611,25 @@ def test_anndata_07_categorical_references(mounts, tmp_path):
                                   source_rows(out, "/X")[index])
 
 
+def test_integer_categories_that_name_categories(mounts, tmp_path):
+    """Integer categories whose own "categories" attribute references
+    themselves (or any categories) are read as their numbers: the mount
+    once followed the reference again and again, until the stack ran
+    out."""
+    out = str(tmp_path / "selfref.h5ad")
+    with h5py.File(out, "w") as g:
+        g["X"] = np.arange(40 * 3, dtype=np.float32).reshape(40, 3)
+        cats = g.create_dataset("obs/__categories/c",
+                                data=np.array([10, 20, 30], np.int64))
+        cats.attrs["categories"] = cats.ref
+        codes = g.create_dataset("obs/c", data=np.arange(40, dtype=np.int8) % 3)
+        codes.attrs["categories"] = cats.ref
+    m = mounts(out, "batch_size=10,label=c")
+    assert m.json("dataset.json")["label"]["categories"] == ["10", "20", "30"]
+    index = m.load("index", 0, 0, 1)
+    np.testing.assert_array_equal(m.load("label", 0, 0, 1), index % 3)
+
+
 def add_nullable(group, name, encoding, values, mask):
     """An AnnData (>= 0.10) nullable obs column, as anndata lays it out:
     a group of values and a bool mask (true: no value), in an h5py or a
