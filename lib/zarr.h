@@ -74,6 +74,11 @@ int rfs_zarr_decode_part(const struct rfs_zarr_pipe *p, size_t elem,
  * block size, or 0 where the chunk does not decode in parts. */
 size_t rfs_zarr_part_bytes(const struct rfs_zarr_pipe *p, size_t want,
 			   uint64_t stored, rfs_zarr_read_fn read, void *ctx);
+/* The most bytes stored bytes can decode to through p: what each
+ * compressing stage's densest encoder makes of its input, at most
+ * (saturating). A chunk whose shape holds more is not what an encoder
+ * wrote. */
+uint64_t rfs_zarr_decoded_max(const struct rfs_zarr_pipe *p, uint64_t stored);
 /* CRC-32C (Castagnoli), as zarr v3's crc32c codec. */
 uint32_t rfs_zarr_crc32c(const void *p, size_t n);
 /* numcodecs' vlen-utf8 framing: int32 count, then per item int32 length

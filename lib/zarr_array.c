@@ -624,6 +624,14 @@ static int read_part(struct rfs_zarr_array *a, uint64_t k, size_t at, size_t n,
 			rc = unchanged_after(a, &pl, why, sizeof(why));
 		close(pl.fd);
 	}
+	if (rc == 1 && rfs_zarr_decoded_max(&a->m.pipe, pl.len) < chunk_bytes) {
+		/* Not worth the whole chunk's allocation. */
+		snprintf(why, sizeof(why),
+			 "%llu stored bytes cannot decode to the %zu bytes of "
+			 "its chunk's shape",
+			 (unsigned long long)pl.len, chunk_bytes);
+		rc = -EIO;
+	}
 	if (rc == 1) { /* not in part: the whole chunk */
 		unsigned char *tmp = malloc(chunk_bytes);
 		if (!tmp)

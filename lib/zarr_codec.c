@@ -238,6 +238,16 @@ static size_t encoded_max(enum rfs_zarr_comp c, size_t n)
  * wrote, and is not worth its allocation. */
 #define RATIO_MAX 65536
 
+uint64_t rfs_zarr_decoded_max(const struct rfs_zarr_pipe *p, uint64_t stored)
+{
+	uint64_t most = stored;
+	for (int i = 0; i < p->ncomp; i++)
+		if (p->comp[i] != RFS_ZARR_CRC32C)
+			most = most > UINT64_MAX / RATIO_MAX ? UINT64_MAX :
+							       most * RATIO_MAX;
+	return most;
+}
+
 /* One stage into a buffer of its own, of at most limit bytes: of the size
  * its header says, or, for a stream that does not say (zlib, gzip, some
  * zstd), grown until the stream fits. */

@@ -331,3 +331,20 @@ def test_chunk_longer_than_the_column(tmp_path, rankfs_cat):
     assert code == 0, err
     assert not sanitizer_error(err), err
     assert peak < 1 << 20, peak  # KiB: under 1 GiB
+
+
+def test_stored_chunk_too_small_for_its_shape(tmp_path, rankfs_cat):
+    """A weights column of 8 rows whose raw chunk (64 bytes stored) says
+    2^28 float64 values fails the mount naming the chunk, before 2 GiB
+    are allocated for it."""
+    p = tmp_path / "w.zarr"
+    w = _v2_array([8], [1 << 28], "<f8")
+    _consolidated_v2(str(p), _anndata_v2({"obs/w/.zarray": w}))
+    os.makedirs(p / "obs" / "w")
+    (p / "obs" / "w" / "0").write_bytes(np.ones(8).tobytes())
+    res = rankfs_cat(p, "batch_size=8,strategy=weighted,weights=w",
+                     "dataset.json")
+    assert res.returncode == 1, res.stderr
+    assert "64 stored bytes cannot decode to the 2147483648 bytes" in \
+        res.stderr, res.stderr
+    assert not sanitizer_error(res.stderr), res.stderr

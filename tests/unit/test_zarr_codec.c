@@ -488,6 +488,16 @@ static void test_claimed_size_bound(void **state)
 					 &out, &len, why, sizeof(why)),
 			 -EIO);
 	assert_non_null(strstr(why, "more than any encoder"));
+	/* What stored bytes may decode to: raw bytes as they are, each
+	 * compressing stage 65536 times more, crc32c nothing. */
+	struct rfs_zarr_pipe raw = { .ncomp = 1, .comp = { RFS_ZARR_CRC32C } };
+	assert_true(rfs_zarr_decoded_max(&raw, 64) == 64);
+	assert_true(rfs_zarr_decoded_max(&zs, 64) == 64 * 65536);
+	struct rfs_zarr_pipe two = {
+		.ncomp = 2, .comp = { RFS_ZARR_BLOSC, RFS_ZARR_ZSTD }
+	};
+	assert_true(rfs_zarr_decoded_max(&two, UINT64_C(1) << 40) ==
+		    UINT64_MAX);
 	/* 8 MiB of zeros, as zstd stores them */
 	size_t big = (size_t)8 << 20;
 	unsigned char *zeros = calloc(1, big), *stored = malloc(1 << 16);
