@@ -118,7 +118,7 @@ int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len)
 	return 0;
 }
 
-void rfs_strings_free(char **strings, uint64_t n)
+void rfs_buf_free_strings(char **strings, uint64_t n)
 {
 	for (uint64_t i = 0; strings && i < n; i++)
 		free(strings[i]);

@@ -37,6 +37,6 @@ int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len);
 void rfs_buf_free(struct rfs_buf *b);
 
 /* Frees n heap strings and their array. Accepts NULL. */
-void rfs_strings_free(char **strings, uint64_t n);
+void rfs_buf_free_strings(char **strings, uint64_t n);
 
 #endif

@@ -79,7 +79,7 @@ static int decode(void *ctx, const struct rfs_cache_key *key,
 	int rc = -ENOMEM;
 	if (!stored || !out || !scratch)
 		goto out;
-	rc = rfs_pread_all(c->fd, stored, loc->size, loc->addr, NULL);
+	rc = rfs_fetch_pread_all(c->fd, stored, loc->size, loc->addr, NULL);
 	if (rc == 0)
 		rc = rfs_inflate_decode(&c->pipeline, loc->mask, stored,
 					loc->size, out, out_len, c->elem,

@@ -11,7 +11,7 @@
 
 void rfs_column_free(struct rfs_column *c)
 {
-	rfs_strings_free(c->categories, c->ncategories);
+	rfs_buf_free_strings(c->categories, c->ncategories);
 	free(c->codes);
 	free(c->reals);
 	*c = (struct rfs_column){ 0 };
@@ -501,7 +501,7 @@ int rfs_column_names(const struct rfs_column *c, char ***out)
 			rc = -ENOMEM;
 	}
 	if (rc != 0) {
-		rfs_strings_free(names, c->rows);
+		rfs_buf_free_strings(names, c->rows);
 		names = NULL;
 	}
 	*out = names;
@@ -524,7 +524,7 @@ int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
 		free(index);
 		free(codes);
 		free(cats);
-		rfs_strings_free(strings, n);
+		rfs_buf_free_strings(strings, n);
 		return -ENOMEM;
 	}
 	for (uint64_t i = 0; i < n; i++) {

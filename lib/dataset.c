@@ -396,7 +396,7 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 fail:
 	rfs_dataset_destroy(d);
 out:
-	rfs_strings_free(list.items, list.count);
+	rfs_buf_free_strings(list.items, list.count);
 	return rc;
 }
 

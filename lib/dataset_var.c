@@ -149,11 +149,11 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 					counts, paths, n, wanted, nwanted,
 					names_file, &v->join, err, errlen);
 	for (size_t f = 0; names && f < n; f++)
-		rfs_strings_free(names[f], counts[f]);
+		rfs_buf_free_strings(names[f], counts[f]);
 	free(names);
 	free(counts);
 	free(paths);
-	rfs_strings_free(wanted, nwanted);
+	rfs_buf_free_strings(wanted, nwanted);
 	return rc;
 }
 
@@ -194,7 +194,7 @@ int rfs_dataset_var_build(struct rfs_dataset_var *v, enum rfs_varjoin_mode mode,
 void rfs_dataset_var_free(struct rfs_dataset_var *v, size_t nfiles)
 {
 	if (!v->join)
-		rfs_strings_free(v->names, v->count);
+		rfs_buf_free_strings(v->names, v->count);
 	for (size_t f = 0; v->served_nnz && f < nfiles; f++)
 		free(v->served_nnz[f]);
 	free(v->served_nnz);

@@ -122,7 +122,7 @@ static int finish_run(int fd, const struct rfs_fetch_run *run, size_t done)
 	return 0;
 }
 
-int rfs_pread_all(int fd, void *dst, size_t len, uint64_t at, size_t *got)
+int rfs_fetch_pread_all(int fd, void *dst, size_t len, uint64_t at, size_t *got)
 {
 	size_t done = 0;
 	int rc = 0;

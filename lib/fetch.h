@@ -33,7 +33,8 @@ int rfs_fetch(int fd, const struct rfs_fetch_run *runs, size_t n,
 /* len bytes at offset at of fd into dst, retried through signals and
  * short reads; *got (may be NULL) the bytes read. @return 0, -ENODATA
  * when the file ends first, or the negative errno of a failed read. */
-int rfs_pread_all(int fd, void *dst, size_t len, uint64_t at, size_t *got);
+int rfs_fetch_pread_all(int fd, void *dst, size_t len, uint64_t at,
+			size_t *got);
 
 /* 1 when this thread's reads go through io_uring (for dataset.json). */
 int rfs_fetch_uses_uring(void);

@@ -114,9 +114,11 @@ static void walk_up(const struct groups *g, const struct rfs_mount_entry *m,
 		return;
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	int base = snprintf(dir, sizeof(dir), "%s%s", g->root, m->point);
+	if (base < 0 || (size_t)base >= sizeof(dir))
+		return;
 	int len = snprintf(dir + base, sizeof(dir) - (size_t)base, "%s",
 			   group + rootlen);
-	if (base < 0 || len < 0 || (size_t)(base + len) >= sizeof(dir))
+	if (len < 0 || (size_t)(base + len) >= sizeof(dir))
 		return;
 	for (;;) {
 		snprintf(path, sizeof(path), "%s/%s", dir, file);

@@ -473,7 +473,7 @@ int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 		return rc == -ENOENT ? 0 : rc;
 	s->info.var_fingerprint = rfs_varjoin_fingerprint_of(names, n);
 	s->info.has_var = 1;
-	rfs_strings_free(names, n);
+	rfs_buf_free_strings(names, n);
 	return 0;
 }
 
@@ -490,7 +490,7 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			 "%s: %llu var names for %llu columns of %s",
 			 s->info.path, (unsigned long long)*n,
 			 (unsigned long long)s->info.cols, s->info.dataset);
-		rfs_strings_free(*names, rc == 0 ? *n : 0);
+		rfs_buf_free_strings(*names, rc == 0 ? *n : 0);
 		*names = NULL;
 		*n = 0;
 		rc = -EINVAL;

@@ -74,11 +74,14 @@ struct rfs_source {
  * dtype, nnz, the dataset's name and the first and last rows (read
  * through the source, so one matrix has one fingerprint in any format).
  * For a backend's open, once info is filled. On failure writes one line
- * naming the row to err. @return 0, -EIO, -ENOMEM. */
+ * naming the dataset or the row to err. @return 0, -EINVAL, -EIO,
+ * -ENOMEM. */
 int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen);
 
 /* Sets s->info.has_var and var_fingerprint (XXH3 of the names, each
- * followed by a NUL) from the backend's read_var_names, for its open.
+ * followed by a NUL; of their count alone where the backend saw more
+ * than the columns: never served, rfs_source_read_var_names() refuses
+ * them) from the backend's read_var_names, for its open.
  * @return 0 or a negative errno with err set. */
 int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen);
 

@@ -152,7 +152,7 @@ out:
 	if (ftype >= 0)
 		H5Tclose(ftype);
 	if (rc != 0 && strings) {
-		rfs_strings_free(strings, n);
+		rfs_buf_free_strings(strings, n);
 		strings = NULL;
 	}
 	*out = strings;

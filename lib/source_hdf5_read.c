@@ -372,7 +372,8 @@ static int pread_run(struct hdf5_source *s, struct array *a, uint64_t first,
 static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
 		      uint64_t count, uint64_t at, void *dst)
 {
-	int rc = rfs_pread_all(s->fd, dst, count * a->row_bytes, at, NULL);
+	int rc =
+		rfs_fetch_pread_all(s->fd, dst, count * a->row_bytes, at, NULL);
 	return rc ? read_failed(s, a, "rows", first, first + count, rc) : 0;
 }
 

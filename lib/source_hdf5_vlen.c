@@ -131,7 +131,7 @@ int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n, char ***out)
 		}
 	}
 	if (rc != 0) {
-		rfs_strings_free(strings, n);
+		rfs_buf_free_strings(strings, n);
 		return rc;
 	}
 	*out = strings;

@@ -193,7 +193,7 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			free(x.slot);
 	}
 	if (rc != 0) {
-		rfs_strings_free(list, count);
+		rfs_buf_free_strings(list, count);
 		return rc;
 	}
 	*names = list;
@@ -210,7 +210,7 @@ void rfs_varjoin_destroy(struct rfs_varjoin *j)
 		free(j->maps[f].to);
 	}
 	free(j->maps);
-	rfs_strings_free(j->names, j->cols);
+	rfs_buf_free_strings(j->names, j->cols);
 	free(j);
 }
 

@@ -168,7 +168,8 @@ static int check_total_size(const struct rfs_view *v, char *err, size_t errlen)
 }
 
 /* The cores this process may run on (a job's cpuset, taskset), as
- * nproc(1) counts them: not every core of a node that it shares. */
+ * sched_getaffinity(2) counts them: not every core of a node it shares
+ * (a CPU quota, cpu.max, is not read). */
 static uint64_t usable_cores(void)
 {
 	cpu_set_t set;

@@ -358,8 +358,8 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 	if (!raw)
 		return -ENOMEM;
 	size_t got;
-	int rc = rfs_pread_all(fd, raw, total,
-			       a->m.index_at_start ? 0 : size - total, &got);
+	int rc = rfs_fetch_pread_all(
+		fd, raw, total, a->m.index_at_start ? 0 : size - total, &got);
 	uint32_t crc;
 	if (rc == 0 && a->m.index_crc) {
 		memcpy(&crc, raw + len, 4);
@@ -529,7 +529,7 @@ static int fetch(struct rfs_zarr_array *a, uint64_t k, unsigned char **stored,
 		return -ENOMEM;
 	}
 	size_t got;
-	rc = rfs_pread_all(pl.fd, *stored, pl.len, pl.off, &got);
+	rc = rfs_fetch_pread_all(pl.fd, *stored, pl.len, pl.off, &got);
 	if (rc != 0) {
 		snprintf(why, whylen,
 			 rc == -ENODATA ? "is truncated (%zu of %llu bytes)" :
@@ -602,7 +602,9 @@ static int read_stored(void *ctx, void *dst, size_t n, uint64_t off)
 	size_t got;
 	if (off > pl->len || n > pl->len - off)
 		return 1;
-	return rfs_pread_all(pl->fd, dst, n, pl->off + off, &got) == 0 ? 0 : 1;
+	return rfs_fetch_pread_all(pl->fd, dst, n, pl->off + off, &got) == 0 ?
+		       0 :
+		       1;
 }
 
 /* Bytes [at, at + n) of decoded inner chunk k into out. */
@@ -752,7 +754,7 @@ int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings)
 			log_failure(a, k, where, why);
 	}
 	if (rc != 0 && s) {
-		rfs_strings_free(s, rows);
+		rfs_buf_free_strings(s, rows);
 		s = NULL;
 	}
 	*strings = s;

@@ -528,7 +528,7 @@ int rfs_zarr_vlen_utf8(const void *p, size_t n, uint64_t want, char ***out)
 		at += 4 + (size_t)len;
 	}
 	if (rc != 0) {
-		rfs_strings_free(s, want);
+		rfs_buf_free_strings(s, want);
 		return rc;
 	}
 	*out = s;

@@ -196,10 +196,11 @@ def mounts(tmp_path):
 
 
 class MemoryCgroup:
-    """A memory cgroup of limit_mb MiB beside this process's own (v1's
-    memory controller, or v2 where its parent delegates memory); join() in
-    a child's preexec_fn puts the child in it. Fails, never skips: the
-    suite runs as root where cgroups are mounted (scripts/test)."""
+    """A memory cgroup of limit_mb MiB (v1's memory controller, beside
+    this process's own group; or v2's, under the hierarchy's root, the one
+    group that may delegate memory while holding processes); join() in a
+    child's preexec_fn puts the child in it. Fails, never skips: the suite
+    runs as root where cgroups are mounted (scripts/test)."""
 
     def __init__(self, limit_mb):
         own = {}
@@ -213,17 +214,26 @@ class MemoryCgroup:
             for line in f:
                 fields = line.split()
                 tail = fields[fields.index("-") + 1:]
-                mounts.append((unescape(fields[4]), tail[0], tail[2]))
+                mounts.append((unescape(fields[3]), unescape(fields[4]),
+                               tail[0], tail[2]))
         name = f"rankfs-test-{os.getpid()}-{id(self)}"
-        v1 = [p for p, t, o in mounts
+        v1 = [(r, p) for r, p, t, o in mounts
               if t == "cgroup" and "memory" in o.split(",")]
-        v2 = [p for p, t, o in mounts if t == "cgroup2"]
+        v2 = [p for r, p, t, o in mounts if t == "cgroup2"]
         if v1 and "memory" in own:
-            self.dir = os.path.join(v1[0] + own["memory"], name)
+            root, point = v1[0]
+            group = own["memory"]
+            # The mount shows the hierarchy from its root directory on.
+            if root != "/" and group.startswith(root):
+                group = group[len(root):]
+            self.dir = os.path.join(point + group, name)
             limit_file = "memory.limit_in_bytes"
-        elif v2 and "v20" in own and "memory" in open(os.path.join(
-                v2[0] + own["v20"], "cgroup.subtree_control")).read():
-            self.dir = os.path.join(v2[0] + own["v20"], name)
+        elif v2 and "memory" in open(os.path.join(
+                v2[0], "cgroup.controllers")).read().split():
+            with open(os.path.join(v2[0], "cgroup.subtree_control"),
+                      "w") as f:
+                f.write("+memory\n")
+            self.dir = os.path.join(v2[0], name)
             limit_file = "memory.max"
         else:
             raise AssertionError("no memory cgroup controller to make a "

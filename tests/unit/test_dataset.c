@@ -374,7 +374,6 @@ static void test_joined_csr(void **state)
 	assert_true(rfs_dataset_row_nnz(d, 2) == 2);
 	assert_true(rfs_dataset_row_nnz(d, 3) == 2);
 	assert_true(rfs_dataset_info(d)->nnz == 8);
-	assert_true(rfs_dataset_info(d)->nnz == 8);
 	assert_true(rfs_dataset_info(d)->max_row_nnz == 2);
 	const int64_t rows[] = { 3, 0, 2 };
 	struct rfs_csr c;

@@ -144,6 +144,24 @@ static void test_v2_walks_up_and_skips_other_roots(void **state)
 	assert_non_null(strstr(l.where, "user.slice/memory.max"));
 }
 
+/* mountinfo escapes a space as \040; a mount root is a whole directory:
+ * /user is not above /user.slice. */
+static void test_escapes_and_root_boundaries(void **state)
+{
+	(void)state;
+	put("proc/self/cgroup", "0::/user.slice/my job\n");
+	put("proc/self/mountinfo",
+	    "29 20 0:26 /user /mnt/user rw - cgroup2 cgroup2 rw\n"
+	    "30 20 0:27 / /sys/fs/cg\\040v2 rw - cgroup2 cgroup2 rw\n");
+	put("mnt/user/memory.max", "1048576\n");
+	put("mnt/user/.slice/my job/memory.max", "1048576\n");
+	put("sys/fs/cg v2/user.slice/my job/memory.max", "3221225472\n");
+	struct rfs_memlimit l;
+	rfs_memlimit_read(root, &l);
+	assert_true(l.bytes == 3072 * MIB);
+	assert_non_null(strstr(l.where, "cg v2/user.slice/my job/memory.max"));
+}
+
 static void test_garbage_limits_nothing(void **state)
 {
 	(void)state;
@@ -235,6 +253,8 @@ int main(void)
 				       clean_root),
 		cmocka_unit_test_setup(test_v2_and_mount_roots, clean_root),
 		cmocka_unit_test_setup(test_v2_walks_up_and_skips_other_roots,
+				       clean_root),
+		cmocka_unit_test_setup(test_escapes_and_root_boundaries,
 				       clean_root),
 		cmocka_unit_test_setup(test_garbage_limits_nothing, clean_root),
 		cmocka_unit_test(test_default_fits_the_limit),

@@ -453,7 +453,7 @@ static void test_columns(void **state)
 		assert_string_equal(names[i], genes[i]);
 	assert_true(rfs_source_info(s)->var_fingerprint ==
 		    rfs_varjoin_fingerprint_of(names, nnames));
-	rfs_strings_free(names, nnames);
+	rfs_buf_free_strings(names, nnames);
 	/* A file without a var table has no names. */
 	const char *bare =
 		write_f32(f, "novar.h5ad", "/X", H5FX_CONTIGUOUS, 4, 1);

@@ -229,7 +229,7 @@ static void read_expect(const char *text, int want_rc, const char *needle)
 			fail_msg("'%s' does not say '%s' and the path", err,
 				 needle);
 	}
-	rfs_strings_free(names, n);
+	rfs_buf_free_strings(names, n);
 	unlink(path);
 	free(path);
 }
@@ -245,7 +245,7 @@ static void test_read_file(void **state)
 	assert_int_equal(n, 3);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[2], "CD4 antigen");
-	rfs_strings_free(names, n);
+	rfs_buf_free_strings(names, n);
 	unlink(path);
 	free(path);
 	read_expect("g1\ng2", 0, NULL); /* no final newline */
@@ -258,7 +258,7 @@ static void test_read_file(void **state)
 	assert_int_equal(n, 2);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[1], "g1");
-	rfs_strings_free(names, n);
+	rfs_buf_free_strings(names, n);
 	unlink(path);
 	free(path);
 	read_expect("g1\r\n\r\ng2\r\n", -EINVAL, "line 2 is empty");
