@@ -97,7 +97,7 @@ static const struct option_def options[] = {
 	  "fetch_factor; 0: off)" },
 	{ "threads", NUMBER, FIELD(threads), 1, 1024, NULL, 0,
 	  "threads generating prefetched batches (default: one per core it "
-	  "may run on)" },
+	  "may use)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
 	  "append logs here when daemonised (default: none)" },
 	{ "open_timeout", NUMBER, FIELD(open_timeout), 0, 86400, NULL, 0,

@@ -20,10 +20,9 @@ struct rfs_memlimit {
 
 /* The least of the machine's memory (MemTotal, proc(5)) and the limits of
  * the process's memory cgroups (v1 memory.limit_in_bytes, v2 memory.max)
- * from its own group up to its hierarchy's root, found through
- * /proc/self/cgroup and /proc/self/mountinfo. root: "" for this system,
- * or a directory standing in for / (tests). Files that cannot be read
- * limit nothing. */
+ * from its own group up to its hierarchy's root (cgroup.c). root: "" for
+ * this system, or a directory standing in for / (tests). Files that
+ * cannot be read limit nothing. */
 void rfs_memlimit_read(const char *root, struct rfs_memlimit *out);
 
 /* Resolves *cache_mb against l: RFS_UNSET (not given) becomes the

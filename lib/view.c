@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "batch.h"
 #include "bigbuf.h"
 #include "budget.h"
+#include "cpulimit.h"
 #include "deadline.h"
 #include "dataset.h"
 #include "kind.h"
@@ -167,18 +167,6 @@ static int check_total_size(const struct rfs_view *v, char *err, size_t errlen)
 	return -EINVAL;
 }
 
-/* The cores this process may run on (a job's cpuset, taskset), as
- * sched_getaffinity(2) counts them: not every core of a node it shares
- * (a CPU quota, cpu.max, is not read). */
-static uint64_t usable_cores(void)
-{
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return (uint64_t)CPU_COUNT(&set);
-	long cores = sysconf(_SC_NPROCESSORS_ONLN); /* over 1024 cores */
-	return cores > 0 ? (uint64_t)cores : 1;
-}
-
 /* Prefetch depth for one reader within room bytes; with more readers,
  * lookahead.c shares the room out. Resolves threads and prefetch in the
  * config: config.json shows the depth in use. */
@@ -186,7 +174,7 @@ static int start_lookahead(struct rfs_view *v, size_t room)
 {
 	struct rfs_config *c = &v->config;
 	if (c->threads == RFS_UNSET)
-		c->threads = usable_cores();
+		c->threads = rfs_cpulimit_cores();
 	if (c->prefetch == RFS_UNSET)
 		c->prefetch = 2 * c->fetch_factor;
 	struct rfs_lookahead_params p = {

@@ -195,14 +195,15 @@ def mounts(tmp_path):
         assert code == 0, f"rankfs for {mnt} exited {code}: {log}"
 
 
-class MemoryCgroup:
-    """A memory cgroup of limit_mb MiB (v1's memory controller, beside
-    this process's own group; or v2's, under the hierarchy's root, the one
-    group that may delegate memory while holding processes); join() in a
-    child's preexec_fn puts the child in it. Fails, never skips: the suite
-    runs as root where cgroups are mounted (scripts/test)."""
+class Cgroup:
+    """A cgroup of controller beside this process's own group (v1), or
+    under the v2 hierarchy's root (the one group that may delegate a
+    controller while holding processes), its files written: v1_files or
+    v2_files ({name: value}); join() in a child's preexec_fn puts the
+    child in it. Fails, never skips: the suite runs as root where cgroups
+    are mounted (scripts/test)."""
 
-    def __init__(self, limit_mb):
+    def __init__(self, controller, v1_files, v2_files):
         own = {}
         with open("/proc/self/cgroup") as f:
             for line in f:
@@ -218,30 +219,31 @@ class MemoryCgroup:
                                tail[0], tail[2]))
         name = f"rankfs-test-{os.getpid()}-{id(self)}"
         v1 = [(r, p) for r, p, t, o in mounts
-              if t == "cgroup" and "memory" in o.split(",")]
+              if t == "cgroup" and controller in o.split(",")]
         v2 = [p for r, p, t, o in mounts if t == "cgroup2"]
-        if v1 and "memory" in own:
+        if v1 and controller in own:
             root, point = v1[0]
-            group = own["memory"]
+            group = own[controller]
             # The mount shows the hierarchy from its root directory on.
             if root != "/" and group.startswith(root):
                 group = group[len(root):]
             self.dir = os.path.join(point + group, name)
-            limit_file = "memory.limit_in_bytes"
-        elif v2 and "memory" in open(os.path.join(
+            files = v1_files
+        elif v2 and controller in open(os.path.join(
                 v2[0], "cgroup.controllers")).read().split():
             with open(os.path.join(v2[0], "cgroup.subtree_control"),
                       "w") as f:
-                f.write("+memory\n")
+                f.write(f"+{controller}\n")
             self.dir = os.path.join(v2[0], name)
-            limit_file = "memory.max"
+            files = v2_files
         else:
-            raise AssertionError("no memory cgroup controller to make a "
-                                 "group in (/proc/self/cgroup, mountinfo)")
+            raise AssertionError(f"no {controller} cgroup controller to make "
+                                 "a group in (/proc/self/cgroup, mountinfo)")
         os.mkdir(self.dir)
-        self.limit_file = os.path.join(self.dir, limit_file)
-        with open(self.limit_file, "w") as f:
-            f.write(f"{limit_mb << 20}\n")
+        for file, value in files.items():
+            with open(os.path.join(self.dir, file), "w") as f:
+                f.write(f"{value}\n")
+        self.files = [os.path.join(self.dir, file) for file in files]
 
     def join(self):
         with open(os.path.join(self.dir, "cgroup.procs"), "w") as f:
@@ -261,15 +263,26 @@ class MemoryCgroup:
 
 
 @pytest.fixture
-def memory_cgroup():
-    """Factory: memory_cgroup(limit_mb) -> MemoryCgroup, removed at
-    teardown."""
+def cgroups():
+    """Factory: cgroups.memory(limit_mb) or cgroups.cpu(cores) -> Cgroup
+    (.files[0] its limit's file), removed at teardown."""
     made = []
 
-    def make(limit_mb):
-        made.append(MemoryCgroup(limit_mb))
-        return made[-1]
-    yield make
+    class Factory:
+        @staticmethod
+        def memory(limit_mb):
+            made.append(Cgroup("memory",
+                               {"memory.limit_in_bytes": limit_mb << 20},
+                               {"memory.max": limit_mb << 20}))
+            return made[-1]
+
+        @staticmethod
+        def cpu(cores):
+            made.append(Cgroup("cpu", {"cpu.cfs_period_us": 100000,
+                                       "cpu.cfs_quota_us": cores * 100000},
+                               {"cpu.max": f"{cores * 100000} 100000"}))
+            return made[-1]
+    yield Factory
     for g in made:
         g.close()
 

@@ -276,6 +276,17 @@ def test_config_json_resolves_defaults(mounts, sources):
     assert "direct_io" not in c and "passthrough" not in c
 
 
+def test_threads_default_to_a_cpu_quota(cgroups, mounts, sources):
+    """In a cgroup with a CPU quota of one core (a Kubernetes CPU limit),
+    the daemon prefetches with one thread, whatever its affinity."""
+    path, _, _ = sources["h5ad"]
+    assert len(os.sched_getaffinity(0)) > 1, "needs two cores or more"
+    group = cgroups.cpu(1)
+    m = mounts(path, "batch_size=10", preexec=group.join)
+    assert m.json("config.json")["threads"] == 1
+    assert thread_names(m.proc.pid).count("rankfs-prefetch") == 1
+
+
 def test_threads_default_to_the_cores_allowed(mounts, sources):
     """A daemon started on one core of the machine's (taskset, a job's
     cpuset) prefetches with one thread, not one per core of the node."""

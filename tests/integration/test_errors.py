@@ -357,15 +357,14 @@ def test_many_sources_under_a_low_descriptor_limit(tmp_path):
     assert not is_mounted(mnt)
 
 
-def test_cache_mb_within_the_memory_cgroup(memory_cgroup, mounts, files,
-                                           tmp_path):
+def test_cache_mb_within_the_memory_cgroup(cgroups, mounts, files, tmp_path):
     """In a memory cgroup of 512 MiB a cache_mb that with the daemon's own
     32 MiB would not fit fails the mount, naming the group's limit file;
     without cache_mb the cache is half of what the group leaves (the
     readers share it), said in the log and config.json."""
     import subprocess
     from conftest import RANKFS
-    group = memory_cgroup(512)
+    group = cgroups.memory(512)
     mnt = tmp_path / "refused"
     mnt.mkdir()
     r = subprocess.run([RANKFS, "-o", "dataset=/x,cache_mb=481",
@@ -375,7 +374,7 @@ def test_cache_mb_within_the_memory_cgroup(memory_cgroup, mounts, files,
     assert r.stderr.strip() == (
         "rankfs: option cache_mb=481: the daemon would hold up to 513 MiB "
         "(cache_mb and 32 MiB of its own), more than the 512 MiB of the "
-        f"limit of its memory cgroup ({group.limit_file}); give "
+        f"limit of its memory cgroup ({group.files[0]}); give "
         "cache_mb=480 or less"), r.stderr
     assert not is_mounted(mnt)
     m = mounts(files["good"], "dataset=/x,cache_mb=480",
@@ -386,7 +385,7 @@ def test_cache_mb_within_the_memory_cgroup(memory_cgroup, mounts, files,
     assert m.json("stats.json")["budget"]["total_bytes"] == \
         240 << 20
     assert (f"cache_mb=240, not 1024: half of what the limit of its "
-            f"memory cgroup ({group.limit_file}) leaves beside the "
+            f"memory cgroup ({group.files[0]}) leaves beside the "
             f"daemon's own 32 MiB") in m.log_text()
 
 
