@@ -53,13 +53,11 @@ uint64_t rfs_cpulimit_quota(const char *root)
 uint64_t rfs_cpulimit_cores(void)
 {
 	cpu_set_t set;
-	uint64_t cores;
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t cores = online > 0 ? (uint64_t)online : 1;
+	/* The affinity's, where it fits a cpu_set_t (1024 cores). */
 	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
 		cores = (uint64_t)CPU_COUNT(&set);
-	else /* over 1024 cores */
-		cores = sysconf(_SC_NPROCESSORS_ONLN) > 0 ?
-				(uint64_t)sysconf(_SC_NPROCESSORS_ONLN) :
-				1;
 	uint64_t quota = rfs_cpulimit_quota("");
 	return quota < cores ? quota : cores;
 }

@@ -9,6 +9,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "parse.h"
 
 /* cgroup v1 writes "no limit" as the largest page-aligned counter,
  * 2^63 - 4096 on x86-64; anything this large limits nothing. */
@@ -48,14 +49,10 @@ static void read_limit(const char *path, struct rfs_memlimit *l)
 	if (!f)
 		return;
 	char text[64] = "";
-	char *end;
-	if (fgets(text, sizeof(text), f)) {
-		errno = 0;
-		unsigned long long v = strtoull(text, &end, 10);
-		if (!errno && end != text && (*end == '\n' || !*end) &&
-		    v < NO_LIMIT)
-			lower(l, v, "the limit of its memory cgroup", path);
-	}
+	uint64_t v;
+	if (fgets(text, sizeof(text), f) &&
+	    rfs_parse_u64(text, strcspn(text, "\n"), NO_LIMIT - 1, 0, &v) == 0)
+		lower(l, v, "the limit of its memory cgroup", path);
 	fclose(f);
 }
 
