@@ -19,8 +19,8 @@ class Loader:
     Iterating yields each batch (or (batch, labels)) in step order; at
     most 2 x threads files are read ahead of the one being consumed.
     ``len()`` is the number of batches an iteration yields (those from
-    start_step to the end of the epoch). Each iteration starts again at
-    start_step.
+    start_step to the end of the epoch, or of the listed epochs for the
+    step view). Each iteration starts again at start_step.
     """
 
     def __init__(self, mount: Mount, steps: Steps, alloc: Alloc,

@@ -61,7 +61,10 @@ class Mount:
 
     @property
     def view_id(self) -> str:
-        """16 hex digits: mounts with equal view_id serve equal bytes."""
+        """16 hex digits, a hash of the options and of a fingerprint of
+        the sources (shape, dtype, first and last rows, var names; not
+        every byte): mounts of the same source files with equal view_id
+        serve equal bytes."""
         return self.config["view_id"]
 
     @property
@@ -128,7 +131,7 @@ class Mount:
     def batches_per_rank(self) -> int:
         """Batches of every rank in every epoch (equal for all ranks).
 
-        Found with a few lookups (no listing of the directory): the name
+        Found with a few lookups, not a full listing: the name
         width from the first entry of rank 0's batch/ of epoch 0, then a
         binary search on which batch files exist.
         """
