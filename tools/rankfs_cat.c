@@ -53,7 +53,8 @@ static void print_help(void)
 	       "epoch/3/rank/1/batch/000042.npy)\nof the mount "
 	       "'rankfs [-o OPTIONS] SOURCE... MOUNTPOINT' to stdout, "
 	       "without FUSE.\nlibfuse's options, mount(8)'s words, -f, -d "
-	       "and -s are accepted and ignored.\n\nrankfs options:\n");
+	       "and -s are checked as a mount\nchecks them, then ignored.\n\n"
+	       "rankfs options:\n");
 	rfs_config_render_help(&b);
 	if (!b.failed && b.data)
 		fputs(b.data, stdout);
