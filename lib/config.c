@@ -47,11 +47,12 @@ static const struct option_def options[] = {
 	{ "batch_size", NUMBER, FIELD(batch_size), 1, 1u << 24, NULL, 1,
 	  "rows per batch file (default 256)" },
 	{ "seed", NUMBER, FIELD(seed), 0, UINT64_MAX, NULL, 1,
-	  "key of every shuffle (default 0)" },
+	  "key of every shuffle and draw (default 0)" },
 	{ "strategy", CHOICE, FIELD(strategy), 0, 0, strategies, 1,
 	  "epoch order (default block_shuffle)" },
 	{ "block_size", NUMBER, FIELD(block_size), 1, UINT64_C(1) << 40, NULL,
-	  1, "rows per block for block_shuffle (default 64)" },
+	  1,
+	  "rows per block for block_shuffle and the weighted draws (default 64)" },
 	{ "fetch_factor", NUMBER, FIELD(fetch_factor), 1, 1u << 16, NULL, 1,
 	  "global batches per fetch window (default 16)" },
 	{ "partition", CHOICE, FIELD(partition), 0, 0, partitions, 1,
@@ -99,7 +100,7 @@ static const struct option_def options[] = {
 	  "threads generating prefetched batches (default: one per core it "
 	  "may use)" },
 	{ "log_file", TEXT, FIELD(log_file), 0, 0, NULL, 0,
-	  "append logs here when daemonised (default: none)" },
+	  "append log lines here instead of stderr (default: none)" },
 	{ "open_timeout", NUMBER, FIELD(open_timeout), 0, 86400, NULL, 0,
 	  "seconds one mount-time read of a source may take before the mount "
 	  "gives up naming it (default 120; 0: no limit)" },
