@@ -118,6 +118,11 @@ int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len)
 	return 0;
 }
 
+int rfs_buf_compare_strings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 void rfs_buf_free_strings(char **strings, uint64_t n)
 {
 	for (uint64_t i = 0; strings && i < n; i++)

@@ -36,6 +36,9 @@ int rfs_buf_finish(struct rfs_buf *b, char **out, size_t *len);
 
 void rfs_buf_free(struct rfs_buf *b);
 
+/* qsort's comparison of two char * elements, by strcmp. */
+int rfs_buf_compare_strings(const void *a, const void *b);
+
 /* Frees n heap strings and their array. Accepts NULL. */
 void rfs_buf_free_strings(char **strings, uint64_t n);
 

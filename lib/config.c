@@ -407,6 +407,63 @@ static struct rfs_config used_by_strategy(const struct rfs_config *c)
 	return u;
 }
 
+/* Filter f, "COLUMN:V1|V2", with its values sorted and repeats dropped:
+ * their order does not change the rows kept. NULL: out of memory. */
+static char *canonical_filter(const char *f)
+{
+	char *copy = strdup(f), **values = NULL;
+	struct rfs_buf b = { 0 };
+	char *colon = copy ? strchr(copy, ':') : NULL;
+	if (!colon) /* refused when the filters are applied */
+		return copy;
+	size_t n = 1;
+	for (const char *p = colon + 1; *p; p++)
+		n += *p == '|';
+	if (!(values = malloc(n * sizeof(*values))))
+		goto out;
+	*colon = '\0';
+	n = 0;
+	for (char *v = colon + 1, *bar; v; v = bar ? bar + 1 : NULL) {
+		if ((bar = strchr(v, '|')))
+			*bar = '\0';
+		values[n++] = v;
+	}
+	qsort(values, n, sizeof(*values), rfs_buf_compare_strings);
+	rfs_buf_printf(&b, "%s:", copy);
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || strcmp(values[i], values[i - 1]) != 0)
+			rfs_buf_printf(&b, "%s%s", i ? "|" : "", values[i]);
+out:
+	free(values);
+	free(copy);
+	char *text = NULL;
+	size_t len;
+	if (values && rfs_buf_finish(&b, &text, &len) != 0)
+		text = NULL;
+	return text;
+}
+
+/* filter= as view_id sees it: each canonical, sorted, repeats dropped,
+ * since rows must match all of them in any order (selection.c). */
+static void render_filters_identity(const struct rfs_strlist *l,
+				    struct rfs_buf *b)
+{
+	char **f = calloc(l->count ? l->count : 1, sizeof(*f));
+	size_t n = 0;
+	while (f && n < l->count && (f[n] = canonical_filter(l->items[n])))
+		n++;
+	if (!f || n < l->count) {
+		b->failed = 1;
+	} else {
+		qsort(f, n, sizeof(*f), rfs_buf_compare_strings);
+		for (size_t i = 0, said = 0; i < n; i++)
+			if (i == 0 || strcmp(f[i], f[i - 1]) != 0)
+				rfs_buf_printf(b, "%s%s", said++ ? ";" : "",
+					       f[i]);
+	}
+	rfs_buf_free_strings(f, n);
+}
+
 void rfs_config_render_identity(const struct rfs_config *given,
 				struct rfs_buf *b)
 {
@@ -421,7 +478,10 @@ void rfs_config_render_identity(const struct rfs_config *given,
 		    (o->kind == TEXT ? !*text_at(m, o) : !*number_at(m, o)))
 			continue;
 		rfs_buf_printf(b, "%s=", options[i].name);
-		render_value(c, &options[i], b, 0);
+		if (o->kind == LIST)
+			render_filters_identity(list_at(m, o), b);
+		else
+			render_value(c, &options[i], b, 0);
 		rfs_buf_printf(b, "\n");
 	}
 }

@@ -37,11 +37,6 @@ static int ends_with(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 struct path_list {
 	char **items;
 	size_t count, cap;
@@ -144,7 +139,8 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 		rc = -EINVAL;
 	}
 	if (found.count)
-		qsort(found.items, found.count, sizeof(char *), cmp_str);
+		qsort(found.items, found.count, sizeof(char *),
+		      rfs_buf_compare_strings);
 	for (size_t i = 0; i < found.count; i++) {
 		if (rc == 0)
 			rc = push_source(l, found.items[i], err, errlen);

@@ -44,8 +44,8 @@ Invariants (section of docs/sampling.md, "S" below, or PRODUCT.md, "P"):
   says (sorted union over files).
 - Determinism (P 2): the same options give the same bytes, in another
   process, with the options in another order (one view_id), with the
-  filters spelt otherwise (the same bytes; their view_id differs: the
-  xfail test_filter_spelling_keeps_the_view_id), and over the same rows
+  filters spelt otherwise (the same bytes and view_id:
+  test_filter_spelling_keeps_the_view_id), and over the same rows
   stored as gzip chunks, zarr or several files (the same view_id for
   h5ad, gzip and zarr); view_id changes with a seed that is used, not
   with a seed or block_size that is not (usage.md).
@@ -904,11 +904,8 @@ def check_case(case, sources, run, mounts):
     path = epoch_path(e, r, "batch", k)
     again = rd.run(paths, case.text(), path)
     assert again.stdout == rd.get(path), f"{path} differs between runs"
-    # The filters keep their order: their spelling changes the view_id
-    # (test_filter_spelling_keeps_the_view_id, a known bug).
-    shuffled = [o for o in case.opts if o[0] != "filter"]
+    shuffled = list(case.opts)
     random.Random(case.i).shuffle(shuffled)
-    shuffled += [o for o in case.opts if o[0] == "filter"]
     other = Reader(run, paths, case.text(shuffled))
     assert json.loads(other.get("config.json"))["view_id"] == \
         config["view_id"], f"view_id of {case.text(shuffled)}"
@@ -916,7 +913,7 @@ def check_case(case, sources, run, mounts):
     ipath = epoch_path(e_a, 0, "index", nb - 1)
     assert other.get(ipath) == rd.get(ipath)
     # The same filters spelt otherwise (in another order, values in
-    # another order): the same rows, the same bytes.
+    # another order): the same rows, the same bytes, the same view_id.
     if len(case.filters) > 1 or any("|" in f for f in case.filters):
         respelt = [o for o in case.opts if o[0] != "filter"] + [
             ("filter", f.split(":", 1)[0] + ":" +
@@ -925,6 +922,8 @@ def check_case(case, sources, run, mounts):
         other = Reader(run, paths, case.text(respelt))
         assert other.fetch([path, ipath]) == rd.fetch([path, ipath]), \
             f"{case.text(respelt)} serves other bytes"
+        assert json.loads(other.get("config.json"))["view_id"] == \
+            config["view_id"], f"view_id of {case.text(respelt)}"
 
     # view_id: a seed that is used changes it, one that is not does not.
     seed = int(case.o.get("seed", 0))
@@ -1122,16 +1121,10 @@ def test_the_cases_cover_every_axis():
     assert len(seen["mount_kinds"]) >= 3 and len(seen["dtype"]) >= 5, seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: view_id depends on how filter= is spelt (the order of filter= "
-    "options, of the values in one, a filter given twice) although the "
-    "bytes are the same: usage.md (config.json) says one view has one id "
-    "however it was spelt"))
 def test_filter_spelling_keeps_the_view_id(sources, rankfs_cat):
-    """Found by test_property (cases with two filters): one view, four
-    view_ids. Minimal: dense.h5ad (420 rows), -o batch_size=20 with each
-    spelling below; index and batch files are identical, config.json's
-    view_id is not."""
+    """Found by test_property (cases with two filters): the order of
+    filter= options, of the values in one, and a filter given twice keep
+    the rows and so the files, and must keep config.json's view_id."""
     spellings = ["filter=split:train|val,filter=flag:true",
                  "filter=flag:true,filter=split:train|val",
                  "filter=split:val|train,filter=flag:true",

@@ -165,7 +165,8 @@ static void test_new_options_render(void **state)
 	free(j);
 	char *id = render(&c, 1);
 	assert_non_null(strstr(id, "smoothing=0.1\n"));
-	assert_non_null(strstr(id, "filter=split:train;ct:\"B\"\n"));
+	/* Sorted: the order of filters does not change the rows kept. */
+	assert_non_null(strstr(id, "filter=ct:\"B\";split:train\n"));
 	free(id);
 	rfs_config_free(&c);
 }
@@ -559,6 +560,44 @@ static void test_identity_of_unused_options(void **state)
 	}
 }
 
+/* Filters kept the same rows in any order, with their values in any
+ * order and repeated: one identity; another value or column, another. */
+static void test_identity_of_filter_spellings(void **state)
+{
+	(void)state;
+	static const char *const spellings[][3] = {
+		{ "split:train|val", "flag:true", NULL },
+		{ "flag:true", "split:train|val", NULL },
+		{ "split:val|train", "flag:true", NULL },
+		{ "flag:true", "split:train|val|train", "flag:true" },
+		/* Not the same filters: */
+		{ "split:train", "flag:true", NULL },
+		{ "split:train|val", "flag:false", NULL },
+		{ "split:train|val", "flag:true|false", NULL },
+		{ "flag:train|val", "split:true", NULL },
+	};
+	char *first = NULL;
+	for (size_t i = 0; i < sizeof(spellings) / sizeof(*spellings); i++) {
+		struct rfs_config c;
+		rfs_config_init(&c);
+		for (size_t k = 0; k < 3 && spellings[i][k]; k++)
+			set_ok(&c, "filter", spellings[i][k]);
+		char *id = render(&c, 1);
+		if (i == 0) {
+			assert_non_null(strstr(
+				id, "filter=flag:true;split:train|val\n"));
+			first = id;
+		} else {
+			if ((strcmp(first, id) == 0) != (i < 4))
+				fail_msg("spelling %zu: identity %s:\n%s", i,
+					 i < 4 ? "changed" : "unchanged", id);
+			free(id);
+		}
+		rfs_config_free(&c);
+	}
+	free(first);
+}
+
 static void test_render_help(void **state)
 {
 	(void)state;
@@ -605,6 +644,7 @@ int main(void)
 		cmocka_unit_test(test_render_json_set_values),
 		cmocka_unit_test(test_render_identity),
 		cmocka_unit_test(test_identity_of_unused_options),
+		cmocka_unit_test(test_identity_of_filter_spellings),
 		cmocka_unit_test(test_render_help),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
