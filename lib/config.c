@@ -107,26 +107,8 @@ static const struct option_def options[] = {
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
-static uint64_t *number_at(struct rfs_config *c, const struct option_def *o)
-{
-	return (uint64_t *)((char *)c + o->offset);
-}
-
-static char **text_at(struct rfs_config *c, const struct option_def *o)
-{
-	return (char **)((char *)c + o->offset);
-}
-
-static double *real_at(struct rfs_config *c, const struct option_def *o)
-{
-	return (double *)((char *)c + o->offset);
-}
-
-static struct rfs_strlist *list_at(struct rfs_config *c,
-				   const struct option_def *o)
-{
-	return (struct rfs_strlist *)((char *)c + o->offset);
-}
+/* Option o's field in c, as a T. */
+#define AT(T, c, o) ((T *)(void *)((char *)(c) + (o)->offset))
 
 void rfs_config_init(struct rfs_config *c)
 {
@@ -152,10 +134,10 @@ void rfs_config_free(struct rfs_config *c)
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_def *o = &options[i];
 		if (o->kind == TEXT) {
-			free(*text_at(c, o));
-			*text_at(c, o) = NULL;
+			free(*AT(char *, c, o));
+			*AT(char *, c, o) = NULL;
 		} else if (o->kind == LIST) {
-			struct rfs_strlist *l = list_at(c, o);
+			struct rfs_strlist *l = AT(struct rfs_strlist, c, o);
 			for (size_t k = 0; k < l->count; k++)
 				free(l->items[k]);
 			free(l->items);
@@ -166,24 +148,24 @@ void rfs_config_free(struct rfs_config *c)
 
 int rfs_config_copy(struct rfs_config *dst, const struct rfs_config *src)
 {
-	struct rfs_config *from = (struct rfs_config *)src;
 	*dst = *src;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_def *o = &options[i];
 		if (o->kind == TEXT)
-			*text_at(dst, o) = NULL;
+			*AT(char *, dst, o) = NULL;
 		else if (o->kind == LIST)
-			*list_at(dst, o) = (struct rfs_strlist){ 0 };
+			*AT(struct rfs_strlist, dst, o) =
+				(struct rfs_strlist){ 0 };
 	}
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_def *o = &options[i];
-		if (o->kind == TEXT && *text_at(from, o) &&
-		    !(*text_at(dst, o) = strdup(*text_at(from, o))))
+		if (o->kind == TEXT && *AT(char *, src, o) &&
+		    !(*AT(char *, dst, o) = strdup(*AT(char *, src, o))))
 			goto oom;
 		if (o->kind != LIST)
 			continue;
-		const struct rfs_strlist *l = list_at(from, o);
-		struct rfs_strlist *d = list_at(dst, o);
+		const struct rfs_strlist *l = AT(struct rfs_strlist, src, o);
+		struct rfs_strlist *d = AT(struct rfs_strlist, dst, o);
 		if (l->count && !(d->items = calloc(l->count, sizeof(char *))))
 			goto oom;
 		for (; d->count < l->count; d->count++)
@@ -247,10 +229,10 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 		    real < (double)o->min || real > (double)o->max)
 			return out_of_range(o, value, "a decimal number", err,
 					    errlen);
-		*real_at(c, o) = real;
+		*AT(double, c, o) = real;
 		return 0;
 	case LIST: {
-		struct rfs_strlist *l = list_at(c, o);
+		struct rfs_strlist *l = AT(struct rfs_strlist, c, o);
 		char *copy = value && *value ? strdup(value) : NULL;
 		char **items = copy ? realloc(l->items,
 					      (l->count + 1) * sizeof(char *)) :
@@ -268,7 +250,7 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 	}
 	case FLAG:
 		if (!value) {
-			*number_at(c, o) = 1;
+			*AT(uint64_t, c, o) = 1;
 			return 0;
 		}
 		__attribute__((fallthrough)); /* raw=0/1 */
@@ -278,12 +260,12 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 		    v < o->min)
 			return out_of_range(o, value, "an integer", err,
 					    errlen);
-		*number_at(c, o) = v;
+		*AT(uint64_t, c, o) = v;
 		return 0;
 	case CHOICE:
 		for (size_t i = 0; value && o->choices[i]; i++) {
 			if (strcmp(value, o->choices[i]) == 0) {
-				*number_at(c, o) = i;
+				*AT(uint64_t, c, o) = i;
 				return 0;
 			}
 		}
@@ -302,8 +284,8 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 			snprintf(err, errlen, "out of memory");
 			return -EINVAL;
 		}
-		free(*text_at(c, o));
-		*text_at(c, o) = copy;
+		free(*AT(char *, c, o));
+		*AT(char *, c, o) = copy;
 		return 0;
 	}
 	return -EINVAL;
@@ -328,32 +310,31 @@ const char *rfs_config_strategy_name(uint64_t strategy)
 static void render_value(const struct rfs_config *c, const struct option_def *o,
 			 struct rfs_buf *b, int json)
 {
-	struct rfs_config *m = (struct rfs_config *)c;
 	const char *text;
 
 	switch (o->kind) {
 	case NUMBER:
 		/* Only options that cannot reach RFS_UNSET use it (seed can). */
-		if (*number_at(m, o) == RFS_UNSET && o->max < RFS_UNSET)
+		if (*AT(uint64_t, c, o) == RFS_UNSET && o->max < RFS_UNSET)
 			rfs_buf_printf(b, "%s", json ? "null" : "default");
 		else
 			rfs_buf_printf(b, "%llu",
-				       (unsigned long long)*number_at(m, o));
+				       (unsigned long long)*AT(uint64_t, c, o));
 		break;
 	case FLAG:
 		if (json)
 			rfs_buf_printf(b, "%s",
-				       *number_at(m, o) ? "true" : "false");
+				       *AT(uint64_t, c, o) ? "true" : "false");
 		else
-			rfs_buf_printf(b, "%d", *number_at(m, o) ? 1 : 0);
+			rfs_buf_printf(b, "%d", *AT(uint64_t, c, o) ? 1 : 0);
 		break;
 	case CHOICE:
-		text = o->choices[*number_at(m, o)];
+		text = o->choices[*AT(uint64_t, c, o)];
 		json ? rfs_buf_json_string(b, text) :
 		       rfs_buf_printf(b, "%s", text);
 		break;
 	case TEXT:
-		text = *text_at(m, o);
+		text = *AT(char *, c, o);
 		if (json && text)
 			rfs_buf_json_string(b, text);
 		else
@@ -361,10 +342,10 @@ static void render_value(const struct rfs_config *c, const struct option_def *o,
 		break;
 	case REAL:
 		/* Read again by parse_real: config.json mounts again. */
-		rfs_buf_decimal(b, *real_at(m, o), NULL, NULL);
+		rfs_buf_decimal(b, *AT(double, c, o), NULL, NULL);
 		break;
 	case LIST: {
-		const struct rfs_strlist *l = list_at(m, o);
+		const struct rfs_strlist *l = AT(struct rfs_strlist, c, o);
 		rfs_buf_printf(b, "%s", json ? "[" : "");
 		for (size_t i = 0; i < l->count; i++) {
 			rfs_buf_printf(b, "%s", i ? (json ? ", " : ";") : "");
@@ -471,15 +452,16 @@ void rfs_config_render_identity(const struct rfs_config *given,
 	const struct rfs_config *c = &used;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_def *o = &options[i];
-		struct rfs_config *m = (struct rfs_config *)c;
 		if (!o->identity)
 			continue;
 		if (o->identity == IF_SET &&
-		    (o->kind == TEXT ? !*text_at(m, o) : !*number_at(m, o)))
+		    (o->kind == TEXT ? !*AT(char *, c, o) :
+				       !*AT(uint64_t, c, o)))
 			continue;
 		rfs_buf_printf(b, "%s=", options[i].name);
 		if (o->kind == LIST)
-			render_filters_identity(list_at(m, o), b);
+			render_filters_identity(AT(struct rfs_strlist, c, o),
+						b);
 		else
 			render_value(c, &options[i], b, 0);
 		rfs_buf_printf(b, "\n");
