@@ -298,9 +298,7 @@ void rfs_opts_free(struct rfs_cli *cli)
 {
 	fuse_opt_free_args(&cli->args);
 	free(cli->fuse.mountpoint);
-	for (size_t i = 0; i < cli->nsources; i++)
-		free(cli->sources[i]);
-	free(cli->sources);
+	rfs_buf_free_strings(cli->sources, cli->nsources);
 	free(cli->mountpoint);
 	rfs_config_free(&cli->config);
 }

@@ -138,9 +138,7 @@ void rfs_config_free(struct rfs_config *c)
 			*AT(char *, c, o) = NULL;
 		} else if (o->kind == LIST) {
 			struct rfs_strlist *l = AT(struct rfs_strlist, c, o);
-			for (size_t k = 0; k < l->count; k++)
-				free(l->items[k]);
-			free(l->items);
+			rfs_buf_free_strings(l->items, l->count);
 			*l = (struct rfs_strlist){ 0 };
 		}
 	}
