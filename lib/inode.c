@@ -105,7 +105,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 	    batches == 0 ||
 	    mul_add(s->slots, batches, 1 + kinds, &s->per_rank) ||
 	    mul_add(world_size, s->per_rank, 2, &s->per_epoch) ||
-	    mul_add(RFS_EPOCH_LIMIT, s->per_epoch, EPOCH_BASE, &s->step_base))
+	    mul_add(RFS_EPOCHS, s->per_epoch, EPOCH_BASE, &s->step_base))
 		return -EOVERFLOW;
 	s->width = rfs_parse_decimal_digits(batches - 1);
 	if (s->width < 6)
@@ -114,7 +114,7 @@ int rfs_inode_space_init(struct rfs_inode_space *s, uint64_t world_size,
 	/* Steps: every step of every resolvable epoch that the name width
 	 * can spell; ls lists those of the listed epochs. */
 	if (mul_add(epochs_listed, batches, 0, &s->steps_listed) ||
-	    mul_add(RFS_EPOCH_LIMIT, batches, 0, &s->steps))
+	    mul_add(RFS_EPOCHS, batches, 0, &s->steps))
 		return -EOVERFLOW;
 	s->step_width = rfs_kind_step_name_width(epochs_listed, batches);
 	if (s->step_width < 20 && s->steps > pow10_u64(s->step_width))
@@ -307,7 +307,7 @@ int rfs_inode_lookup(const struct rfs_inode_space *s,
 		return -ENOENT;
 	case RFS_NODE_EPOCHS:
 		out->type = RFS_NODE_EPOCH;
-		return lookup_number(name, RFS_EPOCH_LIMIT, &out->epoch);
+		return lookup_number(name, RFS_EPOCHS, &out->epoch);
 	case RFS_NODE_EPOCH:
 		out->type = RFS_NODE_RANKS;
 		return strcmp(name, "rank") == 0 ? 0 : -ENOENT;

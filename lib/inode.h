@@ -33,8 +33,6 @@ struct rfs_node {
 	uint64_t epoch, rank, kind, batch; /* as far as type goes */
 };
 
-#define RFS_EPOCH_LIMIT RFS_EPOCHS
-
 struct rfs_inode_space {
 	uint64_t world_size;
 	uint64_t kinds; /* directories per rank: batch, index[, label] */

@@ -66,7 +66,7 @@ static void test_round_trip_every_type(void **state)
 	(void)state;
 	struct rfs_inode_space s;
 	const uint64_t ws = 3, batches = 1000;
-	const uint64_t max_epoch = RFS_EPOCH_LIMIT - 1;
+	const uint64_t max_epoch = RFS_EPOCHS - 1;
 	assert_int_equal(
 		rfs_inode_space_init(&s, ws, RFS_KIND_NPZ, 0, batches, 10), 0);
 	check_round_trip(&s, node(RFS_NODE_ROOT, 0, 0, 0, 0));
@@ -107,8 +107,7 @@ static void test_invalid_numbers(void **state)
 	for (uint64_t ino = 8; ino < 16; ino++)
 		assert_int_equal(rfs_inode_node(&s, ino, &n), -ENOENT);
 	/* The number after epoch 2^31 - 1 is the step view's first. */
-	struct rfs_node last =
-		node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 1, 1, 9);
+	struct rfs_node last = node(RFS_NODE_FILE, RFS_EPOCHS - 1, 1, 1, 9);
 	uint64_t ino = rfs_inode_of(&s, &last);
 	assert_int_equal(rfs_inode_node(&s, ino, &n), 0);
 	assert_true(ino + 1 == s.step_base);
@@ -155,13 +154,12 @@ static void test_overflow(void **state)
 	assert_int_equal(rfs_inode_space_init(&s, 8, 2, 0, lo, 1), 0);
 	assert_true(lo > (UINT64_C(1) << 28)); /* ~2^32 files per epoch */
 	struct rfs_node last =
-		node(RFS_NODE_FILE, RFS_EPOCH_LIMIT - 1, 7, 1, lo - 1);
-	struct rfs_node first =
-		node(RFS_NODE_EPOCH, RFS_EPOCH_LIMIT - 1, 0, 0, 0);
+		node(RFS_NODE_FILE, RFS_EPOCHS - 1, 7, 1, lo - 1);
+	struct rfs_node first = node(RFS_NODE_EPOCH, RFS_EPOCHS - 1, 0, 0, 0);
 	uint64_t ino = rfs_inode_of(&s, &last);
 	assert_true(ino > rfs_inode_of(&s, &first)); /* no wrap */
 	check_round_trip(&s, last);
-	check_round_trip(&s, node(RFS_NODE_KIND, RFS_EPOCH_LIMIT - 1, 7, 1, 0));
+	check_round_trip(&s, node(RFS_NODE_KIND, RFS_EPOCHS - 1, 7, 1, 0));
 }
 
 static void lookup_ok(const struct rfs_inode_space *s,
