@@ -148,8 +148,6 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 			free(found.items[i]);
 	}
 	free(found.items);
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
 	return rc;
 }
 
