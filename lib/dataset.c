@@ -541,35 +541,27 @@ out:
 size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 				uint64_t nnz)
 {
+	/* Joined, nnz served are read as up to nnz + n x max_dropped stored
+	 * ones (max_dropped is 0 where no file drops a column). */
 	size_t most = 0; /* of one file's read, one file at a time */
 	for (size_t f = 0; f < d->nfiles; f++) {
-		size_t one = rfs_source_read_scratch(d->files[f], n, nnz);
+		size_t one = rfs_source_read_scratch(
+			d->files[f], n, nnz + n * d->var.max_dropped);
 		most = one > most ? one : most;
 	}
 	if (d->direct)
 		return most;
 	size_t rb = d->var.join ? d->staging_row_bytes :
 				  rfs_dataset_row_bytes(d);
-	if (!rfs_dataset_info(d)->sparse) /* sorted rows, local ids, staging */
+	if (!d->info.sparse) /* sorted rows, local ids, staging */
 		return most +
 		       n * (sizeof(struct rfs_wanted) + sizeof(int64_t) + rb);
-	/* local, slots, and the joined rfs_csr */
-	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
-	if (!d->var.join)
-		return most + n * (sizeof(int64_t) + sizeof(size_t)) +
-		       (n + 1) * sizeof(uint64_t) +
-		       nnz * (elem + sizeof(int64_t));
-	/* nnz served are read as up to nnz + n x max_dropped stored ones,
-	 * and a row is sorted in scratch of its own. */
-	most = 0;
-	for (size_t f = 0; f < d->nfiles; f++) {
-		size_t one = rfs_source_read_scratch(
-			d->files[f], n, nnz + n * d->var.max_dropped);
-		most = one > most ? one : most;
-	}
+	/* local, slots, the joined rfs_csr, and joined, a row sorted in
+	 * scratch of its own */
+	size_t elem = rfs_dtype_size(d->info.dtype);
 	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
 	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t)) +
-	       rfs_varjoin_row_scratch(d->var.widest, elem);
+	       (d->var.join ? rfs_varjoin_row_scratch(d->var.widest, elem) : 0);
 }
 
 /* The file holding global row (binary search over the starts). */
