@@ -105,6 +105,21 @@ static int read_label(const struct rfs_config *c, struct rfs_dataset *d,
 	return 0;
 }
 
+/* The first index, from `from` on, of a kept id >= row (or kept_rows). */
+static uint64_t first_kept(const struct rfs_selection *s, uint64_t from,
+			   uint64_t row)
+{
+	uint64_t a = from, b = s->kept_rows;
+	while (a < b) {
+		uint64_t m = a + (b - a) / 2;
+		if (s->kept[m] < row)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
 /* Rank r's files are r, r + W, r + 2W, ...: their stretches of the kept
  * rows (or of all rows) become the rank's ranges. */
 static int file_ranges(const struct rfs_config *c, struct rfs_dataset *d,
@@ -123,24 +138,8 @@ static int file_ranges(const struct rfs_config *c, struct rfs_dataset *d,
 		uint64_t lo = rfs_dataset_file_start(d, f);
 		uint64_t hi = rfs_dataset_file_start(d, f + 1);
 		if (s->kept) { /* the stretch of kept ids within [lo, hi) */
-			uint64_t a = 0, b = s->kept_rows;
-			while (a < b) {
-				uint64_t m = a + (b - a) / 2;
-				if (s->kept[m] < lo)
-					a = m + 1;
-				else
-					b = m;
-			}
-			lo = a;
-			for (b = s->kept_rows; a < b;) {
-				uint64_t m = a + (b - a) / 2;
-				if (s->kept[m] <
-				    rfs_dataset_file_start(d, f + 1))
-					a = m + 1;
-				else
-					b = m;
-			}
-			hi = a;
+			lo = first_kept(s, 0, lo);
+			hi = first_kept(s, lo, hi);
 		}
 		if (hi == lo)
 			continue;
