@@ -116,9 +116,10 @@ static void table_remove(struct rfs_cache *c, struct rfs_cache_entry *e)
 	*p = e->next_in_bucket;
 }
 
-/* Unlists and frees e, which nobody holds, and its buffer. */
+/* Unlists and frees e, a parked entry, and its buffer. */
 static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 {
+	unpark(c, e);
 	table_remove(c, e);
 	c->bytes -= held(e);
 	c->entries--;
@@ -144,10 +145,8 @@ static struct rfs_cache_entry *next_victim(struct rfs_cache *c)
 static int make_room(struct rfs_cache *c, size_t need)
 {
 	struct rfs_cache_entry *victim;
-	while (c->bytes + need > c->capacity && (victim = next_victim(c))) {
-		unpark(c, victim);
+	while (c->bytes + need > c->capacity && (victim = next_victim(c)))
 		drop(c, victim);
-	}
 	return c->bytes + need <= c->capacity;
 }
 
@@ -159,15 +158,11 @@ static void evict(struct rfs_cache *c)
 {
 	struct rfs_cache_entry *victim;
 	while (c->retired_bytes > c->retired_limit &&
-	       (victim = oldest(&c->retired))) {
-		unpark(c, victim);
+	       (victim = oldest(&c->retired)))
 		drop(c, victim);
-	}
 	while (c->bytes > c->capacity && (victim = next_victim(c)) &&
-	       held(victim) < c->bytes) {
-		unpark(c, victim);
+	       held(victim) < c->bytes)
 		drop(c, victim);
-	}
 }
 
 int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
