@@ -49,12 +49,10 @@ size_t rfs_bigbuf_footprint(size_t size)
 	return (size + MAP_STEP - 1) / MAP_STEP * MAP_STEP;
 }
 
-/* A pooled buffer for size bytes, or NULL where the pool has none. */
+/* A pooled buffer of size bytes (a footprint), or NULL where the pool has
+ * none. */
 static void *pooled(size_t size)
 {
-	if (!mapped(size))
-		return NULL;
-	size = rfs_bigbuf_footprint(size);
 	void *p = NULL;
 	pthread_mutex_lock(&pool_lock);
 	for (int i = 0; i < POOL_SLOTS && !p; i++) {
@@ -72,10 +70,10 @@ void *rfs_bigbuf_alloc(size_t size)
 {
 	if (!mapped(size))
 		return malloc(size ? size : 1);
+	size = rfs_bigbuf_footprint(size);
 	void *p = pooled(size);
 	if (p)
 		return p;
-	size = rfs_bigbuf_footprint(size);
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
