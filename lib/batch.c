@@ -49,14 +49,9 @@ static void file_shape(const struct rfs_batch *b, uint64_t kind, uint64_t rows,
 /* .npz values are in the served dtype, float16 as float32: scipy's
  * sparse matrices upcast float16 to float32, so save_npz never writes
  * float16 data, and toarray() of a loaded float16 matrix fails. */
-static enum rfs_dtype npz_value_type(enum rfs_dtype out)
+static enum rfs_dtype npz_value_dtype(enum rfs_dtype out)
 {
 	return out == RFS_FLOAT16 ? RFS_FLOAT32 : out;
-}
-
-static enum rfs_dtype npz_value_dtype(const struct rfs_batch *b)
-{
-	return npz_value_type(b->out_dtype);
 }
 
 /* The .npz shape of a batch of rows: its stored values summed from
@@ -67,12 +62,13 @@ static struct rfs_npz_csr npz_shape(const struct rfs_batch *b,
 	uint64_t cols = rfs_dataset_info(b->dataset)->cols, nnz = 0;
 	for (uint64_t i = 0; i < n; i++)
 		nnz += rfs_dataset_row_nnz(b->dataset, (uint64_t)rows[i]);
-	return (struct rfs_npz_csr){ .rows = n,
-				     .cols = cols,
-				     .nnz = nnz,
-				     .value_dtype = npz_value_dtype(b),
-				     .index_dtype =
-					     rfs_npz_index_dtype(cols, nnz) };
+	return (struct rfs_npz_csr){
+		.rows = n,
+		.cols = cols,
+		.nnz = nnz,
+		.value_dtype = npz_value_dtype(b->out_dtype),
+		.index_dtype = rfs_npz_index_dtype(cols, nnz)
+	};
 }
 
 /* Adds each stored value of a CSR batch (in dtype t) into its cell of the
@@ -144,7 +140,8 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst, const void *values,
  * the file. */
 static int npz_reads_values_in_place(const struct rfs_batch *b)
 {
-	return npz_value_dtype(b) == rfs_dataset_info(b->dataset)->dtype &&
+	return npz_value_dtype(b->out_dtype) ==
+		       rfs_dataset_info(b->dataset)->dtype &&
 	       b->out_dtype == rfs_dataset_info(b->dataset)->dtype;
 }
 
@@ -158,7 +155,7 @@ static size_t npz_served_bytes(const struct rfs_batch *b, uint64_t nnz)
 /* Bytes of nnz values widened from float16 (0: not float16). */
 static size_t npz_widened_bytes(const struct rfs_batch *b, uint64_t nnz)
 {
-	enum rfs_dtype t = npz_value_dtype(b);
+	enum rfs_dtype t = npz_value_dtype(b->out_dtype);
 	return t != b->out_dtype ? nnz * rfs_dtype_size(t) : 0;
 }
 
@@ -302,7 +299,7 @@ int rfs_batch_check_sizes(const struct rfs_config *c,
 	/* A batch of the fullest rows as .npz (value plus an 8-byte index
 	 * per stored value) must stay a plain zip, below 4 GiB. A row holds
 	 * at most cols values, or more where column ids repeat. */
-	uint64_t npz_cell = rfs_dtype_size(npz_value_type(out_dtype)) + 8;
+	uint64_t npz_cell = rfs_dtype_size(npz_value_dtype(out_dtype)) + 8;
 	uint64_t per_row = info->cols;
 	if (info->sparse && info->max_row_nnz > per_row)
 		per_row = info->max_row_nnz;
