@@ -59,31 +59,22 @@ static int is_file(const struct rfs_node *n)
 	return n->type == RFS_NODE_FILE || n->type == RFS_NODE_STEP_FILE;
 }
 
-static int node_size(struct rfs_fs *fs, const struct rfs_node *n,
-		     uint64_t *size)
+/* The bytes of config.json, dataset.json or var_names.txt; NULL (len 0)
+ * for other nodes. */
+static const char *node_text(struct rfs_fs *fs, const struct rfs_node *n,
+			     size_t *len)
 {
-	size_t len = 0;
-	*size = 0;
+	*len = 0;
 	switch (n->type) {
 	case RFS_NODE_CONFIG:
-		rfs_view_config_json(fs->view, &len);
-		break;
+		return rfs_view_config_json(fs->view, len);
 	case RFS_NODE_DATASET:
-		rfs_view_dataset_json(fs->view, &len);
-		break;
+		return rfs_view_dataset_json(fs->view, len);
 	case RFS_NODE_VAR_NAMES:
-		rfs_view_var_names_txt(fs->view, &len);
-		break;
-	case RFS_NODE_FILE:
-	case RFS_NODE_STEP_FILE: {
-		struct rfs_cache_key key = file_key(fs, n);
-		return rfs_view_file_size(fs->view, &key, size);
-	}
+		return rfs_view_var_names_txt(fs->view, len);
 	default:
-		break;
+		return NULL;
 	}
-	*size = len;
-	return 0;
 }
 
 /* st_blksize, which readers size their buffers by. numpy reads a .npy's
@@ -108,10 +99,16 @@ static int fill_attr(struct rfs_fs *fs, const struct rfs_node *n,
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 	} else {
+		uint64_t size = 0;
+		size_t len;
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
-		uint64_t size;
-		rc = node_size(fs, n, &size);
+		if (is_file(n)) {
+			struct rfs_cache_key key = file_key(fs, n);
+			rc = rfs_view_file_size(fs->view, &key, &size);
+		} else if (node_text(fs, n, &len)) {
+			size = len;
+		}
 		st->st_size = (off_t)size;
 		st->st_blocks = (st->st_size + 511) / 512;
 	}
@@ -409,15 +406,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case RFS_NODE_STEP_FILE:
 		read_file(req, &n, size, off);
 		return;
-	case RFS_NODE_CONFIG:
-		text = rfs_view_config_json(fs->view, &len);
-		break;
-	case RFS_NODE_DATASET:
-		text = rfs_view_dataset_json(fs->view, &len);
-		break;
-	case RFS_NODE_VAR_NAMES:
-		text = rfs_view_var_names_txt(fs->view, &len);
-		break;
 	case RFS_NODE_STATS: {
 		struct snapshot *snap = (struct snapshot *)(uintptr_t)fi->fh;
 		atomic_fetch_add(&snap->refs, 1);
@@ -426,10 +414,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	default:
-		fuse_reply_err(req, EISDIR);
-		return;
+		text = node_text(fs, &n, &len);
+		if (rfs_inode_is_dir(&n))
+			fuse_reply_err(req, EISDIR);
+		else
+			reply_slice(req, text, len, size, off);
 	}
-	reply_slice(req, text, len, size, off);
 }
 
 /* A loader reads each generated file once: every epoch has new ones. Left
