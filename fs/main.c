@@ -157,15 +157,11 @@ static int open_log_file(const char *path, const struct rfs_view *view)
 		      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY |
 			      O_CLOEXEC,
 		      0666);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st) != 0) {
 		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
 			strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) != 0) {
-		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
-			strerror(errno));
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	if (refuse_log_file(path, &st, view) != 0) {
