@@ -332,8 +332,7 @@ int main(int argc, char *argv[])
 	if ((rc = rfs_page_store_create(&page_ops, &pages, &fs.page_store)) !=
 	    0) {
 		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
-		rfs_page_drop_destroy(pages.drop);
-		goto out_unmount;
+		goto out_pages;
 	}
 	/* A user's mount cannot raise readahead: said in the log, not on
 	 * the terminal of a mount that worked. */
@@ -350,9 +349,7 @@ int main(int argc, char *argv[])
 	if (rc != 0) {
 		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
 			strerror(-rc));
-		rfs_page_drop_destroy(pages.drop);
-		rfs_page_store_destroy(fs.page_store);
-		goto out_unmount;
+		goto out_pages;
 	}
 
 	int kicks = rfs_stop_signal_start(se);
@@ -369,6 +366,7 @@ int main(int argc, char *argv[])
 	status = clean ? 0 : 1;
 	if (status != 0)
 		rfs_log("session loop failed: %d", rc);
+out_pages:
 	/* The drop's shutdown may answer opens: the store goes after it. */
 	rfs_page_drop_destroy(pages.drop);
 	rfs_page_store_destroy(fs.page_store);
