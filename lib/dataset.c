@@ -632,6 +632,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 		for (size_t k = 0; k < m && rc == 0; k++) {
 			uint64_t len = part.start[k + 1] - part.start[k];
 			uint64_t to = out->start[slots[k]];
+			uint64_t counted = out->start[slots[k] + 1] - to;
 			if (remap)
 				len = rfs_varjoin_remap_row(
 					d->var.join, f,
@@ -640,15 +641,13 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 						part.start[k] * elem,
 					elem, len, scratch);
 			/* Counted at open: a file changed since is EIO. */
-			if (len != out->start[slots[k] + 1] - to) {
+			if (len != counted) {
 				rfs_log("%s: row %lld: %llu stored values "
 					"served, %llu counted at mount",
 					rfs_source_info(d->files[f])->path,
 					(long long)local[k],
 					(unsigned long long)len,
-					(unsigned long long)(out->start[slots[k] +
-									1] -
-							     to));
+					(unsigned long long)counted);
 				rc = -EIO;
 				break;
 			}
