@@ -174,10 +174,8 @@ static int check_distinct(const struct path_list *l, char *err, size_t errlen)
 {
 	struct file_id *ids = calloc(l->count ? l->count : 1, sizeof(*ids));
 	size_t n = 0;
-	if (!ids) {
-		snprintf(err, errlen, "out of memory");
+	if (!ids)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < l->count; i++) {
 		struct stat st;
 		if (stat(l->items[i], &st) == 0) /* else opening says why */
@@ -202,9 +200,9 @@ static int check_distinct(const struct path_list *l, char *err, size_t errlen)
 static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 		  size_t errlen)
 {
-	for (size_t i = 0; i < n; i++) {
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct stat st;
-		int rc;
 		int dir = stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode);
 		if (dir && !rfs_source_is_store(paths[i]))
 			rc = expand_dir(paths[i], l, err, errlen);
@@ -212,12 +210,12 @@ static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 			rc = push_source(l, strdup(paths[i]), err, errlen);
 		else
 			rc = push(l, strdup(paths[i]));
-		if (rc == -ENOMEM)
-			snprintf(err, errlen, "out of memory");
-		if (rc != 0)
-			return rc;
 	}
-	return check_distinct(l, err, errlen);
+	if (rc == 0)
+		rc = check_distinct(l, err, errlen);
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }
 
 /* Every file must serve rows of the same shape and type as the first. */
@@ -340,12 +338,9 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	int joined = join && join->mode != RFS_VARJOIN_NONE;
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
-	int rc = -ENOMEM;
-	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0) {
-		free(d);
-		snprintf(err, errlen, "out of memory");
-		return rc;
-	}
+	int rc;
+	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0)
+		goto oom;
 	rc = expand(paths, npaths, &list, err, errlen);
 	if (rc == 0)
 		rc = check_descriptors(list.count, err, errlen);
@@ -353,11 +348,8 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 		goto fail;
 	d->files = calloc(list.count, sizeof(*d->files));
 	d->starts = calloc(list.count + 1, sizeof(*d->starts));
-	if (!d->files || !d->starts) {
-		rc = -ENOMEM;
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
+	if (!d->files || !d->starts)
+		goto oom;
 	XXH64_hash_t fp = 0;
 	for (size_t i = 0; i < list.count; i++) {
 		char what[PATH_MAX + 32];
@@ -385,8 +377,10 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	if (rc != 0)
 		goto fail;
 	*out = d;
-	rc = 0;
 	goto out;
+oom:
+	rc = -ENOMEM;
+	snprintf(err, errlen, "out of memory");
 fail:
 	rfs_dataset_destroy(d);
 out:
