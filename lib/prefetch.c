@@ -65,6 +65,8 @@ int rfs_prefetch_create(unsigned threads, size_t queue_cap, rfs_prefetch_fn fn,
 	p->fn = fn;
 	p->ctx = ctx;
 	p->cap = queue_cap ? queue_cap : 1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->work, NULL);
 	p->ring = calloc(p->cap, sizeof(*p->ring));
 	p->threads = calloc(threads, sizeof(*p->threads));
 	p->running = calloc(threads, sizeof(*p->running));
@@ -73,8 +75,6 @@ int rfs_prefetch_create(unsigned threads, size_t queue_cap, rfs_prefetch_fn fn,
 		rfs_prefetch_destroy(p);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->work, NULL);
 	/* Workers look up their slot under the lock, after all exist. */
 	pthread_mutex_lock(&p->lock);
 	int rc = 0;
@@ -105,10 +105,8 @@ void rfs_prefetch_destroy(struct rfs_prefetch *p)
 		for (unsigned i = 0; i < p->nthreads; i++)
 			pthread_join(p->threads[i], NULL);
 	}
-	if (p->ring && p->threads && p->running && p->busy) {
-		pthread_cond_destroy(&p->work);
-		pthread_mutex_destroy(&p->lock);
-	}
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->lock);
 	free(p->ring);
 	free(p->threads);
 	free(p->running);
