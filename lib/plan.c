@@ -74,6 +74,8 @@ int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
 	p->config.weights = p->config.label = NULL;
 	p->config.filter = (struct rfs_strlist){ 0 };
 	p->seqs = seqs;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->built, NULL);
 	/* Enough slots for every sequence's current and next window. */
 	p->nslots = nseq < 127 ? 2 + 2 * nseq : 256;
 	p->lengths = calloc(nseq, sizeof(*p->lengths));
@@ -90,14 +92,10 @@ int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
 		goto fail;
 	p->order_unit = rfs_sampler_draws(c->strategy) ? c->block_size : 1;
 	p->max_building = MAX_BUILDING;
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->built, NULL);
 	*out = p;
 	return 0;
 fail:
-	free(p->lengths);
-	free(p->slots);
-	free(p);
+	rfs_plan_destroy(p);
 	return rc;
 }
 
@@ -105,7 +103,7 @@ void rfs_plan_destroy(struct rfs_planner *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nslots; i++)
+	for (size_t i = 0; p->slots && i < p->nslots; i++)
 		free(p->slots[i].rows);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->built);
