@@ -207,14 +207,12 @@ static int resolve_mountpoint(struct rfs_cli *cli)
 	if (!real || stat(real, &st) != 0) {
 		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli->mountpoint,
 			strerror(errno));
-		free(real);
-		return -1;
+		goto fail;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "rankfs: mountpoint %s: not a directory\n",
 			cli->mountpoint);
-		free(real);
-		return -1;
+		goto fail;
 	}
 	size_t len = strlen(real);
 	for (size_t i = 0; i < cli->nsources; i++) {
@@ -222,20 +220,21 @@ static int resolve_mountpoint(struct rfs_cli *cli)
 		int hidden = src && strncmp(src, real, len) == 0 &&
 			     (src[len] == '/' || src[len] == '\0' ||
 			      strcmp(real, "/") == 0);
-		if (hidden)
+		free(src);
+		if (hidden) {
 			fprintf(stderr,
 				"rankfs: mountpoint %s: source %s lies under "
 				"it, and the mount would hide it\n",
 				cli->mountpoint, cli->sources[i]);
-		free(src);
-		if (hidden) {
-			free(real);
-			return -1;
+			goto fail;
 		}
 	}
 	free(cli->mountpoint);
 	cli->mountpoint = real;
 	return 0;
+fail:
+	free(real);
+	return -1;
 }
 
 /* Options every rankfs mount gets: read-only, permissions checked by the
