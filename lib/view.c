@@ -46,7 +46,6 @@ struct rfs_view {
 	uint64_t sources_bytes; /* resident growth while opening sources */
 	enum rfs_dtype out_dtype; /* of batch files */
 	uint64_t view_id;
-	uint64_t kinds;
 	char *config_json, *dataset_json;
 	size_t config_json_len, dataset_json_len;
 	char *var_names_txt; /* NULL: the sources name no columns */
@@ -337,7 +336,6 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	v->config.total_size = 0;
 	for (uint64_t s = 0; s < v->selection.sequences; s++)
 		v->config.total_size += rfs_plan_sequence_length(v->planner, s);
-	v->kinds = v->selection.has_label ? 3 : 2;
 	rc = rfs_stats_create(v->config.world_size, &v->stats);
 	if (rc == 0)
 		rc = rfs_batch_create(v->dataset, v->planner, &v->selection,
@@ -431,7 +429,7 @@ uint64_t rfs_view_batches_per_rank(const struct rfs_view *v)
 
 uint64_t rfs_view_kinds(const struct rfs_view *v)
 {
-	return v->kinds;
+	return v->selection.has_label ? 3 : 2;
 }
 
 int rfs_view_has_npz(const struct rfs_view *v)
