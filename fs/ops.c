@@ -336,9 +336,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uintptr_t)snap;
 		fi->direct_io = 1;
 	} else {
-		int file = is_file(&n);
 		fi->keep_cache = 1;
-		if (file) {
+		if (is_file(&n)) {
 			struct rfs_cache_key key = file_key(fs, &n);
 			rfs_view_opened(fs->view, &key);
 			if (store_at_open(fs, ino, &key,
@@ -352,11 +351,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * and nothing else would drop what was stored. */
 	if (fuse_reply_open(req, fi) == 0)
 		return;
-	if (n.type == RFS_NODE_STATS) {
+	if (n.type == RFS_NODE_STATS)
 		snapshot_put((struct snapshot *)(uintptr_t)fi->fh);
-	} else if (is_file(&n)) {
+	else if (is_file(&n))
 		rfs_page_store_close(fs->page_store, ino, NULL, NULL);
-	}
 }
 
 static void reply_slice(fuse_req_t req, const char *data, size_t len,
