@@ -1,7 +1,6 @@
 #include "opts.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,6 @@
 
 #include "buf.h"
 #include "mountopt.h"
-#include "parse.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_LOG_FILE };
 
