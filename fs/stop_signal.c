@@ -20,7 +20,6 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <string.h>
 #include <time.h>
 
 #include "quiet_thread.h"
@@ -74,13 +73,11 @@ int rfs_stop_signal_start(struct fuse_session *se)
 		sem_destroy(&asked);
 		return rc;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;
+	/* No SA_RESTART: the wait must be interrupted. */
+	struct sigaction sa = { .sa_handler = on_stop, .sa_flags = 0 };
 	sigemptyset(&sa.sa_mask); /* one at a time: the first is kept */
 	for (size_t i = 0; i < STOP_SIGNALS; i++)
 		sigaddset(&sa.sa_mask, stop_signals[i]);
-	sa.sa_flags = 0; /* no SA_RESTART: the wait must be interrupted */
 	for (size_t i = 0; i < STOP_SIGNALS; i++)
 		sigaction(stop_signals[i], &sa, &before[i]);
 	return 0;
