@@ -310,16 +310,16 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 		if (fi->max_row_nnz > d->info.max_row_nnz)
 			d->info.max_row_nnz = fi->max_row_nnz;
 	}
-	if (!d->var.join)
-		return 0;
-	d->info.cols = d->var.count;
-	d->info.var_fingerprint = d->var.fingerprint;
-	d->direct = d->nfiles == 1 && rfs_varjoin_identity(d->var.join, 0);
 	for (size_t f = 0; f < d->nfiles; f++) {
 		size_t rb = rfs_source_row_bytes(d->files[f]);
 		if (rb > d->staging_row_bytes)
 			d->staging_row_bytes = rb;
 	}
+	if (!d->var.join)
+		return 0;
+	d->info.cols = d->var.count;
+	d->info.var_fingerprint = d->var.fingerprint;
+	d->direct = d->nfiles == 1 && rfs_varjoin_identity(d->var.join, 0);
 	if (d->info.sparse) {
 		d->info.nnz = d->var.nnz;
 		d->info.max_row_nnz = d->var.max_row_nnz;
@@ -491,11 +491,10 @@ int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	 * from that file into a staging buffer, then put rows in place
 	 * (joined: gathered onto the served columns). */
 	size_t rb = rfs_dataset_row_bytes(d);
-	size_t sb = d->var.join ? d->staging_row_bytes : rb;
 	size_t elem = rfs_dtype_size(d->info.dtype);
 	struct rfs_wanted *w = rfs_rowsort(rows, n);
 	int64_t *local = malloc(n * sizeof(*local));
-	unsigned char *staging = malloc(n * sb + 1);
+	unsigned char *staging = malloc(n * d->staging_row_bytes + 1);
 	unsigned char *out = dst;
 	int rc = -ENOMEM;
 	if (!w || !local || !staging)
@@ -545,11 +544,9 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 	}
 	if (d->direct)
 		return most;
-	size_t rb = d->var.join ? d->staging_row_bytes :
-				  rfs_dataset_row_bytes(d);
 	if (!d->info.sparse) /* sorted rows, local ids, staging */
-		return most +
-		       n * (sizeof(struct rfs_wanted) + sizeof(int64_t) + rb);
+		return most + n * (sizeof(struct rfs_wanted) + sizeof(int64_t) +
+				   d->staging_row_bytes);
 	/* local, slots, the joined rfs_csr, and joined, a row sorted in
 	 * scratch of its own */
 	size_t elem = rfs_dtype_size(d->info.dtype);
