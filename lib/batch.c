@@ -160,7 +160,7 @@ static size_t npz_widened_bytes(const struct rfs_batch *b, uint64_t nnz)
 }
 
 /* The most memory dense_rows() or npz_file() of n rows (nnz stored
- * values) allocates beside the file, and generate()'s row ids: counted in
+ * values) allocates beside the file, and the fill's row ids: counted in
  * the cache with the file while it is made. */
 static size_t fill_scratch(const struct rfs_batch *b, uint64_t kind, uint64_t n,
 			   uint64_t nnz)
@@ -363,28 +363,20 @@ static int npy_file(struct rfs_batch *b, const struct rfs_cache_key *key,
 	return 0;
 }
 
-static int generate(struct rfs_batch *b, const struct rfs_cache_key *key,
-		    struct rfs_cache_fill *f)
-{
-	uint64_t n = rfs_batch_rows(b, key->batch);
-	int64_t *rows = malloc(n * sizeof(*rows));
-	if (!rows)
-		return -ENOMEM;
-	int rc = rfs_plan_batch(b->planner, key->epoch, key->rank, key->batch,
-				rows);
-	if (rc == 0)
-		rc = key->kind == RFS_KIND_NPZ ? npz_file(b, rows, n, f) :
-						 npy_file(b, key, rows, n, f);
-	free(rows);
-	return rc;
-}
-
 int rfs_batch_fill(void *ctx, const struct rfs_cache_key *key,
 		   struct rfs_cache_fill *f)
 {
 	struct rfs_batch *b = ctx;
 	uint64_t t0 = rfs_stats_now_ns();
-	int rc = generate(b, key, f);
+	uint64_t n = rfs_batch_rows(b, key->batch);
+	int64_t *rows = malloc(n * sizeof(*rows));
+	int rc = rows ? rfs_plan_batch(b->planner, key->epoch, key->rank,
+				       key->batch, rows) :
+			-ENOMEM;
+	if (rc == 0)
+		rc = key->kind == RFS_KIND_NPZ ? npz_file(b, rows, n, f) :
+						 npy_file(b, key, rows, n, f);
+	free(rows);
 	if (rc == 0 && rfs_kind_is_batch(key->kind) && b->stats)
 		rfs_stats_generated(b->stats, rfs_stats_now_ns() - t0);
 	return rc;
