@@ -473,23 +473,18 @@ const char *rfs_config_option_name(size_t i)
 
 void rfs_config_render_help(struct rfs_buf *b)
 {
-	char choices[128];
+	static const char *const shapes[] = { [NUMBER] = "=N",
+					      [TEXT] = "=TEXT",
+					      [FLAG] = "",
+					      [REAL] = "=X",
+					      [LIST] = "=COLUMN:V1|V2" };
+	char choices[128] = "=";
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct option_def *o = &options[i];
-		const char *shape = o->kind == FLAG ? "" : "=N";
-		if (o->kind == TEXT)
-			shape = "=TEXT";
-		if (o->kind == REAL)
-			shape = "=X";
-		if (o->kind == LIST)
-			shape = "=COLUMN:V1|V2";
-		if (o->kind == CHOICE) {
-			list_choices(o, choices, sizeof(choices));
-			rfs_buf_printf(b, "    -o %s=%s\n        %s\n", o->name,
-				       choices, o->help);
-			continue;
-		}
-		rfs_buf_printf(b, "    -o %s%s\n        %s\n", o->name, shape,
+		if (o->kind == CHOICE)
+			list_choices(o, choices + 1, sizeof(choices) - 1);
+		rfs_buf_printf(b, "    -o %s%s\n        %s\n", o->name,
+			       o->kind == CHOICE ? choices : shapes[o->kind],
 			       o->help);
 	}
 }
