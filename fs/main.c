@@ -33,9 +33,9 @@ static void raise_readahead(const char *mountpoint)
 	char path[128];
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
 	FILE *ra = fopen(path, "we");
-	if (!ra || fputs("1024\n", ra) < 0 || fclose(ra) != 0) {
-		if (ra)
-			fclose(ra);
+	int failed = !ra || fputs("1024\n", ra) < 0;
+	/* fclose flushes: its failure is the write's. */
+	if ((ra && fclose(ra) != 0) || failed) {
 		rfs_log("readahead stays at the kernel default: cannot write "
 			"%s",
 			path);

@@ -231,15 +231,20 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 		return 0;
 	case LIST: {
 		struct rfs_strlist *l = AT(struct rfs_strlist, c, o);
-		char *copy = value && *value ? strdup(value) : NULL;
+		if (!value || !*value) {
+			snprintf(err, errlen, "option %s needs a value",
+				 o->name);
+			return -EINVAL;
+		}
+		char *copy = strdup(value);
 		char **items = copy ? realloc(l->items,
 					      (l->count + 1) * sizeof(char *)) :
 				      NULL;
 		if (!items) {
 			free(copy);
-			snprintf(err, errlen, "option %s needs a value",
+			snprintf(err, errlen, "option %s: out of memory",
 				 o->name);
-			return -EINVAL;
+			return -ENOMEM;
 		}
 		items[l->count] = copy;
 		l->items = items;
@@ -279,8 +284,9 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 		}
 		char *copy = strdup(value);
 		if (!copy) {
-			snprintf(err, errlen, "out of memory");
-			return -EINVAL;
+			snprintf(err, errlen, "option %s: out of memory",
+				 o->name);
+			return -ENOMEM;
 		}
 		free(*AT(char *, c, o));
 		*AT(char *, c, o) = copy;

@@ -69,7 +69,7 @@ void rfs_config_free(struct rfs_config *c);
 /* Sets one option from its text value.
  * @return 0; -ENOENT if key is not a rankfs option (err untouched);
  *         -EINVAL with a one-line message in err naming the option and the
- *         accepted values. */
+ *         accepted values, or -ENOMEM (err says so). */
 int rfs_config_set(struct rfs_config *c, const char *key, const char *value,
 		   char *err, size_t errlen);
 

@@ -97,8 +97,9 @@ static int expand_dir(const char *dir, struct path_list *l, char *err,
 	struct dirent *e;
 	int rc = 0;
 	if (!d) {
-		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-		return -errno;
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+		return rc;
 	}
 	while (rc == 0 && (e = readdir(d))) {
 		char *path;

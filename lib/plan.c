@@ -72,6 +72,7 @@ int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
 	p->config = *c;
 	p->config.dataset = p->config.log_file = NULL;
 	p->config.weights = p->config.label = NULL;
+	p->config.layer = p->config.var_names = NULL;
 	p->config.filter = (struct rfs_strlist){ 0 };
 	p->seqs = seqs;
 	pthread_mutex_init(&p->lock, NULL);

@@ -273,6 +273,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto oom;
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
+	if (rc == -ENOMEM)
+		goto oom;
 	if (rc != 0)
 		goto fail;
 	rc = fit_cache(&v->config, err, errlen);

@@ -13,6 +13,15 @@
 #include "buf.h"
 #include "config.h"
 
+/* strdup, failing while strdup_fails is set (tests/CMakeLists.txt). */
+char *__real_strdup(const char *s);
+char *__wrap_strdup(const char *s);
+static int strdup_fails;
+char *__wrap_strdup(const char *s)
+{
+	return strdup_fails ? NULL : __real_strdup(s);
+}
+
 /* noinline: inlined at -O3, gcc 12 takes the returned string for a
  * pointer to the local `out` (-Wdangling-pointer). */
 __attribute__((noinline)) static char *render(const struct rfs_config *c,
@@ -598,6 +607,30 @@ static void test_identity_of_filter_spellings(void **state)
 	free(first);
 }
 
+/* A value that cannot be copied is out of memory, named as such, not a
+ * value refused; the option keeps what it had. */
+static void test_set_out_of_memory(void **state)
+{
+	(void)state;
+	static const char *const names[] = { "log_file", "filter" };
+	for (size_t i = 0; i < 2; i++) {
+		struct rfs_config c;
+		char err[128] = "";
+		rfs_config_init(&c);
+		strdup_fails = 1;
+		int rc = rfs_config_set(&c, names[i], "a:b", err, sizeof(err));
+		strdup_fails = 0;
+		assert_int_equal(rc, -ENOMEM);
+		char want[64];
+		snprintf(want, sizeof(want), "option %s: out of memory",
+			 names[i]);
+		assert_string_equal(err, want);
+		assert_null(c.log_file);
+		assert_int_equal(c.filter.count, 0);
+		rfs_config_free(&c);
+	}
+}
+
 static void test_render_help(void **state)
 {
 	(void)state;
@@ -645,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_render_identity),
 		cmocka_unit_test(test_identity_of_unused_options),
 		cmocka_unit_test(test_identity_of_filter_spellings),
+		cmocka_unit_test(test_set_out_of_memory),
 		cmocka_unit_test(test_render_help),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
