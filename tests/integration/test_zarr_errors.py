@@ -24,6 +24,7 @@ import zarr
 
 from conftest import is_mounted, run_rankfs
 from test_reliability import race
+from test_zarr_edges import _anndata_v2, _consolidated_v2, _v2_array
 
 N, D, CR = 400, 8, 50  # chunks of CR rows: batch k of streaming is chunk k
 BLOSC = numcodecs.Blosc(cname="lz4", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
@@ -111,12 +112,12 @@ def x():
     return np.random.default_rng(2).random((N, D), dtype=np.float32)
 
 
-def mount_error(tmp_path, source, options=""):
+def mount_error(tmp_path, source, options="", preexec=None):
     mnt = tmp_path / "mnt"
     mnt.mkdir(exist_ok=True)
     args = ["-f"] + (["-o", options] if options else []) + [source, mnt]
     try:  # a mount that should fail but serves stays in the foreground
-        r = run_rankfs(args, timeout=20)
+        r = run_rankfs(args, timeout=20, preexec=preexec)
     finally:
         mounted = is_mounted(str(mnt))
         if mounted:
@@ -644,6 +645,56 @@ def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
         return
     err = mount_error(tmp_path, p, "batch_size=40,label=id")
     assert "u.zarr: obs column 'id' holds uint64 values over 2^63 - 1" in err
+
+
+def _categorical(codes, categories):
+    return {"obs/ct/.zgroup": {"zarr_format": 2},
+            "obs/ct/.zattrs": {"encoding-type": "categorical"},
+            "obs/ct/codes/.zarray": codes,
+            "obs/ct/categories/.zarray": categories}
+
+
+BIG = 1 << 26  # rows: a column of them is 512 MiB of int64 or doubles
+CLAIMS = {
+    # int32 codes index 2^31 categories: each absent one was a string.
+    "categories": (_categorical(
+        _v2_array([8], [8], "<i4"),
+        _v2_array([1 << 31], [1 << 16], "|O", strings=True)),
+        "label=ct", "obs/ct/categories claims 2147483648 entries"),
+    "numeric categories": (_categorical(
+        _v2_array([8], [8], "<i8"), _v2_array([1 << 40], [1 << 24], "<i8")),
+        "label=ct", "obs/ct/categories claims 1099511627776 entries"),
+    "column": ({"X/.zarray": _v2_array([BIG, 1], [1 << 16, 1], "<f4"),
+                "obs/w/.zarray": _v2_array([BIG], [1 << 16], "<f8")},
+               "strategy=weighted,weights=w", f"obs/w claims {BIG} entries"),
+    "indptr": ({"X/.zarray": None, "X/.zgroup": {"zarr_format": 2},
+                "X/.zattrs": {"encoding-type": "csr_matrix",
+                              "shape": [BIG, 2]},
+                "X/data/.zarray": _v2_array([0], [1], "<f4"),
+                "X/indices/.zarray": _v2_array([0], [1], "<i4"),
+                "X/indptr/.zarray": _v2_array([BIG + 1], [1 << 16], "<i8")},
+               "strategy=streaming", f"X/indptr claims {BIG + 1} entries"),
+}
+
+
+@pytest.mark.parametrize("case", CLAIMS)
+def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
+    """A shape in a few bytes of metadata, no chunk written, that the
+    daemon's memory (here a cgroup of 256 MiB) cannot hold fails the
+    mount at once, naming the store, the array and the limit: it was read
+    (an OOM kill, or a string made per category for minutes)."""
+    nodes, options, words = CLAIMS[case]
+    p = tmp_path / "claims.zarr"
+    _consolidated_v2(str(p), {k: v for k, v in _anndata_v2(nodes).items()
+                              if v is not None})
+    group = cgroups.memory(256)
+    t = time.monotonic()
+    err = mount_error(tmp_path, str(p), "batch_size=8," + options,
+                      preexec=group.join)
+    assert time.monotonic() - t < 10
+    assert f"{p}: {words}: at least" in err, err
+    assert f"more than the 256 MiB of the limit of its memory cgroup " \
+        f"({group.files[0]})" in err, err
 
 
 

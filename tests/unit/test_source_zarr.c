@@ -6,7 +6,8 @@
  * and columns with big-endian raw inner chunks; an unknown codec,
  * a bad indptr, a shard index past its file and a chunk file replaced
  * under an open source; an annbatch collection's members; dense chunks
- * read in blosc parts, and cut from the whole chunk where they cannot. */
+ * read in blosc parts, and cut from the whole chunk where they cannot;
+ * shapes claimed in metadata alone refused over the memory limit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,7 @@
 #include <zstd.h>
 
 #include "column.h"
+#include "memlimit.h"
 #include "source.h"
 #include "zarr.h"
 
@@ -519,6 +521,78 @@ static void test_bad_indptr_and_codec(void **state)
 	assert_non_null(strstr(err, ".zarray"));
 }
 
+/* A 1-D v2 array's metadata alone: n elements claimed, no chunk. */
+static void claim_array(const char *store, const char *array, uint64_t n,
+			const char *dtype)
+{
+	char meta[512], key[256];
+	int strings = strcmp(dtype, "|O") == 0;
+	snprintf(meta, sizeof(meta),
+		 "{\"zarr_format\": 2, \"shape\": [%llu], \"chunks\": "
+		 "[65536], \"dtype\": \"%s\", \"compressor\": null, "
+		 "\"fill_value\": %s, \"filters\": %s, \"order\": \"C\"}",
+		 (unsigned long long)n, dtype, strings ? "null" : "0",
+		 strings ? "[{\"id\": \"vlen-utf8\"}]" : "null");
+	snprintf(key, sizeof(key), "%s/.zarray", array);
+	text(store, key, meta);
+}
+
+/* Shapes claimed in metadata alone are checked against the memory the
+ * daemon may use (memlimit.c) before they are read: categories, a column
+ * and a CSR indptr of 2^20 entries, none stored, over a limit of 14 MiB
+ * (they were read, the categories one strdup each). */
+static void test_claims_refused_unread(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_column col;
+	char err[512];
+	uint64_t n = UINT64_C(1) << 20;
+	struct rfs_memlimit l = { .bytes = 14 << 20 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	text("claims.zarr", ".zgroup", root_v2);
+	text("claims.zarr", ".zattrs", anndata_attrs);
+	text("claims.zarr", "X/.zarray",
+	     "{\"zarr_format\": 2, \"shape\": [1048576, 1], \"chunks\": "
+	     "[65536, 1], \"dtype\": \"<f4\", \"compressor\": null, "
+	     "\"fill_value\": 0, \"filters\": null, \"order\": \"C\"}");
+	text("claims.zarr", "obs/.zgroup", root_v2);
+	text("claims.zarr", "obs/ct/.zgroup", root_v2);
+	text("claims.zarr", "obs/ct/.zattrs",
+	     "{\"encoding-type\": \"categorical\"}");
+	claim_array("claims.zarr", "obs/ct/codes", n, "<i4"); /* 12 MiB */
+	claim_array("claims.zarr", "obs/ct/categories", n, "|O");
+	claim_array("claims.zarr", "obs/w", n, "<f8"); /* and its doubles */
+	assert_int_equal(open_store("claims.zarr", NULL, &s, err), 0);
+	assert_int_equal(rfs_source_read_column(s, "ct", &col, err, 512),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "claims.zarr: obs/ct/categories claims "
+				    "1048576 entries: at least 40 MiB at "
+				    "mount, more than the 14 MiB of the "
+				    "test's limit"));
+	assert_null(col.codes);
+	assert_int_equal(rfs_source_read_column(s, "w", &col, err, 512),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "obs/w claims 1048576 entries"));
+	rfs_source_destroy(s);
+
+	text("claimptr.zarr", ".zgroup", root_v2);
+	text("claimptr.zarr", ".zattrs", anndata_attrs);
+	text("claimptr.zarr", "X/.zgroup", root_v2);
+	text("claimptr.zarr", "X/.zattrs",
+	     "{\"encoding-type\": \"csr_matrix\", \"shape\": [1048576, "
+	     "2]}");
+	claim_array("claimptr.zarr", "X/data", 0, "<f4");
+	claim_array("claimptr.zarr", "X/indices", 0, "<i4");
+	claim_array("claimptr.zarr", "X/indptr", n + 1, "<i8");
+	assert_int_equal(open_store("claimptr.zarr", NULL, &s, err), -ENOMEM);
+	assert_non_null(strstr(err, "claimptr.zarr: X/indptr claims 1048577 "
+				    "entries"));
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+}
+
 /* A v3 shard of 4 x C rows (2 inner chunks of 2 x C), blosc inside;
  * inner chunk absent_k left out; the index at the start or the end. */
 static size_t shard(int shard_i, int at_start, int absent_k, unsigned char *out)
@@ -827,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_v2_dense_parts_across_blocks),
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
+		cmocka_unit_test(test_claims_refused_unread),
 		cmocka_unit_test(test_v3_sharded),
 		cmocka_unit_test(test_v3_sharded_2d),
 		cmocka_unit_test(test_shard_index_past_end),
