@@ -363,6 +363,74 @@ def test_files_zarr_does_not_read_are_no_change(mounts, tmp_path, x,
         assert_eio(m, 2)
 
 
+def _claimed_chunks(path, v3):
+    """An AnnData store whose X claims 2^24 chunk files of one float32,
+    two written: rows 5 and 2^24 - 1 (3.5 and 9.25), the rest fill 0."""
+    rows = 1 << 24
+    os.makedirs(path / "X")
+    if v3:
+        (path / "zarr.json").write_text(json.dumps({
+            "zarr_format": 3, "node_type": "group",
+            "attributes": {"encoding-type": "anndata"}}))
+        (path / "X" / "zarr.json").write_text(json.dumps({
+            "zarr_format": 3, "node_type": "array", "shape": [rows, 1],
+            "data_type": "float32", "fill_value": 0.0,
+            "chunk_grid": {"name": "regular",
+                           "configuration": {"chunk_shape": [1, 1]}},
+            "chunk_key_encoding": {"name": "default",
+                                   "configuration": {"separator": "/"}},
+            "codecs": [{"name": "bytes",
+                        "configuration": {"endian": "little"}}],
+            "attributes": {}}))
+    else:
+        (path / ".zgroup").write_text('{"zarr_format": 2}')
+        (path / ".zattrs").write_text('{"encoding-type": "anndata"}')
+        (path / "X" / ".zarray").write_text(json.dumps(
+            _v2_array([rows, 1], [1, 1], "<f4")))
+    for row, value in ((5, 3.5), (rows - 1, 9.25)):
+        chunk = path / "X" / (f"c/{row}/0" if v3 else f"{row}.0")
+        chunk.parent.mkdir(parents=True, exist_ok=True)
+        chunk.write_bytes(struct.pack("<f", value))
+    return path
+
+
+def _chunk(store, v3, row):
+    return os.path.join(store, "X", f"c/{row}/0" if v3 else f"{row}.0")
+
+
+@WATCHED
+@pytest.mark.parametrize("v3", [False, True], ids=["v2", "v3"])
+def test_chunk_files_looked_at_are_those_present(mounts, tmp_path, v3,
+                                                 watched, monkeypatch):
+    """Four stores whose X each claim 2^24 chunk files, two written: the
+    mount looks at the files the arrays' directories hold, not at each
+    one the shapes claim (2^26 stats took the mount past its 20 s); the
+    files written are served, the others read as fill, and one written
+    under the mount where none was is a change."""
+    if not watched:
+        monkeypatch.setenv("RANKFS_FAULT_NO_WATCH", "1")
+    stores = [str(_claimed_chunks(tmp_path / f"s{i}.zarr", v3))
+              for i in range(4)]
+    t = time.monotonic()
+    m = mounts(stores, "batch_size=8,strategy=streaming,prefetch=0")
+    assert time.monotonic() - t < 10
+
+    def batch(epoch, k):  # 2^23 batches: named without listing them
+        return np.load(m.path("epoch", epoch, "rank", 0, "batch",
+                              f"{k:07d}.npy"))
+    np.testing.assert_array_equal(batch(0, 0)[:, 0],
+                                  [0, 0, 0, 0, 0, 3.5, 0, 0])
+    assert batch(0, (1 << 24) // 8 - 1)[7, 0] == 9.25
+    os.makedirs(os.path.dirname(_chunk(stores[0], v3, 6)), exist_ok=True)
+    with open(_chunk(stores[0], v3, 6), "wb") as f:
+        f.write(struct.pack("<f", 1.0))
+    with pytest.raises(OSError) as e:
+        batch(1, 0)
+    assert e.value.errno == errno.EIO
+    assert m.json("stats.json")["sources"][0]["state"] == \
+        "changed in place: EIO for new batches"
+
+
 def test_v3_dot_separated_chunk_written_is_a_change(mounts, tmp_path, x):
     """v3 chunk keys with the '.' separator ("c.3.0") are names zarr
     reads: one rewritten under the mount fails every new batch, not

@@ -7,7 +7,8 @@
  * a bad indptr, a shard index past its file and a chunk file replaced
  * under an open source; an annbatch collection's members; dense chunks
  * read in blosc parts, and cut from the whole chunk where they cannot;
- * shapes claimed in metadata alone refused over the memory limit. */
+ * shapes claimed in metadata alone refused over the memory limit; chunk
+ * directories that are links. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -664,6 +665,23 @@ static void write_v3(const char *store, int at_start, int consolidated)
 	}
 }
 
+/* Every row of a write_v3() store, in reverse. */
+static void check_v3_rows(struct rfs_source *s)
+{
+	int64_t rows[R];
+	float got[R][C];
+	for (int i = 0; i < R; i++)
+		rows[i] = R - 1 - i;
+	assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
+	for (int i = 0; i < R; i++)
+		for (int c = 0; c < C; c++) {
+			int r = (int)rows[i];
+			/* shard 1's first inner chunk: rows 4, 5 */
+			float want = r == 4 || r == 5 ? -1.0f : value(r, c);
+			assert_true(got[i][c] == want);
+		}
+}
+
 static void test_v3_sharded(void **state)
 {
 	(void)state;
@@ -674,25 +692,42 @@ static void test_v3_sharded(void **state)
 	for (int k = 0; k < 3; k++) {
 		write_v3(stores[k], k == 1, k == 2);
 		assert_int_equal(open_store(stores[k], NULL, &s, err), 0);
-		int64_t rows[R];
-		float got[R][C];
-		for (int i = 0; i < R; i++)
-			rows[i] = R - 1 - i;
-		assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
-		for (int i = 0; i < R; i++)
-			for (int c = 0; c < C; c++) {
-				int r = (int)rows[i];
-				/* shard 1's first inner chunk: rows 4, 5 */
-				float want = r == 4 || r == 5 ? -1.0f :
-								value(r, c);
-				assert_true(got[i][c] == want);
-			}
+		check_v3_rows(s);
 		rfs_source_destroy(s);
 	}
 }
 
 /* Shards of 4 x 4 holding inner chunks of 2 x 2 (C order inside the
  * shard), raw big-endian floats, keys "i.j" (the v2 key encoding). */
+/* An array's directory, or one of its chunk directories, a link to
+ * another: chunk files the walk at open cannot list (it does not follow
+ * links) are looked up by name, not taken for absent (their reads were
+ * EIO, a change since the mount). */
+static void test_linked_chunk_directories(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	char err[512], from[PATH_MAX], to[PATH_MAX];
+	write_v2_dense("linked.zarr");
+	snprintf(from, sizeof(from), "%s/linked.zarr/X", root);
+	snprintf(to, sizeof(to), "%s/linked.zarr/X.real", root);
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(symlink("X.real", from), 0);
+	assert_int_equal(open_store("linked.zarr", NULL, &s, err), 0);
+	check_all_rows(s, 7.5f);
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_OK);
+	rfs_source_destroy(s);
+	write_v3("linkedc.zarr", 0, 0);
+	snprintf(from, sizeof(from), "%s/linkedc.zarr/X/c", root);
+	snprintf(to, sizeof(to), "%s/linkedc.zarr/X/c.real", root);
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(symlink("c.real", from), 0);
+	assert_int_equal(open_store("linkedc.zarr", NULL, &s, err), 0);
+	check_v3_rows(s);
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_OK);
+	rfs_source_destroy(s);
+}
+
 static void test_v3_sharded_2d(void **state)
 {
 	(void)state;
@@ -903,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_claims_refused_unread),
 		cmocka_unit_test(test_v3_sharded),
+		cmocka_unit_test(test_linked_chunk_directories),
 		cmocka_unit_test(test_v3_sharded_2d),
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
