@@ -252,6 +252,7 @@ static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	struct rfs_zarr_array *a;
 	size_t watch_room, file_room;
+	int watch; /* add the directories' watches */
 	int unwatched; /* a watch could not be added */
 	int unlisted; /* a directory the walk cannot list or enter */
 	int rc;
@@ -306,7 +307,7 @@ static int walk_entry(const char *path, const struct stat *st, int type,
 	struct stat target;
 	size_t len = strlen(a->dir);
 	if (type == FTW_D) {
-		walk.rc = watch_dir(path);
+		walk.rc = walk.watch ? watch_dir(path) : 0;
 	} else if (type == FTW_DNR || type == FTW_NS ||
 		   (type == FTW_SL && stat(path, &target) == 0 &&
 		    S_ISDIR(target.st_mode))) {
@@ -321,18 +322,21 @@ static int walk_entry(const char *path, const struct stat *st, int type,
 	return walk.rc ? -1 : 0;
 }
 
-/* Watches every directory under the array's (the chunk files' and those
- * where absent ones would appear), so that a read need not look every
- * chunk file up by name to tell it is as at mount: a stat by name per
- * row was a third of the daemon's CPU for a CSR store. Without inotify
- * (or past fs.inotify.max_user_watches) the reads look files up. The
- * same walk lists the chunk files present; where it cannot see them all
- * (a directory it cannot read, a link to one, the array's own directory
- * a link), each file the shape claims is looked up instead. */
-static int walk_dirs(struct rfs_zarr_array *a, char *err, size_t errlen)
+/* Lists the chunk files present under the array's directory into
+ * a->files; where the walk cannot see them all (a directory it cannot
+ * read, a link to one, the array's own directory a link), each file the
+ * shape claims is looked up instead. watch: also watches every directory
+ * (the chunk files' and those where absent ones would appear), so that a
+ * read need not look every chunk file up by name to tell it is as at
+ * mount: a stat by name per row was a third of the daemon's CPU for a
+ * CSR store. Without inotify (or past fs.inotify.max_user_watches) the
+ * reads look files up. */
+static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
+		     size_t errlen)
 {
 	pthread_mutex_lock(&walk_lock);
 	walk.a = a;
+	walk.watch = watch;
 	walk.watch_room = walk.file_room = 0;
 	walk.unwatched = walk.unlisted = walk.rc = 0;
 	walk.err = err;
@@ -377,7 +381,7 @@ int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen)
 	}
 	rfs_zarr_id_of(&st, &a->meta_id);
 	/* Watches before the files' identities: no change between. */
-	int rc = walk_dirs(a, err, errlen);
+	int rc = walk_dirs(a, 1, err, errlen);
 	a->watched = rc == 0;
 	return rc;
 }
@@ -522,6 +526,13 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 	return 0;
 }
 
+/* The chunk (shard) file of inner chunk k: its position in the grid. */
+static uint64_t file_of(const struct rfs_zarr_array *a, uint64_t k)
+{
+	uint64_t gi = k / a->igrid[1], gj = k % a->igrid[1];
+	return gi / a->per[0] * a->grid[1] + gj / a->per[1];
+}
+
 /* Where one inner chunk's stored bytes lie. */
 struct place {
 	int fd; /* its file, open; -1: the chunk is absent */
@@ -543,7 +554,7 @@ static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
 	const uint64_t *idx = NULL;
 	uint64_t *owned = NULL;
 	int rc = 0;
-	pl->f = gi / a->per[0] * a->grid[1] + gj / a->per[1];
+	pl->f = file_of(a, k);
 	chunk_path(a, pl->f, pl->path, sizeof(pl->path));
 	if (a->m.sharded)
 		snprintf(where, wherelen, "shard %s, inner chunk %llu",
@@ -799,6 +810,27 @@ uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a)
 	return 0;
 }
 
+/* For a read of the whole array (at mount, unwatched): lists the chunk
+ * files present, so that absent ones read as fill unopened (a column's
+ * shape can claim 2^24 with none written: an open each took 9 s).
+ * @return 1 when listed, 0 when not (each is opened). */
+static int list_for_read(struct rfs_zarr_array *a)
+{
+	char err[256];
+	if (a->watched)
+		return 0;
+	if (walk_dirs(a, 0, err, sizeof(err)) == 0)
+		return 1;
+	a->nfiles = 0;
+	return 0;
+}
+
+/* Whether inner chunk k's file was absent when listed. */
+static int listed_absent(const struct rfs_zarr_array *a, int listed, uint64_t k)
+{
+	return listed && !id_at(a, file_of(a, k))->present;
+}
+
 int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 {
 	size_t row_bytes = a->m.shape[1] * a->m.elem;
@@ -812,6 +844,7 @@ int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 		      inner_row;
 	unsigned char *tmp = malloc(most ? most : 1);
 	int rc = tmp ? 0 : -ENOMEM;
+	int listed = rc == 0 && list_for_read(a);
 	for (uint64_t k = 0; k < a->igrid[0] * a->igrid[1] && rc == 0; k++) {
 		uint64_t r0 = k / a->igrid[1] * a->m.inner[0];
 		uint64_t c0 = k % a->igrid[1] * a->m.inner[1];
@@ -820,7 +853,10 @@ int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst)
 		uint64_t nr = a->m.shape[0] - r0 < a->m.inner[0] ?
 				      a->m.shape[0] - r0 :
 				      a->m.inner[0];
-		rc = rfs_zarr_array_load(a, k, 0, tmp, nr * inner_row);
+		if (listed_absent(a, listed, k))
+			fill(a, tmp, nr * inner_row);
+		else
+			rc = rfs_zarr_array_load(a, k, 0, tmp, nr * inner_row);
 		uint64_t nc = a->m.shape[1] - c0 < a->m.inner[1] ?
 				      a->m.shape[1] - c0 :
 				      a->m.inner[1];
@@ -839,6 +875,7 @@ int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings)
 	uint64_t rows = a->m.shape[0];
 	char **s = calloc(rows ? rows : 1, sizeof(*s));
 	int rc = s ? 0 : -ENOMEM;
+	int listed = rc == 0 && list_for_read(a);
 	char where[4300], why[256] = "";
 	for (uint64_t k = 0; k < a->igrid[0] && rc == 0; k++) {
 		uint64_t r0 = k * a->m.inner[0];
@@ -846,12 +883,13 @@ int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings)
 			break;
 		uint64_t nr = rows - r0 < a->m.inner[0] ? rows - r0 :
 							  a->m.inner[0];
-		unsigned char *stored;
+		unsigned char *stored = NULL;
 		void *dec = NULL;
 		size_t n = 0, declen = 0;
 		char **part = NULL;
-		rc = fetch(a, k, &stored, &n, where, sizeof(where), why,
-			   sizeof(why));
+		if (!listed_absent(a, listed, k))
+			rc = fetch(a, k, &stored, &n, where, sizeof(where), why,
+				   sizeof(why));
 		if (rc == 0 && stored)
 			rc = rfs_zarr_decode(&a->m.pipe, stored, n, 0, 0, NULL,
 					     &dec, &declen, why, sizeof(why));

@@ -7,8 +7,9 @@
  * a bad indptr, a shard index past its file and a chunk file replaced
  * under an open source; an annbatch collection's members; dense chunks
  * read in blosc parts, and cut from the whole chunk where they cannot;
- * shapes claimed in metadata alone refused over the memory limit; chunk
- * directories that are links. */
+ * shapes claimed in metadata alone refused over the memory limit, and
+ * absent chunks of a column not opened; chunk directories that are
+ * links. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 
 #include <blosc.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,20 +524,82 @@ static void test_bad_indptr_and_codec(void **state)
 	assert_non_null(strstr(err, ".zarray"));
 }
 
-/* A 1-D v2 array's metadata alone: n elements claimed, no chunk. */
+/* A 1-D v2 array's metadata alone: n elements claimed in chunks of
+ * chunk, none written, stored raw. */
 static void claim_array(const char *store, const char *array, uint64_t n,
-			const char *dtype)
+			int chunk, const char *dtype)
 {
 	char meta[512], key[256];
 	int strings = strcmp(dtype, "|O") == 0;
 	snprintf(meta, sizeof(meta),
 		 "{\"zarr_format\": 2, \"shape\": [%llu], \"chunks\": "
-		 "[65536], \"dtype\": \"%s\", \"compressor\": null, "
+		 "[%d], \"dtype\": \"%s\", \"compressor\": null, "
 		 "\"fill_value\": %s, \"filters\": %s, \"order\": \"C\"}",
-		 (unsigned long long)n, dtype, strings ? "null" : "0",
+		 (unsigned long long)n, chunk, dtype, strings ? "null" : "0",
 		 strings ? "[{\"id\": \"vlen-utf8\"}]" : "null");
 	snprintf(key, sizeof(key), "%s/.zarray", array);
 	text(store, key, meta);
+}
+
+/* Chunk files opened in the directory count_under (names not starting
+ * with '.', the metadata's): zarr_array.c opens one per chunk read (a
+ * link-time wrap of open(2), tests/CMakeLists.txt). */
+static const char *count_under;
+static int opened;
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...)
+{
+	int mode = 0;
+	if (flags & O_CREAT) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, int);
+		va_end(ap);
+	}
+	size_t n = count_under ? strlen(count_under) : 0;
+	if (n && strncmp(path, count_under, n) == 0 && path[n] != '.')
+		opened++;
+	return __real_open(path, flags, mode);
+}
+
+/* Columns read whole at mount open only the chunk files present, found
+ * by listing the array's directory: a shape can claim 2^24 chunk files
+ * with none written (an open each took 9 s). The rest are fill. */
+static void test_absent_chunks_of_a_column_unopened(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_column col;
+	char err[512], under[PATH_MAX];
+	write_v2_dense("sparse.zarr");
+	text("sparse.zarr", "obs/.zgroup", root_v2);
+	claim_array("sparse.zarr", "obs/w", R, 1, "<f8");
+	double w[2] = { 1.5, 2.5 };
+	put("sparse.zarr", "obs/w/3", &w[0], 8);
+	put("sparse.zarr", "obs/w/7", &w[1], 8);
+	claim_array("sparse.zarr", "obs/s", R, 1, "|O");
+	const unsigned char one[] = { 1, 0, 0, 0, 1, 0, 0, 0, 'x' };
+	put("sparse.zarr", "obs/s/4", one, sizeof(one));
+	assert_int_equal(open_store("sparse.zarr", NULL, &s, err), 0);
+	snprintf(under, sizeof(under), "%s/sparse.zarr/obs/w/", root);
+	count_under = under;
+	opened = 0;
+	assert_int_equal(rfs_source_read_column(s, "w", &col, err, 512), 0);
+	assert_int_equal(opened, 2); /* not R */
+	for (int r = 0; r < R; r++)
+		assert_true(col.reals[r] == (r == 3 ? 1.5 : r == 7 ? 2.5 : 0));
+	rfs_column_free(&col);
+	snprintf(under, sizeof(under), "%s/sparse.zarr/obs/s/", root);
+	opened = 0;
+	assert_int_equal(rfs_source_read_column(s, "s", &col, err, 512), 0);
+	assert_int_equal(opened, 1);
+	assert_int_equal(col.ncategories, 2);
+	assert_string_equal(col.categories[col.codes[4]], "x");
+	assert_string_equal(col.categories[col.codes[5]], "");
+	rfs_column_free(&col);
+	count_under = NULL;
+	rfs_source_destroy(s);
 }
 
 /* Shapes claimed in metadata alone are checked against the memory the
@@ -562,9 +626,11 @@ static void test_claims_refused_unread(void **state)
 	text("claims.zarr", "obs/ct/.zgroup", root_v2);
 	text("claims.zarr", "obs/ct/.zattrs",
 	     "{\"encoding-type\": \"categorical\"}");
-	claim_array("claims.zarr", "obs/ct/codes", n, "<i4"); /* 12 MiB */
-	claim_array("claims.zarr", "obs/ct/categories", n, "|O");
-	claim_array("claims.zarr", "obs/w", n, "<f8"); /* and its doubles */
+	claim_array("claims.zarr", "obs/ct/codes", n, 65536,
+		    "<i4"); /* 12 MiB */
+	claim_array("claims.zarr", "obs/ct/categories", n, 65536, "|O");
+	claim_array("claims.zarr", "obs/w", n, 65536,
+		    "<f8"); /* and its doubles */
 	assert_int_equal(open_store("claims.zarr", NULL, &s, err), 0);
 	assert_int_equal(rfs_source_read_column(s, "ct", &col, err, 512),
 			 -ENOMEM);
@@ -584,9 +650,9 @@ static void test_claims_refused_unread(void **state)
 	text("claimptr.zarr", "X/.zattrs",
 	     "{\"encoding-type\": \"csr_matrix\", \"shape\": [1048576, "
 	     "2]}");
-	claim_array("claimptr.zarr", "X/data", 0, "<f4");
-	claim_array("claimptr.zarr", "X/indices", 0, "<i4");
-	claim_array("claimptr.zarr", "X/indptr", n + 1, "<i8");
+	claim_array("claimptr.zarr", "X/data", 0, 65536, "<f4");
+	claim_array("claimptr.zarr", "X/indices", 0, 65536, "<i4");
+	claim_array("claimptr.zarr", "X/indptr", n + 1, 65536, "<i8");
 	assert_int_equal(open_store("claimptr.zarr", NULL, &s, err), -ENOMEM);
 	assert_non_null(strstr(err, "claimptr.zarr: X/indptr claims 1048577 "
 				    "entries"));
@@ -937,6 +1003,7 @@ int main(void)
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_claims_refused_unread),
+		cmocka_unit_test(test_absent_chunks_of_a_column_unopened),
 		cmocka_unit_test(test_v3_sharded),
 		cmocka_unit_test(test_linked_chunk_directories),
 		cmocka_unit_test(test_v3_sharded_2d),
