@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,4 +109,45 @@ int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
 		snprintf(err + n, errlen - (size_t)n,
 			 "; give cache_mb=%" PRIu64 " or less", room);
 	return -EINVAL;
+}
+
+static struct rfs_memlimit claims;
+static int claims_given;
+static pthread_once_t claims_once = PTHREAD_ONCE_INIT;
+
+static void read_claims(void)
+{
+	if (!claims_given)
+		rfs_memlimit_read("", &claims);
+}
+
+void rfs_memlimit_set_claims(const struct rfs_memlimit *l)
+{
+	claims = *l;
+	claims_given = 1;
+}
+
+int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
+		       uint64_t each, char *err, size_t errlen)
+{
+	pthread_once(&claims_once, read_claims);
+	/* Past the address space, whatever the limit: a size_t would wrap. */
+	uint64_t most = claims.bytes < SIZE_MAX ? claims.bytes : SIZE_MAX;
+	uint64_t bytes;
+	int wraps = __builtin_mul_overflow(count, each, &bytes);
+	if (!wraps && bytes <= most)
+		return 0;
+	char size[64] = "over 2^64 bytes";
+	if (!wraps)
+		snprintf(size, sizeof(size), "at least %" PRIu64 " MiB",
+			 bytes >> 20);
+	char limit[4300] = "this process can address";
+	if (claims.bytes != UINT64_MAX)
+		snprintf(limit, sizeof(limit), "the %" PRIu64 " MiB of %s",
+			 claims.bytes >> 20, claims.where);
+	snprintf(err, errlen,
+		 "%s: %s claims %" PRIu64 " entries: %s at mount, more than "
+		 "%s",
+		 file, what, count, size, limit);
+	return -ENOMEM;
 }

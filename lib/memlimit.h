@@ -33,4 +33,24 @@ void rfs_memlimit_read(const char *root, struct rfs_memlimit *out);
 int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
 		     char *err, size_t errlen);
 
+/* A heap string's least share of a claim: its pointer in the array and
+ * the smallest block glibc's malloc hands out. */
+#define RFS_MEMLIMIT_STRING_BYTES (sizeof(char *) + 32)
+
+/* Checks a claim, before it is read whole at mount, of count entries of
+ * at least each bytes (an array's shape, a dataset's length: a few bytes
+ * of metadata can claim 2^40 entries that no chunk stores) against the
+ * memory this process may use: rfs_memlimit_read("") on first use, or
+ * what rfs_memlimit_set_claims() gave. A claim the limit cannot hold
+ * fails the mount at once, instead of allocating gigabytes or making
+ * entries for minutes first. Thread-safe once the limit is read.
+ * @return 0, or -ENOMEM with err naming file, what (the array or
+ * dataset in it), the claim and the limit. */
+int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
+		       uint64_t each, char *err, size_t errlen);
+
+/* Sets the limit claims are checked against (tests, fuzz targets), before
+ * the first claim. */
+void rfs_memlimit_set_claims(const struct rfs_memlimit *l);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include "memlimit.h"
 #include "sampler.h"
 
 /* keep[] &= the rows filter "COLUMN:V1|V2" keeps. */
@@ -45,6 +46,11 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 	s->kept_rows = n;
 	if (!c->filter.count)
 		return 0;
+	/* A row count a file's metadata alone can claim (memlimit.c). */
+	int rc = rfs_memlimit_claim("option filter", "a mark per row", n, 1,
+				    err, errlen);
+	if (rc != 0)
+		return rc;
 	uint8_t *keep = malloc(n);
 	if (!keep) {
 		snprintf(err, errlen,
@@ -54,7 +60,6 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 		return -ENOMEM;
 	}
 	memset(keep, 1, n);
-	int rc = 0;
 	for (size_t i = 0; i < c->filter.count && rc == 0; i++)
 		rc = apply_filter(d, c->filter.items[i], keep, err, errlen);
 	uint64_t count = 0;

@@ -346,8 +346,13 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
 	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1 &&
 	    stored_as_integers(H5Dget_type(dset))) {
-		s->indptr = malloc((shape[0] + 1) * sizeof(*s->indptr));
-		rc = s->indptr ? 0 : -ENOMEM;
+		rc = rfs_hdf5_claim(s, dset, shape[0] + 1, 0, err, errlen);
+		if (rc == 0 && !(s->indptr = malloc((shape[0] + 1) *
+						    sizeof(*s->indptr)))) {
+			snprintf(err, errlen, "%s: %s: out of memory", s->path,
+				 name);
+			rc = -ENOMEM;
+		}
 		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
 				       H5P_DEFAULT, s->indptr) < 0)
 			rc = -EIO;
@@ -366,13 +371,13 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 		H5Sclose(space);
 	if (dset >= 0)
 		H5Dclose(dset);
-	if (rc != 0) {
+	if (rc != 0 && rc != -ENOMEM) /* -ENOMEM: err says why */
 		snprintf(err, errlen,
 			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
 			 "integer offsets into data)",
 			 s->path, name, (unsigned long long)shape[0]);
+	if (rc != 0)
 		return rc == -ENOMEM ? rc : -EINVAL;
-	}
 	s->base.info.sparse = 1;
 	s->base.info.rows = shape[0];
 	s->base.info.cols = shape[1];
@@ -437,7 +442,8 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 
 /* The var index of s's rows, read as a 1-D string dataset (in a child:
  * source_hdf5_vlen.c; mount time only, when no other thread is in HDF5).
- * @return 0, -ENOENT (no var table), or a negative errno with err set. */
+ * @return 0, -ENOENT (no var table), -E2BIG (more names than columns:
+ * *n their count, none read), or a negative errno with err set. */
 static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 			  char *err, size_t errlen)
 {
@@ -451,16 +457,24 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
 	hid_t names_dset = H5Dopen2(group, index, H5P_DEFAULT);
 	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
-	int rc = len >= 0 ? rfs_hdf5_read_strings(names_dset, (uint64_t)len,
-						  names) :
-			    -ENOENT;
-	if (rc == 0)
+	int rc = len >= 0 ? 0 : -ENOENT;
+	if (rc == 0 && (uint64_t)len > s->base.info.cols) {
+		/* More names than columns are not the columns' names: not
+		 * read (a length alone, no storage, would make as many). */
+		*names = NULL;
+		rc = -E2BIG;
+	} else if (rc == 0) {
+		rc = rfs_hdf5_claim(s, names_dset, (uint64_t)len, 0, err,
+				    errlen);
+		if (rc == 0 && (rc = rfs_hdf5_read_strings(
+					names_dset, (uint64_t)len, names)) != 0)
+			snprintf(err, errlen,
+				 "%s: the var names (/%s/%s) cannot be read: "
+				 "%s",
+				 s->path, table, index, strerror(-rc));
+	}
+	if (rc == 0 || rc == -E2BIG)
 		*n = (uint64_t)len;
-	else if (rc != -ENOENT)
-		snprintf(err, errlen,
-			 "%s: the var names (/%s/%s) cannot be "
-			 "read: %s",
-			 s->path, table, index, strerror(-rc));
 	if (names_dset >= 0)
 		H5Dclose(names_dset);
 	H5Gclose(group);

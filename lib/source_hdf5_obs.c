@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "column.h"
 #include "log.h"
+#include "memlimit.h"
 
 /*
  * Columns. An obs column of an AnnData file is one of: a group with
@@ -176,8 +177,8 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 		rc = rfs_hdf5_read_strings(dset, (uint64_t)n, out);
 	} else if (n >= 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT ||
 			      cls == H5T_ENUM)) {
-		/* Not read_column_dataset(): categories that name
-		 * categories of their own (themselves, say) would recurse. */
+		/* Their values: categories that name categories of their
+		 * own (themselves, say) would recurse. */
 		rc = read_values(dset, (uint64_t)n, &c);
 		if (rc == 0)
 			rc = rfs_column_names(&c, out);
@@ -337,21 +338,32 @@ static int read_values(hid_t dset, uint64_t n, struct rfs_column *out)
 	}
 }
 
-/* A column: integers with a "categories" reference (anndata 0.7) are
- * categorical, anything else its values. */
-static int read_column_dataset(hid_t dset, uint64_t n, struct rfs_column *out)
+/* What reading dset whole takes per entry, at least: a number's int64 or
+ * double (and an enum's stored value), a heap string (and a fixed-length
+ * string's stored bytes); as category names, a number's text too. */
+static uint64_t entry_bytes(hid_t dset, int names)
 {
 	hid_t type = H5Dget_type(dset);
 	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-	hid_t cats;
+	size_t size = type >= 0 ? H5Tget_size(type) : 0;
+	int fixed = cls == H5T_STRING && H5Tis_variable_str(type) == 0;
 	if (type >= 0)
 		H5Tclose(type);
-	if (cls == H5T_INTEGER && (cats = referenced_categories(dset)) >= 0) {
-		int rc = categorical(dset, cats, n, out);
-		H5Dclose(cats);
-		return rc;
-	}
-	return read_values(dset, n, out);
+	if (cls == H5T_STRING)
+		return RFS_MEMLIMIT_STRING_BYTES + (fixed ? size : 0);
+	return 8 + (cls == H5T_ENUM ? size : 0) +
+	       (names ? RFS_MEMLIMIT_STRING_BYTES : 0);
+}
+
+/* Refuses, before it is read, a dataset whose length claims more than
+ * the daemon may hold (memlimit.c). */
+int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
+		   int names, char *err, size_t errlen)
+{
+	char name[512] = "?";
+	H5Iget_name(dset, name, sizeof(name));
+	return rfs_memlimit_claim(s->path, name, n, entry_bytes(dset, names),
+				  err, errlen);
 }
 
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
@@ -408,6 +420,12 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		}
 	} else if (info.type == H5O_TYPE_DATASET) {
 		codes = H5Dopen2(s->file, path, H5P_DEFAULT);
+		/* Integers with a "categories" reference: anndata 0.7. */
+		hid_t type = codes >= 0 ? H5Dget_type(codes) : -1;
+		if (type >= 0 && H5Tget_class(type) == H5T_INTEGER)
+			cats = referenced_categories(codes);
+		if (type >= 0)
+			H5Tclose(type);
 	} else {
 		goto not_found;
 	}
@@ -447,8 +465,14 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			 (unsigned long long)s->base.info.rows);
 		goto out;
 	}
+	int64_t ncats = cats >= 0 ? rfs_hdf5_length_1d(cats) : 0;
+	rc = rfs_hdf5_claim(s, codes, (uint64_t)n, 0, err, errlen);
+	if (rc == 0 && ncats > 0)
+		rc = rfs_hdf5_claim(s, cats, (uint64_t)ncats, 1, err, errlen);
+	if (rc != 0)
+		goto out;
 	rc = cats >= 0 ? categorical(codes, cats, (uint64_t)n, out) :
-			 read_column_dataset(codes, (uint64_t)n, out);
+			 read_values(codes, (uint64_t)n, out);
 	if (rc == -ENOTSUP)
 		snprintf(err, errlen,
 			 "%s: %s has a type rankfs cannot read as a column "

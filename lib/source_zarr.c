@@ -17,6 +17,7 @@
 #include "chunks.h"
 #include "convert.h"
 #include "log.h"
+#include "memlimit.h"
 #include "zarr.h"
 
 /* Decoded chunks of a source opened without a mount's cache. */
@@ -142,6 +143,10 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 			 path, (unsigned long long)rows);
 		rc = -EINVAL;
 	}
+	if (rc == 0) /* as stored, and as int64 */
+		rc = rfs_memlimit_claim(s->path, p.name, rows + 1,
+					p.m.elem + sizeof(*s->indptr), err,
+					errlen);
 	if (rc == 0) {
 		raw = malloc((rows + 1) * p.m.elem);
 		s->indptr = malloc((rows + 1) * sizeof(*s->indptr));

@@ -14,6 +14,7 @@
 
 #include "column.h"
 #include "convert.h"
+#include "memlimit.h"
 #include "zarr.h"
 
 /* A 1-D array of n values, whole: numbers as int64 (integers) or double
@@ -92,6 +93,21 @@ static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
 	return 0;
 }
 
+/* Refuses, before it is read, an array whose shape claims more than the
+ * daemon may hold (memlimit.c): each entry takes its stored value and
+ * the int64 or double made of it, or a heap string; as category names,
+ * a number's text too. */
+static int claim(const struct zarr_source *s, const struct rfs_zarr_array *a,
+		 int names, char *err, size_t errlen)
+{
+	uint64_t each =
+		a->m.kind == RFS_ZARR_STRING ?
+			RFS_MEMLIMIT_STRING_BYTES :
+			a->m.elem + 8 + (names ? RFS_MEMLIMIT_STRING_BYTES : 0);
+	return rfs_memlimit_claim(s->path, a->name, a->m.shape[0], each, err,
+				  errlen);
+}
+
 /* Category names: strings, bools, or numbers as text. */
 static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
 {
@@ -157,6 +173,8 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 			 rfs_dtype_name(codes.m.dtype));
 		rc = -EINVAL;
 	}
+	if (rc == 0 && (rc = claim(s, &codes, 0, err, errlen)) == 0)
+		rc = claim(s, &cats, 1, err, errlen);
 	int is_real;
 	void *v = NULL;
 	if (rc == 0) {
@@ -260,6 +278,8 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 				 (unsigned long long)n);
 			rc = -EINVAL;
 		}
+		if (rc == 0)
+			rc = claim(s, &a, 0, err, errlen);
 		if (rc == 0 && (rc = array_column(&a, out)) != 0)
 			column_error(s, what, rc, err, errlen);
 		rfs_zarr_array_close(&a);
@@ -300,6 +320,10 @@ int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 		*n = a.m.shape[0];
 		rfs_zarr_array_close(&a);
 		return -E2BIG;
+	}
+	if (rc == 0 && (rc = claim(s, &a, 0, err, errlen)) != 0) {
+		rfs_zarr_array_close(&a);
+		return rc;
 	}
 	if (rc == 0)
 		rc = rfs_zarr_array_read_strings(&a, names);

@@ -150,6 +150,12 @@ struct rfs_zarr_id {
 };
 void rfs_zarr_id_of(const struct stat *st, struct rfs_zarr_id *id);
 
+/* A chunk file present at mount. */
+struct rfs_zarr_file {
+	uint64_t f; /* its position in the file grid */
+	struct rfs_zarr_id id;
+};
+
 /* One array of a store, read by chunks. */
 struct rfs_zarr_array {
 	struct rfs_zarr_meta m;
@@ -163,8 +169,12 @@ struct rfs_zarr_array {
 	/* borrowed: the source's limit on failure lines (NULL: one shared
 	 * by arrays not served) */
 	struct rfs_log_limit *failures;
-	/* watched: each chunk file's identity at mount */
-	struct rfs_zarr_id *ids;
+	/* watched: the chunk files present at mount, by grid position
+	 * (found by listing the array's directories, not by looking up
+	 * every file the shape claims); absent ones are not listed */
+	struct rfs_zarr_file *files;
+	size_t nfiles;
+	int watched; /* files and meta_id hold the mount's view */
 	/* inotify watches of the array's directories (watch.h), or NULL
 	 * (none could be added): each chunk file looked up instead */
 	int *dir_watches;
@@ -186,8 +196,10 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 			atomic_int *changed, struct rfs_zarr_array *a,
 			char *err, size_t errlen);
 /* Watches the array's directories (inotify) and records the identity of
- * the metadata and every chunk file, for rfs_zarr_array_check() and the
- * reads. @return 0, -ENOMEM, -EIO (err set). */
+ * the metadata and of every chunk file present, for
+ * rfs_zarr_array_check() and the reads. Costs what the directories hold,
+ * not what the shape claims: 2^24 chunk files claimed and none written
+ * were 2^24 stats. @return 0, -ENOMEM, -EIO (err set). */
 int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
 void rfs_zarr_array_close(struct rfs_zarr_array *a);
 /* Bytes [at, at + len) of decoded inner chunk k (row-major over igrid;

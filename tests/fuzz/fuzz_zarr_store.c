@@ -29,6 +29,7 @@
 #include "column.h"
 #include "dataset.h"
 #include "log.h"
+#include "memlimit.h"
 #include "source.h"
 #include "zarr.h"
 
@@ -44,6 +45,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	rfs_log_silence_stderr();
 	/* Watches would only add inotify ids per run; reads check by stat. */
 	setenv("RANKFS_FAULT_NO_WATCH", "1", 1);
+	/* As a daemon with 1 GiB to use: scripts/fuzz's -malloc_limit_mb,
+	 * so that a claim it refuses is no finding, one it lets by is. */
+	struct rfs_memlimit limit = { .bytes = UINT64_C(1) << 30 };
+	snprintf(limit.where, sizeof(limit.where), "the fuzz target's limit");
+	rfs_memlimit_set_claims(&limit);
 	/* scripts/fuzz names a scratch directory it removes. */
 	const char *scratch = getenv("RANKFS_FUZZ_DIR");
 	snprintf(root, sizeof(root), "%s/rfs-fuzz-store-%d",

@@ -287,10 +287,12 @@ def cgroups():
         g.close()
 
 
-def run_rankfs(args, timeout=30):
-    """Runs rankfs to completion (for errors, --help); returns the result."""
+def run_rankfs(args, timeout=30, preexec=None):
+    """Runs rankfs to completion (for errors, --help); returns the result.
+    preexec: run in the child before rankfs (a cgroup's join)."""
     return subprocess.run([RANKFS] + [str(a) for a in args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec)
 
 
 def plan(rows, options, epoch, rank, batch):

@@ -3,6 +3,7 @@ nothing left mounted, in the foreground and in the background."""
 import os
 import re
 import subprocess
+import time
 
 import h5py
 import numpy as np
@@ -228,10 +229,12 @@ CASES = [
      ["18014398509481984 batches per epoch", "raise batch_size"]),
     ("label longer than memory", "huge",
      "dataset=/x,batch_size=16777216,fetch_factor=1,label=/lab",
-     ["label=/lab", "huge.h5", "no memory", "4611686018427387904"]),
+     ["label=/lab", "huge.h5: /lab claims 4611686018427387904 entries",
+      "over 2^64 bytes at mount, more than"]),
     ("filter over more rows than memory", "huge",
      "dataset=/x,batch_size=16777216,fetch_factor=1,filter=/lab:1",
-     ["filter", "no memory", "4611686018427387904 rows"]),
+     ["option filter: a mark per row claims 4611686018427387904 entries",
+      "at least 4398046511104 MiB at mount, more than"]),
 ]
 
 
@@ -387,6 +390,100 @@ def test_cache_mb_within_the_memory_cgroup(cgroups, mounts, files, tmp_path):
     assert (f"cache_mb=240, not 1024: half of what the limit of its "
             f"memory cgroup ({group.files[0]}) leaves beside the "
             f"daemon's own 32 MiB") in m.log_text()
+
+
+def claims_h5ad(path, x_rows, build):
+    """An AnnData file of x_rows rows never written; build(h) adds the
+    datasets whose shape (no storage either) claims too much."""
+    with h5py.File(path, "w") as h:
+        h.attrs["encoding-type"] = "anndata"
+        h.create_dataset("X", shape=(x_rows, 4), dtype="f4",
+                         chunks=(min(x_rows, 1 << 16), 4))
+        build(h)
+    return str(path)
+
+
+def categorical(h, codes_dtype, n):
+    g = h.create_group("obs/ct")
+    g.attrs["encoding-type"] = "categorical"
+    g.create_dataset("codes", data=np.zeros(8, codes_dtype))
+    g.create_dataset("categories", shape=(n,), dtype=h5py.string_dtype(),
+                     chunks=(1 << 16,))
+
+
+def referenced(h, codes_dtype, n):
+    """anndata 0.7: the codes' "categories" attribute references them."""
+    cats = h.create_dataset("obs/__categories/ct", shape=(n,),
+                            dtype=h5py.string_dtype(), chunks=(1 << 16,))
+    h.create_dataset("obs/ct", data=np.zeros(8, codes_dtype))
+    h["obs/ct"].attrs["categories"] = cats.ref
+
+
+def csr(h, rows):
+    g = h.create_group("Y")
+    g.attrs.update({"encoding-type": "csr_matrix",
+                    "encoding-version": "0.1.0", "shape": (rows, 4)})
+    g.create_dataset("data", shape=(0,), dtype="f4")
+    g.create_dataset("indices", shape=(0,), dtype="i4")
+    g.create_dataset("indptr", shape=(rows + 1,), dtype="i8",
+                     chunks=(1 << 16,))
+
+
+BIG = 1 << 26  # rows: a column of them is 512 MiB of int64
+CLAIMS = {
+    # int32 codes index 2^31 categories: each absent one was a string.
+    "categories": (8, lambda h: categorical(h, "i4", 1 << 31), "label=ct",
+                   "/obs/ct/categories claims 2147483648 entries"),
+    "0.7 categories": (8, lambda h: referenced(h, "i4", 1 << 31),
+                       "label=ct",
+                       "/obs/__categories/ct claims 2147483648 entries"),
+    "label": (BIG, lambda h: h.create_dataset(
+        "obs/lab", shape=(BIG,), dtype="i8", chunks=(1 << 16,)),
+        "label=lab", f"/obs/lab claims {BIG} entries"),
+    "indptr": (8, lambda h: csr(h, BIG), "dataset=/Y",
+               f"/Y/indptr claims {BIG + 1} entries"),
+}
+
+
+@pytest.mark.parametrize("case", CLAIMS)
+def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
+    """A dataset's length, no storage allocated, that the daemon's memory
+    (here a cgroup of 256 MiB) cannot hold fails the mount at once,
+    naming the file, the dataset and the limit: it was read (an OOM
+    kill, or a string made per category)."""
+    rows, build, options, words = CLAIMS[case]
+    path = claims_h5ad(tmp_path / "claims.h5ad", rows, build)
+    group = cgroups.memory(256)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    t = time.monotonic()
+    r = run_rankfs(["-f", "-o", "batch_size=8," + options, path, mnt],
+                   preexec=group.join)
+    assert time.monotonic() - t < 10
+    mounted = is_mounted(mnt)
+    if mounted:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert not mounted and r.returncode == 1, r.stderr
+    assert f"{path}: {words}: at least" in r.stderr, r.stderr
+    assert f"more than the 256 MiB of the limit of its memory cgroup " \
+        f"({group.files[0]})" in r.stderr, r.stderr
+
+
+def test_claimed_var_names_not_read(cgroups, mounts, tmp_path):
+    """A var index whose length alone (no storage) says 2^31 names for 4
+    columns is not read, as in a zarr store: the mount serves without
+    var names, promptly, in a cgroup of 256 MiB (2^31 strings were made
+    in a child, and the memory ran out)."""
+    def var(h):
+        h.create_group("var").attrs["_index"] = "_index"
+        h.create_dataset("var/_index", shape=(1 << 31,),
+                         dtype=h5py.string_dtype(), chunks=(1 << 16,))
+    path = claims_h5ad(tmp_path / "var.h5ad", 8, var)
+    group = cgroups.memory(256)
+    t = time.monotonic()
+    m = mounts(path, "batch_size=8", preexec=group.join)
+    assert time.monotonic() - t < 10
+    assert m.json("dataset.json")["var_names"] is None
 
 
 def test_a_source_that_never_answers_fails_the_mount(mounts, files,

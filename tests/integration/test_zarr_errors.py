@@ -24,6 +24,7 @@ import zarr
 
 from conftest import is_mounted, run_rankfs
 from test_reliability import race
+from test_zarr_edges import _anndata_v2, _consolidated_v2, _v2_array
 
 N, D, CR = 400, 8, 50  # chunks of CR rows: batch k of streaming is chunk k
 BLOSC = numcodecs.Blosc(cname="lz4", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
@@ -111,12 +112,12 @@ def x():
     return np.random.default_rng(2).random((N, D), dtype=np.float32)
 
 
-def mount_error(tmp_path, source, options=""):
+def mount_error(tmp_path, source, options="", preexec=None):
     mnt = tmp_path / "mnt"
     mnt.mkdir(exist_ok=True)
     args = ["-f"] + (["-o", options] if options else []) + [source, mnt]
     try:  # a mount that should fail but serves stays in the foreground
-        r = run_rankfs(args, timeout=20)
+        r = run_rankfs(args, timeout=20, preexec=preexec)
     finally:
         mounted = is_mounted(str(mnt))
         if mounted:
@@ -360,6 +361,74 @@ def test_files_zarr_does_not_read_are_no_change(mounts, tmp_path, x,
     open(os.path.join(p, "X", "99.0"), "wb").close()
     if watched:  # by name, only the batch's own chunks are looked up
         assert_eio(m, 2)
+
+
+def _claimed_chunks(path, v3):
+    """An AnnData store whose X claims 2^24 chunk files of one float32,
+    two written: rows 5 and 2^24 - 1 (3.5 and 9.25), the rest fill 0."""
+    rows = 1 << 24
+    os.makedirs(path / "X")
+    if v3:
+        (path / "zarr.json").write_text(json.dumps({
+            "zarr_format": 3, "node_type": "group",
+            "attributes": {"encoding-type": "anndata"}}))
+        (path / "X" / "zarr.json").write_text(json.dumps({
+            "zarr_format": 3, "node_type": "array", "shape": [rows, 1],
+            "data_type": "float32", "fill_value": 0.0,
+            "chunk_grid": {"name": "regular",
+                           "configuration": {"chunk_shape": [1, 1]}},
+            "chunk_key_encoding": {"name": "default",
+                                   "configuration": {"separator": "/"}},
+            "codecs": [{"name": "bytes",
+                        "configuration": {"endian": "little"}}],
+            "attributes": {}}))
+    else:
+        (path / ".zgroup").write_text('{"zarr_format": 2}')
+        (path / ".zattrs").write_text('{"encoding-type": "anndata"}')
+        (path / "X" / ".zarray").write_text(json.dumps(
+            _v2_array([rows, 1], [1, 1], "<f4")))
+    for row, value in ((5, 3.5), (rows - 1, 9.25)):
+        chunk = path / "X" / (f"c/{row}/0" if v3 else f"{row}.0")
+        chunk.parent.mkdir(parents=True, exist_ok=True)
+        chunk.write_bytes(struct.pack("<f", value))
+    return path
+
+
+def _chunk(store, v3, row):
+    return os.path.join(store, "X", f"c/{row}/0" if v3 else f"{row}.0")
+
+
+@WATCHED
+@pytest.mark.parametrize("v3", [False, True], ids=["v2", "v3"])
+def test_chunk_files_looked_at_are_those_present(mounts, tmp_path, v3,
+                                                 watched, monkeypatch):
+    """Four stores whose X each claim 2^24 chunk files, two written: the
+    mount looks at the files the arrays' directories hold, not at each
+    one the shapes claim (2^26 stats took the mount past its 20 s); the
+    files written are served, the others read as fill, and one written
+    under the mount where none was is a change."""
+    if not watched:
+        monkeypatch.setenv("RANKFS_FAULT_NO_WATCH", "1")
+    stores = [str(_claimed_chunks(tmp_path / f"s{i}.zarr", v3))
+              for i in range(4)]
+    t = time.monotonic()
+    m = mounts(stores, "batch_size=8,strategy=streaming,prefetch=0")
+    assert time.monotonic() - t < 10
+
+    def batch(epoch, k):  # 2^23 batches: named without listing them
+        return np.load(m.path("epoch", epoch, "rank", 0, "batch",
+                              f"{k:07d}.npy"))
+    np.testing.assert_array_equal(batch(0, 0)[:, 0],
+                                  [0, 0, 0, 0, 0, 3.5, 0, 0])
+    assert batch(0, (1 << 24) // 8 - 1)[7, 0] == 9.25
+    os.makedirs(os.path.dirname(_chunk(stores[0], v3, 6)), exist_ok=True)
+    with open(_chunk(stores[0], v3, 6), "wb") as f:
+        f.write(struct.pack("<f", 1.0))
+    with pytest.raises(OSError) as e:
+        batch(1, 0)
+    assert e.value.errno == errno.EIO
+    assert m.json("stats.json")["sources"][0]["state"] == \
+        "changed in place: EIO for new batches"
 
 
 def test_v3_dot_separated_chunk_written_is_a_change(mounts, tmp_path, x):
@@ -644,6 +713,56 @@ def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
         return
     err = mount_error(tmp_path, p, "batch_size=40,label=id")
     assert "u.zarr: obs column 'id' holds uint64 values over 2^63 - 1" in err
+
+
+def _categorical(codes, categories):
+    return {"obs/ct/.zgroup": {"zarr_format": 2},
+            "obs/ct/.zattrs": {"encoding-type": "categorical"},
+            "obs/ct/codes/.zarray": codes,
+            "obs/ct/categories/.zarray": categories}
+
+
+BIG = 1 << 26  # rows: a column of them is 512 MiB of int64 or doubles
+CLAIMS = {
+    # int32 codes index 2^31 categories: each absent one was a string.
+    "categories": (_categorical(
+        _v2_array([8], [8], "<i4"),
+        _v2_array([1 << 31], [1 << 16], "|O", strings=True)),
+        "label=ct", "obs/ct/categories claims 2147483648 entries"),
+    "numeric categories": (_categorical(
+        _v2_array([8], [8], "<i8"), _v2_array([1 << 40], [1 << 24], "<i8")),
+        "label=ct", "obs/ct/categories claims 1099511627776 entries"),
+    "column": ({"X/.zarray": _v2_array([BIG, 1], [1 << 16, 1], "<f4"),
+                "obs/w/.zarray": _v2_array([BIG], [1 << 16], "<f8")},
+               "strategy=weighted,weights=w", f"obs/w claims {BIG} entries"),
+    "indptr": ({"X/.zarray": None, "X/.zgroup": {"zarr_format": 2},
+                "X/.zattrs": {"encoding-type": "csr_matrix",
+                              "shape": [BIG, 2]},
+                "X/data/.zarray": _v2_array([0], [1], "<f4"),
+                "X/indices/.zarray": _v2_array([0], [1], "<i4"),
+                "X/indptr/.zarray": _v2_array([BIG + 1], [1 << 16], "<i8")},
+               "strategy=streaming", f"X/indptr claims {BIG + 1} entries"),
+}
+
+
+@pytest.mark.parametrize("case", CLAIMS)
+def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
+    """A shape in a few bytes of metadata, no chunk written, that the
+    daemon's memory (here a cgroup of 256 MiB) cannot hold fails the
+    mount at once, naming the store, the array and the limit: it was read
+    (an OOM kill, or a string made per category for minutes)."""
+    nodes, options, words = CLAIMS[case]
+    p = tmp_path / "claims.zarr"
+    _consolidated_v2(str(p), {k: v for k, v in _anndata_v2(nodes).items()
+                              if v is not None})
+    group = cgroups.memory(256)
+    t = time.monotonic()
+    err = mount_error(tmp_path, str(p), "batch_size=8," + options,
+                      preexec=group.join)
+    assert time.monotonic() - t < 10
+    assert f"{p}: {words}: at least" in err, err
+    assert f"more than the 256 MiB of the limit of its memory cgroup " \
+        f"({group.files[0]})" in err, err
 
 
 

@@ -205,6 +205,51 @@ static void test_given_value_refused_over_the_limit(void **state)
 	assert_int_equal(rfs_memlimit_fit(&mb, &none, err, sizeof(err)), 0);
 }
 
+/* What a file's metadata claims is checked before it is allocated. */
+static void test_claims_within_the_limit(void **state)
+{
+	(void)state;
+	char err[512];
+	struct rfs_memlimit l = limit_of(256);
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/w", 32 * MIB, 8,
+					    err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/w", 32 * MIB + 1,
+					    8, err, sizeof(err)),
+			 -ENOMEM);
+	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/ct/categories",
+					    UINT64_C(1) << 31,
+					    RFS_MEMLIMIT_STRING_BYTES, err,
+					    sizeof(err)),
+			 -ENOMEM);
+	assert_string_equal(err,
+			    "/d/s.zarr: obs/ct/categories claims 2147483648 "
+			    "entries: at least 81920 MiB at mount, more than "
+			    "the 256 MiB of the limit of its memory cgroup "
+			    "(/g/memory.max)");
+	/* A size that wraps 64 bits is not the small one it wraps to. */
+	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
+					    (UINT64_C(1) << 61) + 1, 8, err,
+					    sizeof(err)),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "/d/f.h5: /lab claims 2305843009213693953 "
+				    "entries: over 2^64 bytes at mount"));
+	/* No limit known: only what no address space holds. */
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
+					    UINT64_C(1) << 40, 40, err,
+					    sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
+					    UINT64_C(1) << 62, 8, err,
+					    sizeof(err)),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "over 2^64 bytes at mount, more than "
+				    "this process can address"));
+}
+
 /* This machine's own: whatever it says, a real amount and a source. */
 static void test_this_machine(void **state)
 {
@@ -233,6 +278,7 @@ int main(void)
 				       fake_root_clean),
 		cmocka_unit_test(test_default_fits_the_limit),
 		cmocka_unit_test(test_given_value_refused_over_the_limit),
+		cmocka_unit_test(test_claims_within_the_limit),
 		cmocka_unit_test(test_this_machine),
 	};
 	return cmocka_run_group_tests(tests, fake_root_make, fake_root_remove);

@@ -6,7 +6,10 @@
  * and columns with big-endian raw inner chunks; an unknown codec,
  * a bad indptr, a shard index past its file and a chunk file replaced
  * under an open source; an annbatch collection's members; dense chunks
- * read in blosc parts, and cut from the whole chunk where they cannot. */
+ * read in blosc parts, and cut from the whole chunk where they cannot;
+ * shapes claimed in metadata alone refused over the memory limit, and
+ * absent chunks of a column not opened; chunk directories that are
+ * links. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +18,7 @@
 
 #include <blosc.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,7 @@
 #include <zstd.h>
 
 #include "column.h"
+#include "memlimit.h"
 #include "source.h"
 #include "zarr.h"
 
@@ -519,6 +524,142 @@ static void test_bad_indptr_and_codec(void **state)
 	assert_non_null(strstr(err, ".zarray"));
 }
 
+/* A 1-D v2 array's metadata alone: n elements claimed in chunks of
+ * chunk, none written, stored raw. */
+static void claim_array(const char *store, const char *array, uint64_t n,
+			int chunk, const char *dtype)
+{
+	char meta[512], key[256];
+	int strings = strcmp(dtype, "|O") == 0;
+	snprintf(meta, sizeof(meta),
+		 "{\"zarr_format\": 2, \"shape\": [%llu], \"chunks\": "
+		 "[%d], \"dtype\": \"%s\", \"compressor\": null, "
+		 "\"fill_value\": %s, \"filters\": %s, \"order\": \"C\"}",
+		 (unsigned long long)n, chunk, dtype, strings ? "null" : "0",
+		 strings ? "[{\"id\": \"vlen-utf8\"}]" : "null");
+	snprintf(key, sizeof(key), "%s/.zarray", array);
+	text(store, key, meta);
+}
+
+/* Chunk files opened in the directory count_under (names not starting
+ * with '.', the metadata's): zarr_array.c opens one per chunk read (a
+ * link-time wrap of open(2), tests/CMakeLists.txt). */
+static const char *count_under;
+static int opened;
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...)
+{
+	int mode = 0;
+	if (flags & O_CREAT) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, int);
+		va_end(ap);
+	}
+	size_t n = count_under ? strlen(count_under) : 0;
+	if (n && strncmp(path, count_under, n) == 0 && path[n] != '.')
+		opened++;
+	return __real_open(path, flags, mode);
+}
+
+/* Columns read whole at mount open only the chunk files present, found
+ * by listing the array's directory: a shape can claim 2^24 chunk files
+ * with none written (an open each took 9 s). The rest are fill. */
+static void test_absent_chunks_of_a_column_unopened(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_column col;
+	char err[512], under[PATH_MAX];
+	write_v2_dense("sparse.zarr");
+	text("sparse.zarr", "obs/.zgroup", root_v2);
+	claim_array("sparse.zarr", "obs/w", R, 1, "<f8");
+	double w[2] = { 1.5, 2.5 };
+	put("sparse.zarr", "obs/w/3", &w[0], 8);
+	put("sparse.zarr", "obs/w/7", &w[1], 8);
+	claim_array("sparse.zarr", "obs/s", R, 1, "|O");
+	const unsigned char one[] = { 1, 0, 0, 0, 1, 0, 0, 0, 'x' };
+	put("sparse.zarr", "obs/s/4", one, sizeof(one));
+	assert_int_equal(open_store("sparse.zarr", NULL, &s, err), 0);
+	snprintf(under, sizeof(under), "%s/sparse.zarr/obs/w/", root);
+	count_under = under;
+	opened = 0;
+	assert_int_equal(rfs_source_read_column(s, "w", &col, err, 512), 0);
+	assert_int_equal(opened, 2); /* not R */
+	for (int r = 0; r < R; r++)
+		assert_true(col.reals[r] == (r == 3 ? 1.5 : r == 7 ? 2.5 : 0));
+	rfs_column_free(&col);
+	snprintf(under, sizeof(under), "%s/sparse.zarr/obs/s/", root);
+	opened = 0;
+	assert_int_equal(rfs_source_read_column(s, "s", &col, err, 512), 0);
+	assert_int_equal(opened, 1);
+	assert_int_equal(col.ncategories, 2);
+	assert_string_equal(col.categories[col.codes[4]], "x");
+	assert_string_equal(col.categories[col.codes[5]], "");
+	rfs_column_free(&col);
+	count_under = NULL;
+	rfs_source_destroy(s);
+}
+
+/* Shapes claimed in metadata alone are checked against the memory the
+ * daemon may use (memlimit.c) before they are read: categories, a column
+ * and a CSR indptr of 2^20 entries, none stored, over a limit of 14 MiB
+ * (they were read, the categories one strdup each). */
+static void test_claims_refused_unread(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_column col;
+	char err[512];
+	uint64_t n = UINT64_C(1) << 20;
+	struct rfs_memlimit l = { .bytes = 14 << 20 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	text("claims.zarr", ".zgroup", root_v2);
+	text("claims.zarr", ".zattrs", anndata_attrs);
+	text("claims.zarr", "X/.zarray",
+	     "{\"zarr_format\": 2, \"shape\": [1048576, 1], \"chunks\": "
+	     "[65536, 1], \"dtype\": \"<f4\", \"compressor\": null, "
+	     "\"fill_value\": 0, \"filters\": null, \"order\": \"C\"}");
+	text("claims.zarr", "obs/.zgroup", root_v2);
+	text("claims.zarr", "obs/ct/.zgroup", root_v2);
+	text("claims.zarr", "obs/ct/.zattrs",
+	     "{\"encoding-type\": \"categorical\"}");
+	claim_array("claims.zarr", "obs/ct/codes", n, 65536,
+		    "<i4"); /* 12 MiB */
+	claim_array("claims.zarr", "obs/ct/categories", n, 65536, "|O");
+	claim_array("claims.zarr", "obs/w", n, 65536,
+		    "<f8"); /* and its doubles */
+	assert_int_equal(open_store("claims.zarr", NULL, &s, err), 0);
+	assert_int_equal(rfs_source_read_column(s, "ct", &col, err, 512),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "claims.zarr: obs/ct/categories claims "
+				    "1048576 entries: at least 40 MiB at "
+				    "mount, more than the 14 MiB of the "
+				    "test's limit"));
+	assert_null(col.codes);
+	assert_int_equal(rfs_source_read_column(s, "w", &col, err, 512),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "obs/w claims 1048576 entries"));
+	rfs_source_destroy(s);
+
+	text("claimptr.zarr", ".zgroup", root_v2);
+	text("claimptr.zarr", ".zattrs", anndata_attrs);
+	text("claimptr.zarr", "X/.zgroup", root_v2);
+	text("claimptr.zarr", "X/.zattrs",
+	     "{\"encoding-type\": \"csr_matrix\", \"shape\": [1048576, "
+	     "2]}");
+	claim_array("claimptr.zarr", "X/data", 0, 65536, "<f4");
+	claim_array("claimptr.zarr", "X/indices", 0, 65536, "<i4");
+	claim_array("claimptr.zarr", "X/indptr", n + 1, 65536, "<i8");
+	assert_int_equal(open_store("claimptr.zarr", NULL, &s, err), -ENOMEM);
+	assert_non_null(strstr(err, "claimptr.zarr: X/indptr claims 1048577 "
+				    "entries"));
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+}
+
 /* A v3 shard of 4 x C rows (2 inner chunks of 2 x C), blosc inside;
  * inner chunk absent_k left out; the index at the start or the end. */
 static size_t shard(int shard_i, int at_start, int absent_k, unsigned char *out)
@@ -590,6 +731,23 @@ static void write_v3(const char *store, int at_start, int consolidated)
 	}
 }
 
+/* Every row of a write_v3() store, in reverse. */
+static void check_v3_rows(struct rfs_source *s)
+{
+	int64_t rows[R];
+	float got[R][C];
+	for (int i = 0; i < R; i++)
+		rows[i] = R - 1 - i;
+	assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
+	for (int i = 0; i < R; i++)
+		for (int c = 0; c < C; c++) {
+			int r = (int)rows[i];
+			/* shard 1's first inner chunk: rows 4, 5 */
+			float want = r == 4 || r == 5 ? -1.0f : value(r, c);
+			assert_true(got[i][c] == want);
+		}
+}
+
 static void test_v3_sharded(void **state)
 {
 	(void)state;
@@ -600,25 +758,42 @@ static void test_v3_sharded(void **state)
 	for (int k = 0; k < 3; k++) {
 		write_v3(stores[k], k == 1, k == 2);
 		assert_int_equal(open_store(stores[k], NULL, &s, err), 0);
-		int64_t rows[R];
-		float got[R][C];
-		for (int i = 0; i < R; i++)
-			rows[i] = R - 1 - i;
-		assert_int_equal(rfs_source_read_rows(s, rows, R, got), 0);
-		for (int i = 0; i < R; i++)
-			for (int c = 0; c < C; c++) {
-				int r = (int)rows[i];
-				/* shard 1's first inner chunk: rows 4, 5 */
-				float want = r == 4 || r == 5 ? -1.0f :
-								value(r, c);
-				assert_true(got[i][c] == want);
-			}
+		check_v3_rows(s);
 		rfs_source_destroy(s);
 	}
 }
 
 /* Shards of 4 x 4 holding inner chunks of 2 x 2 (C order inside the
  * shard), raw big-endian floats, keys "i.j" (the v2 key encoding). */
+/* An array's directory, or one of its chunk directories, a link to
+ * another: chunk files the walk at open cannot list (it does not follow
+ * links) are looked up by name, not taken for absent (their reads were
+ * EIO, a change since the mount). */
+static void test_linked_chunk_directories(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	char err[512], from[PATH_MAX], to[PATH_MAX];
+	write_v2_dense("linked.zarr");
+	snprintf(from, sizeof(from), "%s/linked.zarr/X", root);
+	snprintf(to, sizeof(to), "%s/linked.zarr/X.real", root);
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(symlink("X.real", from), 0);
+	assert_int_equal(open_store("linked.zarr", NULL, &s, err), 0);
+	check_all_rows(s, 7.5f);
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_OK);
+	rfs_source_destroy(s);
+	write_v3("linkedc.zarr", 0, 0);
+	snprintf(from, sizeof(from), "%s/linkedc.zarr/X/c", root);
+	snprintf(to, sizeof(to), "%s/linkedc.zarr/X/c.real", root);
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(symlink("c.real", from), 0);
+	assert_int_equal(open_store("linkedc.zarr", NULL, &s, err), 0);
+	check_v3_rows(s);
+	assert_int_equal(rfs_source_state(s), RFS_SOURCE_OK);
+	rfs_source_destroy(s);
+}
+
 static void test_v3_sharded_2d(void **state)
 {
 	(void)state;
@@ -827,7 +1002,10 @@ int main(void)
 		cmocka_unit_test(test_v2_dense_parts_across_blocks),
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
+		cmocka_unit_test(test_claims_refused_unread),
+		cmocka_unit_test(test_absent_chunks_of_a_column_unopened),
 		cmocka_unit_test(test_v3_sharded),
+		cmocka_unit_test(test_linked_chunk_directories),
 		cmocka_unit_test(test_v3_sharded_2d),
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
