@@ -1,9 +1,10 @@
 /* Background generation of files a reader is about to ask for.
  *
  * A fixed pool of threads takes keys from a bounded FIFO and calls fn for
- * each (lookahead.c's generates the file into the batch cache). A key already queued
- * or being worked on is not queued again; when the queue is full new keys
- * are dropped, never waited for: prefetch only ever saves time. */
+ * each (lookahead.c's generates the file into the batch cache). A key
+ * already queued or being worked on is not queued again; when the queue is
+ * full new keys are dropped, never waited for: prefetch only ever saves
+ * time. */
 #ifndef RFS_PREFETCH_H
 #define RFS_PREFETCH_H
 

@@ -58,8 +58,8 @@ int rfs_rowmap_copy(const struct rfs_rowmap *m, uint64_t off, size_t len,
 		    void *dst);
 
 /* Copies len bytes at byte at[k] * unit to to[k] for k < n (rows: at
- * the row numbers, unit the row's bytes), under one guard. @return 0, or -EIO with
- * *failed the first piece the file no longer holds. */
+ * the row numbers, unit the row's bytes), under one guard. @return 0, or
+ * -EIO with *failed the first piece the file no longer holds. */
 int rfs_rowmap_gather(const struct rfs_rowmap *m, const uint64_t *at,
 		      uint64_t unit, size_t n, size_t len,
 		      unsigned char *const *to, size_t *failed);

@@ -2,10 +2,11 @@
  * Columns and var names of a zarr AnnData store, read whole at mount. An
  * obs column is a group with encoding-type "categorical" (codes and
  * categories arrays), a codes array whose "categories" attribute names
- * its categories array (anndata 0.7), or a numeric, bool or string array; "/PATH" names
- * any 1-D array of the store. The var names are the var table's index
- * (its "_index" attribute names the array), as in the HDF5 backend, and
- * hash the same way, so the same genes in either format agree.
+ * its categories array (anndata 0.7), or a numeric, bool or string array;
+ * "/PATH" names any 1-D array of the store. The var names are the var
+ * table's index (its "_index" attribute names the array), as in the HDF5
+ * backend, and hash the same way, so the same genes in either format
+ * agree.
  */
 #include <errno.h>
 #include <stdio.h>

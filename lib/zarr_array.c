@@ -9,12 +9,12 @@
  * Files are opened per read, so a mount holds no descriptors for its
  * chunks. A served array records at mount the identity (stat) of each
  * chunk file its directories hold, listed, not of each one its shape
- * claims: 2^24 claimed and a few written were 2^24 stats. A read checks the file it opened before and after the pread,
- * and a batch first checks by name the files its rows are in (a chunk
- * already decoded in the LRU is served without opening its file). Any
- * difference, or a file appearing or vanishing, is a change: the
- * source's sticky flag is set and every later read is EIO, as for a
- * written HDF5 file (docs/reliability.md).
+ * claims: 2^24 claimed and a few written were 2^24 stats. A read checks
+ * the file it opened before and after the pread, and a batch first checks
+ * by name the files its rows are in (a chunk already decoded in the LRU is
+ * served without opening its file). Any difference, or a file appearing
+ * or vanishing, is a change: the source's sticky flag is set and every
+ * later read is EIO, as for a written HDF5 file (docs/reliability.md).
  */
 #include "zarr.h"
 
