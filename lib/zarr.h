@@ -2,7 +2,8 @@
  * The zarr backend, shared by its files: zarr_codec.c (decoding a stored
  * chunk: blosc, zstd, gzip/zlib, crc32c, byte order, vlen-utf8 framing),
  * zarr_meta.c (a store's nodes and an array's metadata, v2 and v3, with
- * jansson), zarr_array.c (chunk files, shard indexes, change checks, the
+ * jansson), zarr_files.c (an array's chunk files: listed, watched, their
+ * identities and change checks), zarr_array.c (shard indexes, reads, the
  * loader of the mount's decoded-chunk LRU), source_zarr.c (open, describe,
  * rows) and source_zarr_obs.c (obs columns, var names).
  *
@@ -195,12 +196,6 @@ struct rfs_zarr_array {
 int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 			atomic_int *changed, struct rfs_zarr_array *a,
 			char *err, size_t errlen);
-/* Watches the array's directories (inotify) and records the identity of
- * the metadata and of every chunk file present, for
- * rfs_zarr_array_check() and the reads. Costs what the directories hold,
- * not what the shape claims: 2^24 chunk files claimed and none written
- * were 2^24 stats. @return 0, -ENOMEM, -EIO (err set). */
-int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
 void rfs_zarr_array_close(struct rfs_zarr_array *a);
 /* Bytes [at, at + len) of decoded inner chunk k (row-major over igrid;
  * inner[0] x inner[1] x elem bytes) into out: the whole chunk, or a part
@@ -214,6 +209,19 @@ int rfs_zarr_array_load(void *ctx, uint64_t k, size_t at, void *out,
  * part straddling two blocks is cut from both); else 0. Reads the first
  * stored chunk's header. */
 uint64_t rfs_zarr_array_part_rows(struct rfs_zarr_array *a);
+/* Reads a whole numeric or bool array (dst: shape[0] x shape[1] x elem
+ * bytes), or a string array into *strings (shape[0] heap strings).
+ * @return 0, -EIO (logged), -ENOMEM. */
+int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst);
+int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings);
+
+/* zarr_files.c */
+/* Watches the array's directories (inotify) and records the identity of
+ * the metadata and of every chunk file present, for
+ * rfs_zarr_array_check() and the reads. Costs what the directories hold,
+ * not what the shape claims: 2^24 chunk files claimed and none written
+ * were 2^24 stats. @return 0, -ENOMEM, -EIO (err set). */
+int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
 /* Checks the chunk files that hold rows [first, last] of a watched array
  * against their identity at mount: a difference sets the sticky flag
  * and is logged. With directory watches (a->dir_watches) any change in
@@ -224,11 +232,24 @@ int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
 			 uint64_t last);
 /* 0 when the metadata file is as at mount, else -EIO (flag set). */
 int rfs_zarr_array_check_meta(struct rfs_zarr_array *a);
-/* Reads a whole numeric or bool array (dst: shape[0] x shape[1] x elem
- * bytes), or a string array into *strings (shape[0] heap strings).
- * @return 0, -EIO (logged), -ENOMEM. */
-int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst);
-int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings);
+/* The path of the chunk (shard) file at grid position f into out. */
+void rfs_zarr_chunk_path(const struct rfs_zarr_array *a, uint64_t f, char *out,
+			 size_t n);
+/* The identity at mount of chunk file f (present 0: absent, or not
+ * listed). */
+const struct rfs_zarr_id *rfs_zarr_file_id(const struct rfs_zarr_array *a,
+					   uint64_t f);
+/* Sets the sticky changed flag, logging path the first time. */
+void rfs_zarr_log_changed(struct rfs_zarr_array *a, const char *path);
+/* 1 when the file at path (stat by name, st NULL; or st given) is as id
+ * records it at mount; else 0, the change logged. */
+int rfs_zarr_same_as_mount(struct rfs_zarr_array *a,
+			   const struct rfs_zarr_id *id, const char *path,
+			   const struct stat *st);
+/* For a read of the whole array (at mount, unwatched): lists the chunk
+ * files present, so that absent ones read as fill unopened.
+ * @return 1 when listed, 0 when not (each is then opened). */
+int rfs_zarr_files_list(struct rfs_zarr_array *a);
 
 /* The backend's source (source_zarr.c). */
 struct zarr_source {
