@@ -392,39 +392,36 @@ static struct rfs_config used_by_strategy(const struct rfs_config *c)
 	return u;
 }
 
-/* Filter f, "COLUMN:V1|V2", with its values sorted and repeats dropped:
- * their order does not change the rows kept. NULL: out of memory. */
+/* Filter f, "COLUMN:V1|V2", with its values sorted, repeats and empty
+ * ones dropped (column.c splits them with strtok_r): neither changes the
+ * rows kept. NULL: out of memory. */
 static char *canonical_filter(const char *f)
 {
-	char *copy = strdup(f), **values = NULL;
-	struct rfs_buf b = { 0 };
+	char *copy = strdup(f), **values = NULL, *text = NULL, *save;
 	char *colon = copy ? strchr(copy, ':') : NULL;
 	if (!colon) /* refused when the filters are applied */
 		return copy;
-	size_t n = 1;
+	size_t n = 1, len;
 	for (const char *p = colon + 1; *p; p++)
 		n += *p == '|';
-	if (!(values = malloc(n * sizeof(*values))))
-		goto out;
-	*colon = '\0';
-	n = 0;
-	for (char *v = colon + 1, *bar; v; v = bar ? bar + 1 : NULL) {
-		if ((bar = strchr(v, '|')))
-			*bar = '\0';
-		values[n++] = v;
+	if ((values = malloc(n * sizeof(*values)))) {
+		*colon = '\0';
+		n = 0;
+		for (char *v = strtok_r(colon + 1, "|", &save); v;
+		     v = strtok_r(NULL, "|", &save))
+			values[n++] = v;
+		qsort(values, n, sizeof(*values), rfs_buf_compare_strings);
+		struct rfs_buf b = { 0 };
+		rfs_buf_printf(&b, "%s:", copy);
+		for (size_t i = 0; i < n; i++)
+			if (i == 0 || strcmp(values[i], values[i - 1]) != 0)
+				rfs_buf_printf(&b, "%s%s", i ? "|" : "",
+					       values[i]);
+		if (rfs_buf_finish(&b, &text, &len) != 0)
+			text = NULL;
 	}
-	qsort(values, n, sizeof(*values), rfs_buf_compare_strings);
-	rfs_buf_printf(&b, "%s:", copy);
-	for (size_t i = 0; i < n; i++)
-		if (i == 0 || strcmp(values[i], values[i - 1]) != 0)
-			rfs_buf_printf(&b, "%s%s", i ? "|" : "", values[i]);
-out:
 	free(values);
 	free(copy);
-	char *text = NULL;
-	size_t len;
-	if (values && rfs_buf_finish(&b, &text, &len) != 0)
-		text = NULL;
 	return text;
 }
 

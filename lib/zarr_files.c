@@ -120,8 +120,8 @@ static int add_file(struct rfs_zarr_array *a, uint64_t f, const char *path,
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -EIO;
 	}
-	if (a->nfiles == *room) {
-		size_t more = *room ? 2 * *room : 16;
+	if (a->nfiles >= *room) {
+		size_t more = a->nfiles ? 2 * a->nfiles : 16;
 		void *p = realloc(a->files, more * sizeof(*a->files));
 		if (!p)
 			return -ENOMEM;
@@ -141,6 +141,7 @@ static struct {
 	int watch; /* add the directories' watches */
 	int unwatched; /* a watch could not be added */
 	int unlisted; /* a directory the walk cannot list or enter */
+	size_t root_len; /* of the array's directory as nftw spells it */
 	int rc;
 	char *err;
 	size_t errlen;
@@ -168,8 +169,8 @@ static int watch_dir(const char *path)
 	struct rfs_zarr_array *a = walk.a;
 	if (walk.unwatched)
 		return 0;
-	if (a->ndir_watches == walk.watch_room) {
-		size_t room = walk.watch_room ? 2 * walk.watch_room : 16;
+	if (a->ndir_watches >= walk.watch_room) {
+		size_t room = a->ndir_watches ? 2 * a->ndir_watches : 16;
 		int *more = realloc(a->dir_watches, room * sizeof(*more));
 		if (!more)
 			return -ENOMEM;
@@ -188,22 +189,28 @@ static int watch_dir(const char *path)
 static int walk_entry(const char *path, const struct stat *st, int type,
 		      struct FTW *ftw)
 {
-	(void)st, (void)ftw;
+	(void)st;
 	struct rfs_zarr_array *a = walk.a;
 	struct stat target;
-	size_t len = strlen(a->dir);
+	/* nftw strips the directory's trailing slashes ("obs/x/" from a
+	 * column named "/obs/x/"): the keys are what follows its spelling. */
+	if (ftw->level == 0)
+		walk.root_len = strlen(path);
+	size_t len = walk.root_len;
 	if (type == FTW_D) {
 		walk.rc = walk.watch ? watch_dir(path) : 0;
 	} else if (type == FTW_DNR || type == FTW_NS ||
 		   (type == FTW_SL && stat(path, &target) == 0 &&
 		    S_ISDIR(target.st_mode))) {
 		walk.unlisted = 1; /* a linked directory is not entered */
-	} else if (strncmp(path, a->dir, len) == 0 && path[len] == '/') {
+	} else if (ftw->level > 0 && path[len] == '/') {
 		int64_t f = key_position(a, path + len + 1);
 		if (f >= 0)
 			walk.rc = add_file(a, (uint64_t)f, path,
 					   &walk.file_room, walk.err,
 					   walk.errlen);
+	} else if (ftw->level > 0) {
+		walk.unlisted = 1; /* not where it should be: look up each */
 	}
 	return walk.rc ? -1 : 0;
 }
@@ -221,6 +228,9 @@ static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
 		     size_t errlen)
 {
 	pthread_mutex_lock(&walk_lock);
+	free(a->files); /* a walk before: listed again */
+	a->files = NULL;
+	a->nfiles = 0;
 	walk.a = a;
 	walk.watch = watch;
 	walk.watch_room = walk.file_room = 0;

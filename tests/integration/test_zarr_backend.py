@@ -422,3 +422,20 @@ def test_lone_array_and_named_arrays(mounts, stores, tmp_path):
     for k, index in all_batches(m):
         np.testing.assert_array_equal(m.load("batch", 0, 0, k), x[index])
         np.testing.assert_array_equal(m.load("label", 0, 0, k), index % 4)
+
+
+def test_array_paths_with_a_trailing_slash(mounts, stores, tmp_path):
+    """dataset=/data/x/ and label=/meta/y/ name the same arrays as without
+    the slash, in a store without consolidated metadata: their chunk files
+    are listed under the directory however it is spelt (a listing that
+    missed them served the label as fill and the rows as EIO)."""
+    x = stores["x"]
+    plain = str(tmp_path / "plain.zarr")
+    g = zarr.open_group(plain, mode="w")
+    g.create_dataset("data/x", data=x, chunks=(33, 7))
+    g.create_dataset("meta/y", data=np.arange(N) % 4 + 1, chunks=(100,))
+    m = mounts(plain, "dataset=/data/x/,label=/meta/y/,batch_size=100")
+    for k, index in all_batches(m):
+        np.testing.assert_array_equal(m.load("batch", 0, 0, k), x[index])
+        np.testing.assert_array_equal(m.load("label", 0, 0, k),
+                                      index % 4 + 1)
