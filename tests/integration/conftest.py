@@ -326,6 +326,22 @@ def rankfs_cat():
 
 # Source files, written by the real libraries.
 
+def options_from_config(config):
+    """config.json's effective options as -o text: nulls left out, a
+    flag as 0 or 1, one filter= per filter."""
+    out = []
+    for key, value in config.items():
+        if key == "view_id" or value is None:
+            continue
+        if isinstance(value, list):
+            out += [f"{key}={v}" for v in value]
+        elif isinstance(value, bool):
+            out.append(f"{key}={int(value)}")
+        else:
+            out.append(f"{key}={value}")
+    return ",".join(out)
+
+
 def write_h5(path, datasets, attrs=None):
     """datasets: {name: array or (array, create_dataset kwargs)}."""
     with h5py.File(path, "w") as f:

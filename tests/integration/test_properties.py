@@ -78,6 +78,8 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from conftest import options_from_config
+
 COUNT = int(os.environ.get("RANKFS_PROPERTY_CASES", "30"))
 SEED = os.environ.get("RANKFS_PROPERTY_SEED", "1")
 MOUNT_EVERY = 6  # cases 0, 6, 12, ... are mounted too
@@ -711,20 +713,6 @@ def drawable_rows(case, keep):
     if case.strategy == "class_balanced":
         return np.flatnonzero(keep & (cols["labels"][case.label][0] >= 0))
     return np.flatnonzero(keep)
-
-
-def options_from_config(config):
-    out = []
-    for key, value in config.items():
-        if key == "view_id" or value is None:
-            continue
-        if isinstance(value, list):
-            out += [f"{key}={v}" for v in value]
-        elif isinstance(value, bool):
-            out.append(f"{key}={int(value)}")
-        else:
-            out.append(f"{key}={value}")
-    return ",".join(out)
 
 
 def with_opts(case, **change):

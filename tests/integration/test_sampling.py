@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import (is_mounted, run_rankfs, source_rows, write_h5,
-                      write_h5ad)
+from conftest import (is_mounted, options_from_config, run_rankfs,
+                      source_rows, write_h5, write_h5ad)
 
 N, D = 6000, 8
 CLASSES = ["B cell", "T cell", "monocyte", "NK", "platelet"]
@@ -251,22 +251,6 @@ def test_weighted_draws_pass_chi_square(mounts, tmp_path):
     assert by_row.pvalue > 0.001
     # The test can fail: the same draws against equal weights.
     assert stats.chisquare(per_class).pvalue < 1e-10
-
-
-def options_from_config(config):
-    """config.json's effective options as -o text: nulls left out, a
-    flag as 0 or 1, one filter= per filter."""
-    out = []
-    for key, value in config.items():
-        if key == "view_id" or value is None:
-            continue
-        if isinstance(value, list):
-            out += [f"{key}={v}" for v in value]
-        elif isinstance(value, bool):
-            out.append(f"{key}={int(value)}")
-        else:
-            out.append(f"{key}={value}")
-    return ",".join(out)
 
 
 @pytest.mark.parametrize("options", [
