@@ -35,9 +35,14 @@ class Mount:
         try:
             self.config: Dict[str, Any] = self._json("config.json")
             self.dataset: Dict[str, Any] = self._json("dataset.json")
-        except FileNotFoundError as e:
-            raise ValueError(f"{self.path} is not a rankfs mount (no "
-                             f"{os.path.basename(e.filename)})") from None
+        except (FileNotFoundError, NotADirectoryError) as e:
+            why = f"no {os.path.basename(e.filename)}"
+            if not os.path.lexists(self.path):
+                why = "no such directory"
+            elif not os.path.isdir(self.path):
+                why = "not a directory: give the mountpoint, not a source"
+            raise ValueError(f"{self.path} is not a rankfs mount "
+                             f"({why})") from None
         # Checked here, once: the collectives that compare ranks encode it
         # (rankfs.jax as two uint32), and a rank that raised there would
         # leave the others waiting.
@@ -54,8 +59,21 @@ class Mount:
         return f"rankfs.Mount({self.path!r})"
 
     def _json(self, name: str) -> Dict[str, Any]:
-        with open(os.path.join(self.path, name)) as f:
-            return json.load(f)
+        """MOUNT/name, a JSON object; anything else is a ValueError
+        naming the file (a directory that is not a mount may hold a
+        config.json of its own)."""
+        with open(os.path.join(self.path, name), "rb") as f:
+            text = f.read()
+        try:
+            value = json.loads(text)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"{self.path} is not a rankfs mount ({name} "
+                             f"is not JSON: {e})") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"{self.path} is not a rankfs mount ({name} "
+                             f"holds a {type(value).__name__}, not an "
+                             "object)")
+        return value
 
     # config.json and dataset.json
 

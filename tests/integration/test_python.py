@@ -89,6 +89,31 @@ def test_mount_refuses_a_config_without_a_view_id(tmp_path):
             rankfs.Mount(str(tmp_path))
 
 
+def test_mount_of_what_is_not_a_mount_is_a_value_error(source, tmp_path):
+    """A source given instead of the mountpoint, a missing directory, and
+    a directory whose config.json is not rankfs's: each a ValueError
+    saying so (they were NotADirectoryError, AttributeError and a bare
+    JSONDecodeError), and `python3 -m rankfs` exits 1 with that line."""
+    def refused(path, why):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{path} is not a rankfs mount ({why}")):
+            rankfs.Mount(path)
+    refused(source[0], "not a directory: give the mountpoint, not a source")
+    refused(str(tmp_path / "absent"), "no such directory")
+    (tmp_path / "dataset.json").write_text("{}")
+    for text, why in (("[1, 2]", "config.json holds a list, not an object"),
+                      ('"x"', "config.json holds a str, not an object"),
+                      ("{oops", "config.json is not JSON: Expecting "),
+                      ("\xff", "config.json is not JSON: ")):
+        (tmp_path / "config.json").write_bytes(text.encode("latin1"))
+        refused(str(tmp_path), why)
+    r = subprocess.run([sys.executable, "-m", "rankfs", source[0]],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (
+        1, f"python3 -m rankfs: {source[0]} is not a rankfs mount (not a "
+        "directory: give the mountpoint, not a source)\n")
+
+
 def test_torch_loader_yields_the_files_bytes_in_order(mounted):
     m, _ = mounted
     import torch
