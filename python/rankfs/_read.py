@@ -58,8 +58,19 @@ def read_header(f: Any, path: str) -> Tuple[Tuple[int, ...], np.dtype, int]:
 def read_npy(path: str, alloc: Alloc) -> Any:
     """Reads the .npy file at path into a buffer from alloc(shape, dtype).
 
-    @return the buffer alloc returned, filled
+    @return the buffer alloc returned, filled; an OSError of a read (EIO
+        where the mount could not make the batch) names the file
     """
+    try:
+        return _read_npy(path, alloc)
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        # read() and readinto() raise without the file's name.
+        raise OSError(e.errno, e.strerror, path) from e
+
+
+def _read_npy(path: str, alloc: Alloc) -> Any:
     with open(path, "rb", buffering=0) as f:
         shape, dtype, offset = read_header(f, path)
         buf, view = alloc(shape, dtype)

@@ -304,6 +304,29 @@ def test_leaving_a_loader_early_stops_its_threads(mounted):
     assert not readers()
 
 
+def test_a_read_error_names_the_file(mounts, source, tmp_path):
+    """A source changed in place after mount makes every later batch EIO
+    (docs/usage.md, "Changing a source under a mount"): the loaders raise
+    it as an OSError naming the batch file (readinto's and read()'s own
+    name none), and stop their threads."""
+    import errno
+    import shutil
+    path = str(tmp_path / "copy.h5ad")
+    shutil.copy(source[0], path)
+    m = rankfs.Mount(mounts(path, OPTIONS).mnt)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    for make in (rankfs.loader, rankfs.torch.loader):
+        with pytest.raises(OSError) as raised:
+            list(make(m, 1, rank=1, threads=3))
+        assert raised.value.errno == errno.EIO
+        assert raised.value.filename == m.batch_path(1, 1, 0)
+        assert str(raised.value) == (f"[Errno {errno.EIO}] Input/output "
+                                     f"error: '{m.batch_path(1, 1, 0)}'")
+    assert not [t for t in threading.enumerate()
+                if t.name.startswith("rankfs-read")]
+
+
 # torch.distributed: gloo ranks on 127.0.0.1, one process each.
 
 def _gloo_rank(rank, world, port, paths, out):
