@@ -8,7 +8,8 @@ same from a global step on, as a job resumed there would read it.
 
 Prints one JSON line: view_id, rank, batches and rows read, the column
 means, and the batches left from --start-step. The rank may come from
-env RANK and WORLD_SIZE instead (as torchrun and Slurm wrappers set).
+env RANK and WORLD_SIZE (as torchrun sets) or SLURM_PROCID and
+SLURM_NTASKS (as srun sets) instead.
 """
 import argparse
 import json

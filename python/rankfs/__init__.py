@@ -34,8 +34,9 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     @param epoch the epoch; None for the step view: every listed epoch's
         batches from start_step on, one after the other
     @param rank from env RANK and WORLD_SIZE when set (WORLD_SIZE must
-        equal the mount's world_size), else this argument; may be left
-        out on a world_size=1 mount
+        equal the mount's world_size), else this argument, else env
+        SLURM_PROCID and SLURM_NTASKS (srun); may be left out on a
+        world_size=1 mount
     @param labels yield (batch, labels) pairs (label/ files)
     @param start_step the global step to start at (step s is batch
         s mod nb of epoch s div nb); batches of the epoch before it are

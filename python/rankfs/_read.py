@@ -186,16 +186,33 @@ def _env_int(name: str) -> int:
         raise ValueError(f"env {name}={value!r} is not an integer") from None
 
 
+# Environment variables that say (rank, world size): torchrun's, then
+# Slurm's (srun sets them in every task).
+ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+
+
+def _env_pair(names: Tuple[str, str], rank: Optional[int]
+              ) -> Optional[Tuple[int, int, str]]:
+    if not all(n in os.environ for n in names):
+        return None
+    # Slurm's are set in every process of an allocation (a batch script
+    # too, however many tasks it asked for): an explicit rank= wins.
+    if names[0] == "SLURM_PROCID" and rank is not None:
+        return None
+    return (_env_int(names[0]), _env_int(names[1]),
+            f"env {names[0]}/{names[1]}")
+
+
 def resolve_rank(mount: Mount, rank: Optional[int],
                  detected: Optional[Tuple[int, int, str]]) -> int:
     """This process's rank, from `detected` (rank, world size, where they
-    came from), else env RANK and WORLD_SIZE, else the argument (with the
-    mount's world size). A world size that differs from the mount's, or
+    came from), else env RANK and WORLD_SIZE (torchrun), else the
+    argument (with the mount's world size), else env SLURM_PROCID and
+    SLURM_NTASKS (srun). A world size that differs from the mount's, or
     an argument that differs from the detected rank, is a ValueError."""
-    if detected is None and "RANK" in os.environ \
-            and "WORLD_SIZE" in os.environ:
-        detected = (_env_int("RANK"), _env_int("WORLD_SIZE"),
-                    "env RANK/WORLD_SIZE")
+    for names in ENV_PAIRS:
+        if detected is None:
+            detected = _env_pair(names, rank)
     world = mount.world_size
     if detected is not None:
         found, found_world, source = detected
@@ -210,12 +227,13 @@ def resolve_rank(mount: Mount, rank: Optional[int],
         rank = found
     elif rank is None:
         if world != 1:
-            alone = [n for n in ("RANK", "WORLD_SIZE") if n in os.environ]
+            alone = [f"env {a} is set, without {b}"
+                     for pair in ENV_PAIRS for a, b in (pair, pair[::-1])
+                     if a in os.environ and b not in os.environ]
             raise ValueError(
                 f"{mount.path} has world_size {world}: give rank=, set env "
-                "RANK and WORLD_SIZE, or start a process group" +
-                (f" (env {alone[0]} is set, without the other)"
-                 if alone else ""))
+                "RANK and WORLD_SIZE, run under srun or start a process "
+                "group" + (f" ({'; '.join(alone)})" if alone else ""))
         rank = 0
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} out of range [0, {world}) for "

@@ -6,7 +6,8 @@
 
 The rank is jax.process_index() when jax runs several processes
 (jax.distributed.initialize), whose count must equal the mount's
-world_size; else env RANK and WORLD_SIZE, else the argument.
+world_size; else env RANK and WORLD_SIZE, else the argument, else env
+SLURM_PROCID and SLURM_NTASKS.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ __all__ = ["loader", "detect_rank", "check_view_id"]
 
 def detect_rank(mount: MountLike, rank: Optional[int] = None) -> int:
     """jax.process_index() when jax.process_count() > 1 (which must equal
-    the mount's world_size), else env RANK/WORLD_SIZE, else `rank`."""
+    the mount's world_size), else env RANK/WORLD_SIZE, else `rank`, else
+    env SLURM_PROCID/SLURM_NTASKS."""
     m = as_mount(mount)
     found = None
     if jax.process_count() > 1:

@@ -47,8 +47,9 @@ def _group() -> bool:
 def detect_rank(mount: MountLike, rank: Optional[int] = None) -> int:
     """This process's rank for the mount: torch.distributed's when a
     process group is initialised, else env RANK and WORLD_SIZE, else
-    `rank` (world size then the mount's). A world size other than the
-    mount's is a ValueError naming both."""
+    `rank` (world size then the mount's), else env SLURM_PROCID and
+    SLURM_NTASKS. A world size other than the mount's is a ValueError
+    naming both."""
     m = as_mount(mount)
     found = None
     if _group():
@@ -79,8 +80,8 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
 
     Rank and world size come from torch.distributed when a process group
     is initialised, else from env RANK and WORLD_SIZE, else from `rank`
-    (world size the mount's); a world size other than the mount's is a
-    ValueError. With a process group the view_id of every rank's mount
+    (world size the mount's), else from env SLURM_PROCID and
+    SLURM_NTASKS; a world size other than the mount's is a ValueError. With a process group the view_id of every rank's mount
     is compared (a collective: every rank calls loader() alike) and a
     mismatch is a ValueError naming the ranks.
 

@@ -42,6 +42,14 @@ def source(tmp_path_factory):
     return path, x, codes
 
 
+@pytest.fixture(autouse=True)
+def no_launcher_env(monkeypatch):
+    """Tests set the variables that say a rank themselves: none from a
+    torchrun or srun the suite runs under."""
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def mounted(mounts, source):
     m = mounts(source[0], OPTIONS + ",seed=3")
@@ -213,7 +221,7 @@ def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
         rankfs.torch.loader(m, 0, rank=2)
     monkeypatch.setenv("RANK", "1")  # without WORLD_SIZE: not used
     with pytest.raises(ValueError, match=r"world_size 2.*rank=.*\(env RANK "
-                       r"is set, without the other\)$"):
+                       r"is set, without WORLD_SIZE\)$"):
         rankfs.torch.loader(m, 0)
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert rankfs.torch.loader(m, 0).rank == 1
@@ -227,6 +235,42 @@ def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
                        r"RANK/WORLD_SIZE\) differs from the mount's "
                        r"world_size 2"):
         rankfs.torch.loader(m, 0)
+
+
+def test_rank_from_slurm_env(mounted, monkeypatch):
+    """Under srun (no torchrun, no process group): SLURM_PROCID and
+    SLURM_NTASKS, checked as RANK and WORLD_SIZE are; torchrun's RANK and
+    WORLD_SIZE come first (with torchrun under srun, SLURM_PROCID counts
+    nodes); an explicit rank= wins over Slurm's, which every process of
+    an allocation inherits."""
+    m, _ = mounted
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    assert rankfs.torch.loader(m, 0).rank == 1
+    assert rankfs.loader(m, 0).rank == 1
+    assert rankfs.torch.BatchDataset(m, 0).rank == 1
+    assert rankfs.torch.loader(m, 0, rank=0).rank == 0
+    got = next(iter(rankfs.loader(m, 2, labels=True)))
+    assert got[0].tobytes() == np.load(m.batch_path(2, 1, 0)).tobytes()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert rankfs.torch.loader(m, 0).rank == 0
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    with pytest.raises(ValueError, match=re.escape(
+            "world size 4 (from env SLURM_PROCID/SLURM_NTASKS) differs "
+            f"from the mount's world_size 2 ({m.path}/config.json): mount "
+            "with -o world_size=4")):
+        rankfs.torch.loader(m, 0)
+    monkeypatch.setenv("SLURM_PROCID", "x")
+    with pytest.raises(ValueError, match=r"^env SLURM_PROCID='x' is not an "
+                       "integer$"):
+        rankfs.loader(m, 0)
+    monkeypatch.delenv("SLURM_NTASKS")
+    with pytest.raises(ValueError, match=r"run under srun.*\(env "
+                       r"SLURM_PROCID is set, without SLURM_NTASKS\)$"):
+        rankfs.loader(m, 0)
 
 
 def test_loader_claims_of_usage_md(mounts, mounted, tmp_path, monkeypatch):
