@@ -32,7 +32,8 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
 
     @param mount a Mount or its path
     @param epoch the epoch; None for the step view: every listed epoch's
-        batches from start_step on, one after the other
+        batches from start_step on, one after the other (a start_step
+        past their end is a ValueError)
     @param rank from env RANK and WORLD_SIZE when set (WORLD_SIZE must
         equal the mount's world_size), else this argument, else env
         SLURM_PROCID and SLURM_NTASKS (srun); may be left out on a

@@ -142,7 +142,14 @@ class Steps:
         self.mount, self.epoch, self.rank = mount, epoch, rank
         self.labels = labels
         if epoch is None:
-            self.first, self.end = start_step, max(start_step, mount.steps)
+            # Silently empty, a resumed job would end at once.
+            if start_step > mount.steps:
+                raise ValueError(
+                    f"start_step={start_step} is past the end of the step "
+                    f"view's listed epochs ({mount.epochs} x {nb} = "
+                    f"{mount.steps} steps): mount with a larger -o epochs= "
+                    "or give the epoch")
+            self.first, self.end = start_step, mount.steps
         else:
             if not 0 <= epoch < 2**31:
                 raise IndexError(f"epoch {epoch} out of range [0, 2^31)")

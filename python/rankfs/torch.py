@@ -91,7 +91,7 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
 
     @param mount a rankfs.Mount or its path
     @param epoch the epoch; None for the step view: every listed epoch
-        from start_step on
+        from start_step on (a start_step past their end is a ValueError)
     @param labels yield (batch, labels) with labels the int64 label codes
     @param start_step global step to resume at (step s is batch s mod nb
         of epoch s div nb, as in MOUNT/step/); an epoch's batches before

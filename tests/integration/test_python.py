@@ -210,6 +210,32 @@ def test_start_step_resumes_as_the_step_view(mounted):
         rankfs.torch.loader(m, 0, rank=1, start_step=-1)
 
 
+def test_start_step_at_epoch_boundaries_and_past_the_end(mounted):
+    """A step at an epoch's last or first batch, the step view resumed
+    at its end (nothing left) and past it (a ValueError: silently empty,
+    a resumed job ended at once)."""
+    m, _ = mounted
+    nb = m.batches_per_rank
+    last = rankfs.loader(m, 0, rank=0, labels=True, start_step=nb - 1)
+    (x, y), = list(last)
+    assert npy_bytes(x) == step_file_bytes(m, 0, [nb - 1])[0]
+    assert npy_bytes(y) == step_file_bytes(m, 0, [nb - 1], "label")[0]
+    assert len(rankfs.loader(m, 0, rank=0, start_step=nb)) == 0
+    first = rankfs.loader(m, 1, rank=0, start_step=nb)
+    assert [npy_bytes(a) for a in first] == \
+        step_file_bytes(m, 0, range(nb, 2 * nb))
+    across = rankfs.loader(m, None, rank=0, start_step=nb - 1)
+    assert [npy_bytes(a) for a in across][:2] == \
+        step_file_bytes(m, 0, [nb - 1, nb])
+    assert list(rankfs.loader(m, None, rank=0, start_step=m.steps)) == []
+    for make in (rankfs.loader, rankfs.torch.loader):
+        with pytest.raises(ValueError, match=re.escape(
+                f"start_step={m.steps + 1} is past the end of the step "
+                f"view's listed epochs (3 x {nb} = {m.steps} steps): mount "
+                "with a larger -o epochs= or give the epoch")):
+            make(m, None, rank=0, start_step=m.steps + 1)
+
+
 def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
     m, _ = mounted
     monkeypatch.delenv("RANK", raising=False)
