@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -31,9 +30,32 @@ def _value(v: Any) -> str:
         return "-"
     if isinstance(v, bool):
         return "1" if v else "0"
-    if isinstance(v, list):
-        return "|".join(map(str, v)) or "-"
     return str(v)
+
+
+def _words(c: Dict[str, Any], keys: List[str]) -> List[str]:
+    """KEY=VALUE for each option, one for each value of a repeated
+    option (filter= is a list: one filter each, values in a filter
+    joined by |)."""
+    out: List[str] = []
+    for k in keys:
+        v = c[k]
+        values = (v or [None]) if isinstance(v, list) else [v]
+        out += [f"{k}={_value(x)}" for x in values]
+    return out
+
+
+def _wrap(words: List[str], first: str, rest: str, width: int = 79
+          ) -> List[str]:
+    """words on lines of width, never cut inside one (a filter's
+    values may hold spaces)."""
+    lines = [first]
+    for w in words:
+        if len(lines[-1]) > len(rest) and \
+                len(lines[-1]) + 1 + len(w) > width:
+            lines.append(rest)
+        lines[-1] += w if len(lines[-1]) == len(rest) else " " + w
+    return lines
 
 
 def _last(rank: Dict[str, Any]) -> str:
@@ -77,10 +99,7 @@ def summary(m: Mount, stats: Optional[Dict[str, Any]] = None) -> str:
         out.append(f"label     {label['column']} ({what})")
     shown = [k for k in BYTES_OPTIONS if k in c] + \
         [k for k in c if k not in BYTES_OPTIONS and k != "view_id"]
-    out += textwrap.wrap(" ".join(f"{k}={_value(c[k])}" for k in shown),
-                         width=79, initial_indent="options   ",
-                         subsequent_indent="          ",
-                         break_on_hyphens=False)
+    out += _wrap(_words(c, shown), "options   ", " " * 10)
     out.append(f"sizes     {nb} batches per rank per epoch, "
                f"{m.world_size} ranks, {m.epochs} epochs listed "
                f"({m.steps} steps)")

@@ -531,6 +531,22 @@ def test_python_m_rankfs_prints_a_summary(mounted):
         "not a rankfs mount" in bad.stderr
 
 
+def test_python_m_rankfs_shows_each_filter(mounts, source):
+    """Two filter= options are two words of the options, each whole on
+    its line (values with spaces too); joined by | they read as one
+    filter of other values."""
+    m = mounts(source[0], f"world_size={W},batch_size=20,"
+               "filter=cell_type:B cell|T cell,filter=cell_type:T cell|NK")
+    r = subprocess.run([sys.executable, "-m", "rankfs", m.mnt],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for want in ("filter=cell_type:B cell|T cell",
+                 "filter=cell_type:T cell|NK"):
+        assert re.search(f"(^| ){re.escape(want)}( |$)", r.stdout, re.M)
+    assert max(map(len, r.stdout.splitlines()[2:])) <= 80
+    assert "filter=-" not in r.stdout
+
+
 def test_cmake_install_lays_out_an_importable_package(tmp_path):
     prefix = tmp_path / "prefix"
     subprocess.run(["cmake", "--install", os.path.join(REPO, "build"),
