@@ -18,14 +18,14 @@ from typing import Optional
 
 from ._loader import Loader
 from ._mount import Mount, MountLike, as_mount
-from ._read import Steps, numpy_alloc, read_npy, resolve_rank
+from ._read import StartStep, Steps, numpy_alloc, read_npy, resolve_rank
 
 __version__ = "0.1.0"
 __all__ = ["Mount", "Loader", "loader", "read_npy", "__version__"]
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
-           labels: bool = False, start_step: int = 0,
+           labels: bool = False, start_step: StartStep = 0,
            threads: int = 4) -> Loader:
     """This rank's batches of one epoch as numpy arrays, read ahead by
     `threads` threads.
@@ -41,7 +41,8 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     @param labels yield (batch, labels) pairs (label/ files)
     @param start_step the global step to start at (step s is batch
         s mod nb of epoch s div nb); batches of the epoch before it are
-        skipped
+        skipped. Or Mount.resume_point(step) of the mount that saved it,
+        which may have another world size (Mount.resume_step)
     @return a Loader: iterate it (in order), len() it
     """
     m = as_mount(mount)

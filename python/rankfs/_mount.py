@@ -9,6 +9,15 @@ EPOCH_LIMIT = 2**31
 BATCH_MIN_WIDTH = 6
 STEP_MIN_WIDTH = 9
 KINDS = ("batch", "index", "label")
+# config.json's keys that leave the rows of a global step as they are
+# (world_size and batch_size are compared as their product).
+NOT_SAMPLING = frozenset({"view_id", "world_size", "batch_size", "epochs",
+                          "cache_mb", "prefetch", "threads", "log_file",
+                          "open_timeout"})
+# dataset.json's keys that a resumed mount must share (not the sources'
+# paths, nor how this node reads them).
+SAMPLED_DATA = ("fingerprint", "rows", "columns", "served_dtype",
+                "filtered_rows", "label")
 
 
 def _digits(n: int) -> int:
@@ -188,6 +197,56 @@ class Mount:
     def steps(self) -> int:
         """Steps of the listed epochs: epochs x batches_per_rank."""
         return self.epochs * self.batches_per_rank
+
+    # resuming
+
+    def resume_point(self, step: int) -> Dict[str, Any]:
+        """What a checkpoint keeps to resume at global step `step` (a
+        dict for JSON or pickle): the step, this mount's config.json and
+        what its dataset.json says of the rows. Give it back to
+        :meth:`resume_step` or as a loader's start_step, on this mount or
+        on a mount of another world size."""
+        if not (isinstance(step, int) and step >= 0):
+            raise ValueError(f"step={step!r}: an int >= 0")
+        return {"step": step, "config": dict(self.config),
+                "dataset": {k: self.dataset.get(k) for k in SAMPLED_DATA}}
+
+    def resume_step(self, point: Dict[str, Any]) -> int:
+        """The global step of `point` (resume_point's, on the mount that
+        saved it) to resume at here. A mount of the same view_id takes
+        it as it is. One of another world size takes it only where the
+        step holds the same rows (elastic, docs/sampling.md): both
+        partition=batch, equal world_size x batch_size, every other
+        option that picks rows and the sources alike; anything else is a
+        ValueError naming what differs."""
+        step, saved = int(point["step"]), point["config"]
+        if saved.get("view_id") == self.view_id:
+            return step
+        c, why = self.config, []
+        parts = (saved.get("partition"), c.get("partition"))
+        if parts != ("batch", "batch"):
+            why.append(f"partition={parts[0]} there, {parts[1]} here: only "
+                       "partition=batch serves a global step's rows for "
+                       "any world size")
+        sizes = [(x["world_size"], x["batch_size"]) for x in (saved, c)]
+        if sizes[0][0] * sizes[0][1] != sizes[1][0] * sizes[1][1]:
+            why.append("world_size x batch_size = " + " there, ".join(
+                f"{w} x {b} = {w * b}" for w, b in sizes) + " here")
+        for k in sorted(set(saved) | set(c)):
+            if k not in NOT_SAMPLING | {"partition"} and \
+                    saved.get(k) != c.get(k):
+                why.append(f"{k}={saved.get(k)} there, {c.get(k)} here")
+        data = {k: self.dataset.get(k) for k in SAMPLED_DATA}
+        for k in SAMPLED_DATA:
+            if point["dataset"].get(k) != data[k]:
+                why.append(f"dataset.json's {k} differs")
+        if why:
+            raise ValueError(
+                f"step {step} of view {saved.get('view_id')} (world_size "
+                f"{sizes[0][0]}) cannot be resumed on {self.path} (view "
+                f"{self.view_id}, world_size {sizes[1][0]}): it holds other "
+                "rows here: " + "; ".join(why))
+        return step
 
     # file names
 

@@ -13,8 +13,8 @@ import ast
 import collections
 import concurrent.futures
 import os
-from typing import (Any, Callable, Iterable, Iterator, List, Optional,
-                    Sequence, Tuple, TypeVar)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List,
+                    Optional, Sequence, Tuple, TypeVar, Union)
 
 import numpy as np
 
@@ -24,6 +24,8 @@ MAGIC = b"\x93NUMPY"
 T = TypeVar("T")
 R = TypeVar("R")
 
+# A global step, or Mount.resume_point's dict holding one.
+StartStep = Union[int, Dict[str, Any]]
 # (buffer handed back to the caller, its numpy view that the bytes go into)
 Alloc = Callable[[Tuple[int, ...], np.dtype], Tuple[Any, np.ndarray]]
 
@@ -132,7 +134,9 @@ class Steps:
     """
 
     def __init__(self, mount: Mount, epoch: Optional[int], rank: int,
-                 start_step: int, labels: bool) -> None:
+                 start_step: StartStep, labels: bool) -> None:
+        if isinstance(start_step, dict):  # Mount.resume_point's
+            start_step = mount.resume_step(start_step)
         if start_step < 0:
             raise ValueError(f"start_step={start_step}: must be >= 0")
         if labels and not mount.has_labels:

@@ -18,7 +18,8 @@ import numpy as np
 
 from ._loader import Loader
 from ._mount import MountLike, as_mount
-from ._read import Steps, agree_across_ranks, numpy_alloc, resolve_rank
+from ._read import (StartStep, Steps, agree_across_ranks, numpy_alloc,
+                    resolve_rank)
 
 __all__ = ["loader", "detect_rank", "check_view_id"]
 
@@ -61,7 +62,7 @@ def _gather(mine: tuple) -> List[tuple]:
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
-           labels: bool = False, start_step: int = 0, threads: int = 4,
+           labels: bool = False, start_step: StartStep = 0, threads: int = 4,
            device: Optional[Any] = None) -> Loader:
     """This process's batches of one epoch as jax arrays (with their
     int64 label codes when labels is set), read by `threads` threads

@@ -20,7 +20,8 @@ import torch.utils.data
 
 from ._loader import Loader
 from ._mount import MountLike, as_mount
-from ._read import Steps, agree_across_ranks, read_pair, resolve_rank
+from ._read import (StartStep, Steps, agree_across_ranks, read_pair,
+                    resolve_rank)
 
 __all__ = ["loader", "BatchDataset", "detect_rank", "check_view_id"]
 
@@ -73,7 +74,7 @@ def _gather(mine: tuple) -> List[tuple]:
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
-           labels: bool = False, start_step: int = 0, threads: int = 4,
+           labels: bool = False, start_step: StartStep = 0, threads: int = 4,
            pin_memory: bool = True,
            device: Union[str, torch.device, None] = None) -> Loader:
     """This rank's batches of one epoch as tensors, read by a thread pool.
@@ -95,7 +96,10 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     @param labels yield (batch, labels) with labels the int64 label codes
     @param start_step global step to resume at (step s is batch s mod nb
         of epoch s div nb, as in MOUNT/step/); an epoch's batches before
-        it are skipped, an epoch wholly before it yields nothing
+        it are skipped, an epoch wholly before it yields nothing. Or
+        Mount.resume_point(step) of the mount that saved it: of another
+        world size only where that step holds the same rows here
+        (Mount.resume_step), else a ValueError
     @param device move each tensor there (non_blocking) before yielding
     @return a Loader: iterate it; len() is the batches it yields
     """

@@ -236,6 +236,65 @@ def test_start_step_at_epoch_boundaries_and_past_the_end(mounted):
             make(m, None, rank=0, start_step=m.steps + 1)
 
 
+def test_elastic_resume_at_a_global_step(mounted, mounts, source):
+    """A step saved on a world_size=2 mount (resume_point, through JSON)
+    resumes on mounts of world_size 4 and 1 with the same world_size x
+    batch_size (partition=batch): each step's ranks together hold the
+    rows and labels the 2 ranks held. Where the step would hold other
+    rows (another partition, global batch size or seed) resuming is
+    refused, naming why."""
+    a, _ = mounted
+    _, x, codes = source
+    nb = a.batches_per_rank
+    point = json.loads(json.dumps(a.resume_point(nb + 5)))
+    assert a.resume_step(point) == nb + 5
+
+    def steps(m, world):
+        loaders = [rankfs.loader(m, 1, rank=r, labels=True,
+                                 start_step=point) for r in range(world)]
+        assert [len(loader) for loader in loaders] == [nb - 5] * world
+        return [(np.concatenate([b[0] for b in step]),
+                 np.concatenate([b[1] for b in step]))
+                for step in zip(*loaders)]
+    want = steps(a, W)
+    assert np.array_equal(want[0][0], x[np.concatenate(
+        [np.load(a.index_path(1, r, 5)) for r in range(W)])])
+    for world in (4, 1):
+        m = rankfs.Mount(mounts(source[0], OPTIONS.replace(
+            f"world_size={W},batch_size={B}",
+            f"world_size={world},batch_size={W * B // world}") +
+            ",seed=3").mnt)
+        assert m.view_id != a.view_id and m.resume_step(point) == nb + 5
+        got = steps(m, world)
+        assert len(got) == len(want)
+        for (gx, gy), (wx, wy) in zip(got, want):
+            assert gx.tobytes() == wx.tobytes()
+            assert gy.tolist() == wy.tolist()
+        assert np.isin(got[-1][1], np.arange(len(CATEGORIES))).all()
+
+    def refused(theirs, ours, why):
+        m = rankfs.Mount(mounts(source[0], ours).mnt)
+        saved = rankfs.Mount(mounts(source[0], theirs).mnt)
+        assert saved.resume_step(saved.resume_point(7)) == 7
+        with pytest.raises(ValueError, match=re.escape(
+                f"step 7 of view {saved.view_id} (world_size "
+                f"{saved.world_size}) cannot be resumed on {m.path} (view "
+                f"{m.view_id}, world_size {m.world_size}): it holds other "
+                f"rows here: {why}")):
+            rankfs.torch.loader(m, 0, rank=0,
+                                start_step=saved.resume_point(7))
+    refused("world_size=2,batch_size=50,partition=contiguous",
+            "world_size=4,batch_size=25,partition=contiguous",
+            "partition=contiguous there, contiguous here: only "
+            "partition=batch serves a global step's rows for any world "
+            "size")
+    refused("world_size=2,batch_size=50", "world_size=4,batch_size=50",
+            "world_size x batch_size = 2 x 50 = 100 there, 4 x 50 = 200 "
+            "here")
+    refused("world_size=2,batch_size=50,seed=3",
+            "world_size=4,batch_size=25,seed=4", "seed=3 there, 4 here")
+
+
 def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
     m, _ = mounted
     monkeypatch.delenv("RANK", raising=False)
