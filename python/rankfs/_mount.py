@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 from typing import Any, Dict, List, Optional, Union
 
@@ -206,9 +207,13 @@ class Mount:
         what its dataset.json says of the rows. Give it back to
         :meth:`resume_step` or as a loader's start_step, on this mount or
         on a mount of another world size."""
-        if not (isinstance(step, int) and step >= 0):
+        try:
+            k = operator.index(step)  # numpy's and torch's ints too
+        except TypeError:
+            k = -1
+        if k < 0:
             raise ValueError(f"step={step!r}: an int >= 0")
-        return {"step": step, "config": dict(self.config),
+        return {"step": k, "config": dict(self.config),
                 "dataset": {k: self.dataset.get(k) for k in SAMPLED_DATA}}
 
     def resume_step(self, point: Dict[str, Any]) -> int:

@@ -246,7 +246,7 @@ def test_elastic_resume_at_a_global_step(mounted, mounts, source):
     a, _ = mounted
     _, x, codes = source
     nb = a.batches_per_rank
-    point = json.loads(json.dumps(a.resume_point(nb + 5)))
+    point = json.loads(json.dumps(a.resume_point(np.int64(nb + 5))))
     assert a.resume_step(point) == nb + 5
 
     def steps(m, world):
