@@ -65,9 +65,11 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
            labels: bool = False, start_step: StartStep = 0, threads: int = 4,
            device: Optional[Any] = None) -> Loader:
     """This process's batches of one epoch as jax arrays (with their
-    int64 label codes when labels is set), read by `threads` threads
-    into numpy buffers and put on `device` (default: jax's default
-    device) in order. start_step and epoch=None as in
+    label codes when labels is set), read by `threads` threads into
+    numpy buffers and put on `device` (default: jax's default device)
+    in order. jax_enable_x64 off (jax's default), device_put makes the
+    int64 codes int32 and float64 batches float32, as jax does with
+    every 64-bit array. start_step and epoch=None as in
     rankfs.torch.loader; len() is the batches it yields."""
     m, r = agree_across_ranks(mount, rank, detect_rank,
                               _gather if jax.process_count() > 1 else None)
