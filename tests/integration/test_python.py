@@ -166,6 +166,23 @@ def test_a_partial_last_batch(mounts, source):
         assert t.numpy().tobytes() == np.load(m.batch_path(0, 1, k)).tobytes()
 
 
+def test_a_csr_source_is_read_dense(mounts, tmp_path):
+    """The loaders read a CSR source's batch/*.npy: its rows densified,
+    equal to the source's rows by index/ and to the .npz beside it."""
+    import scipy.sparse as sp
+    x = sp.random(600, 40, density=0.1, format="csr", dtype=np.float32,
+                  random_state=3)
+    path = write_h5ad(str(tmp_path / "csr.h5ad"), x)
+    m = rankfs.Mount(mounts(path, "world_size=2,batch_size=30").mnt)
+    assert m.dataset["format"] == "csr" and m.batches_per_rank == 10
+    for k, t in enumerate(rankfs.torch.loader(m, 1, rank=1, threads=2)):
+        rows = x[np.load(m.index_path(1, 1, k))].toarray()
+        assert np.array_equal(t.numpy(), rows)
+        npz = sp.load_npz(m.batch_path(1, 1, k)[:-len(".npy")] + ".npz")
+        assert np.array_equal(npz.toarray(), rows)
+    assert k == 9
+
+
 def test_labels_needs_a_label_mount(mounts, source):
     m = rankfs.Mount(mounts(source[0], f"world_size={W},batch_size={B}").mnt)
     assert not m.has_labels and m.label_categories is None
