@@ -222,8 +222,10 @@ class Mount:
         it as it is. One of another world size takes it only where the
         step holds the same rows (elastic, docs/sampling.md): both
         partition=batch, equal world_size x batch_size, every other
-        option that picks rows and the sources alike; anything else is a
-        ValueError naming what differs."""
+        option that changes the files (not epochs, cache_mb, threads ...;
+        label= too, though it picks rows only for class_balanced) and the
+        sources alike; anything else is a ValueError naming what
+        differs."""
         step, saved = int(point["step"]), point["config"]
         if saved.get("view_id") == self.view_id:
             return step
