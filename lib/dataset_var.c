@@ -149,7 +149,7 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 					counts, paths, n, wanted, nwanted,
 					names_file, &v->join, err, errlen);
 	for (size_t f = 0; names && f < n; f++)
-		rfs_buf_free_strings(names[f], counts[f]);
+		rfs_source_free_var_names(files[f], names[f], counts[f]);
 	free(names);
 	free(counts);
 	free(paths);

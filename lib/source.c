@@ -22,6 +22,7 @@
 #include "column.h"
 #include "convert.h"
 #include "log.h"
+#include "memlimit.h"
 #include "rowsort.h"
 #include "source_backend.h"
 #include "varjoin.h"
@@ -473,7 +474,7 @@ int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 		return rc == -ENOENT ? 0 : rc;
 	s->info.var_fingerprint = rfs_varjoin_fingerprint_of(names, n);
 	s->info.has_var = 1;
-	rfs_buf_free_strings(names, n);
+	rfs_source_free_var_names(s, names, n);
 	return 0;
 }
 
@@ -498,8 +499,17 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 	return rc;
 }
 
+void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
+{
+	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&s->var_claimed);
+}
+
 void rfs_source_destroy(struct rfs_source *s)
 {
-	if (s)
-		s->ops->close(s);
+	if (!s)
+		return;
+	rfs_memlimit_release(&s->claimed);
+	rfs_memlimit_release(&s->var_claimed);
+	s->ops->close(s);
 }

@@ -62,6 +62,10 @@ struct rfs_source {
 	const struct rfs_source_ops *ops;
 	struct rfs_source_info info;
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
+	/* Bytes claimed (memlimit.c) for indptr, held until destroyed, and
+	 * for the var names last read, released when they are freed
+	 * (rfs_source_free_var_names) or the source destroyed. */
+	uint64_t claimed, var_claimed;
 	/* Its reads that fail (a damaged chunk, a column id out of range,
 	 * a short file): each batch that meets one would log it again,
 	 * once per generation; a line a minute, with the count. Set up by

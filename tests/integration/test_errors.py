@@ -445,6 +445,22 @@ CLAIMS = {
 }
 
 
+def refused_at_once(tmp_path, sources, options, group):
+    """Runs the daemon on sources in group (a cgroup): the mount must fail
+    within 10 s, exit 1, nothing mounted. Returns its stderr."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    t = time.monotonic()
+    r = run_rankfs(["-f", "-o", options] + sources + [mnt],
+                   preexec=group.join)
+    assert time.monotonic() - t < 10
+    mounted = is_mounted(mnt)
+    if mounted:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert not mounted and r.returncode == 1, r.stderr
+    return r.stderr
+
+
 @pytest.mark.parametrize("case", CLAIMS)
 def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
     """A dataset's length, no storage allocated, that the daemon's memory
@@ -454,19 +470,33 @@ def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
     rows, build, options, words = CLAIMS[case]
     path = claims_h5ad(tmp_path / "claims.h5ad", rows, build)
     group = cgroups.memory(256)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    t = time.monotonic()
-    r = run_rankfs(["-f", "-o", "batch_size=8," + options, path, mnt],
-                   preexec=group.join)
-    assert time.monotonic() - t < 10
-    mounted = is_mounted(mnt)
-    if mounted:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-    assert not mounted and r.returncode == 1, r.stderr
-    assert f"{path}: {words}: at least" in r.stderr, r.stderr
+    err = refused_at_once(tmp_path, [path], "batch_size=8," + options,
+                          group)
+    assert f"{path}: {words}: at least" in err, err
     assert f"more than the 256 MiB of the limit of its memory cgroup " \
-        f"({group.files[0]})" in r.stderr, r.stderr
+        f"({group.files[0]})" in err, err
+
+
+def test_claims_add_up_over_files(cgroups, tmp_path):
+    """What a mount claims adds up: six files whose labels of 2^23 int64
+    each fit a cgroup of 256 MiB alone, but not together beside the cache
+    (cache_mb 112 there by default, and the daemon's 32 MiB), fail the
+    mount at the second, naming it and what the first holds (each claim
+    was checked alone: every label was read, 384 MiB, and the daemon
+    killed for memory)."""
+    rows = 1 << 23
+    paths = [claims_h5ad(tmp_path / f"f{i}.h5ad", rows,
+                         lambda h: h.create_dataset(
+                             "obs/lab", shape=(rows,), dtype="i8",
+                             chunks=(1 << 16,)))
+             for i in range(6)]
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, paths, "batch_size=8,label=lab", group)
+    assert (f"{paths[1]}: /obs/lab claims {rows} entries: at least 64 MiB "
+            "at mount, more than the 256 MiB of the limit of its memory "
+            f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
+            "before it and cache_mb=112 with the daemon's own 32 MiB; give "
+            "cache_mb=96 or less") in err, err
 
 
 def test_claimed_var_names_not_read(cgroups, mounts, tmp_path):
