@@ -499,6 +499,39 @@ def test_claims_add_up_over_files(cgroups, tmp_path):
             "cache_mb=96 or less") in err, err
 
 
+def test_chunk_table_over_the_memory_limit(cgroups, mounts, tmp_path):
+    """A grid of 2^24 one-byte chunks allocated at creation (HDF5's
+    implicit index: no entry stored per chunk) is a sparse file of 16 MiB;
+    the table of its chunks' addresses is 384 MiB. In a cgroup of 256 MiB
+    the table is refused and the rows read through HDF5, logged (it was
+    built, HDF5 asked for each address: no mount within 20 s, the table
+    growing toward 384 MiB)."""
+    rows = 1 << 24
+    path = str(tmp_path / "tiny_chunks.h5")
+    with h5py.File(path, "w", libver="latest") as h:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((1, 1))
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        h5py.h5d.create(h.id, b"X", h5py.h5t.NATIVE_UINT8,
+                        h5py.h5s.create_simple((rows, 1)), dcpl=dcpl)
+        h["X"][:1024, 0] = np.arange(1024) % 251
+    group = cgroups.memory(256)
+    t = time.monotonic()
+    m = mounts(path, "dataset=/X,batch_size=1024,strategy=streaming",
+               preexec=group.join)
+    assert time.monotonic() - t < 10
+    assert m.json("dataset.json")["read_path"] == "hdf5", \
+        m.json("dataset.json")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0)[:, 0],
+                                  np.arange(1024) % 251)
+    assert (f"{path}: /X (its chunks' addresses) claims {rows} entries: at "
+            "least 384 MiB at mount, more than the 256 MiB of the limit of "
+            f"its memory cgroup ({group.files[0]}) leaves beside "
+            "cache_mb=112 with the daemon's own 32 MiB; its chunks are read "
+            "through HDF5 instead") in m.log_text(), m.log_text()
+
+
 def test_claimed_var_names_not_read(cgroups, mounts, tmp_path):
     """A var index whose length alone (no storage) says 2^31 names for 4
     columns is not read, as in a zarr store: the mount serves without
