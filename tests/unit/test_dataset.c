@@ -405,7 +405,8 @@ static void write_csr_part(const char *path, float v0, const char *const *genes)
 }
 
 /* CSR rows remapped: b's columns (c, x, a) onto inner's (a, c), x
- * dropped, sorted; served counts exact, before any read. */
+ * dropped, sorted; served counts exact, before any read, and claimed
+ * (memlimit.c) with the indptrs while the dataset is open. */
 static void test_joined_csr(void **state)
 {
 	struct fixture *f = *state;
@@ -416,7 +417,11 @@ static void test_joined_csr(void **state)
 	write_csr_part(a, 1, ga);
 	write_csr_part(b, 10, gb);
 	char *paths[] = { a, b };
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
 	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
+	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each. */
+	assert_int_equal(rfs_memlimit_claimed(), 2 * (3 * 8 + 2 * 4));
 	assert_true(rfs_dataset_info(d)->cols == 2);
 	/* a: row 0 {a, c}, row 1 {a, c} (b dropped); b: row 0 {c, a},
 	 * row 1 {c, a} (x dropped) */
@@ -443,6 +448,7 @@ static void test_joined_csr(void **state)
 	assert_memory_equal(values, want_values, sizeof(want_values));
 	rfs_source_csr_free(&c);
 	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 
 	/* outer drops nothing: the files' own counts. */
 	d = open_joined(paths, 2, RFS_VARJOIN_OUTER, NULL);
