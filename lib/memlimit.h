@@ -43,10 +43,12 @@ int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
  * the memory cannot hold fails the mount at once, instead of allocating
  * gigabytes or making entries for minutes first.
  *
- * Claims add up: a claim must fit, beside every claim made before it and
- * not released, in the memory this process may use (rfs_memlimit_read("")
- * on first use, or what rfs_memlimit_set_claims() gave) less what
- * rfs_memlimit_reserve() set aside for the cache. A claim counts what
+ * Claims add up, the rule being: cache_mb + RFS_MEMLIMIT_OVERHEAD_MB +
+ * every claim not released <= the limit. A claim must fit, beside every
+ * claim made before it and not released, in the memory this process may
+ * use (rfs_memlimit_read("") on first use, or what
+ * rfs_memlimit_set_claims() gave) less what rfs_memlimit_reserve() set
+ * aside for the cache. A claim counts what
  * reading the entries holds at once (the values as stored beside the
  * int64 or doubles made of them), and is held until released: its bytes
  * are added to *claimed (NULL: held for the process's life), to be given
@@ -69,7 +71,7 @@ void rfs_memlimit_release(uint64_t *claimed);
  * cgroup is killed. Without a known limit, nothing is set aside. */
 void rfs_memlimit_reserve(uint64_t cache_mb);
 
-/* The bytes claimed and not released (tests, messages). */
+/* The bytes claimed and not released (tests, fuzz targets). */
 uint64_t rfs_memlimit_claimed(void);
 
 /* Sets the limit claims are checked against (tests, fuzz targets), before

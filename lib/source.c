@@ -505,11 +505,14 @@ void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
 	rfs_memlimit_release(&s->var_claimed);
 }
 
-void rfs_source_destroy(struct rfs_source *s)
+void rfs_source_release_claims(struct rfs_source *s)
 {
-	if (!s)
-		return;
 	rfs_memlimit_release(&s->claimed);
 	rfs_memlimit_release(&s->var_claimed);
-	s->ops->close(s);
+}
+
+void rfs_source_destroy(struct rfs_source *s)
+{
+	if (s)
+		s->ops->close(s);
 }

@@ -485,6 +485,7 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 static void close_source(struct rfs_source *base)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
+	rfs_source_release_claims(base);
 	rfs_log_limit_destroy(&s->base.read_failures);
 	close_array(&s->x);
 	close_array(&s->indices);

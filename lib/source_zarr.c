@@ -348,6 +348,7 @@ static size_t row_scratch(const struct rfs_source *base)
 static void close_source(struct rfs_source *base)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
+	rfs_source_release_claims(base);
 	rfs_log_limit_destroy(&s->base.read_failures);
 	/* The mount's cache keeps the registrations, never used again. */
 	rfs_chunks_destroy(s->own_chunks);

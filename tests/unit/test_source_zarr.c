@@ -602,9 +602,11 @@ static void test_absent_chunks_of_a_column_unopened(void **state)
 	rfs_source_destroy(s);
 }
 
-/* An AnnData store whose X is a CSR of 2^20 rows and no values, its
- * indptr of indptr_dtype claimed in metadata alone. */
-static void claims_csr(const char *store, const char *indptr_dtype)
+/* An AnnData store whose X is a CSR of 2^20 rows and nnz values, none
+ * stored, its indptr of indptr_dtype claimed in metadata alone (read as
+ * zeros: nnz 0 or it fails the open). */
+static void claims_csr(const char *store, const char *indptr_dtype,
+		       uint64_t nnz)
 {
 	text(store, ".zgroup", root_v2);
 	text(store, ".zattrs", anndata_attrs);
@@ -612,8 +614,8 @@ static void claims_csr(const char *store, const char *indptr_dtype)
 	text(store, "X/.zattrs",
 	     "{\"encoding-type\": \"csr_matrix\", \"shape\": [1048576, "
 	     "2]}");
-	claim_array(store, "X/data", 0, 65536, "<f4");
-	claim_array(store, "X/indices", 0, 65536, "<i4");
+	claim_array(store, "X/data", nnz, 65536, "<f4");
+	claim_array(store, "X/indices", nnz, 65536, "<i4");
 	claim_array(store, "X/indptr", (UINT64_C(1) << 20) + 1, 65536,
 		    indptr_dtype);
 }
@@ -660,7 +662,7 @@ static void test_claims_refused_unread(void **state)
 	assert_non_null(strstr(err, "obs/w claims 1048576 entries"));
 	rfs_source_destroy(s);
 
-	claims_csr("claimptr.zarr", "<i8");
+	claims_csr("claimptr.zarr", "<i8", 0);
 	assert_int_equal(open_store("claimptr.zarr", NULL, &s, err), -ENOMEM);
 	assert_non_null(strstr(err, "claimptr.zarr: X/indptr claims 1048577 "
 				    "entries"));
@@ -682,7 +684,7 @@ static void test_claims_add_up_and_are_released(void **state)
 	struct rfs_memlimit l = { .bytes = 56 << 20 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
 	rfs_memlimit_set_claims(&l);
-	claims_csr("adds.zarr", "<i4");
+	claims_csr("adds.zarr", "<i4", 0);
 	text("adds.zarr", "obs/.zgroup", root_v2);
 	claim_array("adds.zarr", "obs/w", n, 65536, "<f8"); /* 16 MiB */
 	claim_array("adds.zarr", "obs/v", n, 65536, "<i4"); /* 12 MiB */
@@ -716,6 +718,11 @@ static void test_claims_add_up_and_are_released(void **state)
 	rfs_column_free(&w[0]);
 	rfs_column_free(&w[3]);
 	rfs_source_destroy(s);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	/* An open that fails once its indptr is read gives it back. */
+	claims_csr("ends.zarr", "<i4", 5);
+	assert_int_equal(open_store("ends.zarr", NULL, &s, err), -EINVAL);
+	assert_non_null(strstr(err, "must start at 0 and end at the 5"));
 	assert_int_equal(rfs_memlimit_claimed(), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	rfs_memlimit_set_claims(&none);
