@@ -8,12 +8,14 @@
 
 #include "buf.h"
 #include "convert.h"
+#include "memlimit.h"
 
 void rfs_column_free(struct rfs_column *c)
 {
 	rfs_buf_free_strings(c->categories, c->ncategories);
 	free(c->codes);
 	free(c->reals);
+	rfs_memlimit_release(&c->claimed);
 	*c = (struct rfs_column){ 0 };
 }
 
@@ -197,6 +199,8 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src)
 	dst->boolean = dst->boolean && src->boolean;
 	dst->real_sizes |= src->real_sizes;
 	dst->rows = n;
+	dst->claimed += src->claimed; /* its rows are dst's now */
+	src->claimed = 0;
 	rfs_column_free(src);
 	return 0;
 }
@@ -542,6 +546,7 @@ int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
 				  .rows = n,
 				  .codes = codes,
 				  .categories = cats,
-				  .ncategories = k };
+				  .ncategories = k,
+				  .claimed = c->claimed };
 	return 0;
 }

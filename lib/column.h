@@ -27,6 +27,8 @@ struct rfs_column {
 	char **categories; /* CODES; owned, each owned */
 	uint64_t ncategories;
 	int boolean; /* CODES from a bool: categories "False", "True" */
+	/* Bytes its reading claimed (memlimit.c), released when freed. */
+	uint64_t claimed;
 };
 
 /* Why a backend refuses (-ERANGE) an integer column: its values are
@@ -35,13 +37,14 @@ struct rfs_column {
 	"holds uint64 values over 2^63 - 1, which rankfs reads as int64 " \
 	"(label files are int64): store them as int64 or as strings"
 
-/* Frees what c owns and zeroes it. Accepts a zeroed column. */
+/* Frees what c owns, releases its claim and zeroes it. Accepts a zeroed
+ * column. */
 void rfs_column_free(struct rfs_column *c);
 
 /* "categorical", "integer", "float" or "bool". */
 const char *rfs_column_kind_name(const struct rfs_column *c);
 
-/* Moves src's rows to the end of dst (src is freed). Categories are
+/* Moves src's rows and claim to the end of dst (src is freed). Categories are
  * united: sorted if every part's categories are sorted (as pandas makes
  * them), in order of first appearance otherwise; codes are remapped.
  * An empty dst takes src as it is. Integer and float parts make a float
@@ -57,7 +60,8 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 		    uint8_t *keep, char *err, size_t errlen);
 
 /* Makes c a categorical column of n strings (taken, with the array): the
- * categories are the distinct strings, sorted, as pandas makes them.
+ * categories are the distinct strings, sorted, as pandas makes them; c keeps
+ * its claim.
  * @return 0 or -ENOMEM (the strings are freed). */
 int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n);
 

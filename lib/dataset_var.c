@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "deadline.h"
 #include "log.h"
+#include "memlimit.h"
 
 /* Rows per read while counting served values: bounded memory. */
 #define COUNT_ROWS 4096
@@ -30,10 +31,18 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 			struct rfs_source *s, char *err, size_t errlen)
 {
 	const struct rfs_source_info *info = rfs_source_info(s);
+	/* Kept for the mount, as many as the rows the metadata says. */
+	int rc = rfs_memlimit_claim(info->path,
+				    "a count of served values per row "
+				    "(var_join)",
+				    info->rows, sizeof(uint32_t), &v->claimed,
+				    err, errlen);
+	if (rc != 0)
+		return rc;
 	int64_t *rows = malloc(COUNT_ROWS * sizeof(*rows));
 	uint32_t *counts =
 		malloc((info->rows ? info->rows : 1) * sizeof(*counts));
-	int rc = rows && counts ? 0 : -ENOMEM;
+	rc = rows && counts ? 0 : -ENOMEM;
 	char what[PATH_MAX + 64];
 	snprintf(what, sizeof(what), "source %s: counting its served values",
 		 info->path);
@@ -149,7 +158,7 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 					counts, paths, n, wanted, nwanted,
 					names_file, &v->join, err, errlen);
 	for (size_t f = 0; names && f < n; f++)
-		rfs_buf_free_strings(names[f], counts[f]);
+		rfs_source_free_var_names(files[f], names[f], counts[f]);
 	free(names);
 	free(counts);
 	free(paths);
@@ -199,5 +208,6 @@ void rfs_dataset_var_free(struct rfs_dataset_var *v, size_t nfiles)
 		free(v->served_nnz[f]);
 	free(v->served_nnz);
 	rfs_varjoin_destroy(v->join);
+	rfs_memlimit_release(&v->claimed);
 	*v = (struct rfs_dataset_var){ 0 };
 }

@@ -25,6 +25,7 @@ struct rfs_dataset_var {
 	uint64_t nnz, max_row_nnz; /* CSR, join: served */
 	uint64_t max_dropped; /* CSR, join: most values a row loses */
 	uint64_t widest; /* CSR, join: the fullest row of any file, stored */
+	uint64_t claimed; /* served_nnz (memlimit.c) */
 };
 
 /* Builds v for files[0..n): mode NONE reads the first file's names (if

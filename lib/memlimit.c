@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cgroup.h"
 #include "config.h"
 #include "parse.h"
@@ -114,6 +115,10 @@ int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
 static struct rfs_memlimit claims;
 static int claims_given;
 static pthread_once_t claims_once = PTHREAD_ONCE_INIT;
+/* What the mount has claimed and still holds, and set aside for the
+ * cache (cache_mb and the daemon's own); under held_lock. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t held, reserved_mb;
 
 static void read_claims(void)
 {
@@ -125,29 +130,101 @@ void rfs_memlimit_set_claims(const struct rfs_memlimit *l)
 {
 	claims = *l;
 	claims_given = 1;
+	held = reserved_mb = 0;
+}
+
+void rfs_memlimit_reserve(uint64_t cache_mb)
+{
+	pthread_mutex_lock(&held_lock);
+	reserved_mb = cache_mb + RFS_MEMLIMIT_OVERHEAD_MB;
+	pthread_mutex_unlock(&held_lock);
+}
+
+uint64_t rfs_memlimit_claimed(void)
+{
+	pthread_mutex_lock(&held_lock);
+	uint64_t n = held;
+	pthread_mutex_unlock(&held_lock);
+	return n;
+}
+
+void rfs_memlimit_release(uint64_t *claimed)
+{
+	pthread_mutex_lock(&held_lock);
+	held -= *claimed < held ? *claimed : held;
+	pthread_mutex_unlock(&held_lock);
+	*claimed = 0;
+}
+
+/* Why a claim of bytes (wraps: over 2^64) is refused, given what was
+ * claimed before it and set aside (MiB: cache_mb and the daemon's own)
+ * when it was made. */
+static void refusal(const char *file, const char *what, uint64_t count,
+		    uint64_t bytes, int wraps, uint64_t before,
+		    uint64_t aside_mb, char *err, size_t errlen)
+{
+	struct rfs_buf b = { 0 };
+	rfs_buf_printf(&b, "%s: %s claims %" PRIu64 " entries: ", file, what,
+		       count);
+	if (wraps)
+		rfs_buf_printf(&b, "over 2^64 bytes");
+	else
+		rfs_buf_printf(&b, "at least %" PRIu64 " MiB", bytes >> 20);
+	uint64_t mb = claims.bytes >> 20;
+	if (claims.bytes == UINT64_MAX)
+		rfs_buf_printf(&b, " at mount, more than this process can "
+				   "address");
+	else
+		rfs_buf_printf(&b,
+			       " at mount, more than the %" PRIu64 " MiB of %s",
+			       mb, claims.where);
+	if (before || aside_mb)
+		rfs_buf_printf(&b, " leaves beside");
+	if (before)
+		rfs_buf_printf(&b, " the %" PRIu64 " MiB claimed before it%s",
+			       (before + (1 << 20) - 1) >> 20,
+			       aside_mb ? " and" : "");
+	if (aside_mb)
+		rfs_buf_printf(&b,
+			       " cache_mb=%" PRIu64 " with the daemon's "
+			       "own %d MiB",
+			       aside_mb - RFS_MEMLIMIT_OVERHEAD_MB,
+			       RFS_MEMLIMIT_OVERHEAD_MB);
+	/* A smaller cache_mb that leaves room for it. */
+	uint64_t need = wraps || bytes >= NO_LIMIT ?
+				UINT64_MAX :
+				(before + bytes + (1 << 20) - 1) >> 20;
+	if (aside_mb && need + RFS_MEMLIMIT_OVERHEAD_MB < mb)
+		rfs_buf_printf(&b, "; give cache_mb=%" PRIu64 " or less",
+			       mb - need - RFS_MEMLIMIT_OVERHEAD_MB);
+	snprintf(err, errlen, "%s", b.failed ? "out of memory" : b.data);
+	rfs_buf_free(&b);
 }
 
 int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
-		       uint64_t each, char *err, size_t errlen)
+		       uint64_t each, uint64_t *claimed, char *err,
+		       size_t errlen)
 {
 	pthread_once(&claims_once, read_claims);
 	/* Past the address space, whatever the limit: a size_t would wrap. */
 	uint64_t most = claims.bytes < SIZE_MAX ? claims.bytes : SIZE_MAX;
 	uint64_t bytes;
 	int wraps = __builtin_mul_overflow(count, each, &bytes);
-	if (!wraps && bytes <= most)
+	pthread_mutex_lock(&held_lock);
+	uint64_t before = held;
+	/* Set aside only against a known limit, and never past it. */
+	uint64_t aside_mb = claims.bytes == UINT64_MAX ? 0 : reserved_mb;
+	uint64_t aside = aside_mb << 20 < most ? aside_mb << 20 : most;
+	uint64_t room = most - aside;
+	int fits = !wraps && bytes <= room && held <= room - bytes;
+	if (fits)
+		held += bytes;
+	pthread_mutex_unlock(&held_lock);
+	if (fits) {
+		if (claimed)
+			*claimed += bytes;
 		return 0;
-	char size[64] = "over 2^64 bytes";
-	if (!wraps)
-		snprintf(size, sizeof(size), "at least %" PRIu64 " MiB",
-			 bytes >> 20);
-	char limit[4300] = "this process can address";
-	if (claims.bytes != UINT64_MAX)
-		snprintf(limit, sizeof(limit), "the %" PRIu64 " MiB of %s",
-			 claims.bytes >> 20, claims.where);
-	snprintf(err, errlen,
-		 "%s: %s claims %" PRIu64 " entries: %s at mount, more than "
-		 "%s",
-		 file, what, count, size, limit);
+	}
+	refusal(file, what, count, bytes, wraps, before, aside_mb, err, errlen);
 	return -ENOMEM;
 }

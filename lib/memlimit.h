@@ -37,20 +37,45 @@ int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
  * the smallest block glibc's malloc hands out. */
 #define RFS_MEMLIMIT_STRING_BYTES (sizeof(char *) + 32)
 
-/* Checks a claim, before it is read whole at mount, of count entries of
- * at least each bytes (an array's shape, a dataset's length: a few bytes
- * of metadata can claim 2^40 entries that no chunk stores) against the
- * memory this process may use: rfs_memlimit_read("") on first use, or
- * what rfs_memlimit_set_claims() gave. A claim the limit cannot hold
- * fails the mount at once, instead of allocating gigabytes or making
- * entries for minutes first. Thread-safe once the limit is read.
- * @return 0, or -ENOMEM with err naming file, what (the array or
- * dataset in it), the claim and the limit. */
+/* Claims, before it is read whole at mount, count entries of at least
+ * each bytes (an array's shape, a dataset's length: a few bytes of
+ * metadata can claim 2^40 entries that no chunk stores), so that a claim
+ * the memory cannot hold fails the mount at once, instead of allocating
+ * gigabytes or making entries for minutes first.
+ *
+ * Claims add up, the rule being: cache_mb + RFS_MEMLIMIT_OVERHEAD_MB +
+ * every claim not released <= the limit. A claim must fit, beside every
+ * claim made before it and not released, in the memory this process may
+ * use (rfs_memlimit_read("") on first use, or what
+ * rfs_memlimit_set_claims() gave) less what rfs_memlimit_reserve() set
+ * aside for the cache. A claim counts what
+ * reading the entries holds at once (the values as stored beside the
+ * int64 or doubles made of them), and is held until released: its bytes
+ * are added to *claimed (NULL: held for the process's life), to be given
+ * back with rfs_memlimit_release(claimed) when the memory is freed.
+ * Thread-safe once the limit is read.
+ * @return 0, or -ENOMEM with err naming file, what (the array or dataset
+ * in it), the claim, the limit, and what was claimed before it and set
+ * aside (then a cache_mb that would leave room). */
 int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
-		       uint64_t each, char *err, size_t errlen);
+		       uint64_t each, uint64_t *claimed, char *err,
+		       size_t errlen);
+
+/* Gives back the *claimed bytes of claims (their memory freed) and zeroes
+ * *claimed. */
+void rfs_memlimit_release(uint64_t *claimed);
+
+/* Sets aside cache_mb and the daemon's own RFS_MEMLIMIT_OVERHEAD_MB
+ * before any claim (the mount, once cache_mb fits the limit): the cache
+ * fills after the mount, and a daemon that then outgrows its memory
+ * cgroup is killed. Without a known limit, nothing is set aside. */
+void rfs_memlimit_reserve(uint64_t cache_mb);
+
+/* The bytes claimed and not released (tests, fuzz targets). */
+uint64_t rfs_memlimit_claimed(void);
 
 /* Sets the limit claims are checked against (tests, fuzz targets), before
- * the first claim. */
+ * the first claim; forgets what was claimed and set aside. */
 void rfs_memlimit_set_claims(const struct rfs_memlimit *l);
 
 #endif

@@ -15,7 +15,7 @@
 static int apply_filter(struct rfs_dataset *d, const char *filter,
 			uint8_t *keep, char *err, size_t errlen)
 {
-	char msg[400] = "";
+	char msg[1024] = "";
 	const char *colon = strchr(filter, ':');
 	if (!colon || colon == filter || !colon[1]) {
 		snprintf(err, errlen,
@@ -47,8 +47,9 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 	if (!c->filter.count)
 		return 0;
 	/* A row count a file's metadata alone can claim (memlimit.c). */
+	uint64_t marks = 0;
 	int rc = rfs_memlimit_claim("option filter", "a mark per row", n, 1,
-				    err, errlen);
+				    &marks, err, errlen);
 	if (rc != 0)
 		return rc;
 	uint8_t *keep = malloc(n);
@@ -57,6 +58,7 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 			 "option filter: no memory to mark %llu "
 			 "rows",
 			 (unsigned long long)n);
+		rfs_memlimit_release(&marks);
 		return -ENOMEM;
 	}
 	memset(keep, 1, n);
@@ -71,6 +73,10 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 			 "filter");
 		rc = -EINVAL;
 	}
+	if (rc == 0)
+		rc = rfs_memlimit_claim("option filter", "the kept rows", count,
+					sizeof(*s->kept), &s->claimed, err,
+					errlen);
 	if (rc == 0 && !(s->kept = malloc(count * sizeof(*s->kept))))
 		rc = -ENOMEM;
 	for (uint64_t r = 0, k = 0; r < n && rc == 0; r++)
@@ -78,13 +84,14 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 			s->kept[k++] = r;
 	s->kept_rows = count;
 	free(keep);
+	rfs_memlimit_release(&marks);
 	return rc;
 }
 
 static int read_label(const struct rfs_config *c, struct rfs_dataset *d,
 		      struct rfs_selection *s, char *err, size_t errlen)
 {
-	char msg[400];
+	char msg[1024];
 	if (!c->label) {
 		if (c->strategy == RFS_CLASS_BALANCED) {
 			snprintf(err, errlen,
@@ -172,6 +179,7 @@ struct weight_ctx {
 	double *class_weight; /* class_balanced: by code */
 	const int64_t *values; /* class_balanced, integer labels: sorted */
 	uint64_t nvalues;
+	uint64_t claimed; /* values (memlimit.c) */
 };
 
 static double column_weight(void *ctx, uint64_t row)
@@ -212,12 +220,19 @@ static int cmp_i64(const void *a, const void *b)
 /* 1 / count(class)^(1 - smoothing) over the sampled rows; the counts are
  * of the kept rows, so a filtered class is balanced among what remains. */
 static int class_weights(const struct rfs_config *c,
-			 const struct rfs_selection *s, struct weight_ctx *w)
+			 const struct rfs_selection *s, struct weight_ctx *w,
+			 char *err, size_t errlen)
 {
 	const struct rfs_rowset *r = &s->seqs[0];
 	uint64_t classes = s->label.ncategories;
 	int64_t *sorted = NULL;
 	if (s->label.kind == RFS_COLUMN_INT) {
+		int rc = rfs_memlimit_claim("option strategy=class_balanced",
+					    "the sampled rows' labels, sorted",
+					    r->length, sizeof(*sorted),
+					    &w->claimed, err, errlen);
+		if (rc != 0)
+			return rc;
 		sorted = malloc(r->length * sizeof(*sorted));
 		if (!sorted)
 			return -ENOMEM;
@@ -253,12 +268,25 @@ static int class_weights(const struct rfs_config *c,
 	return 0;
 }
 
+/* The weights' cumulative sums, 8 bytes per sampled row (rowset.c), for
+ * the selection's life. */
+static int claim_sums(const struct rfs_config *c, struct rfs_selection *s,
+		      char *err, size_t errlen)
+{
+	return rfs_memlimit_claim(c->strategy == RFS_WEIGHTED ?
+					  "option strategy=weighted" :
+					  "option strategy=class_balanced",
+				  "a weight sum per sampled row",
+				  s->seqs[0].length, sizeof(double),
+				  &s->claimed, err, errlen);
+}
+
 static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 		       struct rfs_selection *s, char *err, size_t errlen)
 {
 	struct weight_ctx w = { .sel = s };
 	struct rfs_column weights = { 0 };
-	char msg[400];
+	char msg[1024];
 	uint64_t bad;
 	int rc;
 
@@ -285,10 +313,14 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 			return rc;
 		}
 		w.column = &weights;
-		rc = rfs_rowset_set_weights(&s->seqs[0], column_weight, &w,
-					    &bad);
+		rc = claim_sums(c, s, err, errlen);
+		if (rc == 0)
+			rc = rfs_rowset_set_weights(&s->seqs[0], column_weight,
+						    &w, &bad);
 	} else {
-		rc = class_weights(c, s, &w);
+		rc = class_weights(c, s, &w, err, errlen);
+		if (rc == 0)
+			rc = claim_sums(c, s, err, errlen);
 		if (rc == 0)
 			rc = rfs_rowset_set_weights(&s->seqs[0], class_weight,
 						    &w, &bad);
@@ -315,6 +347,7 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 	rfs_column_free(&weights);
 	free(w.class_weight);
 	free((void *)w.values);
+	rfs_memlimit_release(&w.claimed);
 	return rc;
 }
 
@@ -390,6 +423,7 @@ void rfs_selection_free(struct rfs_selection *s)
 	free(s->seqs);
 	free(s->kept);
 	rfs_column_free(&s->label);
+	rfs_memlimit_release(&s->claimed);
 	*s = (struct rfs_selection){ 0 };
 }
 

@@ -3,7 +3,11 @@
  * (with weights for weighted and class_balanced). Read-only afterwards.
  *
  * Memory: 8 bytes per kept row when filter= is given, 8 per row for a
- * label, 8 per sampled row for weights; nothing per row otherwise. */
+ * label, 8 per sampled row for weights; nothing per row otherwise. Each
+ * is claimed (memlimit.c) before it is allocated, with what building it
+ * needs for a while (a mark per row for the filters, the columns read,
+ * the sorted labels of class_balanced); those are released once freed,
+ * the rest when the selection is. */
 #ifndef RFS_SELECTION_H
 #define RFS_SELECTION_H
 
@@ -22,6 +26,7 @@ struct rfs_selection {
 	struct rfs_column label; /* CODES or INT; when has_label */
 	uint64_t sequences;
 	struct rfs_rowset *seqs; /* one per sequence (partition.h) */
+	uint64_t claimed; /* kept and the weights (memlimit.c) */
 };
 
 /* On failure writes one line naming the option and the culprit to err.

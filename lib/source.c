@@ -22,6 +22,7 @@
 #include "column.h"
 #include "convert.h"
 #include "log.h"
+#include "memlimit.h"
 #include "rowsort.h"
 #include "source_backend.h"
 #include "varjoin.h"
@@ -473,7 +474,7 @@ int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 		return rc == -ENOENT ? 0 : rc;
 	s->info.var_fingerprint = rfs_varjoin_fingerprint_of(names, n);
 	s->info.has_var = 1;
-	rfs_buf_free_strings(names, n);
+	rfs_source_free_var_names(s, names, n);
 	return 0;
 }
 
@@ -496,6 +497,18 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 		rc = -EINVAL;
 	}
 	return rc;
+}
+
+void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
+{
+	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&s->var_claimed);
+}
+
+void rfs_source_release_claims(struct rfs_source *s)
+{
+	rfs_memlimit_release(&s->claimed);
+	rfs_memlimit_release(&s->var_claimed);
 }
 
 void rfs_source_destroy(struct rfs_source *s)

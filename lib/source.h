@@ -127,11 +127,16 @@ int rfs_source_read_column(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen);
 
 /* The names of the columns (an AnnData var index), info.cols of them,
- * for var_join: *names is an owned array of owned strings. On failure
+ * for var_join: *names is an owned array of owned strings, claimed
+ * (memlimit.c) until rfs_source_free_var_names(). On failure
  * writes one line naming the file to err.
  * @return 0, -ENOENT (the source has no var names), -EINVAL, -ENOMEM. */
 int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen);
+
+/* Frees names read by rfs_source_read_var_names() and releases their
+ * claim. Accepts NULL. */
+void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n);
 
 /* A source as stats.json reports it. A mount serves the files it opened:
  * a path renamed over or unlinked is REPLACED and still served; a file

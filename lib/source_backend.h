@@ -62,12 +62,21 @@ struct rfs_source {
 	const struct rfs_source_ops *ops;
 	struct rfs_source_info info;
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
+	/* Bytes claimed (memlimit.c) for what the source keeps (indptr, a
+	 * table of chunk addresses), held until it is closed, and for the
+	 * var names last read, released when they are freed
+	 * (rfs_source_free_var_names) or the source closed. */
+	uint64_t claimed, var_claimed;
 	/* Its reads that fail (a damaged chunk, a column id out of range,
 	 * a short file): each batch that meets one would log it again,
 	 * once per generation; a line a minute, with the count. Set up by
 	 * the backend's open before it reads, torn down by its close. */
 	struct rfs_log_limit read_failures;
 };
+
+/* Releases what s holds claimed, for a backend's close (whether its open
+ * failed or not). */
+void rfs_source_release_claims(struct rfs_source *s);
 
 /* Refuses a matrix of no rows, no columns, or rows over 1 GiB, then
  * sets s->info.fingerprint from what every backend describes: shape,

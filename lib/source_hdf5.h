@@ -133,9 +133,9 @@ int64_t rfs_hdf5_length_1d(hid_t dset);
 int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out);
 /* Checks n entries of dset, to be read whole at mount (names: as
  * category names), against the memory the daemon may use
- * (rfs_memlimit_claim). @return 0, or -ENOMEM with err naming s's file,
+ * (rfs_memlimit_claim, adding it to *claimed). @return 0, or -ENOMEM with err naming s's file,
  * the dataset and the limit. */
 int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
-		   int names, char *err, size_t errlen);
+		   int names, uint64_t *claimed, char *err, size_t errlen);
 
 #endif

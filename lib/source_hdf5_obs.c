@@ -358,12 +358,12 @@ static uint64_t entry_bytes(hid_t dset, int names)
 /* Refuses, before it is read, a dataset whose length claims more than
  * the daemon may hold (memlimit.c). */
 int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
-		   int names, char *err, size_t errlen)
+		   int names, uint64_t *claimed, char *err, size_t errlen)
 {
 	char name[512] = "?";
 	H5Iget_name(dset, name, sizeof(name));
 	return rfs_memlimit_claim(s->path, name, n, entry_bytes(dset, names),
-				  err, errlen);
+				  claimed, err, errlen);
 }
 
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
@@ -466,9 +466,11 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		goto out;
 	}
 	int64_t ncats = cats >= 0 ? rfs_hdf5_length_1d(cats) : 0;
-	rc = rfs_hdf5_claim(s, codes, (uint64_t)n, 0, err, errlen);
+	rc = rfs_hdf5_claim(s, codes, (uint64_t)n, 0, &out->claimed, err,
+			    errlen);
 	if (rc == 0 && ncats > 0)
-		rc = rfs_hdf5_claim(s, cats, (uint64_t)ncats, 1, err, errlen);
+		rc = rfs_hdf5_claim(s, cats, (uint64_t)ncats, 1, &out->claimed,
+				    err, errlen);
 	if (rc != 0)
 		goto out;
 	rc = cats >= 0 ? categorical(codes, cats, (uint64_t)n, out) :

@@ -39,6 +39,7 @@
 #include "fetch.h"
 #include "inflate.h"
 #include "log.h"
+#include "memlimit.h"
 
 /* Whether HDF5 would undo filter id with these parameters as inflate.c
  * does: deflate checks its level (a damaged level fails every read in
@@ -124,12 +125,30 @@ static uint64_t chunk_address_base(hid_t file)
 #endif
 }
 
+/* Claims (memlimit.c) the table of where a's grid of n chunks is, kept
+ * for the mount: an unfiltered grid of one-byte chunks, allocated early,
+ * is a file of n bytes, none written, and a table of 24 n. A table over
+ * the limit is no error: the array is read through HDF5 instead. */
+static int claim_locations(const struct hdf5_source *s, const struct array *a,
+			   uint64_t n, uint64_t *claimed)
+{
+	char what[300], err[1024];
+	snprintf(what, sizeof(what), "%s (its chunks' addresses)", a->name);
+	if (rfs_memlimit_claim(s->path, what, n, sizeof(struct rfs_chunk_loc),
+			       claimed, err, sizeof(err)) == 0)
+		return 0;
+	rfs_log("%s; its chunks are read through HDF5 instead, one run of "
+		"rows at a time under its global lock",
+		err);
+	return -ENOTSUP;
+}
+
 /* Asks HDF5's index where every chunk is, as file offsets (base: see
- * chunk_address_base). @return 0 when each chunk is allocated and direct
- * reads can serve the array (c->locs then set), else -ENOTSUP or
- * -ENOMEM. */
-static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
-			 struct rfs_chunked *c)
+ * chunk_address_base), the table claimed for s. @return 0 when each chunk
+ * is allocated and direct reads can serve the array (c->locs then set),
+ * else -ENOTSUP or -ENOMEM. */
+static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
+			 uint64_t base, struct rfs_chunked *c)
 {
 	hsize_t dims[2] = { 1, 1 };
 	unsigned opts = 0;
@@ -143,11 +162,15 @@ static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
 	c->chunk_cols = a->ndims == 2 ? dims[1] : 1;
 	uint64_t grid_rows = (a->rows + c->chunk_rows - 1) / c->chunk_rows;
 	c->grid_cols = (a->cols + c->chunk_cols - 1) / c->chunk_cols;
-	if (grid_rows > CHUNKS_MAX / c->grid_cols)
+	uint64_t claimed = 0;
+	if (grid_rows > CHUNKS_MAX / c->grid_cols ||
+	    claim_locations(s, a, grid_rows * c->grid_cols, &claimed) != 0)
 		return -ENOTSUP;
 	c->locs = calloc(grid_rows * c->grid_cols, sizeof(*c->locs));
-	if (!c->locs)
+	if (!c->locs) {
+		rfs_memlimit_release(&claimed);
 		return -ENOMEM;
+	}
 	for (uint64_t r = 0; r < grid_rows; r++) {
 		for (uint64_t k = 0; k < c->grid_cols; k++) {
 			hsize_t at[2] = { r * c->chunk_rows,
@@ -167,12 +190,14 @@ static int locate_chunks(struct array *a, hid_t dcpl, uint64_t base,
 			    found != size) {
 				free(c->locs);
 				c->locs = NULL;
+				rfs_memlimit_release(&claimed);
 				return -ENOTSUP; /* unallocated: fill values */
 			}
 			loc->addr = base + addr;
 			loc->size = size;
 		}
 	}
+	s->base.claimed += claimed; /* held with the source */
 	return 0;
 }
 
@@ -196,7 +221,7 @@ static void map_array(struct hdf5_source *s, struct array *a)
 static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 {
 	struct rfs_chunked c = { 0 };
-	int rc = locate_chunks(a, dcpl, chunk_address_base(s->file), &c);
+	int rc = locate_chunks(s, a, dcpl, chunk_address_base(s->file), &c);
 	if (rc != 0)
 		return rc;
 	uint64_t n = (a->rows + c.chunk_rows - 1) / c.chunk_rows;
@@ -265,8 +290,8 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 					 .cols = a->cols,
 					 .elem = a->elem,
 					 .pipeline = *pipe };
-		if (locate_chunks(a, dcpl, chunk_address_base(s->file), &c) ==
-			    0 &&
+		if (locate_chunks(s, a, dcpl, chunk_address_base(s->file),
+				  &c) == 0 &&
 		    rfs_chunks_register(s->chunks, &c, &a->chunks_id) == 0)
 			a->path = RFS_READ_CHUNKS;
 	}

@@ -145,8 +145,8 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 	}
 	if (rc == 0) /* as stored, and as int64 */
 		rc = rfs_memlimit_claim(s->path, p.name, rows + 1,
-					p.m.elem + sizeof(*s->indptr), err,
-					errlen);
+					p.m.elem + sizeof(*s->indptr),
+					&s->base.claimed, err, errlen);
 	if (rc == 0) {
 		raw = malloc((rows + 1) * p.m.elem);
 		s->indptr = malloc((rows + 1) * sizeof(*s->indptr));
@@ -185,6 +185,11 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 			 s->path, path, (unsigned long long)nnz,
 			 (long long)s->indptr[0], (long long)s->indptr[rows]);
 		rc = -EINVAL;
+	}
+	if (raw) { /* the offsets as stored go; the int64 ones stay */
+		uint64_t stored = (rows + 1) * p.m.elem;
+		s->base.claimed -= stored;
+		rfs_memlimit_release(&stored);
 	}
 	free(raw);
 	rfs_zarr_array_close(&p);
@@ -343,6 +348,7 @@ static size_t row_scratch(const struct rfs_source *base)
 static void close_source(struct rfs_source *base)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
+	rfs_source_release_claims(base);
 	rfs_log_limit_destroy(&s->base.read_failures);
 	/* The mount's cache keeps the registrations, never used again. */
 	rfs_chunks_destroy(s->own_chunks);

@@ -97,16 +97,27 @@ static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
 /* Refuses, before it is read, an array whose shape claims more than the
  * daemon may hold (memlimit.c): each entry takes its stored value and
  * the int64 or double made of it, or a heap string; as category names,
- * a number's text too. */
+ * a number's text too. The claim is added to *claimed. */
 static int claim(const struct zarr_source *s, const struct rfs_zarr_array *a,
-		 int names, char *err, size_t errlen)
+		 int names, uint64_t *claimed, char *err, size_t errlen)
 {
 	uint64_t each =
 		a->m.kind == RFS_ZARR_STRING ?
 			RFS_MEMLIMIT_STRING_BYTES :
 			a->m.elem + 8 + (names ? RFS_MEMLIMIT_STRING_BYTES : 0);
-	return rfs_memlimit_claim(s->path, a->name, a->m.shape[0], each, err,
-				  errlen);
+	return rfs_memlimit_claim(s->path, a->name, a->m.shape[0], each,
+				  claimed, err, errlen);
+}
+
+/* Releases the stored values of numbers read into out (freed once made
+ * int64 or double), from the claim above. */
+static void stored_freed(const struct rfs_zarr_array *a, struct rfs_column *out)
+{
+	if (a->m.kind == RFS_ZARR_STRING)
+		return;
+	uint64_t stored = a->m.shape[0] * a->m.elem;
+	out->claimed -= stored;
+	rfs_memlimit_release(&stored);
 }
 
 /* Category names: strings, bools, or numbers as text. */
@@ -174,8 +185,9 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 			 rfs_dtype_name(codes.m.dtype));
 		rc = -EINVAL;
 	}
-	if (rc == 0 && (rc = claim(s, &codes, 0, err, errlen)) == 0)
-		rc = claim(s, &cats, 1, err, errlen);
+	if (rc == 0 &&
+	    (rc = claim(s, &codes, 0, &out->claimed, err, errlen)) == 0)
+		rc = claim(s, &cats, 1, &out->claimed, err, errlen);
 	int is_real;
 	void *v = NULL;
 	if (rc == 0) {
@@ -183,6 +195,8 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 		out->rows = n;
 		rc = read_numbers(&codes, &v, &is_real);
 		out->codes = v;
+		if (rc == 0)
+			stored_freed(&codes, out);
 		if (rc == 0)
 			rc = categories(&cats, &out->categories,
 					&out->ncategories);
@@ -280,9 +294,11 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			rc = -EINVAL;
 		}
 		if (rc == 0)
-			rc = claim(s, &a, 0, err, errlen);
+			rc = claim(s, &a, 0, &out->claimed, err, errlen);
 		if (rc == 0 && (rc = array_column(&a, out)) != 0)
 			column_error(s, what, rc, err, errlen);
+		if (rc == 0)
+			stored_freed(&a, out);
 		rfs_zarr_array_close(&a);
 	}
 	json_decref(attrs);
@@ -322,7 +338,8 @@ int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 		rfs_zarr_array_close(&a);
 		return -E2BIG;
 	}
-	if (rc == 0 && (rc = claim(s, &a, 0, err, errlen)) != 0) {
+	if (rc == 0 &&
+	    (rc = claim(s, &a, 0, &s->base.var_claimed, err, errlen)) != 0) {
 		rfs_zarr_array_close(&a);
 		return rc;
 	}

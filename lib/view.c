@@ -246,7 +246,8 @@ static int absolute_log_file(struct rfs_config *c)
 	return 0;
 }
 
-/* cache_mb within the memory this process may use (memlimit.c). */
+/* cache_mb within the memory this process may use (memlimit.c), and set
+ * aside before what the mount claims: the cache fills after it. */
 static int fit_cache(struct rfs_config *c, char *err, size_t errlen)
 {
 	struct rfs_memlimit limit;
@@ -260,6 +261,8 @@ static int fit_cache(struct rfs_config *c, char *err, size_t errlen)
 			(unsigned long long)c->cache_mb,
 			RFS_MEMLIMIT_DEFAULT_MB, limit.where,
 			RFS_MEMLIMIT_OVERHEAD_MB);
+	if (rc == 0)
+		rfs_memlimit_reserve(c->cache_mb);
 	return rc;
 }
 

@@ -245,6 +245,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(members[i]);
 		free(members);
 	}
+	/* Every claim for the store is given back with it (memlimit.c):
+	 * one kept would refuse later inputs' claims, and a mount's. */
+	if (rfs_memlimit_claimed() != 0)
+		abort();
 	json_decref(j);
 	return 0;
 }

@@ -445,6 +445,22 @@ CLAIMS = {
 }
 
 
+def refused_at_once(tmp_path, sources, options, group):
+    """Runs the daemon on sources in group (a cgroup): the mount must fail
+    within 10 s, exit 1, nothing mounted. Returns its stderr."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    t = time.monotonic()
+    r = run_rankfs(["-f", "-o", options] + sources + [mnt],
+                   preexec=group.join)
+    assert time.monotonic() - t < 10
+    mounted = is_mounted(mnt)
+    if mounted:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert not mounted and r.returncode == 1, r.stderr
+    return r.stderr
+
+
 @pytest.mark.parametrize("case", CLAIMS)
 def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
     """A dataset's length, no storage allocated, that the daemon's memory
@@ -454,19 +470,66 @@ def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
     rows, build, options, words = CLAIMS[case]
     path = claims_h5ad(tmp_path / "claims.h5ad", rows, build)
     group = cgroups.memory(256)
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    t = time.monotonic()
-    r = run_rankfs(["-f", "-o", "batch_size=8," + options, path, mnt],
-                   preexec=group.join)
-    assert time.monotonic() - t < 10
-    mounted = is_mounted(mnt)
-    if mounted:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-    assert not mounted and r.returncode == 1, r.stderr
-    assert f"{path}: {words}: at least" in r.stderr, r.stderr
+    err = refused_at_once(tmp_path, [path], "batch_size=8," + options,
+                          group)
+    assert f"{path}: {words}: at least" in err, err
     assert f"more than the 256 MiB of the limit of its memory cgroup " \
-        f"({group.files[0]})" in r.stderr, r.stderr
+        f"({group.files[0]})" in err, err
+
+
+def test_claims_add_up_over_files(cgroups, tmp_path):
+    """What a mount claims adds up: six files whose labels of 2^23 int64
+    each fit a cgroup of 256 MiB alone, but not together beside the cache
+    (cache_mb 112 there by default, and the daemon's 32 MiB), fail the
+    mount at the second, naming it and what the first holds (each claim
+    was checked alone: every label was read, 384 MiB, and the daemon
+    killed for memory)."""
+    rows = 1 << 23
+    paths = [claims_h5ad(tmp_path / f"f{i}.h5ad", rows,
+                         lambda h: h.create_dataset(
+                             "obs/lab", shape=(rows,), dtype="i8",
+                             chunks=(1 << 16,)))
+             for i in range(6)]
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, paths, "batch_size=8,label=lab", group)
+    assert (f"{paths[1]}: /obs/lab claims {rows} entries: at least 64 MiB "
+            "at mount, more than the 256 MiB of the limit of its memory "
+            f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
+            "before it and cache_mb=112 with the daemon's own 32 MiB; give "
+            "cache_mb=96 or less") in err, err
+
+
+def test_chunk_table_over_the_memory_limit(cgroups, mounts, tmp_path):
+    """A grid of 2^24 one-byte chunks allocated at creation (HDF5's
+    implicit index: no entry stored per chunk) is a sparse file of 16 MiB;
+    the table of its chunks' addresses is 384 MiB. In a cgroup of 256 MiB
+    the table is refused and the rows read through HDF5, logged (it was
+    built, HDF5 asked for each address: no mount within 20 s, the table
+    growing toward 384 MiB)."""
+    rows = 1 << 24
+    path = str(tmp_path / "tiny_chunks.h5")
+    with h5py.File(path, "w", libver="latest") as h:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((1, 1))
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        h5py.h5d.create(h.id, b"X", h5py.h5t.NATIVE_UINT8,
+                        h5py.h5s.create_simple((rows, 1)), dcpl=dcpl)
+        h["X"][:1024, 0] = np.arange(1024) % 251
+    group = cgroups.memory(256)
+    t = time.monotonic()
+    m = mounts(path, "dataset=/X,batch_size=1024,strategy=streaming",
+               preexec=group.join)
+    assert time.monotonic() - t < 10
+    assert m.json("dataset.json")["read_path"] == "hdf5", \
+        m.json("dataset.json")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0)[:, 0],
+                                  np.arange(1024) % 251)
+    assert (f"{path}: /X (its chunks' addresses) claims {rows} entries: at "
+            "least 384 MiB at mount, more than the 256 MiB of the limit of "
+            f"its memory cgroup ({group.files[0]}) leaves beside "
+            "cache_mb=112 with the daemon's own 32 MiB; its chunks are read "
+            "through HDF5 instead") in m.log_text(), m.log_text()
 
 
 def test_claimed_var_names_not_read(cgroups, mounts, tmp_path):

@@ -113,9 +113,11 @@ def x():
 
 
 def mount_error(tmp_path, source, options="", preexec=None):
+    """source: one, or a list of several."""
     mnt = tmp_path / "mnt"
     mnt.mkdir(exist_ok=True)
-    args = ["-f"] + (["-o", options] if options else []) + [source, mnt]
+    sources = source if isinstance(source, list) else [source]
+    args = ["-f"] + (["-o", options] if options else []) + sources + [mnt]
     try:  # a mount that should fail but serves stays in the foreground
         r = run_rankfs(args, timeout=20, preexec=preexec)
     finally:
@@ -764,6 +766,34 @@ def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
     assert f"more than the 256 MiB of the limit of its memory cgroup " \
         f"({group.files[0]})" in err, err
 
+
+
+def test_claims_add_up_over_stores(cgroups, tmp_path):
+    """What a mount claims adds up: ten stores whose labels of 2^22 rows
+    each fit a cgroup of 256 MiB alone, but not together beside the
+    cache (cache_mb 112 there by default, and the daemon's 32 MiB), fail
+    the mount at the third, naming it and what the two before it hold
+    (each claim was checked alone: every label was read, 320 MiB of
+    int64, and the daemon killed for memory)."""
+    rows = 1 << 22
+    stores = []
+    for i in range(10):
+        p = tmp_path / f"s{i}.zarr"
+        _consolidated_v2(str(p), _anndata_v2({
+            "X/.zarray": _v2_array([rows, 1], [1 << 16, 1], "<f4"),
+            "obs/lab/.zarray": _v2_array([rows], [1 << 16], "<i8")}))
+        stores.append(str(p))
+    group = cgroups.memory(256)
+    t = time.monotonic()
+    err = mount_error(tmp_path, stores, "batch_size=8,label=lab",
+                      preexec=group.join)
+    assert time.monotonic() - t < 10
+    # Each held 32 MiB once read: its int64 values as stored are freed.
+    assert (f"{stores[2]}: obs/lab claims {rows} entries: at least 64 MiB "
+            "at mount, more than the 256 MiB of the limit of its memory "
+            f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
+            "before it and cache_mb=112 with the daemon's own 32 MiB; give "
+            "cache_mb=96 or less") in err, err
 
 
 def test_integer_over_int64_in_metadata(mounts, tmp_path, x):

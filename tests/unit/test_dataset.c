@@ -16,6 +16,7 @@
 
 #include "dataset.h"
 #include "h5_fixture.h"
+#include "memlimit.h"
 
 #define COLS 3
 
@@ -266,6 +267,56 @@ static struct rfs_dataset *open_joined(char **paths, size_t n,
 /* Files whose first gene differs: outer serves g0, g1, g2, CD19 (absent
  * ones 0), inner g1, g2; a file that is the served columns in order is
  * read directly. */
+/* The table of where each chunk of a chunked /X lies, kept for the
+ * mount, is claimed (memlimit.c): 3000 rows in chunks of 3 rows are 1000
+ * addresses of 24 bytes. Over the limit, the rows are read through HDF5
+ * instead of failing the mount (a grid of 2^24 one-byte chunks, a file
+ * of 16 MiB, made a table of 384 MiB). */
+static void test_chunk_table_claimed(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 3000 };
+	static float m[N * 2];
+	for (uint64_t r = 0; r < N; r++)
+		for (uint64_t c = 0; c < 2; c++)
+			m[r * 2 + c] = value(r, c);
+	struct h5fx_dataset x = { .name = "/X",
+				  .type = H5FX_F32,
+				  .ndims = 2,
+				  .dims = { N, 2 },
+				  .layout = H5FX_CHUNKED,
+				  .data = m };
+	char path[PATH_MAX + 32], err[512];
+	snprintf(path, sizeof(path), "%s/chunked.h5", f->dir);
+	assert_int_equal(h5fx_write(path, &x, 1, 0), 0);
+	char *paths[] = { path };
+	const size_t table = N / 3 * 24;
+	for (int fits = 1; fits >= 0; fits--) {
+		struct rfs_memlimit l = { .bytes = fits ? 1 << 20 : 16 << 10 };
+		rfs_memlimit_set_claims(&l);
+		struct rfs_dataset *d;
+		assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X",
+							 1 << 20, NULL, &d, err,
+							 sizeof(err)),
+				 0);
+		assert_int_equal(rfs_dataset_info(d)->read_path,
+				 fits ? RFS_READ_CHUNKS : RFS_READ_LIBRARY);
+		assert_int_equal(rfs_memlimit_claimed(), fits ? table : 0);
+		const int64_t rows[] = { 2999, 0, 1500, 1501 };
+		float out[4 * 2];
+		assert_int_equal(rfs_dataset_read_rows(d, rows, 4, out), 0);
+		for (int i = 0; i < 4; i++)
+			for (int c = 0; c < 2; c++)
+				assert_true(
+					out[i * 2 + c] ==
+					value((uint64_t)rows[i], (uint64_t)c));
+		rfs_dataset_destroy(d);
+		assert_int_equal(rfs_memlimit_claimed(), 0);
+	}
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+}
+
 static void test_joined_dense(void **state)
 {
 	struct fixture *f = *state;
@@ -354,7 +405,8 @@ static void write_csr_part(const char *path, float v0, const char *const *genes)
 }
 
 /* CSR rows remapped: b's columns (c, x, a) onto inner's (a, c), x
- * dropped, sorted; served counts exact, before any read. */
+ * dropped, sorted; served counts exact, before any read, and claimed
+ * (memlimit.c) with the indptrs while the dataset is open. */
 static void test_joined_csr(void **state)
 {
 	struct fixture *f = *state;
@@ -365,7 +417,11 @@ static void test_joined_csr(void **state)
 	write_csr_part(a, 1, ga);
 	write_csr_part(b, 10, gb);
 	char *paths[] = { a, b };
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
 	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
+	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each. */
+	assert_int_equal(rfs_memlimit_claimed(), 2 * (3 * 8 + 2 * 4));
 	assert_true(rfs_dataset_info(d)->cols == 2);
 	/* a: row 0 {a, c}, row 1 {a, c} (b dropped); b: row 0 {c, a},
 	 * row 1 {c, a} (x dropped) */
@@ -392,6 +448,7 @@ static void test_joined_csr(void **state)
 	assert_memory_equal(values, want_values, sizeof(want_values));
 	rfs_source_csr_free(&c);
 	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 
 	/* outer drops nothing: the files' own counts. */
 	d = open_joined(paths, 2, RFS_VARJOIN_OUTER, NULL);
@@ -459,6 +516,7 @@ int main(void)
 		cmocka_unit_test(test_files_in_order),
 		cmocka_unit_test(test_directory_in_name_order),
 		cmocka_unit_test(test_column_across_files),
+		cmocka_unit_test(test_chunk_table_claimed),
 		cmocka_unit_test(test_mismatches_name_the_file),
 		cmocka_unit_test(test_joined_dense),
 		cmocka_unit_test(test_joined_csr),

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,16 +213,21 @@ static void test_claims_within_the_limit(void **state)
 	char err[512];
 	struct rfs_memlimit l = limit_of(256);
 	rfs_memlimit_set_claims(&l);
+	uint64_t claimed = 0;
 	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/w", 32 * MIB, 8,
-					    err, sizeof(err)),
+					    &claimed, err, sizeof(err)),
 			 0);
+	assert_int_equal(claimed, 256 * MIB);
+	rfs_memlimit_release(&claimed);
+	assert_int_equal(claimed, 0);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/w", 32 * MIB + 1,
-					    8, err, sizeof(err)),
+					    8, NULL, err, sizeof(err)),
 			 -ENOMEM);
 	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/ct/categories",
 					    UINT64_C(1) << 31,
-					    RFS_MEMLIMIT_STRING_BYTES, err,
-					    sizeof(err)),
+					    RFS_MEMLIMIT_STRING_BYTES, NULL,
+					    err, sizeof(err)),
 			 -ENOMEM);
 	assert_string_equal(err,
 			    "/d/s.zarr: obs/ct/categories claims 2147483648 "
@@ -230,8 +236,8 @@ static void test_claims_within_the_limit(void **state)
 			    "(/g/memory.max)");
 	/* A size that wraps 64 bits is not the small one it wraps to. */
 	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
-					    (UINT64_C(1) << 61) + 1, 8, err,
-					    sizeof(err)),
+					    (UINT64_C(1) << 61) + 1, 8, NULL,
+					    err, sizeof(err)),
 			 -ENOMEM);
 	assert_non_null(strstr(err, "/d/f.h5: /lab claims 2305843009213693953 "
 				    "entries: over 2^64 bytes at mount"));
@@ -239,15 +245,153 @@ static void test_claims_within_the_limit(void **state)
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	rfs_memlimit_set_claims(&none);
 	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
-					    UINT64_C(1) << 40, 40, err,
+					    UINT64_C(1) << 40, 40, NULL, err,
 					    sizeof(err)),
 			 0);
 	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
-					    UINT64_C(1) << 62, 8, err,
+					    UINT64_C(1) << 62, 8, NULL, err,
 					    sizeof(err)),
 			 -ENOMEM);
 	assert_non_null(strstr(err, "over 2^64 bytes at mount, more than "
 				    "this process can address"));
+}
+
+/* Claims add up: each must fit beside those made before it and not
+ * released. */
+static void test_claims_add_up(void **state)
+{
+	(void)state;
+	char err[512];
+	struct rfs_memlimit l = limit_of(256);
+	rfs_memlimit_set_claims(&l);
+	uint64_t a = 0, b = 0, c = 0;
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 100 * MIB, 1,
+					    &a, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/lab", 100 * MIB, 1,
+					    &b, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claimed(), 200 * MIB);
+	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", 100 * MIB, 1,
+					    &c, err, sizeof(err)),
+			 -ENOMEM);
+	assert_int_equal(c, 0);
+	assert_string_equal(err, "/d/3.h5: /obs/lab claims 104857600 "
+				 "entries: at least 100 MiB at mount, more "
+				 "than the 256 MiB of the limit of its memory "
+				 "cgroup (/g/memory.max) leaves beside the "
+				 "200 MiB claimed before it");
+	/* What is freed makes room again. */
+	rfs_memlimit_release(&a);
+	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", 100 * MIB, 1,
+					    &c, err, sizeof(err)),
+			 0);
+	/* Into one total, as a column of several files is. */
+	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/w", 50 * MIB, 1,
+					    &c, err, sizeof(err)),
+			 0);
+	assert_int_equal(c, 150 * MIB);
+	assert_int_equal(rfs_memlimit_claimed(), 250 * MIB);
+	rfs_memlimit_release(&b);
+	rfs_memlimit_release(&c);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	/* Held for the process's life: nothing to give back. */
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/X/indptr", 256 * MIB,
+					    1, NULL, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 1, 1, NULL,
+					    err, sizeof(err)),
+			 -ENOMEM);
+}
+
+/* cache_mb and the daemon's own are set aside before any claim: the
+ * cache fills after the mount. */
+static void test_cache_set_aside_first(void **state)
+{
+	(void)state;
+	char err[512];
+	struct rfs_memlimit l = limit_of(256);
+	rfs_memlimit_set_claims(&l);
+	rfs_memlimit_reserve(112);
+	uint64_t a = 0, b = 0;
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 112 * MIB, 1,
+					    &a, err, sizeof(err)),
+			 0);
+	rfs_memlimit_release(&a);
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 100 * MIB, 1,
+					    &a, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/lab", 20 * MIB, 1,
+					    &b, err, sizeof(err)),
+			 -ENOMEM);
+	assert_string_equal(err, "/d/2.h5: /obs/lab claims 20971520 entries: "
+				 "at least 20 MiB at mount, more than the 256 "
+				 "MiB of the limit of its memory cgroup "
+				 "(/g/memory.max) leaves beside the 100 MiB "
+				 "claimed before it and cache_mb=112 with the "
+				 "daemon's own 32 MiB; give cache_mb=104 or "
+				 "less");
+	rfs_memlimit_release(&a);
+	/* Nothing before it: the cache alone. */
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 200 * MIB, 1,
+					    &a, err, sizeof(err)),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "(/g/memory.max) leaves beside "
+				    "cache_mb=112 with the daemon's own 32 "
+				    "MiB; give cache_mb=24 or less"));
+	/* No cache_mb leaves room: none suggested. */
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 250 * MIB, 1,
+					    &a, err, sizeof(err)),
+			 -ENOMEM);
+	assert_null(strstr(err, "give cache_mb"));
+	/* No limit known: nothing to set aside from. */
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	rfs_memlimit_reserve(1 << 20);
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab",
+					    UINT64_C(1) << 40, 1, &a, err,
+					    sizeof(err)),
+			 0);
+	rfs_memlimit_release(&a);
+}
+
+enum { CLAIMERS = 8, CLAIMS = 20000 };
+
+static void *claim_and_release(void *arg)
+{
+	char err[512];
+	uint64_t *kept = arg, c = 0;
+	for (int i = 0; i < CLAIMS; i++) {
+		/* cmocka's asserts are the main thread's: counted here. */
+		if (rfs_memlimit_claim("/d/1.h5", "/a", 3, 1, &c, err,
+				       sizeof(err)) != 0) {
+			*kept = UINT64_MAX;
+			return NULL;
+		}
+		if (i % 2) /* every other claim given back */
+			rfs_memlimit_release(&c);
+	}
+	*kept = c;
+	return NULL;
+}
+
+/* Threads claiming and releasing at once lose no update. */
+static void test_claims_from_threads(void **state)
+{
+	(void)state;
+	struct rfs_memlimit l = limit_of(256);
+	rfs_memlimit_set_claims(&l);
+	pthread_t t[CLAIMERS];
+	uint64_t kept[CLAIMERS];
+	for (int i = 0; i < CLAIMERS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, claim_and_release,
+						&kept[i]),
+				 0);
+	for (int i = 0; i < CLAIMERS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < CLAIMERS; i++)
+		assert_int_equal(kept[i], 0);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 }
 
 /* This machine's own: whatever it says, a real amount and a source. */
@@ -279,6 +423,9 @@ int main(void)
 		cmocka_unit_test(test_default_fits_the_limit),
 		cmocka_unit_test(test_given_value_refused_over_the_limit),
 		cmocka_unit_test(test_claims_within_the_limit),
+		cmocka_unit_test(test_claims_add_up),
+		cmocka_unit_test(test_cache_set_aside_first),
+		cmocka_unit_test(test_claims_from_threads),
 		cmocka_unit_test(test_this_machine),
 	};
 	return cmocka_run_group_tests(tests, fake_root_make, fake_root_remove);

@@ -15,6 +15,7 @@
 
 #include "dataset.h"
 #include "h5_fixture.h"
+#include "memlimit.h"
 #include "selection.h"
 
 #define ROWS 20
@@ -282,6 +283,43 @@ static void test_class_balanced_weights(void **state)
 	rfs_selection_free(&s);
 }
 
+/* What the selection holds (kept ids, the label, the weights' sums) is
+ * claimed (memlimit.c) until it is freed, and adds up with what building
+ * it reads: the weights column, held while the sums are made. */
+static void test_claims_held_until_freed(void **state)
+{
+	struct fixture *f = *state;
+	struct rfs_selection s;
+	char err[512];
+	const char *kv[] = { "strategy", "weighted", "weights",
+			     "weight",	 "filter",   "split:train",
+			     "label",	 "ct",	     NULL };
+	struct rfs_memlimit l = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), 0);
+	uint64_t kept = 15 * 8, sums = 15 * 8;
+	assert_true(s.kept_rows == 15 && s.label.claimed > 0);
+	assert_int_equal(s.claimed, kept + sums);
+	uint64_t held = rfs_memlimit_claimed();
+	assert_int_equal(held, s.claimed + s.label.claimed);
+	rfs_selection_free(&s);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	/* The sums need room beside the 20 doubles of the weights. */
+	l.bytes = held + 20 * 8 - 1;
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), -ENOMEM);
+	assert_non_null(strstr(err, "option strategy=weighted: a weight sum "
+				    "per sampled row claims 15 entries"));
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	l.bytes = held + 20 * 8;
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), 0);
+	rfs_selection_free(&s);
+	l.bytes = UINT64_MAX;
+	rfs_memlimit_set_claims(&l);
+}
+
 static void test_file_partition(void **state)
 {
 	struct fixture *f = *state;
@@ -391,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_weighted),
 		cmocka_unit_test(test_class_balanced_weights),
+		cmocka_unit_test(test_claims_held_until_freed),
 		cmocka_unit_test(test_file_partition),
 		cmocka_unit_test(test_digest),
 	};

@@ -602,6 +602,24 @@ static void test_absent_chunks_of_a_column_unopened(void **state)
 	rfs_source_destroy(s);
 }
 
+/* An AnnData store whose X is a CSR of 2^20 rows and nnz values, none
+ * stored, its indptr of indptr_dtype claimed in metadata alone (read as
+ * zeros: nnz 0 or it fails the open). */
+static void claims_csr(const char *store, const char *indptr_dtype,
+		       uint64_t nnz)
+{
+	text(store, ".zgroup", root_v2);
+	text(store, ".zattrs", anndata_attrs);
+	text(store, "X/.zgroup", root_v2);
+	text(store, "X/.zattrs",
+	     "{\"encoding-type\": \"csr_matrix\", \"shape\": [1048576, "
+	     "2]}");
+	claim_array(store, "X/data", nnz, 65536, "<f4");
+	claim_array(store, "X/indices", nnz, 65536, "<i4");
+	claim_array(store, "X/indptr", (UINT64_C(1) << 20) + 1, 65536,
+		    indptr_dtype);
+}
+
 /* Shapes claimed in metadata alone are checked against the memory the
  * daemon may use (memlimit.c) before they are read: categories, a column
  * and a CSR indptr of 2^20 entries, none stored, over a limit of 14 MiB
@@ -644,18 +662,68 @@ static void test_claims_refused_unread(void **state)
 	assert_non_null(strstr(err, "obs/w claims 1048576 entries"));
 	rfs_source_destroy(s);
 
-	text("claimptr.zarr", ".zgroup", root_v2);
-	text("claimptr.zarr", ".zattrs", anndata_attrs);
-	text("claimptr.zarr", "X/.zgroup", root_v2);
-	text("claimptr.zarr", "X/.zattrs",
-	     "{\"encoding-type\": \"csr_matrix\", \"shape\": [1048576, "
-	     "2]}");
-	claim_array("claimptr.zarr", "X/data", 0, 65536, "<f4");
-	claim_array("claimptr.zarr", "X/indices", 0, 65536, "<i4");
-	claim_array("claimptr.zarr", "X/indptr", n + 1, 65536, "<i8");
+	claims_csr("claimptr.zarr", "<i8", 0);
 	assert_int_equal(open_store("claimptr.zarr", NULL, &s, err), -ENOMEM);
 	assert_non_null(strstr(err, "claimptr.zarr: X/indptr claims 1048577 "
 				    "entries"));
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+}
+
+/* Claims add up (memlimit.c): columns each within the limit fail once
+ * they, held together, are not; a column holds its claim until freed
+ * (moved with its rows by an append), the values as stored given back
+ * once read, and an indptr its own until the source is destroyed. */
+static void test_claims_add_up_and_are_released(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_column w[4] = { 0 }, v = { 0 };
+	char err[512];
+	uint64_t n = UINT64_C(1) << 20;
+	struct rfs_memlimit l = { .bytes = 56 << 20 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	claims_csr("adds.zarr", "<i4", 0);
+	text("adds.zarr", "obs/.zgroup", root_v2);
+	claim_array("adds.zarr", "obs/w", n, 65536, "<f8"); /* 16 MiB */
+	claim_array("adds.zarr", "obs/v", n, 65536, "<i4"); /* 12 MiB */
+	assert_int_equal(open_store("adds.zarr", NULL, &s, err), 0);
+	uint64_t indptr = (n + 1) * 8; /* its int32 offsets given back */
+	assert_int_equal(rfs_memlimit_claimed(), indptr);
+	assert_int_equal(rfs_source_read_column(s, "v", &v, err, 512), 0);
+	assert_int_equal(v.claimed, n * 8);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(
+			rfs_source_read_column(s, "w", &w[i], err, 512), 0);
+	assert_int_equal(rfs_memlimit_claimed(), indptr + 4 * n * 8);
+	/* 8 + 32 MiB held (and 8 bytes): not the 16 MiB a read of w needs
+	 * at once. */
+	assert_int_equal(rfs_source_read_column(s, "w", &w[3], err, 512),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "adds.zarr: obs/w claims 1048576 "
+				    "entries: at least 16 MiB at mount, more "
+				    "than the 56 MiB of the test's limit "
+				    "leaves beside the 41 MiB claimed before "
+				    "it"));
+	assert_int_equal(w[3].claimed, 0);
+	/* An append moves the claim with the rows. */
+	assert_int_equal(rfs_column_append(&w[0], &w[1]), 0);
+	assert_int_equal(w[0].claimed, 2 * n * 8);
+	assert_int_equal(rfs_memlimit_claimed(), indptr + 4 * n * 8);
+	rfs_column_free(&v);
+	rfs_column_free(&w[2]);
+	assert_int_equal(rfs_memlimit_claimed(), indptr + 2 * n * 8);
+	assert_int_equal(rfs_source_read_column(s, "w", &w[3], err, 512), 0);
+	rfs_column_free(&w[0]);
+	rfs_column_free(&w[3]);
+	rfs_source_destroy(s);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	/* An open that fails once its indptr is read gives it back. */
+	claims_csr("ends.zarr", "<i4", 5);
+	assert_int_equal(open_store("ends.zarr", NULL, &s, err), -EINVAL);
+	assert_non_null(strstr(err, "must start at 0 and end at the 5"));
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	rfs_memlimit_set_claims(&none);
 }
@@ -1003,6 +1071,7 @@ int main(void)
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_claims_refused_unread),
+		cmocka_unit_test(test_claims_add_up_and_are_released),
 		cmocka_unit_test(test_absent_chunks_of_a_column_unopened),
 		cmocka_unit_test(test_v3_sharded),
 		cmocka_unit_test(test_linked_chunk_directories),
