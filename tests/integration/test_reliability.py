@@ -235,6 +235,13 @@ def test_failed_batch_fails_its_open_and_is_generated_once(mounts, tmp_path):
     assert counters() == (after[0] + 1, after[1] + 1)
     # What was generated is still served.
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    # Four files refused, four lines: one logged, and at the unmount (no
+    # later minute's line counted them) the three not logged.
+    assert m.unmount() == 0
+    log = m.log_text()
+    assert log.count("not served: the file changed since mount") == 2, log
+    assert "at exit: " in log and \
+        "(and 3 more like these, not logged)" in log, log
 
 
 def race_reader(mnt, x, seed, seconds, out):
