@@ -1,5 +1,6 @@
 """Bad input at mount time: one line naming the culprit, a non-zero exit,
 nothing left mounted, in the foreground and in the background."""
+import errno
 import os
 import re
 import subprocess
@@ -572,6 +573,30 @@ def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
             assert mount_entry(t)[2] == "tmpfs"  # still on top
         finally:
             subprocess.run(["umount", str(t)], check=True)
+
+
+def test_remount_says_it_cannot(mounts, files):
+    """mount -o remount,rw MNT runs mount.fuse3, which runs rankfs SOURCE
+    MNT -o remount,rw,...: one line saying a mount cannot be remounted
+    (it was 'unknown option 'remount'' and the whole option list, though
+    mount(8)'s other words are accepted), and the mount stays as it was."""
+    m = mounts(files["good"], "dataset=/x,batch_size=10")
+    before = np.load(m.file("batch", 0, 0, 1))
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(RANKFS)) +
+               os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run(["mount.fuse3", files["good"], m.mnt, "-t", "rankfs",
+                        "-o", "remount,rw,dataset=/x"],
+                       capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == ("rankfs: option remount: a rankfs mount cannot be "
+                        "remounted (it is read-only, its options fixed "
+                        "for its life): unmount it and mount again\n"), \
+        r.stderr
+    assert m.proc.poll() is None
+    assert np.array_equal(np.load(m.file("batch", 0, 0, 1)), before)
+    with pytest.raises(OSError) as e:
+        open(m.path("new"), "w")
+    assert e.value.errno == errno.EROFS
 
 
 @pytest.mark.parametrize("foreground", [True, False],
