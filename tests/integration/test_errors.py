@@ -288,6 +288,17 @@ def test_unknown_dash_options(files, tmp_path, args, words):
         assert w in lines[0]
 
 
+def test_dash_o_without_a_value(files, tmp_path):
+    """-o last on the line (an option list left off) is rankfs's own
+    line, as rankfs-cat's: it was libfuse's "fuse: missing argument after
+    `-o'"."""
+    r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path, "-o"])
+    assert r.returncode == 1
+    assert r.stderr == "rankfs: -o needs a value: -o OPTION[,OPTION...]\n", \
+        r.stderr
+    assert not is_mounted(tmp_path)
+
+
 def test_source_given_twice(files, tmp_path):
     """Its rows would be served twice over: as itself, or through a
     directory and a link."""
