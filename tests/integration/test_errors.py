@@ -728,3 +728,18 @@ def test_plan_rows_with_an_equals_sign():
     assert spaced.returncode == 0 and joined.stdout == spaced.stdout, \
         joined.stderr
     assert len(spaced.stdout.split()) == 10
+
+
+def test_plan_says_when_its_output_is_lost():
+    """Row ids that cannot be written (a full disk: /dev/full) fail with a
+    line, exit 2 as its other failures, like rankfs-cat's failed write:
+    rankfs-plan exited 0, silent."""
+    for args in (["--rows", "1000", "-o", "batch_size=10", "0", "0", "3"],
+                 ["--rows", "1000", "-o", "batch_size=10", "--time", "1"],
+                 ["--version"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([RANKFS_PLAN] + args, stdout=full,
+                               stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr == ("rankfs-plan: writing to stdout: No space left "
+                            "on device\n"), (args, r.stderr)
