@@ -1,4 +1,5 @@
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -80,6 +81,26 @@ static int refuse_mount_point(const char *mountpoint)
 		"unmount it first or mount elsewhere\n",
 		mountpoint, e.fstype, e.source);
 	return -1;
+}
+
+/* fuse3 mounts over a directory that holds files (fuse2 wanted -o
+ * nonempty), hiding them: an fstab line may mean it, a mistyped path may
+ * not. So the mount goes ahead, and one line says so. */
+static void warn_not_empty(const char *mountpoint)
+{
+	DIR *d = opendir(mountpoint);
+	struct dirent *e;
+	int empty = 1;
+	while (d && empty && (e = readdir(d)))
+		empty = strcmp(e->d_name, ".") == 0 ||
+			strcmp(e->d_name, "..") == 0;
+	if (d)
+		closedir(d);
+	if (!empty)
+		fprintf(stderr,
+			"rankfs: mountpoint %s is not empty: what it holds is "
+			"hidden while rankfs is mounted there\n",
+			mountpoint);
 }
 
 /* Whether st, log_file's file, may not take log lines: anything but a
@@ -273,6 +294,7 @@ int main(int argc, char *argv[])
 	}
 	if (refuse_mount_point(cli.mountpoint) != 0)
 		goto out_opts;
+	warn_not_empty(cli.mountpoint);
 	if (!cli.fuse.foreground && rfs_daemon_start() != 0)
 		goto out_opts;
 	if (rfs_view_create(&cli.config, cli.sources, cli.nsources, &fs.view,

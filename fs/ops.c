@@ -269,11 +269,13 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
- * reads are then the kernel's alone. A file that fails to generate is not
- * stored, and its reads fail as before. An O_DIRECT open's reads bypass
- * the page cache and reach the daemon, which generates and counts them
- * (read_file): nothing is stored for it.
- * @return 0, or -ENOMEM: not counted. */
+ * reads are then the kernel's alone. A file that fails to generate fails
+ * its open with that error: opened, each read() of it would reach the
+ * daemon two or three times (the kernel's readahead, then its retry of
+ * the page), each a failed generation, logged and counted again. An
+ * O_DIRECT open's reads bypass the page cache and reach the daemon, which
+ * generates and counts them (read_file): nothing is stored for it.
+ * @return 0, or a negative errno: not counted. */
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 			 const struct rfs_cache_key *key, int direct)
 {
@@ -281,9 +283,15 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	if (rc != 1)
 		return rc;
 	struct rfs_cache_entry *e;
-	if (direct || rfs_view_read(fs->view, key, 0, &e) != 0) {
+	if (direct) {
 		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
 		return 0;
+	}
+	rc = rfs_view_read(fs->view, key, 0, &e);
+	if (rc != 0) {
+		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
+		rfs_page_store_close(fs->page_store, ino, NULL, NULL);
+		return rc;
 	}
 	size_t len = rfs_cache_entry_size(e);
 	/* Counted when handed over: the daemon sees no reads of it. */
@@ -340,9 +348,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (is_file(&n)) {
 			struct rfs_cache_key key = file_key(fs, &n);
 			rfs_view_opened(fs->view, &key);
-			if (store_at_open(fs, ino, &key,
-					  (fi->flags & O_DIRECT) != 0) != 0) {
-				fuse_reply_err(req, ENOMEM);
+			int rc = store_at_open(fs, ino, &key,
+					       (fi->flags & O_DIRECT) != 0);
+			if (rc != 0) {
+				fuse_reply_err(req, -rc);
 				return;
 			}
 		}

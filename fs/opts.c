@@ -269,6 +269,16 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 	rfs_config_init(&cli->config);
 	cli->args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 
+	/* libfuse would say "fuse: missing argument after `-o'" (after
+	 * "--", "-o" is a name). */
+	int named = 0;
+	for (int i = 1; i < argc - 1; i++)
+		named |= strcmp(argv[i], "--") == 0;
+	if (argc > 1 && !named && strcmp(argv[argc - 1], "-o") == 0) {
+		fprintf(stderr,
+			"rankfs: -o needs a value: -o OPTION[,OPTION...]\n");
+		return -1;
+	}
 	if (fuse_opt_parse(&cli->args, &st, templates, proc) != 0)
 		return -1;
 	if (st.action)

@@ -69,6 +69,13 @@ void rfs_log_limit_init(struct rfs_log_limit *l)
 
 void rfs_log_limit_destroy(struct rfs_log_limit *l)
 {
+	/* No later minute's line will count them: said now, with the last
+	 * line logged to say what they were like. */
+	if (l->dropped && l->last)
+		rfs_log("at exit: %s (and %llu more like these, not logged)",
+			l->last, l->dropped);
+	free(l->last);
+	l->last = NULL;
 	pthread_mutex_destroy(&l->lock);
 }
 
@@ -118,7 +125,10 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
 	rfs_log("%s%s", line, suffix);
-	free(line);
+	pthread_mutex_lock(&l->lock);
+	free(l->last);
+	l->last = line;
+	pthread_mutex_unlock(&l->lock);
 }
 
 void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)

@@ -20,13 +20,16 @@ void rfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * minute each distinct line (a cause: a chunk, a range of rows) is logged
  * once, up to RFS_LOG_CAUSES of them, and its repeats and any further
  * causes are only counted; the first line after the minute is logged with
- * the count of those it stood for. One limit per source (or call site). */
+ * the count of those it stood for, and rfs_log_limit_destroy() logs the
+ * count of those no such line came for. One limit per source (or call
+ * site). */
 #define RFS_LOG_CAUSES 16
 struct rfs_log_limit {
 	long long minute_start; /* CLOCK_MONOTONIC seconds; 0: never */
 	unsigned long long dropped; /* since the last line logged */
 	uint64_t causes[RFS_LOG_CAUSES]; /* hashes of this minute's lines */
 	unsigned ncauses;
+	char *last; /* the last line logged, for the count at destroy */
 	pthread_mutex_t lock;
 };
 #define RFS_LOG_LIMIT_INIT                        \
@@ -43,7 +46,10 @@ void rfs_log_limited_by(struct rfs_log_limit *l, const char *cause,
 			const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* A limit that is not static (one per source, say). */
+/* A limit that is not static (one per source, say). Destroy logs the
+ * lines counted since the last one logged, if any (with the last line
+ * logged, prefixed "at exit: "), and frees what the limit holds; call it
+ * once no thread logs through l. */
 void rfs_log_limit_init(struct rfs_log_limit *l);
 void rfs_log_limit_destroy(struct rfs_log_limit *l);
 

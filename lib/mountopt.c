@@ -242,6 +242,16 @@ int rfs_mountopt_take(struct rfs_config *c, const char *prog, const char *arg,
 	rc = rfs_config_set(c, key, value, err, sizeof(err));
 	if (rc != -ENOENT)
 		goto refuse;
+	/* mount -o remount,... on a mount: mount.fuse3 starts us again with
+	 * it. A mount(8) word, but not one to ignore. */
+	if (strcmp(key, "remount") == 0) {
+		rfs_buf_printf(msg,
+			       "%s: option remount: a rankfs mount cannot be "
+			       "remounted (it is read-only, its options fixed "
+			       "for its life): unmount it and mount again\n",
+			       prog);
+		return -1;
+	}
 	switch (rfs_mountopt_kind(key)) {
 	case RFS_MOUNTOPT_FUSE:
 		rc = rfs_mountopt_check_fuse(key, value, err, sizeof(err));

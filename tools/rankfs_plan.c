@@ -247,6 +247,12 @@ int main(int argc, char *argv[])
 	free(out);
 	status = 0;
 out:
+	/* Row ids lost to a full disk or a closed stdout are a failure. */
+	if (status == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+		fprintf(stderr, "rankfs-plan: writing to stdout: %s\n",
+			strerror(errno ? errno : EIO));
+		status = 2;
+	}
 	rfs_plan_destroy(p);
 	rfs_config_free(&c);
 	return status;

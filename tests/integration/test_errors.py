@@ -1,5 +1,6 @@
 """Bad input at mount time: one line naming the culprit, a non-zero exit,
 nothing left mounted, in the foreground and in the background."""
+import errno
 import os
 import re
 import subprocess
@@ -285,6 +286,17 @@ def test_unknown_dash_options(files, tmp_path, args, words):
     assert lines[0].startswith("rankfs: ")
     for w in words:
         assert w in lines[0]
+
+
+def test_dash_o_without_a_value(files, tmp_path):
+    """-o last on the line (an option list left off) is rankfs's own
+    line, as rankfs-cat's: it was libfuse's "fuse: missing argument after
+    `-o'"."""
+    r = run_rankfs(["-o", "dataset=/x", files["good"], tmp_path, "-o"])
+    assert r.returncode == 1
+    assert r.stderr == "rankfs: -o needs a value: -o OPTION[,OPTION...]\n", \
+        r.stderr
+    assert not is_mounted(tmp_path)
 
 
 def test_source_given_twice(files, tmp_path):
@@ -637,6 +649,30 @@ def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
             subprocess.run(["umount", str(t)], check=True)
 
 
+def test_remount_says_it_cannot(mounts, files):
+    """mount -o remount,rw MNT runs mount.fuse3, which runs rankfs SOURCE
+    MNT -o remount,rw,...: one line saying a mount cannot be remounted
+    (it was 'unknown option 'remount'' and the whole option list, though
+    mount(8)'s other words are accepted), and the mount stays as it was."""
+    m = mounts(files["good"], "dataset=/x,batch_size=10")
+    before = np.load(m.file("batch", 0, 0, 1))
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(RANKFS)) +
+               os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run(["mount.fuse3", files["good"], m.mnt, "-t", "rankfs",
+                        "-o", "remount,rw,dataset=/x"],
+                       capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == ("rankfs: option remount: a rankfs mount cannot be "
+                        "remounted (it is read-only, its options fixed "
+                        "for its life): unmount it and mount again\n"), \
+        r.stderr
+    assert m.proc.poll() is None
+    assert np.array_equal(np.load(m.file("batch", 0, 0, 1)), before)
+    with pytest.raises(OSError) as e:
+        open(m.path("new"), "w")
+    assert e.value.errno == errno.EROFS
+
+
 @pytest.mark.parametrize("foreground", [True, False],
                          ids=["foreground", "background"])
 def test_log_file_only_a_regular_file_not_a_source(files, tmp_path,
@@ -755,3 +791,18 @@ def test_plan_rows_with_an_equals_sign():
     assert spaced.returncode == 0 and joined.stdout == spaced.stdout, \
         joined.stderr
     assert len(spaced.stdout.split()) == 10
+
+
+def test_plan_says_when_its_output_is_lost():
+    """Row ids that cannot be written (a full disk: /dev/full) fail with a
+    line, exit 2 as its other failures, like rankfs-cat's failed write:
+    rankfs-plan exited 0, silent."""
+    for args in (["--rows", "1000", "-o", "batch_size=10", "0", "0", "3"],
+                 ["--rows", "1000", "-o", "batch_size=10", "--time", "1"],
+                 ["--version"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([RANKFS_PLAN] + args, stdout=full,
+                               stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr == ("rankfs-plan: writing to stdout: No space left "
+                            "on device\n"), (args, r.stderr)

@@ -67,6 +67,31 @@ def test_mountpoint_spellings(source, tmp_path, spelling):
     assert wait_gone(tmp_path / "mnt")
 
 
+def test_non_empty_mountpoint_mounts_with_a_warning(source, tmp_path):
+    """fuse3 mounts over a directory that holds files (fuse2 refused it
+    without -o nonempty), hiding them while mounted: an fstab line or a
+    unit may mean it, a typo in a path may not. So the mount goes ahead
+    and one line says what it hides; it used to say nothing."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    (mnt / "notes.txt").write_text("mine")
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10", source,
+                        str(mnt)], capture_output=True, text=True,
+                       timeout=30)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == (f"rankfs: mountpoint {mnt} is not empty: what "
+                            "it holds is hidden while rankfs is mounted "
+                            "there\n"), r.stderr
+        assert "notes.txt" not in os.listdir(mnt)
+        assert np.load(mnt / "epoch/0/rank/0/batch/000000.npy").shape == \
+            (10, 4)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    assert wait_gone(mnt)
+    assert (mnt / "notes.txt").read_text() == "mine"
+
+
 def test_background_start_returns_once_mounted(source, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()

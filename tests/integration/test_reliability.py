@@ -3,6 +3,7 @@ changes under the mount, closed standard fds, and the memory bound under
 load."""
 import errno
 import io
+import mmap
 import multiprocessing as mp
 import os
 import random
@@ -192,6 +193,55 @@ def test_change_in_place_without_inotify(mounts, tmp_path, monkeypatch, how):
         m.load("batch", 0, 0, 1)
     assert e.value.errno == errno.EIO
     np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+
+
+def test_failed_batch_fails_its_open_and_is_generated_once(mounts, tmp_path):
+    """A batch that cannot be generated fails its open with EIO: opened,
+    each read() of it reached the daemon two or three times (the kernel's
+    readahead, then its retry of the page), each a failed generation that
+    was counted in stats.json and logged (or counted in the log's "and N
+    more like these") again."""
+    path, x, m, index = mounted_with_batch_0(mounts, tmp_path)
+    rewrite_in_place(str(path), "rewritten")
+
+    def counters():
+        s = m.json("stats.json")
+        return (s["cache"]["misses"],
+                s["ranks"][0]["first_reads"]["generated"])
+
+    def open_errno(path):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            return e.errno
+        os.close(fd)
+        return 0
+
+    before = counters()
+    for k in (1, 2, 3):
+        assert open_errno(m.file("batch", 0, 0, k)) == errno.EIO
+    after = counters()
+    # One failed generation for each file refused, no more.
+    assert after == (before[0] + 3, before[1] + 3), (before, after)
+    # An O_DIRECT open generates nothing; its read fails, once.
+    fd = os.open(m.file("batch", 0, 0, 4), os.O_RDONLY | os.O_DIRECT)
+    try:
+        buf = mmap.mmap(-1, 1 << 20)
+        with pytest.raises(OSError) as e:
+            os.readv(fd, [buf])
+        assert e.value.errno == errno.EIO
+    finally:
+        os.close(fd)
+    assert counters() == (after[0] + 1, after[1] + 1)
+    # What was generated is still served.
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
+    # Four files refused, four lines: one logged, and at the unmount (no
+    # later minute's line counted them) the three not logged.
+    assert m.unmount() == 0
+    log = m.log_text()
+    assert log.count("not served: the file changed since mount") == 2, log
+    assert "at exit: " in log and \
+        "(and 3 more like these, not logged)" in log, log
 
 
 def race_reader(mnt, x, seed, seconds, out):

@@ -111,6 +111,12 @@ static void test_limit_logs_each_cause_once_a_minute(void **state)
 	assert_non_null(strstr(text, "chunk 7 damaged\n"));
 	free(text);
 	rfs_log_limit_destroy(&l);
+	text = new_lines();
+	assert_int_equal(count(text, "\n"), 1);
+	assert_non_null(strstr(text,
+			       "at exit: chunk 7 damaged (and 1 more like "
+			       "these, not logged)\n"));
+	free(text);
 }
 
 /* A cause given: lines that differ (each batch's rows) are one cause. */
@@ -129,6 +135,10 @@ static void test_limited_by_cause(void **state)
 	assert_non_null(strstr(text, "rows 3 refused\n"));
 	free(text);
 	rfs_log_limit_destroy(&l);
+	text = new_lines();
+	assert_non_null(strstr(text, "at exit: rows 3 refused (and 4 more like "
+				     "these, not logged)\n"));
+	free(text);
 }
 
 /* Two limits (two sources) do not share their causes. */
@@ -145,6 +155,36 @@ static void test_limits_are_separate(void **state)
 	free(text);
 }
 
+/* The lines left uncounted when a limit ends (the unmount) are said
+ * then: no later minute's line would count them. */
+static void test_destroy_counts_what_was_not_logged(void **state)
+{
+	(void)state;
+	struct rfs_log_limit l;
+	rfs_log_limit_init(&l);
+	for (int i = 0; i < 4; i++)
+		rfs_log_limited(&l, "rows %d..%d refused", 0, 9);
+	rfs_log_limited(&l, "chunk %d damaged", 5);
+	rfs_log_limited(&l, "chunk %d damaged", 5);
+	char *text = new_lines();
+	assert_int_equal(count(text, "\n"), 2);
+	free(text);
+	rfs_log_limit_destroy(&l);
+	text = new_lines();
+	assert_int_equal(count(text, "\n"), 1);
+	assert_non_null(strstr(text, " rankfs: at exit: chunk 5 damaged (and 4 "
+				     "more like these, not logged)\n"));
+	free(text);
+	/* Nothing left over: nothing said. */
+	rfs_log_limit_init(&l);
+	rfs_log_limited(&l, "chunk %d damaged", 5);
+	free(new_lines());
+	rfs_log_limit_destroy(&l);
+	text = new_lines();
+	assert_string_equal(text, "");
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +192,7 @@ int main(void)
 		cmocka_unit_test(test_limit_logs_each_cause_once_a_minute),
 		cmocka_unit_test(test_limited_by_cause),
 		cmocka_unit_test(test_limits_are_separate),
+		cmocka_unit_test(test_destroy_counts_what_was_not_logged),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
