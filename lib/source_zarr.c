@@ -75,6 +75,7 @@ static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 	if (rc != 0)
 		return rc;
 	a->failures = &s->base.read_failures;
+	rfs_zarr_array_keep_indexes(a, s->chunks);
 	struct rfs_chunked c = { .fd = -1,
 				 .path = s->path,
 				 .name = a->name,

@@ -183,9 +183,20 @@ struct rfs_zarr_array {
 	char *meta_file;
 	struct rfs_zarr_id meta_id;
 	pthread_mutex_t lock;
-	uint64_t **index; /* per shard file: its index once read; protected
+	uint64_t **index; /* per shard file: its index once kept; protected
 			   * by lock */
 	size_t index_bytes; /* protected by lock */
+	/* Indexes kept at most: bytes taken from the chunk share
+	 * (rfs_zarr_array_keep_indexes); 0 keeps none. */
+	size_t index_cap;
+	/* A shard's index is read whole into one buffer, one read at a
+	 * time, its bytes claimed at open (memlimit.h) and released at
+	 * close: index_buf holds shard index_buf_f - 1's (0: none);
+	 * protected by read_lock */
+	pthread_mutex_t read_lock;
+	unsigned char *index_buf;
+	uint64_t index_buf_f;
+	uint64_t index_claimed;
 	int lock_init;
 };
 
@@ -197,6 +208,14 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 			atomic_int *changed, struct rfs_zarr_array *a,
 			char *err, size_t errlen);
 void rfs_zarr_array_close(struct rfs_zarr_array *a);
+/* Keeps a served sharded array's shard indexes once read, in bytes taken
+ * from the decoded chunks' share of cache_mb (rfs_chunks_reserve): all of
+ * them where they fit in 64 MiB and the share allows, else as many as do
+ * (none: a read of a shard not kept reads its index again, unless it was
+ * the last read).
+ * Call once, at mount, before reads. */
+void rfs_zarr_array_keep_indexes(struct rfs_zarr_array *a,
+				 struct rfs_chunk_cache *cc);
 /* Bytes [at, at + len) of decoded inner chunk k (row-major over igrid;
  * inner[0] x inner[1] x elem bytes) into out: the whole chunk, or a part
  * decoded alone where the codec can (rfs_zarr_decode_part). Absent chunks

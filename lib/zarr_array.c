@@ -3,8 +3,17 @@
  * file's whole content, or, when sharded, one chunk inside a shard file,
  * found by the shard's index (a pair of little-endian uint64 offset and
  * size per inner chunk, all ones when absent, with a CRC-32C after it
- * when the index codecs say so) and read alone with pread. Shard indexes
- * read are kept, up to INDEX_CACHE_MAX bytes per array.
+ * when the index codecs say so) and read alone with pread.
+ *
+ * A shard's index is 16 bytes per inner chunk, fixed per array by its
+ * metadata (2^24 inner chunks: 256 MiB), so its memory is settled at
+ * mount: one buffer an index is read into, whole, one read at a time,
+ * claimed at open against the memory limit (memlimit.h; over it, the
+ * mount fails naming the store and array), and, for a served array,
+ * indexes kept once read in bytes taken from the decoded chunks' share of
+ * cache_mb, up to INDEX_CACHE_MAX (rfs_zarr_array_keep_indexes). A read
+ * of a shard whose index is not kept waits for the buffer, which holds
+ * the last index read.
  *
  * Files are opened per read, so a mount holds no descriptors for its
  * chunks. A read checks the file it opened before and after the pread
@@ -23,8 +32,10 @@
 
 #include "buf.h"
 #include "bigbuf.h"
+#include "chunks.h"
 #include "fetch.h"
 #include "log.h"
+#include "memlimit.h"
 #include "watch.h"
 
 /* Shard indexes (and zarr_meta.c's little-endian data) are used in
@@ -79,6 +90,10 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 	a->name = strdup(path[0] ? path : "/"); /* the root: a lone array */
 	if (!a->name || pthread_mutex_init(&a->lock, NULL) != 0)
 		return -ENOMEM;
+	if (pthread_mutex_init(&a->read_lock, NULL) != 0) {
+		pthread_mutex_destroy(&a->lock);
+		return -ENOMEM;
+	}
 	a->lock_init = 1;
 	for (int d = 0; d < 2; d++) {
 		a->grid[d] = ceil_div(a->m.shape[d], a->m.chunk[d]);
@@ -101,6 +116,12 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 		a->index = calloc(files, sizeof(*a->index));
 		if (!a->index)
 			return -ENOMEM;
+		/* The buffer of one index read (its CRC's 4 bytes aside). */
+		char claim[1200];
+		snprintf(claim, sizeof(claim), "%s (a shard's index)", a->name);
+		return rfs_memlimit_claim(st->root, claim,
+					  a->per[0] * a->per[1], 16,
+					  &a->index_claimed, err, errlen);
 	}
 	return 0;
 }
@@ -111,12 +132,30 @@ static size_t shard_index_size(const struct rfs_zarr_array *a)
 	return (size_t)(16 * a->per[0] * a->per[1]) + (a->m.index_crc ? 4 : 0);
 }
 
+void rfs_zarr_array_keep_indexes(struct rfs_zarr_array *a,
+				 struct rfs_chunk_cache *cc)
+{
+	size_t each = shard_index_size(a);
+	uint64_t files = a->grid[0] * a->grid[1];
+	if (!a->m.sharded || each > INDEX_CACHE_MAX)
+		return;
+	uint64_t n = INDEX_CACHE_MAX / each < files ? INDEX_CACHE_MAX / each :
+						      files;
+	/* As many as the share leaves room for, beside its eighth kept for
+	 * chunks. */
+	while (n > 0 && rfs_chunks_reserve(cc, (size_t)n * each) != 0)
+		n /= 2;
+	a->index_cap = (size_t)n * each;
+}
+
 void rfs_zarr_array_close(struct rfs_zarr_array *a)
 {
 	if (a->index)
 		for (uint64_t f = 0; f < a->grid[0] * a->grid[1]; f++)
 			rfs_bigbuf_free(a->index[f], shard_index_size(a));
 	free(a->index);
+	rfs_bigbuf_free(a->index_buf, shard_index_size(a));
+	rfs_memlimit_release(&a->index_claimed);
 	for (size_t i = 0; i < a->ndir_watches; i++)
 		rfs_watch_forget(a->dir_watches[i]);
 	free(a->dir_watches);
@@ -124,24 +163,22 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a)
 	free(a->meta_file);
 	free(a->name);
 	free(a->dir);
-	if (a->lock_init)
+	if (a->lock_init) {
 		pthread_mutex_destroy(&a->lock);
+		pthread_mutex_destroy(&a->read_lock);
+	}
 	*a = (struct rfs_zarr_array){ 0 };
 }
 
-/* The shard's index, read (and its crc checked) or from the cache; every
- * entry either absent or within the file. *owned: the caller frees it. */
-static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
-		       uint64_t size, const uint64_t **out, uint64_t **owned,
-		       char *why, size_t whylen)
+/* Reads shard f's index into a->index_buf (unless it holds it), its crc
+ * checked and every entry either absent or within the file. Under
+ * read_lock. */
+static int read_index(struct rfs_zarr_array *a, uint64_t f, int fd,
+		      uint64_t size, char *why, size_t whylen)
 {
 	uint64_t n = a->per[0] * a->per[1];
 	size_t len = (size_t)(16 * n), total = shard_index_size(a);
-	*owned = NULL;
-	pthread_mutex_lock(&a->lock);
-	*out = a->index[f];
-	pthread_mutex_unlock(&a->lock);
-	if (*out)
+	if (a->index_buf_f == f + 1)
 		return 0;
 	if (size < total) {
 		snprintf(why, whylen,
@@ -151,9 +188,10 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 	}
 	/* Kept for the mount's life: mapped where big (bigbuf.c), not in
 	 * the heap between fills' temporaries (fs/main.c). */
-	unsigned char *raw = rfs_bigbuf_alloc(total);
-	if (!raw)
+	if (!a->index_buf && !(a->index_buf = rfs_bigbuf_alloc(total)))
 		return -ENOMEM;
+	unsigned char *raw = a->index_buf;
+	a->index_buf_f = 0;
 	size_t got;
 	int rc = rfs_fetch_pread_all(
 		fd, raw, total, a->m.index_at_start ? 0 : size - total, &got);
@@ -170,7 +208,7 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 			 strerror(-rc));
 		rc = -EIO;
 	}
-	uint64_t *idx = (uint64_t *)raw; /* little-endian host; aligned */
+	const uint64_t *idx = (const uint64_t *)raw; /* little-endian host */
 	for (uint64_t k = 0; k < n && rc == 0; k++) {
 		uint64_t off = idx[2 * k], nb = idx[2 * k + 1];
 		if (off == ABSENT && nb == ABSENT)
@@ -186,23 +224,42 @@ static int shard_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 			rc = -EIO;
 		}
 	}
-	if (rc != 0) {
-		rfs_bigbuf_free(raw, total);
-		return rc;
-	}
+	if (rc == 0)
+		a->index_buf_f = f + 1;
+	return rc;
+}
+
+/* Inner chunk p's entry (offset, bytes) in shard f's index: kept, or read
+ * into the array's one buffer (and kept where index_cap has room). */
+static int shard_entry(struct rfs_zarr_array *a, uint64_t f, uint64_t p, int fd,
+		       uint64_t size, uint64_t entry[2], char *why,
+		       size_t whylen)
+{
+	size_t total = shard_index_size(a);
 	pthread_mutex_lock(&a->lock);
-	if (a->index[f]) { /* another thread was first */
-		*out = a->index[f];
-		*owned = idx;
-	} else if (a->index_bytes + total <= INDEX_CACHE_MAX) {
-		a->index[f] = idx;
-		a->index_bytes += total;
-		*out = idx;
-	} else {
-		*out = *owned = idx;
-	}
+	const uint64_t *kept = a->index[f];
+	if (kept)
+		memcpy(entry, kept + 2 * p, 16);
 	pthread_mutex_unlock(&a->lock);
-	return 0;
+	if (kept)
+		return 0;
+	pthread_mutex_lock(&a->read_lock);
+	int rc = read_index(a, f, fd, size, why, whylen);
+	if (rc == 0) {
+		const uint64_t *idx = (const uint64_t *)a->index_buf;
+		memcpy(entry, idx + 2 * p, 16);
+		pthread_mutex_lock(&a->lock);
+		uint64_t *copy = NULL;
+		if (!a->index[f] && a->index_bytes + total <= a->index_cap &&
+		    (copy = rfs_bigbuf_alloc(total))) {
+			memcpy(copy, idx, total);
+			a->index[f] = copy;
+			a->index_bytes += total;
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	pthread_mutex_unlock(&a->read_lock);
+	return rc;
 }
 
 /* The chunk (shard) file of inner chunk k: its position in the grid. */
@@ -230,8 +287,7 @@ static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
 	uint64_t gi = k / a->igrid[1], gj = k % a->igrid[1];
 	uint64_t p = gi % a->per[0] * a->per[1] + gj % a->per[1];
 	struct stat before;
-	const uint64_t *idx = NULL;
-	uint64_t *owned = NULL;
+	uint64_t entry[2];
 	int rc = 0;
 	pl->f = file_of(a, k);
 	rfs_zarr_chunk_path(a, pl->f, pl->path, sizeof(pl->path));
@@ -275,12 +331,12 @@ static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
 	pl->off = 0;
 	pl->len = (uint64_t)before.st_size;
 	if (a->m.sharded) {
-		rc = shard_index(a, pl->f, pl->fd, (uint64_t)before.st_size,
-				 &idx, &owned, why, whylen);
+		rc = shard_entry(a, pl->f, p, pl->fd, (uint64_t)before.st_size,
+				 entry, why, whylen);
 		if (rc != 0)
 			goto out;
-		pl->off = idx[2 * p];
-		pl->len = idx[2 * p + 1];
+		pl->off = entry[0];
+		pl->len = entry[1];
 		if (pl->off == ABSENT && pl->len == ABSENT) {
 			close(pl->fd);
 			pl->fd = -1;
@@ -296,7 +352,6 @@ static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
 		rc = -EIO;
 	}
 out:
-	rfs_bigbuf_free(owned, shard_index_size(a));
 	if (rc != 0) {
 		close(pl->fd);
 		pl->fd = -1;
