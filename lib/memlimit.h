@@ -36,6 +36,19 @@ int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
 /* A heap string's least share of a claim: its pointer in the array and
  * the smallest block glibc's malloc hands out. */
 #define RFS_MEMLIMIT_STRING_BYTES (sizeof(char *) + 32)
+/* A string column's row, made codes (rfs_column_from_strings): beside its
+ * heap string, the sort's index, the code and the categories' slot, 8
+ * bytes each, held at once: 64 bytes a row (the peak measured for 2^22
+ * distinct short strings; 56 for 10 categories, whose slots stay
+ * untouched). */
+#define RFS_MEMLIMIT_CODED_STRING_BYTES (RFS_MEMLIMIT_STRING_BYTES + 3 * 8)
+/* What a claim's entries are read as (the obs readers): values, category
+ * names (a number's text too), or values whose strings are made codes. */
+enum rfs_memlimit_as {
+	RFS_MEMLIMIT_VALUES,
+	RFS_MEMLIMIT_NAMES,
+	RFS_MEMLIMIT_CODES
+};
 
 /* Claims, before it is read whole at mount, count entries of at least
  * each bytes (an array's shape, a dataset's length: a few bytes of

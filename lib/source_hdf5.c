@@ -346,8 +346,8 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
 	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1 &&
 	    stored_as_integers(H5Dget_type(dset))) {
-		rc = rfs_hdf5_claim(s, dset, shape[0] + 1, 0, &s->base.claimed,
-				    err, errlen);
+		rc = rfs_hdf5_claim(s, dset, shape[0] + 1, RFS_MEMLIMIT_VALUES,
+				    &s->base.claimed, err, errlen);
 		if (rc == 0 && !(s->indptr = malloc((shape[0] + 1) *
 						    sizeof(*s->indptr)))) {
 			snprintf(err, errlen, "%s: %s: out of memory", s->path,
@@ -465,8 +465,9 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 		*names = NULL;
 		rc = -E2BIG;
 	} else if (rc == 0) {
-		rc = rfs_hdf5_claim(s, names_dset, (uint64_t)len, 0,
-				    &s->base.var_claimed, err, errlen);
+		rc = rfs_hdf5_claim(s, names_dset, (uint64_t)len,
+				    RFS_MEMLIMIT_VALUES, &s->base.var_claimed,
+				    err, errlen);
 		if (rc == 0 && (rc = rfs_hdf5_read_strings(
 					names_dset, (uint64_t)len, names)) != 0)
 			snprintf(err, errlen,

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "chunks.h"
+#include "memlimit.h"
 #include "rowmap.h"
 #include "source_backend.h"
 
@@ -131,11 +132,13 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 int64_t rfs_hdf5_length_1d(hid_t dset);
 /* Reads a 1-D string dataset into n heap strings. @return 0 or -errno. */
 int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out);
-/* Checks n entries of dset, to be read whole at mount (names: as
- * category names), against the memory the daemon may use
- * (rfs_memlimit_claim, adding it to *claimed). @return 0, or -ENOMEM with err naming s's file,
- * the dataset and the limit. */
+/* Checks n entries of dset, to be read whole at mount (as: values,
+ * category names, or values whose strings are made codes), against the
+ * memory the daemon may use (rfs_memlimit_claim, adding it to *claimed).
+ * @return 0, or -ENOMEM with err naming s's file, the dataset and the
+ * limit. */
 int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
-		   int names, uint64_t *claimed, char *err, size_t errlen);
+		   enum rfs_memlimit_as as, uint64_t *claimed, char *err,
+		   size_t errlen);
 
 #endif

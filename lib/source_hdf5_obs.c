@@ -339,9 +339,10 @@ static int read_values(hid_t dset, uint64_t n, struct rfs_column *out)
 }
 
 /* What reading dset whole takes per entry, at least: a number's int64 or
- * double (and an enum's stored value), a heap string (and a fixed-length
- * string's stored bytes); as category names, a number's text too. */
-static uint64_t entry_bytes(hid_t dset, int names)
+ * double (and an enum's stored value), a heap string (made codes: its
+ * index, code and category too; and a fixed-length string's stored
+ * bytes); as category names, a number's text too. */
+static uint64_t entry_bytes(hid_t dset, enum rfs_memlimit_as as)
 {
 	hid_t type = H5Dget_type(dset);
 	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
@@ -350,19 +351,23 @@ static uint64_t entry_bytes(hid_t dset, int names)
 	if (type >= 0)
 		H5Tclose(type);
 	if (cls == H5T_STRING)
-		return RFS_MEMLIMIT_STRING_BYTES + (fixed ? size : 0);
+		return (as == RFS_MEMLIMIT_CODES ?
+				RFS_MEMLIMIT_CODED_STRING_BYTES :
+				RFS_MEMLIMIT_STRING_BYTES) +
+		       (fixed ? size : 0);
 	return 8 + (cls == H5T_ENUM ? size : 0) +
-	       (names ? RFS_MEMLIMIT_STRING_BYTES : 0);
+	       (as == RFS_MEMLIMIT_NAMES ? RFS_MEMLIMIT_STRING_BYTES : 0);
 }
 
 /* Refuses, before it is read, a dataset whose length claims more than
  * the daemon may hold (memlimit.c). */
 int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
-		   int names, uint64_t *claimed, char *err, size_t errlen)
+		   enum rfs_memlimit_as as, uint64_t *claimed, char *err,
+		   size_t errlen)
 {
 	char name[512] = "?";
 	H5Iget_name(dset, name, sizeof(name));
-	return rfs_memlimit_claim(s->path, name, n, entry_bytes(dset, names),
+	return rfs_memlimit_claim(s->path, name, n, entry_bytes(dset, as),
 				  claimed, err, errlen);
 }
 
@@ -466,11 +471,15 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		goto out;
 	}
 	int64_t ncats = cats >= 0 ? rfs_hdf5_length_1d(cats) : 0;
-	rc = rfs_hdf5_claim(s, codes, (uint64_t)n, 0, &out->claimed, err,
-			    errlen);
+	/* Without categories, strings are made codes (read_values). */
+	rc = rfs_hdf5_claim(s, codes, (uint64_t)n,
+			    cats >= 0 ? RFS_MEMLIMIT_VALUES :
+					RFS_MEMLIMIT_CODES,
+			    &out->claimed, err, errlen);
 	if (rc == 0 && ncats > 0)
-		rc = rfs_hdf5_claim(s, cats, (uint64_t)ncats, 1, &out->claimed,
-				    err, errlen);
+		rc = rfs_hdf5_claim(s, cats, (uint64_t)ncats,
+				    RFS_MEMLIMIT_NAMES, &out->claimed, err,
+				    errlen);
 	if (rc != 0)
 		goto out;
 	rc = cats >= 0 ? categorical(codes, cats, (uint64_t)n, out) :

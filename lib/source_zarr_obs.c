@@ -96,15 +96,20 @@ static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
 
 /* Refuses, before it is read, an array whose shape claims more than the
  * daemon may hold (memlimit.c): each entry takes its stored value and
- * the int64 or double made of it, or a heap string; as category names,
- * a number's text too. The claim is added to *claimed. */
+ * the int64 or double made of it, or a heap string (made codes: their
+ * index, code and category too); as category names, a number's text
+ * too. The claim is added to *claimed. */
 static int claim(const struct zarr_source *s, const struct rfs_zarr_array *a,
-		 int names, uint64_t *claimed, char *err, size_t errlen)
+		 enum rfs_memlimit_as as, uint64_t *claimed, char *err,
+		 size_t errlen)
 {
+	int names = as == RFS_MEMLIMIT_NAMES;
 	uint64_t each =
-		a->m.kind == RFS_ZARR_STRING ?
-			RFS_MEMLIMIT_STRING_BYTES :
-			a->m.elem + 8 + (names ? RFS_MEMLIMIT_STRING_BYTES : 0);
+		a->m.kind != RFS_ZARR_STRING ?
+			a->m.elem + 8 +
+				(names ? RFS_MEMLIMIT_STRING_BYTES : 0) :
+		as == RFS_MEMLIMIT_CODES ? RFS_MEMLIMIT_CODED_STRING_BYTES :
+					   RFS_MEMLIMIT_STRING_BYTES;
 	return rfs_memlimit_claim(s->path, a->name, a->m.shape[0], each,
 				  claimed, err, errlen);
 }
@@ -185,9 +190,10 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 			 rfs_dtype_name(codes.m.dtype));
 		rc = -EINVAL;
 	}
-	if (rc == 0 &&
-	    (rc = claim(s, &codes, 0, &out->claimed, err, errlen)) == 0)
-		rc = claim(s, &cats, 1, &out->claimed, err, errlen);
+	if (rc == 0 && (rc = claim(s, &codes, RFS_MEMLIMIT_VALUES,
+				   &out->claimed, err, errlen)) == 0)
+		rc = claim(s, &cats, RFS_MEMLIMIT_NAMES, &out->claimed, err,
+			   errlen);
 	int is_real;
 	void *v = NULL;
 	if (rc == 0) {
@@ -294,7 +300,8 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			rc = -EINVAL;
 		}
 		if (rc == 0)
-			rc = claim(s, &a, 0, &out->claimed, err, errlen);
+			rc = claim(s, &a, RFS_MEMLIMIT_CODES, &out->claimed,
+				   err, errlen);
 		if (rc == 0 && (rc = array_column(&a, out)) != 0)
 			column_error(s, what, rc, err, errlen);
 		if (rc == 0)
@@ -338,8 +345,8 @@ int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 		rfs_zarr_array_close(&a);
 		return -E2BIG;
 	}
-	if (rc == 0 &&
-	    (rc = claim(s, &a, 0, &s->base.var_claimed, err, errlen)) != 0) {
+	if (rc == 0 && (rc = claim(s, &a, RFS_MEMLIMIT_VALUES,
+				   &s->base.var_claimed, err, errlen)) != 0) {
 		rfs_zarr_array_close(&a);
 		return rc;
 	}

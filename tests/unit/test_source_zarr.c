@@ -670,6 +670,41 @@ static void test_claims_refused_unread(void **state)
 	rfs_memlimit_set_claims(&none);
 }
 
+/* A string column is made codes: its claim counts, beside each heap
+ * string, the sort's index, the code and the category's slot held at once
+ * (64 bytes a row measured, RFS_MEMLIMIT_CODED_STRING_BYTES): 2^20 rows
+ * claim 64 MiB, over a 48 MiB limit (claimed as 40 MiB, they were read,
+ * and building the codes took 64). Var names, only strings, claim 40. */
+static void test_string_column_claims_its_codes(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_column col = { 0 };
+	char err[512];
+	uint64_t n = UINT64_C(1) << 20;
+	struct rfs_memlimit l = { .bytes = 48 << 20 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	text("strings.zarr", ".zgroup", root_v2);
+	text("strings.zarr", ".zattrs", anndata_attrs);
+	text("strings.zarr", "X/.zarray",
+	     "{\"zarr_format\": 2, \"shape\": [1048576, 1], \"chunks\": "
+	     "[65536, 1], \"dtype\": \"<f4\", \"compressor\": null, "
+	     "\"fill_value\": 0, \"filters\": null, \"order\": \"C\"}");
+	text("strings.zarr", "obs/.zgroup", root_v2);
+	claim_array("strings.zarr", "obs/s", n, 65536, "|O");
+	assert_int_equal(open_store("strings.zarr", NULL, &s, err), 0);
+	assert_int_equal(rfs_source_read_column(s, "s", &col, err, 512),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "strings.zarr: obs/s claims 1048576 "
+				    "entries: at least 64 MiB at mount"));
+	assert_null(col.codes);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_source_destroy(s);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+}
+
 /* Claims add up (memlimit.c): columns each within the limit fail once
  * they, held together, are not; a column holds its claim until freed
  * (moved with its rows by an append), the values as stored given back
@@ -1071,6 +1106,7 @@ int main(void)
 		cmocka_unit_test(test_v2_csr_columns_var),
 		cmocka_unit_test(test_bad_indptr_and_codec),
 		cmocka_unit_test(test_claims_refused_unread),
+		cmocka_unit_test(test_string_column_claims_its_codes),
 		cmocka_unit_test(test_claims_add_up_and_are_released),
 		cmocka_unit_test(test_absent_chunks_of_a_column_unopened),
 		cmocka_unit_test(test_v3_sharded),
