@@ -491,7 +491,7 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			 "%s: %llu var names for %llu columns of %s",
 			 s->info.path, (unsigned long long)*n,
 			 (unsigned long long)s->info.cols, s->info.dataset);
-		rfs_buf_free_strings(*names, rc == 0 ? *n : 0);
+		rfs_source_free_var_names(s, *names, rc == 0 ? *n : 0);
 		*names = NULL;
 		*n = 0;
 		rc = -EINVAL;

@@ -16,9 +16,39 @@ NOT_SAMPLING = frozenset({"view_id", "world_size", "batch_size", "epochs",
                           "cache_mb", "prefetch", "threads", "log_file",
                           "open_timeout"})
 # dataset.json's keys that a resumed mount must share (not the sources'
-# paths, nor how this node reads them).
+# paths, nor how this node reads them). Its fingerprint holds what
+# var_join= or var_names= served, whose file's path may differ.
 SAMPLED_DATA = ("fingerprint", "rows", "columns", "served_dtype",
                 "filtered_rows", "label")
+
+
+def _canonical_filter(f: str) -> str:
+    """filter= COLUMN:V1|V2 as view_id sees it (config.c): its values
+    sorted, repeats and empty ones dropped."""
+    column, colon, values = f.partition(":")
+    if not colon:
+        return f
+    return column + ":" + "|".join(sorted({v for v in values.split("|")
+                                           if v}))
+
+
+def _sampling(c: Dict[str, Any]) -> Dict[str, Any]:
+    """config.json's options that change a global step's rows, as
+    view_id sees them (config.c): those its strategy does not use left
+    out, filter= canonical, var_names= (a path) left to dataset.json."""
+    s = c.get("strategy")
+    unused = set(NOT_SAMPLING) | {"partition", "var_names"}
+    if s == "streaming":
+        unused |= {"seed", "fetch_factor"}
+    if s in ("streaming", "shuffle"):
+        unused.add("block_size")
+    if s != "class_balanced":
+        unused.add("smoothing")
+    out = {k: v for k, v in c.items() if k not in unused}
+    if isinstance(out.get("filter"), list):
+        out["filter"] = sorted({_canonical_filter(str(f))
+                                for f in out["filter"]})
+    return out
 
 
 def _digits(n: int) -> int:
@@ -222,10 +252,11 @@ class Mount:
         it as it is. One of another world size takes it only where the
         step holds the same rows (elastic, docs/sampling.md): both
         partition=batch, equal world_size x batch_size, every other
-        option that changes the files (not epochs, cache_mb, threads ...;
+        option that changes the files (not epochs, cache_mb, threads ...,
+        nor those the strategy does not use; filters in any order;
         label= too, though it picks rows only for class_balanced) and the
-        sources alike; anything else is a ValueError naming what
-        differs."""
+        sources alike (var_names= by what it served, not its path);
+        anything else is a ValueError naming what differs."""
         step, saved = int(point["step"]), point["config"]
         if saved.get("view_id") == self.view_id:
             return step
@@ -239,9 +270,9 @@ class Mount:
         if sizes[0][0] * sizes[0][1] != sizes[1][0] * sizes[1][1]:
             why.append("world_size x batch_size = " + " there, ".join(
                 f"{w} x {b} = {w * b}" for w, b in sizes) + " here")
-        for k in sorted(set(saved) | set(c)):
-            if k not in NOT_SAMPLING | {"partition"} and \
-                    saved.get(k) != c.get(k):
+        there, here = _sampling(saved), _sampling(c)
+        for k in sorted(set(there) | set(here)):
+            if there.get(k) != here.get(k):
                 why.append(f"{k}={saved.get(k)} there, {c.get(k)} here")
         data = {k: self.dataset.get(k) for k in SAMPLED_DATA}
         for k in SAMPLED_DATA:

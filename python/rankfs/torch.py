@@ -82,9 +82,10 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
     Rank and world size come from torch.distributed when a process group
     is initialised, else from env RANK and WORLD_SIZE, else from `rank`
     (world size the mount's), else from env SLURM_PROCID and
-    SLURM_NTASKS; a world size other than the mount's is a ValueError. With a process group the view_id of every rank's mount
-    is compared (a collective: every rank calls loader() alike) and a
-    mismatch is a ValueError naming the ranks.
+    SLURM_NTASKS; a world size other than the mount's is a ValueError.
+    With a process group the view_id of every rank's mount is compared
+    (a collective: every rank calls loader() alike) and a mismatch is a
+    ValueError naming the ranks.
 
     Each file is read with readinto straight into a tensor's memory,
     pinned when pin_memory is set and CUDA is available, by `threads`

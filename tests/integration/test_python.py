@@ -312,6 +312,47 @@ def test_elastic_resume_at_a_global_step(mounted, mounts, source):
             "world_size=4,batch_size=25,seed=4", "seed=3 there, 4 here")
 
 
+def test_elastic_resume_takes_what_leaves_the_rows_alike(mounts, source,
+                                                         tmp_path):
+    """What view_id does not tell apart is no reason to refuse: filters
+    in another order, the seed of streaming (which has none), var_names=
+    files of the same names at other paths (a node's own copy). The step
+    then holds the same rows; other filter values are still refused
+    (failed before: each of the three refused)."""
+    names = "".join(f"gene{j}\n" for j in range(D))
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "names.txt").write_text(names)
+
+    def resumed(theirs, ours):
+        saved = rankfs.Mount(mounts(source[0], "world_size=2,batch_size=50,"
+                                    + theirs).mnt)
+        m = rankfs.Mount(mounts(source[0], "world_size=4,batch_size=25,"
+                                + ours).mnt)
+        point = json.loads(json.dumps(saved.resume_point(1)))
+        assert m.resume_step(point) == 1
+        nb = m.batches_per_rank
+        for a, w in ((saved, 2), (m, 4)):
+            assert a.batches_per_rank == nb
+        rows = [np.concatenate([np.load(a.index_path(0, r, 1))
+                                for r in range(w)])
+                for a, w in ((saved, 2), (m, 4))]
+        assert rows[0].tolist() == rows[1].tolist()
+        return saved, m
+    resumed("filter=cell_type:B cell|T cell,filter=cell_type:NK|T cell",
+            "filter=cell_type:T cell|NK,filter=cell_type:T cell|B cell|")
+    resumed("strategy=streaming,seed=1", "strategy=streaming,seed=2")
+    resumed(f"var_names={tmp_path}/a/names.txt",
+            f"var_names={tmp_path}/b/names.txt")
+    saved = rankfs.Mount(mounts(source[0], "world_size=2,batch_size=50,"
+                                "filter=cell_type:B cell|T cell").mnt)
+    m = rankfs.Mount(mounts(source[0], "world_size=4,batch_size=25,"
+                            "filter=cell_type:B cell|NK").mnt)
+    with pytest.raises(ValueError, match=r"filter=\['cell_type:B cell\|T "
+                       r"cell'\] there, \['cell_type:B cell\|NK'\] here"):
+        m.resume_step(saved.resume_point(7))
+
+
 def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
     m, _ = mounted
     monkeypatch.delenv("RANK", raising=False)

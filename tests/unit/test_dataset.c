@@ -506,6 +506,8 @@ static void test_join_errors(void **state)
 						 &d, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_var_count(d) == 0);
+	/* The names read and refused hold no claim for the mount's life. */
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 	rfs_dataset_destroy(d);
 	remove(bare);
 }
