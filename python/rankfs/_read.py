@@ -202,16 +202,20 @@ def _env_int(name: str) -> int:
 ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 
 
-def _env_pair(names: Tuple[str, str], rank: Optional[int]
+def _env_pair(names: Tuple[str, str], rank: Optional[int], world: int
               ) -> Optional[Tuple[int, int, str]]:
     if not all(n in os.environ for n in names):
         return None
-    # Slurm's are set in every process of an allocation (a batch script
-    # too, however many tasks it asked for): an explicit rank= wins.
-    if names[0] == "SLURM_PROCID" and rank is not None:
+    found = (_env_int(names[0]), _env_int(names[1]),
+             f"env {names[0]}/{names[1]}")
+    # Slurm's are set in every process of an allocation, a batch script's
+    # own too (SLURM_PROCID=0, SLURM_NTASKS the tasks it asked for): an
+    # explicit rank= wins, and a pair whose world size is not the mount's
+    # is not srun's for this mount.
+    if names[0] == "SLURM_PROCID" and (rank is not None or
+                                       found[1] != world):
         return None
-    return (_env_int(names[0]), _env_int(names[1]),
-            f"env {names[0]}/{names[1]}")
+    return found
 
 
 def resolve_rank(mount: Mount, rank: Optional[int],
@@ -223,7 +227,7 @@ def resolve_rank(mount: Mount, rank: Optional[int],
     an argument that differs from the detected rank, is a ValueError."""
     for names in ENV_PAIRS:
         if detected is None:
-            detected = _env_pair(names, rank)
+            detected = _env_pair(names, rank, mount.world_size)
     world = mount.world_size
     if detected is not None:
         found, found_world, source = detected
@@ -241,6 +245,10 @@ def resolve_rank(mount: Mount, rank: Optional[int],
             alone = [f"env {a} is set, without {b}"
                      for pair in ENV_PAIRS for a, b in (pair, pair[::-1])
                      if a in os.environ and b not in os.environ]
+            if "SLURM_PROCID" in os.environ and \
+                    "SLURM_NTASKS" in os.environ:
+                alone.append(f"env SLURM_NTASKS={os.environ['SLURM_NTASKS']}"
+                             " is not the mount's world size: not used")
             raise ValueError(
                 f"{mount.path} has world_size {world}: give rank=, set env "
                 "RANK and WORLD_SIZE, run under srun or start a process "

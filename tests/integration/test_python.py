@@ -400,11 +400,12 @@ def test_rank_from_slurm_env(mounted, monkeypatch):
     assert rankfs.torch.loader(m, 0).rank == 0
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
+    # Another world size is not srun's for this mount (a batch script's
+    # own process has SLURM_PROCID=0 and the tasks it asked for): not used.
     monkeypatch.setenv("SLURM_NTASKS", "4")
     with pytest.raises(ValueError, match=re.escape(
-            "world size 4 (from env SLURM_PROCID/SLURM_NTASKS) differs "
-            f"from the mount's world_size 2 ({m.path}/config.json): mount "
-            "with -o world_size=4")):
+            "run under srun or start a process group (env SLURM_NTASKS=4 "
+            "is not the mount's world size: not used)")):
         rankfs.torch.loader(m, 0)
     monkeypatch.setenv("SLURM_PROCID", "x")
     with pytest.raises(ValueError, match=r"^env SLURM_PROCID='x' is not an "
@@ -414,6 +415,20 @@ def test_rank_from_slurm_env(mounted, monkeypatch):
     with pytest.raises(ValueError, match=r"run under srun.*\(env "
                        r"SLURM_PROCID is set, without SLURM_NTASKS\)$"):
         rankfs.loader(m, 0)
+
+
+def test_a_batch_script_reads_a_world_size_1_mount(mounts, source,
+                                                   monkeypatch):
+    """A batch script's own process (sbatch --ntasks=4, no srun) has
+    SLURM_PROCID=0 and SLURM_NTASKS=4: on a world_size=1 mount it is
+    rank 0, as without Slurm (it was refused as world size 4)."""
+    m = rankfs.Mount(mounts(source[0], "batch_size=16").mnt)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    assert rankfs.loader(m, 0).rank == 0
+    assert rankfs.torch.loader(m, 0).rank == 0
+    got = next(iter(rankfs.loader(m, 1)))
+    assert got.tobytes() == np.load(m.batch_path(1, 0, 0)).tobytes()
 
 
 def test_loader_claims_of_usage_md(mounts, mounted, tmp_path, monkeypatch):
