@@ -144,11 +144,13 @@ static int claim_locations(const struct hdf5_source *s, const struct array *a,
 }
 
 /* Asks HDF5's index where every chunk is, as file offsets (base: see
- * chunk_address_base), the table claimed for s. @return 0 when each chunk
- * is allocated and direct reads can serve the array (c->locs then set),
- * else -ENOTSUP or -ENOMEM. */
+ * chunk_address_base), the table claimed in *claimed (the caller keeps
+ * or releases it with the table). @return 0 when each chunk is allocated
+ * and direct reads can serve the array (c->locs then set), else -ENOTSUP
+ * or -ENOMEM, nothing claimed. */
 static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
-			 uint64_t base, struct rfs_chunked *c)
+			 uint64_t base, struct rfs_chunked *c,
+			 uint64_t *claimed)
 {
 	hsize_t dims[2] = { 1, 1 };
 	unsigned opts = 0;
@@ -162,13 +164,13 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 	c->chunk_cols = a->ndims == 2 ? dims[1] : 1;
 	uint64_t grid_rows = (a->rows + c->chunk_rows - 1) / c->chunk_rows;
 	c->grid_cols = (a->cols + c->chunk_cols - 1) / c->chunk_cols;
-	uint64_t claimed = 0;
+	*claimed = 0;
 	if (grid_rows > CHUNKS_MAX / c->grid_cols ||
-	    claim_locations(s, a, grid_rows * c->grid_cols, &claimed) != 0)
+	    claim_locations(s, a, grid_rows * c->grid_cols, claimed) != 0)
 		return -ENOTSUP;
 	c->locs = calloc(grid_rows * c->grid_cols, sizeof(*c->locs));
 	if (!c->locs) {
-		rfs_memlimit_release(&claimed);
+		rfs_memlimit_release(claimed);
 		return -ENOMEM;
 	}
 	for (uint64_t r = 0; r < grid_rows; r++) {
@@ -190,14 +192,13 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 			    found != size) {
 				free(c->locs);
 				c->locs = NULL;
-				rfs_memlimit_release(&claimed);
+				rfs_memlimit_release(claimed);
 				return -ENOTSUP; /* unallocated: fill values */
 			}
 			loc->addr = base + addr;
 			loc->size = size;
 		}
 	}
-	s->base.claimed += claimed; /* held with the source */
 	return 0;
 }
 
@@ -221,7 +222,9 @@ static void map_array(struct hdf5_source *s, struct array *a)
 static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 {
 	struct rfs_chunked c = { 0 };
-	int rc = locate_chunks(s, a, dcpl, chunk_address_base(s->file), &c);
+	uint64_t claimed;
+	int rc = locate_chunks(s, a, dcpl, chunk_address_base(s->file), &c,
+			       &claimed);
 	if (rc != 0)
 		return rc;
 	uint64_t n = (a->rows + c.chunk_rows - 1) / c.chunk_rows;
@@ -233,8 +236,10 @@ static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 	}
 	if (rc != 0) {
 		free(c.locs);
+		rfs_memlimit_release(&claimed);
 		return rc;
 	}
+	s->base.claimed += claimed; /* held with the source */
 	a->locs = c.locs;
 	a->chunk_rows = c.chunk_rows;
 	a->offset = low;
@@ -290,10 +295,18 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 					 .cols = a->cols,
 					 .elem = a->elem,
 					 .pipeline = *pipe };
-		if (locate_chunks(s, a, dcpl, chunk_address_base(s->file),
-				  &c) == 0 &&
-		    rfs_chunks_register(s->chunks, &c, &a->chunks_id) == 0)
-			a->path = RFS_READ_CHUNKS;
+		uint64_t claimed;
+		if (locate_chunks(s, a, dcpl, chunk_address_base(s->file), &c,
+				  &claimed) == 0) {
+			/* The registry owns the table, also on failure. */
+			if (rfs_chunks_register(s->chunks, &c, &a->chunks_id) ==
+			    0) {
+				a->path = RFS_READ_CHUNKS;
+				s->base.claimed += claimed;
+			} else {
+				rfs_memlimit_release(&claimed);
+			}
+		}
 	}
 	if (type >= 0)
 		H5Tclose(type);
