@@ -281,8 +281,8 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 	}
 	if (fuse_opt_parse(&cli->args, &st, templates, proc) != 0)
 		return -1;
-	if (st.action)
-		return 1;
+	if (st.action) /* help or version, written only if all of it was */
+		return rfs_buf_flush_stdout("rankfs") == 0 ? 1 : -1;
 	if (fuse_parse_cmdline(&cli->args, &cli->fuse) != 0)
 		return -1;
 	if (cli->nsources < 2) {

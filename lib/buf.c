@@ -137,3 +137,13 @@ void rfs_buf_free(struct rfs_buf *b)
 	b->len = b->cap = 0;
 	b->failed = 0;
 }
+
+int rfs_buf_flush_stdout(const char *prog)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	fprintf(stderr, "%s: writing to stdout: %s\n", prog,
+		strerror(errno ? errno : EIO));
+	return -1;
+}

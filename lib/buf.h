@@ -42,4 +42,9 @@ int rfs_buf_compare_strings(const void *a, const void *b);
 /* Frees n heap strings and their array. Accepts NULL. */
 void rfs_buf_free_strings(char **strings, uint64_t n);
 
+/* Flushes stdout; text lost to a full disk or a closed stdout is a
+ * failure, said on stderr as "prog: writing to stdout: why".
+ * @return 0, or -1 said. */
+int rfs_buf_flush_stdout(const char *prog);
+
 #endif

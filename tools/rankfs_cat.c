@@ -310,12 +310,12 @@ int main(int argc, char *argv[])
 			options_done = 1;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			print_help();
-			status = 0;
+			status = rfs_buf_flush_stdout("rankfs-cat") ? 1 : 0;
 			goto out;
 		} else if (strcmp(a, "-V") == 0 ||
 			   strcmp(a, "--version") == 0) {
 			printf("rankfs-cat %s\n", RANKFS_VERSION);
-			status = 0;
+			status = rfs_buf_flush_stdout("rankfs-cat") ? 1 : 0;
 			goto out;
 		} else if (strncmp(a, "-o", 2) == 0) {
 			if (a[2] == '\0' && i + 1 == argc) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "config.h"
 #include "mountopt.h"
 #include "parse.h"
@@ -248,11 +249,8 @@ int main(int argc, char *argv[])
 	status = 0;
 out:
 	/* Row ids lost to a full disk or a closed stdout are a failure. */
-	if (status == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
-		fprintf(stderr, "rankfs-plan: writing to stdout: %s\n",
-			strerror(errno ? errno : EIO));
+	if (status == 0 && rfs_buf_flush_stdout("rankfs-plan") != 0)
 		status = 2;
-	}
 	rfs_plan_destroy(p);
 	rfs_config_free(&c);
 	return status;

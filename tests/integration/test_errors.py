@@ -10,8 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import (RANKFS, RANKFS_PLAN, is_mounted, run_rankfs,
-                      wait_mounted, write_h5, write_h5ad)
+from conftest import (RANKFS, RANKFS_CAT, RANKFS_PLAN, is_mounted,
+                      run_rankfs, wait_mounted, write_h5, write_h5ad)
 
 N = 300
 
@@ -791,6 +791,22 @@ def test_plan_rows_with_an_equals_sign():
     assert spaced.returncode == 0 and joined.stdout == spaced.stdout, \
         joined.stderr
     assert len(spaced.stdout.split()) == 10
+
+
+def test_help_and_version_lost_to_a_full_disk_fail():
+    """rankfs and rankfs-cat's --help and --version written to a full
+    disk fail with a line and a non-zero exit, as rankfs-plan's do (they
+    exited 0, the text lost)."""
+    for tool, name in ((RANKFS, "rankfs"), (RANKFS_CAT, "rankfs-cat")):
+        for arg in ("--help", "--version"):
+            with open("/dev/full", "w") as full:
+                r = subprocess.run([tool, arg], stdout=full,
+                                   stderr=subprocess.PIPE, text=True)
+            assert r.returncode == 1, (tool, arg, r.stderr)
+            assert r.stderr == (f"{name}: writing to stdout: No space left "
+                                "on device\n"), (tool, arg, r.stderr)
+            r = subprocess.run([tool, arg], capture_output=True, text=True)
+            assert r.returncode == 0 and name in r.stdout, (tool, arg)
 
 
 def test_plan_says_when_its_output_is_lost():

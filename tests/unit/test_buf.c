@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 
@@ -228,6 +229,23 @@ static void test_free_resets(void **state)
 	rfs_buf_free(&b);
 }
 
+/* Text stdout could not take is a failure, said on stderr. */
+static void test_flush_stdout(void **state)
+{
+	(void)state;
+	int saved = dup(STDOUT_FILENO);
+	assert_true(saved >= 0);
+	fflush(stdout);
+	assert_non_null(freopen("/dev/full", "w", stdout));
+	printf("lost\n");
+	assert_int_equal(rfs_buf_flush_stdout("test_buf"), -1);
+	assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+	close(saved);
+	clearerr(stdout);
+	printf("kept\n");
+	assert_int_equal(rfs_buf_flush_stdout("test_buf"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -240,6 +258,7 @@ int main(void)
 		cmocka_unit_test(test_json_appends_to_existing),
 		cmocka_unit_test(test_finish_failed_buffer),
 		cmocka_unit_test(test_free_resets),
+		cmocka_unit_test(test_flush_stdout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
