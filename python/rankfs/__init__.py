@@ -1,7 +1,8 @@
 """rankfs from Python: a mount's options and files, and loaders that read
 one rank's batch files with threads, in order, into numpy arrays
 (``rankfs.loader``), PyTorch tensors (``rankfs.torch``) or JAX arrays
-(``rankfs.jax``).
+(``rankfs.jax``); the CSR batches of a CSR source as
+scipy.sparse.csr_matrix or torch sparse CSR tensors (sparse=True).
 
 Files are the interface: nothing here is needed to train on a mount, and
 nothing in the filesystem depends on it. numpy is the only requirement;
@@ -18,17 +19,19 @@ from typing import Optional
 
 from ._loader import Loader
 from ._mount import Mount, MountLike, as_mount
-from ._read import StartStep, Steps, numpy_alloc, read_npy, resolve_rank
+from ._read import (StartStep, Steps, numpy_alloc, read_npy,
+                    read_npz, resolve_rank)
 
 __version__ = "0.1.0"
-__all__ = ["Mount", "Loader", "loader", "read_npy", "__version__"]
+__all__ = ["Mount", "Loader", "loader", "read_npy", "read_npz",
+           "__version__"]
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
            labels: bool = False, start_step: StartStep = 0,
-           threads: int = 4) -> Loader:
-    """This rank's batches of one epoch as numpy arrays, read ahead by
-    `threads` threads.
+           threads: int = 4, sparse: bool = False) -> Loader:
+    """This rank's batches of one epoch as numpy arrays (with sparse=True
+    scipy.sparse.csr_matrix), read ahead by `threads` threads.
 
     @param mount a Mount or its path
     @param epoch the epoch; None for the step view: every listed epoch's
@@ -43,9 +46,13 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
         s mod nb of epoch s div nb); batches of the epoch before it are
         skipped. Or Mount.resume_point(step) of the mount that saved it,
         which may have another world size (Mount.resume_step)
+    @param sparse read the batch/*.npz files of a CSR source instead of
+        the dense .npy: each batch a scipy.sparse.csr_matrix of the same
+        rows (float16 served as float32, as the .npz holds it; scipy is
+        then needed); on a dense source a ValueError
     @return a Loader: iterate it (in order), len() it
     """
     m = as_mount(mount)
     r = resolve_rank(m, rank, None)
-    return Loader(m, Steps(m, epoch, r, start_step, labels), numpy_alloc,
-                  threads)
+    return Loader(m, Steps(m, epoch, r, start_step, labels, sparse),
+                  numpy_alloc, threads)

@@ -16,7 +16,8 @@ def _identity(item: Any) -> Any:
 class Loader:
     """An iterable over one rank's batches, read ahead by a thread pool.
 
-    Iterating yields each batch (or (batch, labels)) in step order; at
+    Iterating yields each batch (or (batch, labels)) in step order, a
+    sparse one where the steps name .npz files (sparse=True); at
     most 2 x threads files are read ahead of the one being consumed.
     ``len()`` is the number of batches an iteration yields (those from
     start_step to the end of the epoch, or of the listed epochs for the
@@ -25,7 +26,8 @@ class Loader:
 
     def __init__(self, mount: Mount, steps: Steps, alloc: Alloc,
                  threads: int,
-                 convert: Optional[Callable[[Any], Any]] = None) -> None:
+                 convert: Optional[Callable[[Any], Any]] = None,
+                 to_sparse: Optional[Callable[[Any], Any]] = None) -> None:
         if threads < 1:
             raise ValueError(f"threads={threads}: must be >= 1")
         self.mount = mount
@@ -33,7 +35,12 @@ class Loader:
         self.rank = steps.rank
         self.epoch = steps.epoch
         self.threads = threads
-        self._read = functools.partial(read_pair, alloc=alloc)
+        self.sparse = steps.sparse
+        # Sparse steps name .npz files: read as csr_matrix, then made the
+        # framework's (on the reading thread) by to_sparse.
+        self._read = functools.partial(
+            read_pair, alloc=alloc,
+            to_sparse=(to_sparse or _identity) if steps.sparse else None)
         self._convert = convert or _identity
 
     @property

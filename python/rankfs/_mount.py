@@ -153,6 +153,12 @@ class Mount:
         return self.dataset["served_dtype"]
 
     @property
+    def is_csr(self) -> bool:
+        """Whether the source is CSR (dataset.json's format), whose
+        batches are also served as .npz files (:meth:`npz_path`)."""
+        return self.dataset.get("format") == "csr"
+
+    @property
     def has_labels(self) -> bool:
         """Whether label/ files exist (mounted with ``-o label=``)."""
         return self.dataset.get("label") is not None
@@ -309,6 +315,20 @@ class Mount:
         return os.path.join(self.path, "epoch", str(epoch), "rank",
                             str(rank), kind, f"{k:0{width}d}.npy")
 
+    def npz_path(self, epoch: int, rank: int, k: int) -> str:
+        """MOUNT/epoch/E/rank/R/batch/NNNNNN.npz: batch k's rows as CSR
+        (scipy.sparse.load_npz reads it); CSR sources only, elsewhere a
+        ValueError."""
+        return self._npz(self.batch_path(epoch, rank, k))
+
+    def _npz(self, npy: str) -> str:
+        if not self.is_csr:
+            raise ValueError(
+                f"{self.path} has no .npz files: its source is "
+                f"{self.dataset.get('format')} (dataset.json's format), "
+                "not csr; read the .npy batches")
+        return npy[:-len(".npy")] + ".npz"
+
     def index_path(self, epoch: int, rank: int, k: int) -> str:
         """The int64 global row ids of batch k, in row order."""
         return self.batch_path(epoch, rank, k, "index")
@@ -334,6 +354,11 @@ class Mount:
         if kind != "batch":
             d = os.path.join(d, kind)
         return os.path.join(d, f"{step:0{width}d}.npy")
+
+    def step_npz_path(self, rank: int, step: int) -> str:
+        """MOUNT/step/rank/R/NNNNNNNNN.npz: step's batch as CSR, the
+        same bytes as that epoch's .npz; CSR sources only."""
+        return self._npz(self.step_path(rank, step))
 
 
 MountLike = Union[Mount, str, "os.PathLike[str]"]

@@ -5,7 +5,9 @@ A batch file is a .npy: a header, then the array's bytes. The header is
 parsed here and the data part read with ``readinto`` straight into the
 caller's buffer (a pinned tensor's memory, a numpy array): one copy, from
 the kernel into that buffer, and the read releases the GIL, so threads
-read several files at once.
+read several files at once. A CSR source's .npz batch (sparse=True) is
+read by scipy.sparse.load_npz from its path: as fast as reading the
+file whole first and loading from memory (docs/usage.md).
 """
 from __future__ import annotations
 
@@ -91,6 +93,23 @@ def _read_npy(path: str, alloc: Alloc) -> Any:
     return buf
 
 
+def read_npz(path: str) -> Any:
+    """The .npz file at path (a CSR batch) as a scipy.sparse.csr_matrix.
+
+    @return the matrix; an OSError of a read names the file
+    """
+    import scipy.sparse  # only where sparse batches are read
+    try:
+        x = scipy.sparse.load_npz(path)
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror, path) from e
+    if not isinstance(x, scipy.sparse.csr_matrix):
+        raise ValueError(f"{path}: a {x.format} matrix, not CSR")
+    return x
+
+
 def numpy_alloc(shape: Tuple[int, ...], dtype: np.dtype
                 ) -> Tuple[np.ndarray, np.ndarray]:
     a = np.empty(shape, dtype)
@@ -134,7 +153,14 @@ class Steps:
     """
 
     def __init__(self, mount: Mount, epoch: Optional[int], rank: int,
-                 start_step: StartStep, labels: bool) -> None:
+                 start_step: StartStep, labels: bool,
+                 sparse: bool = False) -> None:
+        if sparse and not mount.is_csr:
+            raise ValueError(
+                f"sparse=True but {mount.path} has no .npz files: its "
+                f"source is {mount.dataset.get('format')} (dataset.json's "
+                "format), not csr; read its dense .npy batches "
+                "(sparse=False)")
         if isinstance(start_step, dict):  # Mount.resume_point's
             start_step = mount.resume_step(start_step)
         if start_step < 0:
@@ -144,7 +170,7 @@ class Steps:
                              "files (mount with -o label=COLUMN)")
         nb = mount.batches_per_rank
         self.mount, self.epoch, self.rank = mount, epoch, rank
-        self.labels = labels
+        self.labels, self.sparse = labels, sparse
         if epoch is None:
             # Silently empty, a resumed job would end at once.
             if start_step > mount.steps:
@@ -164,11 +190,17 @@ class Steps:
         return self.end - self.first
 
     def path(self, step: int, kind: str) -> str:
-        """The file of kind ('batch', 'label') that step is read from."""
+        """The file of kind ('batch', 'label') that step is read from:
+        a batch's .npz where the steps are sparse."""
         if self.epoch is None:
-            return self.mount.step_path(self.rank, step, kind)
-        nb = self.mount.batches_per_rank
-        return self.mount.batch_path(self.epoch, self.rank, step % nb, kind)
+            path = self.mount.step_path(self.rank, step, kind)
+        else:
+            nb = self.mount.batches_per_rank
+            path = self.mount.batch_path(self.epoch, self.rank, step % nb,
+                                         kind)
+        if self.sparse and kind == "batch":
+            return path[:-len(".npy")] + ".npz"
+        return path
 
     def pair(self, step: int) -> Tuple[str, Optional[str]]:
         """(batch file, label file or None) of step."""
@@ -180,10 +212,14 @@ class Steps:
             yield self.pair(step)
 
 
-def read_pair(pair: Tuple[str, Optional[str]], alloc: Alloc
-              ) -> Any:
-    """One batch (and its labels when the pair names a label file)."""
-    x = read_npy(pair[0], alloc)
+def read_pair(pair: Tuple[str, Optional[str]], alloc: Alloc,
+              to_sparse: Optional[Callable[[Any], Any]] = None) -> Any:
+    """One batch (and its labels when the pair names a label file). With
+    to_sparse the batch is a .npz, handed to it as a csr_matrix."""
+    if to_sparse is None:
+        x = read_npy(pair[0], alloc)
+    else:
+        x = to_sparse(read_npz(pair[0]))
     if pair[1] is None:
         return x
     return x, read_npy(pair[1], alloc)

@@ -1,5 +1,6 @@
 """rankfs for PyTorch: a threaded loader that reads batch files into
-(pinned) tensors, and a map-style Dataset for DataLoader workers.
+(pinned) tensors, or a CSR source's .npz files into sparse CSR tensors
+(sparse=True), and a map-style Dataset for DataLoader workers.
 
     import rankfs, rankfs.torch
     m = rankfs.Mount("/mnt/atlas")
@@ -41,6 +42,23 @@ def _alloc(shape: Tuple[int, ...], dtype: np.dtype, pin: bool
     return t, t.numpy()
 
 
+def _sparse(x: Any) -> torch.Tensor:
+    """A scipy csr_matrix as a torch sparse CSR tensor on the CPU, sharing
+    its arrays' memory. torch wants each row's column ids sorted and
+    distinct (a .npz holds them as the source stores them): where they
+    are not, they are sorted and duplicates added up, as the .npy has
+    them; crow and column indices of one dtype (int64 where scipy's
+    differ)."""
+    x.sum_duplicates()  # nothing where has_canonical_format
+    indptr, indices = x.indptr, x.indices
+    if indptr.dtype != indices.dtype:
+        indptr, indices = indptr.astype(np.int64), indices.astype(np.int64)
+    _torch_dtype(x.data.dtype)  # a TypeError naming dtype= where none
+    return torch.sparse_csr_tensor(torch.from_numpy(indptr),
+                                   torch.from_numpy(indices),
+                                   torch.from_numpy(x.data), size=x.shape)
+
+
 def _group() -> bool:
     return dist.is_available() and dist.is_initialized()
 
@@ -76,7 +94,8 @@ def _gather(mine: tuple) -> List[tuple]:
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
            labels: bool = False, start_step: StartStep = 0, threads: int = 4,
            pin_memory: bool = True,
-           device: Union[str, torch.device, None] = None) -> Loader:
+           device: Union[str, torch.device, None] = None,
+           sparse: bool = False) -> Loader:
     """This rank's batches of one epoch as tensors, read by a thread pool.
 
     Rank and world size come from torch.distributed when a process group
@@ -102,6 +121,13 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
         world size only where that step holds the same rows here
         (Mount.resume_step), else a ValueError
     @param device move each tensor there (non_blocking) before yielding
+    @param sparse read the batch/*.npz files of a CSR source instead of
+        the dense .npy: each batch a torch.sparse_csr_tensor of the same
+        rows (scipy.sparse.load_npz reads the file; values float32 where
+        the .npy is float16, as the .npz holds them; torch's CSR support
+        is beta). Sparse batches are not pinned (pin_memory does not
+        apply: torch 1.13's sparse_csr_tensor takes no pin_memory);
+        device= copies them there. On a dense source a ValueError
     @return a Loader: iterate it; len() is the batches it yields
     """
     m, r = agree_across_ranks(mount, rank, detect_rank,
@@ -116,8 +142,9 @@ def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,
                 return tuple(t.to(dev, non_blocking=True) for t in item)
             return item.to(dev, non_blocking=True)
         convert = move
-    return Loader(m, Steps(m, epoch, r, start_step, labels),
-                  functools.partial(_alloc, pin=pin), threads, convert)
+    return Loader(m, Steps(m, epoch, r, start_step, labels, sparse),
+                  functools.partial(_alloc, pin=pin), threads, convert,
+                  _sparse)
 
 
 class BatchDataset(torch.utils.data.Dataset):
