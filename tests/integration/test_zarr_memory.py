@@ -112,4 +112,8 @@ def test_shard_indexes_kept_within_cache_mb(mounts, tmp_path):
             got[s], [(s * 16 + i) % 251 for i in range(batch)])
     _, peak = rss_mib(m.proc.pid)
     print(f"peak RSS {peak:.0f} MiB")
+    if os.environ.get("RANKFS_SANITIZED"):
+        # ASan's quarantine and shadow memory (130 MiB here): the bound is
+        # checked in the plain pass, the reads and the leak check in both.
+        return
     assert peak < 16 + 32 + 16, peak
