@@ -156,6 +156,13 @@ void rfs_memlimit_release(uint64_t *claimed)
 	*claimed = 0;
 }
 
+void rfs_memlimit_release_part(uint64_t *claimed, uint64_t bytes)
+{
+	uint64_t part = bytes < *claimed ? bytes : *claimed;
+	*claimed -= part;
+	rfs_memlimit_release(&part);
+}
+
 /* Why a claim of bytes (wraps: over 2^64) is refused, given what was
  * claimed before it and set aside (MiB: cache_mb and the daemon's own)
  * when it was made. */

@@ -78,6 +78,10 @@ int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
  * *claimed. */
 void rfs_memlimit_release(uint64_t *claimed);
 
+/* Gives back bytes of *claimed (part of what it holds freed, such as
+ * values as stored once converted), at most what it holds. */
+void rfs_memlimit_release_part(uint64_t *claimed, uint64_t bytes);
+
 /* Sets aside cache_mb and the daemon's own RFS_MEMLIMIT_OVERHEAD_MB
  * before any claim (the mount, once cache_mb fits the limit): the cache
  * fills after the mount, and a daemon that then outgrows its memory

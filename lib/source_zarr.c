@@ -187,11 +187,9 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 			 (long long)s->indptr[0], (long long)s->indptr[rows]);
 		rc = -EINVAL;
 	}
-	if (raw) { /* the offsets as stored go; the int64 ones stay */
-		uint64_t stored = (rows + 1) * p.m.elem;
-		s->base.claimed -= stored;
-		rfs_memlimit_release(&stored);
-	}
+	if (raw) /* the offsets as stored go; the int64 ones stay */
+		rfs_memlimit_release_part(&s->base.claimed,
+					  (rows + 1) * p.m.elem);
 	free(raw);
 	rfs_zarr_array_close(&p);
 	return rc;

@@ -118,11 +118,9 @@ static int claim(const struct zarr_source *s, const struct rfs_zarr_array *a,
  * int64 or double), from the claim above. */
 static void stored_freed(const struct rfs_zarr_array *a, struct rfs_column *out)
 {
-	if (a->m.kind == RFS_ZARR_STRING)
-		return;
-	uint64_t stored = a->m.shape[0] * a->m.elem;
-	out->claimed -= stored;
-	rfs_memlimit_release(&stored);
+	if (a->m.kind != RFS_ZARR_STRING)
+		rfs_memlimit_release_part(&out->claimed,
+					  a->m.shape[0] * a->m.elem);
 }
 
 /* Category names: strings, bools, or numbers as text. */

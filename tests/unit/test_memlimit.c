@@ -292,6 +292,14 @@ static void test_claims_add_up(void **state)
 			 0);
 	assert_int_equal(c, 150 * MIB);
 	assert_int_equal(rfs_memlimit_claimed(), 250 * MIB);
+	/* Part of it freed (values as stored, once converted); never more
+	 * than it holds. */
+	rfs_memlimit_release_part(&c, 50 * MIB);
+	assert_int_equal(c, 100 * MIB);
+	assert_int_equal(rfs_memlimit_claimed(), 200 * MIB);
+	rfs_memlimit_release_part(&b, 200 * MIB);
+	assert_int_equal(b, 0);
+	assert_int_equal(rfs_memlimit_claimed(), 100 * MIB);
 	rfs_memlimit_release(&b);
 	rfs_memlimit_release(&c);
 	assert_int_equal(rfs_memlimit_claimed(), 0);
