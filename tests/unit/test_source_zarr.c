@@ -526,6 +526,27 @@ static void test_bad_indptr_and_codec(void **state)
 
 /* A 1-D v2 array's metadata alone: n elements claimed in chunks of
  * chunk, none written, stored raw. */
+/* Claims are checked against a limit of mb MiB, from a clean slate. */
+static void claims_limit(unsigned mb)
+{
+	struct rfs_memlimit l = { .bytes = (uint64_t)mb << 20 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+}
+
+/* An AnnData store of 2^20 x 1 float32 rows, no chunk written, and an
+ * obs group for the arrays claim_array() adds. */
+static void claims_store(const char *store)
+{
+	text(store, ".zgroup", root_v2);
+	text(store, ".zattrs", anndata_attrs);
+	text(store, "X/.zarray",
+	     "{\"zarr_format\": 2, \"shape\": [1048576, 1], \"chunks\": "
+	     "[65536, 1], \"dtype\": \"<f4\", \"compressor\": null, "
+	     "\"fill_value\": 0, \"filters\": null, \"order\": \"C\"}");
+	text(store, "obs/.zgroup", root_v2);
+}
+
 static void claim_array(const char *store, const char *array, uint64_t n,
 			int chunk, const char *dtype)
 {
@@ -631,16 +652,8 @@ static void test_claims_refused_unread(void **state)
 	struct rfs_column col;
 	char err[512];
 	uint64_t n = UINT64_C(1) << 20;
-	struct rfs_memlimit l = { .bytes = 14 << 20 };
-	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
-	text("claims.zarr", ".zgroup", root_v2);
-	text("claims.zarr", ".zattrs", anndata_attrs);
-	text("claims.zarr", "X/.zarray",
-	     "{\"zarr_format\": 2, \"shape\": [1048576, 1], \"chunks\": "
-	     "[65536, 1], \"dtype\": \"<f4\", \"compressor\": null, "
-	     "\"fill_value\": 0, \"filters\": null, \"order\": \"C\"}");
-	text("claims.zarr", "obs/.zgroup", root_v2);
+	claims_limit(14);
+	claims_store("claims.zarr");
 	text("claims.zarr", "obs/ct/.zgroup", root_v2);
 	text("claims.zarr", "obs/ct/.zattrs",
 	     "{\"encoding-type\": \"categorical\"}");
@@ -682,16 +695,8 @@ static void test_string_column_claims_its_codes(void **state)
 	struct rfs_column col = { 0 };
 	char err[512];
 	uint64_t n = UINT64_C(1) << 20;
-	struct rfs_memlimit l = { .bytes = 48 << 20 };
-	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
-	text("strings.zarr", ".zgroup", root_v2);
-	text("strings.zarr", ".zattrs", anndata_attrs);
-	text("strings.zarr", "X/.zarray",
-	     "{\"zarr_format\": 2, \"shape\": [1048576, 1], \"chunks\": "
-	     "[65536, 1], \"dtype\": \"<f4\", \"compressor\": null, "
-	     "\"fill_value\": 0, \"filters\": null, \"order\": \"C\"}");
-	text("strings.zarr", "obs/.zgroup", root_v2);
+	claims_limit(48);
+	claims_store("strings.zarr");
 	claim_array("strings.zarr", "obs/s", n, 65536, "|O");
 	assert_int_equal(open_store("strings.zarr", NULL, &s, err), 0);
 	assert_int_equal(rfs_source_read_column(s, "s", &col, err, 512),
@@ -716,9 +721,7 @@ static void test_claims_add_up_and_are_released(void **state)
 	struct rfs_column w[4] = { 0 }, v = { 0 };
 	char err[512];
 	uint64_t n = UINT64_C(1) << 20;
-	struct rfs_memlimit l = { .bytes = 56 << 20 };
-	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	claims_limit(56);
 	claims_csr("adds.zarr", "<i4", 0);
 	text("adds.zarr", "obs/.zgroup", root_v2);
 	claim_array("adds.zarr", "obs/w", n, 65536, "<f8"); /* 16 MiB */
