@@ -364,6 +364,16 @@ def write_h5ad(path, x, obs=None):
     return path
 
 
+def write_cells_h5ad(path, x, codes, categories):
+    """An .h5ad of x whose obs column cell_type holds codes into
+    categories, its cells named cell0, cell1, ..."""
+    import pandas as pd
+    obs = pd.DataFrame(
+        {"cell_type": pd.Categorical.from_codes(codes, categories)},
+        index=[f"cell{i}" for i in range(len(codes))])
+    return write_h5ad(path, x, obs)
+
+
 def source_rows(path, dataset):
     with h5py.File(path, "r") as f:
         return f[dataset][()]

@@ -16,10 +16,10 @@ import threading
 import time
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from conftest import PYTHON_PACKAGES, REPO, write_h5, write_h5ad
+from conftest import (PYTHON_PACKAGES, REPO, write_cells_h5ad, write_h5,
+                      write_h5ad)
 
 import rankfs  # noqa: E402 (conftest puts the package on sys.path)
 import rankfs.torch  # noqa: E402
@@ -34,11 +34,8 @@ def source(tmp_path_factory):
     rng = np.random.default_rng(7)
     x = rng.random((N, D), dtype=np.float32)
     codes = rng.integers(0, len(CATEGORIES), N)
-    obs = pd.DataFrame(
-        {"cell_type": pd.Categorical.from_codes(codes, CATEGORIES)},
-        index=[f"cell{i}" for i in range(N)])
-    path = str(tmp_path_factory.mktemp("py") / "cells.h5ad")
-    write_h5ad(path, x, obs)
+    path = write_cells_h5ad(str(tmp_path_factory.mktemp("py") /
+                                "cells.h5ad"), x, codes, CATEGORIES)
     return path, x, codes
 
 

@@ -12,11 +12,10 @@ import time
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from conftest import write_h5ad
+from conftest import write_cells_h5ad, write_h5ad
 
 import rankfs  # noqa: E402 (conftest puts the package on sys.path)
 import rankfs.torch  # noqa: E402
@@ -60,11 +59,8 @@ def source(tmp_path_factory):
                        np.array(indptr, np.int64)), shape=(N, D))
     assert not x.has_sorted_indices
     codes = rng.integers(0, len(CATEGORIES), N)
-    obs = pd.DataFrame(
-        {"cell_type": pd.Categorical.from_codes(codes, CATEGORIES)},
-        index=[f"cell{i}" for i in range(N)])
-    path = str(tmp_path_factory.mktemp("sparse") / "csr.h5ad")
-    write_h5ad(path, x, obs)
+    path = write_cells_h5ad(str(tmp_path_factory.mktemp("sparse") /
+                                "csr.h5ad"), x, codes, CATEGORIES)
     return path, x, codes
 
 
