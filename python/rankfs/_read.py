@@ -265,6 +265,15 @@ def resolve_rank(mount: Mount, rank: Optional[int],
         if detected is None:
             detected = _env_pair(names, rank, mount.world_size)
     world = mount.world_size
+    if detected is None and "WORLD_SIZE" in os.environ:
+        # RANK missing, WORLD_SIZE still says how many ranks the job
+        # has: a mount split for another number is not this job's.
+        detected_world = _env_int("WORLD_SIZE")
+        if detected_world != world:
+            raise ValueError(
+                f"world size {detected_world} (from env WORLD_SIZE) differs "
+                f"from the mount's world_size {world} ({mount.path}/"
+                f"config.json): mount with -o world_size={detected_world}")
     if detected is not None:
         found, found_world, source = detected
         if found_world != world:

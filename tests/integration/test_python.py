@@ -363,7 +363,16 @@ def test_rank_from_env_argument_and_mismatches(mounted, monkeypatch):
     with pytest.raises(ValueError, match=r"world_size 2.*rank=.*\(env RANK "
                        r"is set, without WORLD_SIZE\)$"):
         rankfs.torch.loader(m, 0)
+    monkeypatch.delenv("RANK")  # WORLD_SIZE alone still checked
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    for give in (1, None):
+        with pytest.raises(ValueError, match=r"world size 4 \(from env "
+                           r"WORLD_SIZE\) differs from the mount's "
+                           r"world_size 2"):
+            rankfs.torch.loader(m, 0, rank=give)
     monkeypatch.setenv("WORLD_SIZE", "2")
+    assert rankfs.torch.loader(m, 0, rank=1).rank == 1
+    monkeypatch.setenv("RANK", "1")
     assert rankfs.torch.loader(m, 0).rank == 1
     assert rankfs.loader(m, 0).rank == 1
     assert rankfs.torch.BatchDataset(m, 0).rank == 1
