@@ -289,8 +289,8 @@ static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 	}
 	rc = rfs_view_read(fs->view, key, 0, &e);
 	if (rc != 0) {
-		rfs_page_store_fill(fs->page_store, ino, NULL, 0);
-		rfs_page_store_close(fs->page_store, ino, NULL, NULL);
+		/* The opens that waited for this one fail with it. */
+		rfs_page_store_fail(fs->page_store, ino, rc);
 		return rc;
 	}
 	size_t len = rfs_cache_entry_size(e);

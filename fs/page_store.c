@@ -33,6 +33,7 @@ struct open_inode {
 	uint64_t ino;
 	unsigned opens;
 	int filling; /* its first open has not called fill yet */
+	int error; /* its first open failed: the opens counted with it fail */
 };
 
 struct rfs_page_store {
@@ -80,6 +81,22 @@ static struct open_inode **find(struct rfs_page_store *s, uint64_t ino)
 	return at;
 }
 
+/* One counted open of ino less; at the last (or ino not counted), the
+ * drop of its pages is queued. Called with lock held. @return whether
+ * it was the last. */
+static int uncount(struct rfs_page_store *s, uint64_t ino)
+{
+	struct open_inode **at = find(s, ino), *f = *at;
+	int last = !f || --f->opens == 0;
+	if (f && last) {
+		*at = f->next;
+		free(f);
+	}
+	if (last)
+		s->ops->drop(s->ctx, ino);
+	return last;
+}
+
 int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 {
 	pthread_mutex_lock(&s->lock);
@@ -99,9 +116,14 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 	f->opens++;
 	while (!first && f->filling)
 		pthread_cond_wait(&s->filled, &s->lock);
+	/* Opened now, its reads would each reach the daemon and fail
+	 * again: it fails as the open it waited for did. */
+	int error = first ? 0 : f->error;
+	if (error)
+		uncount(s, ino);
 	pthread_mutex_unlock(&s->lock);
 	if (!first)
-		return 0;
+		return error;
 	/* Not under the lock: it may wait for a drop in flight, which no
 	 * read of ino can hold up (none is open), but other inodes' opens
 	 * and releases must not wait with it. Other opens of ino wait for
@@ -123,18 +145,24 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 	return rc;
 }
 
+void rfs_page_store_fail(struct rfs_page_store *s, uint64_t ino, int error)
+{
+	pthread_mutex_lock(&s->lock);
+	struct open_inode *f = *find(s, ino);
+	if (f) {
+		f->filling = 0;
+		f->error = error;
+	}
+	pthread_cond_broadcast(&s->filled);
+	uncount(s, ino);
+	pthread_mutex_unlock(&s->lock);
+}
+
 int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
 			 void (*at_last)(void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&s->lock);
-	struct open_inode **at = find(s, ino), *f = *at;
-	int last = !f || --f->opens == 0;
-	if (f && last) {
-		*at = f->next;
-		free(f);
-	}
-	if (last)
-		s->ops->drop(s->ctx, ino);
+	int last = uncount(s, ino);
 	if (last && at_last)
 		at_last(ctx);
 	pthread_mutex_unlock(&s->lock);

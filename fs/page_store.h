@@ -37,9 +37,11 @@ void rfs_page_store_destroy(struct rfs_page_store *s);
 /* Counts an open of ino, before it is answered.
  * @return 1 when no file of ino was open: a drop of its pages queued by
  * an earlier release was cancelled, and the caller must call
- * rfs_page_store_fill() before answering the open. 0 when one was: this
- * waits until the fill of ino in progress, if any, has ended. -ENOMEM:
- * not counted (no fill, no close). Thread-safe. */
+ * rfs_page_store_fill() (or rfs_page_store_fail()) before answering the
+ * open. 0 when one was: this waits until the fill of ino in progress, if
+ * any, has ended. A negative errno: not counted (no fill, no close):
+ * -ENOMEM, or the error of the first open of ino, still counted, whose
+ * fill failed (rfs_page_store_fail()). Thread-safe. */
 int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino);
 
 /* Stores len bytes of data as ino's contents (data NULL: nothing to
@@ -47,6 +49,13 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino);
  * Thread-safe. @return 0, or the store's error. */
 int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
 			const void *data, size_t len);
+
+/* The first open of ino failed with error (a negative errno): it is no
+ * longer counted (as by rfs_page_store_close() without at_last), and the
+ * opens of ino counted meanwhile, waiting for its fill or not yet
+ * closed, fail with error too, as the first one did: opened, each read
+ * would reach the daemon and fail again. Thread-safe. */
+void rfs_page_store_fail(struct rfs_page_store *s, uint64_t ino, int error);
 
 /* One counted open of ino less: a release, or an open whose answer was
  * not delivered. When it was the last (or ino was not counted), queues

@@ -188,6 +188,40 @@ static void test_second_open_waits_for_the_store(void **state)
 	rfs_page_store_destroy(s);
 }
 
+/* A first open whose file fails to generate fails the opens that waited
+ * for it with its error: opened, each of their reads would reach the
+ * daemon and fail again. They are not counted, and the last of them to
+ * leave drops the pages (the first open cancelled a queued drop). */
+static void test_opens_waiting_for_a_failed_fill_fail_with_it(void **state)
+{
+	(void)state;
+	struct sent sent = { 0 };
+	struct rfs_page_store *s;
+	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
+	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	struct opener o[2] = { { .s = s }, { .s = s } };
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, open_seven, &o[i]),
+				 0);
+	usleep(100 * 1000);
+	rfs_page_store_fail(s, 7, -EIO);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(o[i].rc, -EIO);
+	}
+	assert_int_equal(sent.calls, 0);
+	assert_int_equal(sent.drops, 1);
+	assert_int_equal(sent.dropped_ino, 7);
+	/* None of them is counted: the next open is a first one again, and
+	 * stores. */
+	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_fill(s, 7, "x", 1), 0);
+	assert_int_equal(sent.calls, 1);
+	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 1);
+	rfs_page_store_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -195,6 +229,8 @@ int main(void)
 		cmocka_unit_test(test_last_close_drops_first_open_cancels),
 		cmocka_unit_test(test_last_close_runs_its_callback_once),
 		cmocka_unit_test(test_second_open_waits_for_the_store),
+		cmocka_unit_test(
+			test_opens_waiting_for_a_failed_fill_fail_with_it),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
