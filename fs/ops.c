@@ -267,6 +267,19 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 	list_dir(req, ino, size, off, 1);
 }
 
+/* The inode of the epoch file of key: a step file's bytes are its epoch
+ * file's, one cache entry, which the last release of either retires
+ * only while the other is not open (page_store.c's groups). */
+static uint64_t bytes_inode(struct rfs_fs *fs, const struct rfs_cache_key *key)
+{
+	struct rfs_node n = { .type = RFS_NODE_FILE,
+			      .epoch = key->epoch,
+			      .rank = key->rank,
+			      .kind = key->kind,
+			      .batch = key->batch };
+	return rfs_inode_of(&fs->space, &n);
+}
+
 /* Counts the open of a generated file, and stores the file's bytes in
  * the page cache before its first open is answered (page_store.c): its
  * reads are then the kernel's alone. A file that fails to generate fails
@@ -279,7 +292,8 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 			 const struct rfs_cache_key *key, int direct)
 {
-	int rc = rfs_page_store_open(fs->page_store, ino);
+	int rc = rfs_page_store_open_in(fs->page_store, ino,
+					bytes_inode(fs, key));
 	if (rc != 1)
 		return rc;
 	struct rfs_cache_entry *e;

@@ -31,6 +31,7 @@
 struct open_inode {
 	struct open_inode *next;
 	uint64_t ino;
+	uint64_t group; /* the inodes of one file's bytes share one */
 	unsigned opens;
 	int filling; /* its first open has not called fill yet */
 	int error; /* its first open failed: the opens counted with it fail */
@@ -81,6 +82,15 @@ static struct open_inode **find(struct rfs_page_store *s, uint64_t ino)
 	return at;
 }
 
+/* Whether an inode of group is open. Called with lock held. */
+static int group_open(const struct rfs_page_store *s, uint64_t group)
+{
+	for (const struct open_inode *f = s->open; f; f = f->next)
+		if (f->group == group)
+			return 1;
+	return 0;
+}
+
 /* One counted open of ino less; at the last (or ino not counted), the
  * drop of its pages is queued. Called with lock held. @return whether
  * it was the last. */
@@ -99,6 +109,12 @@ static int uncount(struct rfs_page_store *s, uint64_t ino)
 
 int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 {
+	return rfs_page_store_open_in(s, ino, ino);
+}
+
+int rfs_page_store_open_in(struct rfs_page_store *s, uint64_t ino,
+			   uint64_t group)
+{
 	pthread_mutex_lock(&s->lock);
 	struct open_inode *f = *find(s, ino);
 	int first = !f;
@@ -110,6 +126,7 @@ int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
 		}
 		*f = (struct open_inode){ .next = s->open,
 					  .ino = ino,
+					  .group = group,
 					  .filling = 1 };
 		s->open = f;
 	}
@@ -162,8 +179,11 @@ int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
 			 void (*at_last)(void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&s->lock);
+	struct open_inode *f = *find(s, ino);
+	uint64_t group = f ? f->group : ino;
 	int last = uncount(s, ino);
-	if (last && at_last)
+	/* The bytes stay while another inode of them is open. */
+	if (last && at_last && !group_open(s, group))
 		at_last(ctx);
 	pthread_mutex_unlock(&s->lock);
 	return last;

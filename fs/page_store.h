@@ -44,6 +44,14 @@ void rfs_page_store_destroy(struct rfs_page_store *s);
  * fill failed (rfs_page_store_fail()). Thread-safe. */
 int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino);
 
+/* rfs_page_store_open() of ino, one of the inodes in group whose bytes
+ * are one file's (a step file and its epoch file: one cache entry):
+ * rfs_page_store_close() calls at_last only at the last close of the
+ * group's inodes. rfs_page_store_open() makes each inode a group of its
+ * own. */
+int rfs_page_store_open_in(struct rfs_page_store *s, uint64_t ino,
+			   uint64_t group);
+
 /* Stores len bytes of data as ino's contents (data NULL: nothing to
  * store), then lets the opens of ino that wait for it go on.
  * Thread-safe. @return 0, or the store's error. */
@@ -59,8 +67,8 @@ void rfs_page_store_fail(struct rfs_page_store *s, uint64_t ino, int error);
 
 /* One counted open of ino less: a release, or an open whose answer was
  * not delivered. When it was the last (or ino was not counted), queues
- * the drop of ino's pages and calls at_last(ctx) if given, both before
- * another open of ino can be counted: what they undo (the pages, the
+ * the drop of ino's pages and calls at_last(ctx) if given and no other
+ * inode of ino's group is open, both before another open can be counted: what they undo (the pages, the
  * cached bytes) cannot meet a new open's. at_last must not call back
  * into s. Thread-safe. @return 1 when it was the last, 0 when another
  * open of ino remains. */

@@ -222,6 +222,34 @@ static void test_opens_waiting_for_a_failed_fill_fail_with_it(void **state)
 	rfs_page_store_destroy(s);
 }
 
+/* Two inodes of one file's bytes (a step file and its epoch file): the
+ * last close of one drops its own pages, but leaves the bytes (at_last)
+ * while the other is open; the last close of the group calls it. */
+static void test_at_last_waits_for_the_group(void **state)
+{
+	(void)state;
+	struct sent sent = { 0 };
+	struct rfs_page_store *s;
+	int undone = 0;
+	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
+	assert_int_equal(rfs_page_store_open_in(s, 7, 7), 1);
+	assert_int_equal(rfs_page_store_fill(s, 7, "x", 1), 0);
+	assert_int_equal(rfs_page_store_open_in(s, 9, 7), 1);
+	assert_int_equal(rfs_page_store_fill(s, 9, "x", 1), 0);
+	assert_int_equal(rfs_page_store_open_in(s, 8, 8), 1); /* another */
+	assert_int_equal(rfs_page_store_fill(s, 8, "y", 1), 0);
+	assert_int_equal(rfs_page_store_close(s, 9, count_call, &undone), 1);
+	assert_int_equal(sent.drops, 1);
+	assert_int_equal(sent.dropped_ino, 9);
+	assert_int_equal(undone, 0);
+	assert_int_equal(rfs_page_store_close(s, 8, count_call, &undone), 1);
+	assert_int_equal(undone, 1);
+	assert_int_equal(rfs_page_store_close(s, 7, count_call, &undone), 1);
+	assert_int_equal(sent.dropped_ino, 7);
+	assert_int_equal(undone, 2);
+	rfs_page_store_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -231,6 +259,7 @@ int main(void)
 		cmocka_unit_test(test_second_open_waits_for_the_store),
 		cmocka_unit_test(
 			test_opens_waiting_for_a_failed_fill_fail_with_it),
+		cmocka_unit_test(test_at_last_waits_for_the_group),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
