@@ -1,4 +1,5 @@
-"""Opens of one file racing each other through a real mount."""
+"""Opens of one file's bytes through a real mount: racing each other, and
+through its two names (a step file and its epoch file)."""
 import errno
 import os
 import threading
