@@ -181,8 +181,10 @@ void rfs_lookahead_opened(struct rfs_lookahead *l,
 	if (!l->pool)
 		return;
 	uint64_t nb = l->p.batches_per_rank;
-	uint64_t pos = key->epoch * nb + key->batch, now = rfs_stats_now_ns();
+	uint64_t pos = key->epoch * nb + key->batch;
 	pthread_mutex_lock(&l->lock);
+	/* Read under the lock, so no reader's last open is after it. */
+	uint64_t now = rfs_stats_now_ns();
 	struct reader *r = &l->readers[key->rank * RFS_KIND_COUNT + key->kind];
 	int was_idle = !r->last_open_ns ||
 		       now - r->last_open_ns > READER_IDLE_NS;
