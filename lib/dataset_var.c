@@ -132,7 +132,7 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 	uint64_t *counts = calloc(n, sizeof(*counts));
 	const char **paths = calloc(n, sizeof(*paths));
 	char **wanted = NULL;
-	uint64_t nwanted = 0;
+	uint64_t nwanted = 0, wanted_claimed = 0;
 	int rc = names && counts && paths ? 0 : -ENOMEM;
 	if (rc != 0)
 		snprintf(err, errlen, "out of memory");
@@ -151,8 +151,8 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 		rc = read_names(files[f], &names[f], &counts[f], err, errlen);
 	}
 	if (rc == 0 && v->mode == RFS_VARJOIN_NAMES)
-		rc = rfs_varjoin_read_file(names_file, &wanted, &nwanted, err,
-					   errlen);
+		rc = rfs_varjoin_read_file(names_file, &wanted, &nwanted,
+					   &wanted_claimed, err, errlen);
 	if (rc == 0)
 		rc = rfs_varjoin_create(v->mode, (char *const *const *)names,
 					counts, paths, n, wanted, nwanted,
@@ -163,6 +163,7 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 	free(counts);
 	free(paths);
 	rfs_buf_free_strings(wanted, nwanted);
+	rfs_memlimit_release(&wanted_claimed);
 	return rc;
 }
 

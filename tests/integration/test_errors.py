@@ -511,6 +511,41 @@ def test_claims_add_up_over_files(cgroups, tmp_path):
             "cache_mb=96 or less") in err, err
 
 
+def var_h5ad(path, names, x_chunks=None):
+    """An AnnData file of 8 rows whose X (never written: no storage) is as
+    wide as names, which its var index holds (fixed-length strings)."""
+    with h5py.File(path, "w") as h:
+        h.attrs["encoding-type"] = "anndata"
+        h.create_dataset("X", shape=(8, len(names)), dtype="f4",
+                         chunks=x_chunks or (8, min(len(names), 1 << 16)))
+        h.create_group("var").attrs["_index"] = "_index"
+        h.create_dataset("var/_index", data=names)
+    return str(path)
+
+
+def test_var_join_tables_over_the_memory_limit(cgroups, tmp_path):
+    """var_join claims the tables it makes of the files' var names: a
+    file of 2^21 genes (its 96 MiB of names read, claimed, fit the 112
+    MiB a cgroup of 256 MiB leaves beside cache_mb=112 and the daemon's
+    32 MiB) joined with another fails the mount at once at its hash
+    index of 4 Mi slots (32 MiB), naming the file (the indexes, the
+    union of the names, a copy of each and the maps were made unclaimed:
+    the daemon was killed for memory, SIGKILL)."""
+    n = 1 << 21
+    wide = var_h5ad(tmp_path / "wide.h5ad",
+                    np.char.mod("g%07d", np.arange(n)).astype("S8"))
+    other = var_h5ad(tmp_path / "other.h5ad",
+                     np.array([b"x0", b"x1", b"x2", b"x3"]))
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, [wide, other],
+                          "batch_size=8,var_join=outer", group)
+    assert (f"{wide}: var_join's hash index of its var names claims "
+            f"{2 * n} entries: at least 32 MiB at mount, more than the 256 "
+            "MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) leaves beside the 97 MiB claimed before "
+            "it and cache_mb=112 with the daemon's own 32 MiB") in err, err
+
+
 def test_chunk_table_over_the_memory_limit(cgroups, mounts, tmp_path):
     """A grid of 2^24 one-byte chunks allocated at creation (HDF5's
     implicit index: no entry stored per chunk) is a sparse file of 16 MiB;

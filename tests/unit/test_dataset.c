@@ -406,7 +406,8 @@ static void write_csr_part(const char *path, float v0, const char *const *genes)
 
 /* CSR rows remapped: b's columns (c, x, a) onto inner's (a, c), x
  * dropped, sorted; served counts exact, before any read, and claimed
- * (memlimit.c) with the indptrs while the dataset is open. */
+ * (memlimit.c) with the indptrs and the join's names and maps while the
+ * dataset is open. */
 static void test_joined_csr(void **state)
 {
 	struct fixture *f = *state;
@@ -420,8 +421,12 @@ static void test_joined_csr(void **state)
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	rfs_memlimit_set_claims(&none);
 	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
-	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each. */
-	assert_int_equal(rfs_memlimit_claimed(), 2 * (3 * 8 + 2 * 4));
+	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each;
+	 * the served names a and c, and each file's map of 2 served and 3
+	 * own columns, 8 bytes each. */
+	assert_int_equal(rfs_memlimit_claimed(),
+			 2 * (3 * 8 + 2 * 4) + 2 * RFS_MEMLIMIT_STRING_BYTES +
+				 2 * (2 + 3) * 8);
 	assert_true(rfs_dataset_info(d)->cols == 2);
 	/* a: row 0 {a, c}, row 1 {a, c} (b dropped); b: row 0 {c, a},
 	 * row 1 {c, a} (x dropped) */
@@ -512,6 +517,69 @@ static void test_join_errors(void **state)
 	remove(bare);
 }
 
+/* A join of a file whose var index is long (4096 names, which its
+ * metadata alone may claim: HDF5's length, zarr's shape) claims its
+ * tables before it makes them (memlimit.c): at 200 KiB its names (160
+ * KiB, read at open) fit, and its hash index (8192 slots of 8 bytes) is
+ * refused, naming the file; at 2 MiB the join is made, and what it keeps
+ * (the served names, the maps) is claimed until the dataset is
+ * destroyed. No claim is left after either. Before, the index, the
+ * served names and the maps were made unclaimed (at 200 KiB too). */
+static void test_join_claims_name_the_file(void **state)
+{
+	struct fixture *f = *state;
+	enum { W = 4096 };
+	char wide[PATH_MAX + 32], err[512] = "";
+	snprintf(wide, sizeof(wide), "%s/wide_var.h5ad", f->dir);
+	assert_int_equal(h5fx_write_f32(wide, 2, W, 2, 1), 0);
+	char **genes = calloc(W, sizeof(*genes));
+	assert_non_null(genes);
+	for (int i = 0; i < W; i++) {
+		char text[16];
+		snprintf(text, sizeof(text), "w%d", i);
+		assert_non_null(genes[i] = strdup(text));
+	}
+	assert_int_equal(h5fx_add_var(wide, (const char *const *)genes, W), 0);
+	for (int i = 0; i < W; i++)
+		free(genes[i]);
+	free(genes);
+	char *paths[] = { f->path[0], wide };
+	struct rfs_dataset_join join = { RFS_VARJOIN_OUTER, NULL };
+	struct rfs_dataset *d = NULL;
+	struct rfs_memlimit l = { .bytes = 200 << 10 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 -ENOMEM);
+	assert_null(d);
+	char says[PATH_MAX + 200];
+	snprintf(says, sizeof(says),
+		 "%s: var_join's hash index of its var names claims 8192 "
+		 "entries: at least 0 MiB at mount, more than the 0 MiB of "
+		 "the test's limit",
+		 wide);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+
+	l.bytes = 2 << 20;
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_var_count(d) == COLS + W);
+	/* g0..g2 and w0..; maps of the served columns and each file's. */
+	assert_int_equal(rfs_memlimit_claimed(),
+			 (COLS + W) * RFS_MEMLIMIT_STRING_BYTES +
+				 ((COLS + W) * 2 + COLS + W) * 8);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(wide);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_joined_dense),
 		cmocka_unit_test(test_joined_csr),
 		cmocka_unit_test(test_join_errors),
+		cmocka_unit_test(test_join_claims_name_the_file),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
