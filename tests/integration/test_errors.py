@@ -546,6 +546,27 @@ def test_var_join_tables_over_the_memory_limit(cgroups, tmp_path):
             "it and cache_mb=112 with the daemon's own 32 MiB") in err, err
 
 
+def test_column_unite_over_the_memory_limit(cgroups, tmp_path):
+    """An obs column read from several files is one column: its parts'
+    categories are united, and the tables that takes are claimed. Two
+    files whose 2^20 categories each (no storage: HDF5's length) fit a
+    cgroup of 256 MiB read (40 MiB each) fail the mount at once at their
+    union's tables (40 MiB more), naming the second file and the column
+    (the tables were made unclaimed, and the mount went on)."""
+    n = 1 << 20
+    paths = [claims_h5ad(tmp_path / f"f{i}.h5ad", 8,
+                         lambda h: categorical(h, "i4", n))
+             for i in range(2)]
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, paths, "batch_size=8,label=ct", group)
+    assert (f"{paths[1]}: column 'ct': the tables uniting its {n} "
+            f"categories with the {n} of the files before it claims "
+            f"{5 * n} entries: at least 40 MiB at mount, more than the 256 "
+            "MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) leaves beside the 81 MiB claimed before "
+            "it and cache_mb=112 with the daemon's own 32 MiB") in err, err
+
+
 def test_chunk_table_over_the_memory_limit(cgroups, mounts, tmp_path):
     """A grid of 2^24 one-byte chunks allocated at creation (HDF5's
     implicit index: no entry stored per chunk) is a sparse file of 16 MiB;

@@ -580,6 +580,81 @@ static void test_join_claims_name_the_file(void **state)
 	remove(wide);
 }
 
+/* A file of 2 rows whose categorical obs column "ct" has n categories
+ * "<prefix>0"... */
+static void write_many_categories(const char *path, const char *prefix,
+				  size_t n)
+{
+	char **cats = calloc(n, sizeof(*cats));
+	assert_non_null(cats);
+	for (size_t i = 0; i < n; i++) {
+		char text[32];
+		snprintf(text, sizeof(text), "%s%zu", prefix, i);
+		assert_non_null(cats[i] = strdup(text));
+	}
+	const int8_t codes[] = { 0, 1 };
+	assert_int_equal(h5fx_write_f32(path, 2, COLS, 2, 1), 0);
+	assert_int_equal(h5fx_add_categorical(path, "ct", codes, 2,
+					      (const char *const *)cats, n),
+			 0);
+	for (size_t i = 0; i < n; i++)
+		free(cats[i]);
+	free(cats);
+}
+
+/* An obs column united over files claims the tables uniting their
+ * categories (memlimit.c): two files of 4096 categories each read (160
+ * KiB of names each) fit 400 KiB, and their union's tables (160 KiB
+ * more) do not: refused, naming the second file and the column; made at
+ * 1 MiB. No claim left after either. Before, the tables were made
+ * unclaimed. */
+static void test_column_unite_claimed(void **state)
+{
+	struct fixture *f = *state;
+	char a[PATH_MAX + 32], b[PATH_MAX + 32], err[512] = "";
+	snprintf(a, sizeof(a), "%s/cats_a.h5ad", f->dir);
+	snprintf(b, sizeof(b), "%s/cats_b.h5ad", f->dir);
+	write_many_categories(a, "a", 4096);
+	write_many_categories(b, "b", 4096);
+	char *paths[] = { a, b };
+	struct rfs_memlimit l = { .bytes = 400 << 10 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	struct rfs_dataset *d;
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	struct rfs_column c;
+	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
+			 -ENOMEM);
+	char says[PATH_MAX + 200];
+	snprintf(says, sizeof(says),
+		 "%s: column 'ct': the tables uniting its 4096 categories "
+		 "with the 4096 of the files before it claims 20480 entries",
+		 b);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_dataset_destroy(d);
+
+	l.bytes = 1 << 20;
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
+			 0);
+	assert_true(c.rows == 4 && c.ncategories == 2 * 4096);
+	assert_string_equal(c.categories[c.codes[3]], "b1");
+	rfs_column_free(&c);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_dataset_destroy(d);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(a);
+	remove(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -592,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_joined_csr),
 		cmocka_unit_test(test_join_errors),
 		cmocka_unit_test(test_join_claims_name_the_file),
+		cmocka_unit_test(test_column_unite_claimed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
