@@ -441,6 +441,18 @@ def csr(h, rows):
                      chunks=(1 << 16,))
 
 
+def csr_row(h, n):
+    """CSR whose stored indptr gives row 0 n values, which its data's and
+    indices' lengths (no storage) back."""
+    g = h.create_group("Y")
+    g.attrs.update({"encoding-type": "csr_matrix",
+                    "encoding-version": "0.1.0", "shape": (8, 4)})
+    g.create_dataset("data", shape=(n + 7,), dtype="f4", chunks=(1 << 16,))
+    g.create_dataset("indices", shape=(n + 7,), dtype="i4",
+                     chunks=(1 << 16,))
+    g.create_dataset("indptr", data=np.r_[0, n + np.arange(8)].astype("i8"))
+
+
 BIG = 1 << 26  # rows: a column of them is 512 MiB of int64
 CLAIMS = {
     # int32 codes index 2^31 categories: each absent one was a string.
@@ -454,6 +466,11 @@ CLAIMS = {
         "label=lab", f"/obs/lab claims {BIG} entries"),
     "indptr": (8, lambda h: csr(h, BIG), "dataset=/Y",
                f"/Y/indptr claims {BIG + 1} entries"),
+    # 2^28 values of 20 bytes read (value twice, column id as stored and
+    # as int64) for the fingerprint: the daemon was killed.
+    "csr row": (8, lambda h: csr_row(h, 1 << 28), "dataset=/Y",
+                "/Y row 0 (its stored values, read for its fingerprint) "
+                f"claims {1 << 28} entries"),
 }
 
 

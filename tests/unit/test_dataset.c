@@ -655,6 +655,125 @@ static void test_column_unite_claimed(void **state)
 	remove(b);
 }
 
+/* A CSR .h5ad of 3 rows over 3 columns (var names genes) whose rows hold
+ * lens[r] stored values (column ids cycling 0, 1, 2, repeating). */
+static void write_csr_rows(const char *path, const uint64_t lens[3],
+			   const char *const *genes)
+{
+	uint64_t nnz = lens[0] + lens[1] + lens[2];
+	float *data = calloc(nnz, sizeof(*data));
+	int32_t *indices = calloc(nnz, sizeof(*indices));
+	int64_t indptr[4] = { 0 };
+	assert_non_null(data);
+	assert_non_null(indices);
+	for (uint64_t k = 0; k < nnz; k++)
+		indices[k] = (int32_t)(k % 3);
+	for (int r = 0; r < 3; r++)
+		indptr[r + 1] = indptr[r] + (int64_t)lens[r];
+	struct h5fx_dataset d[] = {
+		{ .name = "/X/data",
+		  .type = H5FX_F32,
+		  .ndims = 1,
+		  .dims = { nnz },
+		  .data = data },
+		{ .name = "/X/indices",
+		  .type = H5FX_I32,
+		  .ndims = 1,
+		  .dims = { nnz },
+		  .data = indices },
+		{ .name = "/X/indptr",
+		  .type = H5FX_I64,
+		  .ndims = 1,
+		  .dims = { 4 },
+		  .data = indptr },
+	};
+	assert_int_equal(h5fx_write(path, d, 3, 1), 0);
+	assert_int_equal(h5fx_mark_csr(path, "/X", 3, 3), 0);
+	assert_int_equal(h5fx_add_var(path, genes, 3), 0);
+	free(data);
+	free(indices);
+}
+
+static int open_at(char **paths, size_t n, struct rfs_dataset_join *join,
+		   uint64_t limit, struct rfs_dataset **d, char *err,
+		   size_t errlen)
+{
+	struct rfs_memlimit l = { .bytes = limit };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	*d = NULL;
+	return rfs_dataset_open_joined(paths, n, NULL, 1 << 20, join, d, err,
+				       errlen);
+}
+
+/* CSR rows read at mount hold as many values as indptr says, which the
+ * data's declared length alone (no storage) may back: claimed before
+ * they are read (20 bytes a float32 value with int32 column ids), the
+ * first and last rows read for the fingerprint, and a join's count of
+ * the served values (blocks of at most 2^20 values, a row of more read
+ * alone). At 1 MiB a first row of 2^16 values (1.25 MiB) fails the open
+ * naming the file and the row; a middle one the join's count, naming
+ * the rows; at 4 MiB both open. No claim is left after either. Before,
+ * the rows were read unclaimed. */
+static void test_csr_reads_at_mount_claimed(void **state)
+{
+	struct fixture *f = *state;
+	enum { BIG = 1 << 16 };
+	char a[PATH_MAX + 32], b[PATH_MAX + 32], err[512] = "";
+	char says[PATH_MAX + 200];
+	snprintf(a, sizeof(a), "%s/rows_a.h5ad", f->dir);
+	snprintf(b, sizeof(b), "%s/rows_b.h5ad", f->dir);
+	const char *ga[] = { "a", "b", "c" }, *gb[] = { "c", "x", "a" };
+	struct rfs_dataset *d;
+	struct rfs_dataset_join inner = { RFS_VARJOIN_INNER, NULL };
+
+	write_csr_rows(a, (const uint64_t[]){ BIG, 1, 1 }, ga);
+	char *one[] = { a };
+	assert_int_equal(open_at(one, 1, NULL, 1 << 20, &d, err, sizeof(err)),
+			 -ENOMEM);
+	snprintf(says, sizeof(says),
+		 "%s: /X row 0 (its stored values, read for its fingerprint) "
+		 "claims 65536 entries: at least 1 MiB at mount, more than "
+		 "the 1 MiB of the test's limit",
+		 a);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_null(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(open_at(one, 1, NULL, 4 << 20, &d, err, sizeof(err)),
+			 0);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+
+	write_csr_rows(a, (const uint64_t[]){ 1, BIG, 1 }, ga);
+	write_csr_rows(b, (const uint64_t[]){ 1, 1, 1 }, gb);
+	char *both[] = { a, b };
+	assert_int_equal(open_at(both, 2, &inner, 1 << 20, &d, err,
+				 sizeof(err)),
+			 -ENOMEM);
+	snprintf(says, sizeof(says),
+		 "%s: /X rows 0 to 2 (their stored values, read to count "
+		 "those var_join serves) claims 65538 entries",
+		 a);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_null(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(
+		open_at(both, 2, &inner, 4 << 20, &d, err, sizeof(err)), 0);
+	/* a's row 1 (values 1 to BIG) keeps its a and c, b dropped. */
+	uint64_t kept = 0;
+	for (uint64_t k = 1; k <= BIG; k++)
+		kept += k % 3 != 1;
+	assert_true(rfs_dataset_row_nnz(d, 1) == kept);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(a);
+	remove(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -668,6 +787,7 @@ int main(void)
 		cmocka_unit_test(test_join_errors),
 		cmocka_unit_test(test_join_claims_name_the_file),
 		cmocka_unit_test(test_column_unite_claimed),
+		cmocka_unit_test(test_csr_reads_at_mount_claimed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
