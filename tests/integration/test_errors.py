@@ -563,6 +563,24 @@ def test_var_join_tables_over_the_memory_limit(cgroups, tmp_path):
             "it and cache_mb=112 with the daemon's own 32 MiB") in err, err
 
 
+def test_var_names_txt_over_the_memory_limit(cgroups, tmp_path):
+    """var_names.txt, made at mount and kept, is claimed: one file of
+    2^21 genes, its 96 MiB of names kept (claimed) within the 112 MiB a
+    cgroup of 256 MiB leaves beside cache_mb=112 and the daemon's 32 MiB,
+    fails the mount at once at var_names.txt's 18 MiB, naming it (it was
+    made unclaimed, and the mount was made past the rule)."""
+    n = 1 << 21
+    wide = var_h5ad(tmp_path / "wide.h5ad",
+                    np.char.mod("g%07d", np.arange(n)).astype("S8"))
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, [wide], "batch_size=8", group)
+    assert ("var_names.txt: the served var names (a byte per character, "
+            f"one a line) claims {9 * n + 1} entries: at least 18 MiB at "
+            "mount, more than the 256 MiB of the limit of its memory "
+            f"cgroup ({group.files[0]}) leaves beside the ") in err, err
+    assert "give cache_mb=" in err, err
+
+
 def test_column_unite_over_the_memory_limit(cgroups, tmp_path):
     """An obs column read from several files is one column: its parts'
     categories are united, and the tables that takes are claimed. Two
