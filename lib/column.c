@@ -166,7 +166,50 @@ static int to_real(struct rfs_column *c)
 	return 0;
 }
 
-int rfs_column_append(struct rfs_column *dst, struct rfs_column *src)
+/* to_real() of one part, its doubles claimed beside its integers until
+ * they are freed. */
+static int claimed_to_real(struct rfs_column *c, int before, const char *file,
+			   const char *what, char *err, size_t errlen)
+{
+	char why[1200];
+	uint64_t held = 0;
+	if (c->kind == RFS_COLUMN_REAL)
+		return 0;
+	snprintf(why, sizeof(why), "%s%s made float (a double per row)", what,
+		 before ? " of the files before it" : "");
+	int rc = rfs_memlimit_claim(file, why, c->rows, sizeof(double), &held,
+				    err, errlen);
+	if (rc == 0 && (rc = to_real(c)) != 0)
+		snprintf(err, errlen, "out of memory");
+	rfs_memlimit_release(&held);
+	return rc;
+}
+
+/* unite(), its tables claimed until they are freed: the united
+ * categories' array beside both parts', each part's map of codes and
+ * the sorted index of dst's, 8 bytes an entry. */
+static int claimed_unite(struct rfs_column *dst, struct rfs_column *src,
+			 const char *file, const char *what, char *err,
+			 size_t errlen)
+{
+	char why[1200];
+	uint64_t held = 0, n1 = dst->ncategories, n2 = src->ncategories;
+	snprintf(why, sizeof(why),
+		 "%s: the tables uniting its %llu categories with the %llu "
+		 "of the files before it",
+		 what, (unsigned long long)n2, (unsigned long long)n1);
+	/* Counts in memory: no sum wraps. */
+	int rc = rfs_memlimit_claim(file, why, 3 * n1 + 2 * n2, sizeof(int64_t),
+				    &held, err, errlen);
+	if (rc == 0 && (rc = unite(dst, src)) != 0)
+		snprintf(err, errlen, "out of memory");
+	rfs_memlimit_release(&held);
+	return rc;
+}
+
+int rfs_column_append(struct rfs_column *dst, struct rfs_column *src,
+		      const char *file, const char *what, char *err,
+		      size_t errlen)
 {
 	int rc;
 	if (!dst->codes && !dst->reals) {
@@ -174,27 +217,53 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src)
 		*src = (struct rfs_column){ 0 };
 		return 0;
 	}
-	if ((dst->kind == RFS_COLUMN_CODES) != (src->kind == RFS_COLUMN_CODES))
+	if ((dst->kind == RFS_COLUMN_CODES) !=
+	    (src->kind == RFS_COLUMN_CODES)) {
+		snprintf(err, errlen,
+			 "%s: %s is %s here but not in the files before it",
+			 file, what, rfs_column_kind_name(src));
 		return -EINVAL;
+	}
 	if (dst->kind != src->kind &&
-	    ((rc = to_real(dst)) != 0 || (rc = to_real(src)) != 0))
+	    ((rc = claimed_to_real(dst, 1, file, what, err, errlen)) != 0 ||
+	     (rc = claimed_to_real(src, 0, file, what, err, errlen)) != 0))
 		return rc;
-	if (dst->kind == RFS_COLUMN_CODES && (rc = unite(dst, src)) != 0)
+	if (dst->kind == RFS_COLUMN_CODES &&
+	    (rc = claimed_unite(dst, src, file, what, err, errlen)) != 0)
 		return rc;
 
-	uint64_t n = dst->rows + src->rows;
+	/* dst grows by src's rows while src holds them: claimed until src
+	 * is freed (a realloc of a mapped block moves no pages; one in the
+	 * heap, under 1 MiB in the daemon, is copied). */
+	char why[1200];
+	uint64_t held = 0, n = dst->rows + src->rows;
+	snprintf(why, sizeof(why),
+		 "%s: its rows appended to the files before it", what);
+	rc = rfs_memlimit_claim(file, why, src->rows, sizeof(int64_t), &held,
+				err, errlen);
+	if (rc != 0)
+		return rc;
 	if (dst->kind == RFS_COLUMN_REAL) {
 		double *r = realloc(dst->reals, n * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		memcpy(r + dst->rows, src->reals, src->rows * sizeof(*r));
-		dst->reals = r;
+		if (r) {
+			memcpy(r + dst->rows, src->reals,
+			       src->rows * sizeof(*r));
+			dst->reals = r;
+		}
+		rc = r ? 0 : -ENOMEM;
 	} else {
 		int64_t *k = realloc(dst->codes, n * sizeof(*k));
-		if (!k)
-			return -ENOMEM;
-		memcpy(k + dst->rows, src->codes, src->rows * sizeof(*k));
-		dst->codes = k;
+		if (k) {
+			memcpy(k + dst->rows, src->codes,
+			       src->rows * sizeof(*k));
+			dst->codes = k;
+		}
+		rc = k ? 0 : -ENOMEM;
+	}
+	if (rc != 0) {
+		snprintf(err, errlen, "out of memory");
+		rfs_memlimit_release(&held);
+		return rc;
 	}
 	dst->boolean = dst->boolean && src->boolean;
 	dst->real_sizes |= src->real_sizes;
@@ -202,6 +271,7 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src)
 	dst->claimed += src->claimed; /* its rows are dst's now */
 	src->claimed = 0;
 	rfs_column_free(src);
+	rfs_memlimit_release(&held);
 	return 0;
 }
 

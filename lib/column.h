@@ -48,8 +48,17 @@ const char *rfs_column_kind_name(const struct rfs_column *c);
  * united: sorted if every part's categories are sorted (as pandas makes
  * them), in order of first appearance otherwise; codes are remapped.
  * An empty dst takes src as it is. Integer and float parts make a float
- * column. @return 0, -EINVAL (categorical and numeric parts), -ENOMEM. */
-int rfs_column_append(struct rfs_column *dst, struct rfs_column *src);
+ * column. What it allocates beside the parts is claimed first
+ * (memlimit.c) for src's file and what (its column), and released when
+ * freed, before it returns: the doubles of an integer part made float
+ * (8 bytes a row), the tables uniting categories (24 bytes a category
+ * of dst, 16 of src), the rows dst grows by while src holds them (8
+ * bytes a row of src). On failure err says why, naming file and what.
+ * @return 0, -EINVAL (categorical and numeric parts), -ENOMEM (out of
+ * memory, or a claim refused). */
+int rfs_column_append(struct rfs_column *dst, struct rfs_column *src,
+		      const char *file, const char *what, char *err,
+		      size_t errlen);
 
 /* Keeps in keep[] (one byte per row, 1 = kept) only the rows whose value
  * is one of values, a '|'-separated list: category names for categorical

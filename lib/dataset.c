@@ -666,24 +666,18 @@ int rfs_dataset_read_column(struct rfs_dataset *d, const char *name,
 	*out = (struct rfs_column){ 0 };
 	for (size_t i = 0; i < d->nfiles; i++) {
 		struct rfs_column part;
+		const char *path = rfs_dataset_file(d, i)->path;
 		char what[PATH_MAX + 300];
 		snprintf(what, sizeof(what), "source %s: reading column %.256s",
-			 rfs_dataset_file(d, i)->path, name);
+			 path, name);
 		rfs_deadline_begin(what);
 		int rc = rfs_source_read_column(d->files[i], name, &part, err,
 						errlen);
 		rfs_deadline_end();
-		if (rc == 0 && (rc = rfs_column_append(out, &part)) != 0) {
-			if (rc == -EINVAL)
-				snprintf(err, errlen,
-					 "%s: column '%s' is %s here but not "
-					 "in the files before it",
-					 rfs_dataset_file(d, i)->path, name,
-					 rfs_column_kind_name(&part));
-			else
-				snprintf(err, errlen, "out of memory");
+		snprintf(what, sizeof(what), "column '%.256s'", name);
+		if (rc == 0 && (rc = rfs_column_append(out, &part, path, what,
+						       err, errlen)) != 0)
 			rfs_column_free(&part);
-		}
 		if (rc != 0) {
 			rfs_column_free(out);
 			return rc;

@@ -11,8 +11,10 @@
 #include "log.h"
 #include "memlimit.h"
 
-/* Rows per read while counting served values: bounded memory. */
+/* Rows and stored values per read while counting served values:
+ * bounded memory (a row of more values is read alone). */
 #define COUNT_ROWS 4096
+#define COUNT_VALUES (1 << 20)
 
 static int read_names(struct rfs_source *s, char ***names, uint64_t *n,
 		      char *err, size_t errlen)
@@ -44,21 +46,40 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 		malloc((info->rows ? info->rows : 1) * sizeof(*counts));
 	rc = rows && counts ? 0 : -ENOMEM;
 	char what[PATH_MAX + 64];
+	int refused = 0;
 	snprintf(what, sizeof(what), "source %s: counting its served values",
 		 info->path);
-	for (uint64_t first = 0; first < info->rows && rc == 0;
-	     first += COUNT_ROWS) {
-		uint64_t m = info->rows - first < COUNT_ROWS ?
-				     info->rows - first :
-				     COUNT_ROWS;
-		for (uint64_t i = 0; i < m; i++)
-			rows[i] = (int64_t)(first + i);
+	for (uint64_t first = 0, m; first < info->rows && rc == 0; first += m) {
+		/* As many values as indptr says: claimed, a block of
+		 * COUNT_VALUES at most unless one row holds more. */
+		uint64_t nnz = 0, held = 0;
+		for (m = 0; first + m < info->rows && m < COUNT_ROWS; m++) {
+			uint64_t len = rfs_source_row_nnz(s, first + m);
+			if (m && nnz + len > COUNT_VALUES)
+				break;
+			nnz += len;
+			rows[m] = (int64_t)(first + m);
+		}
+		char rows_what[300];
+		snprintf(rows_what, sizeof(rows_what),
+			 "%.200s rows %llu to %llu (their stored values, read "
+			 "to count those var_join serves)",
+			 info->dataset, (unsigned long long)first,
+			 (unsigned long long)(first + m - 1));
+		rc = rfs_source_claim_csr_read(s, rows_what, nnz, &held, err,
+					       errlen);
+		if (rc != 0) {
+			refused = 1;
+			break;
+		}
 		struct rfs_csr csr;
 		rfs_deadline_begin(what);
 		rc = rfs_source_read_csr(s, rows, m, NULL, &csr);
 		rfs_deadline_end();
-		if (rc != 0)
+		if (rc != 0) {
+			rfs_memlimit_release(&held);
 			break;
+		}
 		for (uint64_t i = 0; i < m; i++) {
 			uint64_t kept = 0;
 			for (uint64_t k = csr.start[i]; k < csr.start[i + 1];
@@ -75,15 +96,17 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 				v->max_dropped = all - kept;
 		}
 		rfs_source_csr_free(&csr);
+		rfs_memlimit_release(&held);
 	}
 	if (rc != 0) {
 		free(counts);
 		counts = NULL;
+	}
+	if (rc != 0 && !refused)
 		snprintf(err, errlen,
 			 "%s: %s: cannot read its column ids to count the "
 			 "served values: %s",
 			 info->path, info->dataset, strerror(-rc));
-	}
 	v->served_nnz[f] = counts;
 	free(rows);
 	return rc;
@@ -132,7 +155,7 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 	uint64_t *counts = calloc(n, sizeof(*counts));
 	const char **paths = calloc(n, sizeof(*paths));
 	char **wanted = NULL;
-	uint64_t nwanted = 0;
+	uint64_t nwanted = 0, wanted_claimed = 0;
 	int rc = names && counts && paths ? 0 : -ENOMEM;
 	if (rc != 0)
 		snprintf(err, errlen, "out of memory");
@@ -151,8 +174,8 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 		rc = read_names(files[f], &names[f], &counts[f], err, errlen);
 	}
 	if (rc == 0 && v->mode == RFS_VARJOIN_NAMES)
-		rc = rfs_varjoin_read_file(names_file, &wanted, &nwanted, err,
-					   errlen);
+		rc = rfs_varjoin_read_file(names_file, &wanted, &nwanted,
+					   &wanted_claimed, err, errlen);
 	if (rc == 0)
 		rc = rfs_varjoin_create(v->mode, (char *const *const *)names,
 					counts, paths, n, wanted, nwanted,
@@ -163,6 +186,7 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 	free(counts);
 	free(paths);
 	rfs_buf_free_strings(wanted, nwanted);
+	rfs_memlimit_release(&wanted_claimed);
 	return rc;
 }
 

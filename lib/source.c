@@ -151,6 +151,19 @@ size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
 	return n * per_row;
 }
 
+int rfs_source_claim_csr_read(const struct rfs_source *s, const char *what,
+			      uint64_t nnz, uint64_t *claimed, char *err,
+			      size_t errlen)
+{
+	/* rfs_source_read_scratch()'s bytes per stored value. */
+	size_t elem = rfs_dtype_size(s->info.dtype);
+	return rfs_memlimit_claim(s->info.path, what, nnz,
+				  2 * elem +
+					  rfs_dtype_size(s->info.index_dtype) +
+					  sizeof(int64_t),
+				  claimed, err, errlen);
+}
+
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 {
 	return (uint64_t)(s->indptr[row + 1] - s->indptr[row]);
@@ -420,8 +433,22 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	const int64_t ends[2] = { 0, (int64_t)in->rows - 1 };
 	for (int i = 0; i < 2; i++) {
 		if (in->sparse) {
+			/* As many values as indptr says: claimed. */
 			struct rfs_csr csr;
+			char what[300];
+			uint64_t held = 0;
+			snprintf(what, sizeof(what),
+				 "%.200s row %lld (its stored values, read for "
+				 "its fingerprint)",
+				 in->dataset, (long long)ends[i]);
+			rc = rfs_source_claim_csr_read(
+				s, what,
+				rfs_source_row_nnz(s, (uint64_t)ends[i]), &held,
+				err, errlen);
+			if (rc != 0)
+				goto out;
 			rc = rfs_source_read_csr(s, &ends[i], 1, NULL, &csr);
+			rfs_memlimit_release(&held);
 			if (rc == 0) {
 				XXH3_64bits_update(
 					st, csr.values,

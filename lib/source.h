@@ -112,6 +112,15 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 size_t rfs_source_read_scratch(const struct rfs_source *s, uint64_t n,
 			       uint64_t nnz);
 
+/* Claims (memlimit.c), for a read at mount, what rfs_source_read_csr()
+ * of rows holding nnz stored values allocates for itself, per value
+ * (rfs_source_read_scratch()): indptr says how many a row holds, and the
+ * data's declared length alone (no storage) may back them. what names
+ * the rows in err. @return 0 or -ENOMEM with err set. */
+int rfs_source_claim_csr_read(const struct rfs_source *s, const char *what,
+			      uint64_t nnz, uint64_t *claimed, char *err,
+			      size_t errlen);
+
 /* Stored values of a CSR row: from indptr, which is in memory. */
 uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row);
 

@@ -1,6 +1,7 @@
 #include "varjoin.h"
 
 #include "buf.h"
+#include "memlimit.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +23,9 @@ struct rfs_varjoin {
 	uint64_t fingerprint;
 	size_t nsources;
 	struct map *maps;
+	/* The served names and the maps, claimed (memlimit.c) until
+	 * destroy. */
+	uint64_t claimed;
 };
 
 const char *rfs_varjoin_mode_name(enum rfs_varjoin_mode m)
@@ -54,25 +58,56 @@ uint64_t rfs_varjoin_fingerprint_of(char *const *names, uint64_t n)
 }
 
 /* Names to their position: open addressing over XXH3, built once per
- * source at mount time (a gene list is tens of thousands). */
+ * source at mount time (a gene list is tens of thousands, but a var
+ * index's length is the file's word: claimed before it is made). */
 struct index {
 	char *const *names; /* borrowed */
 	uint64_t mask;
 	int64_t *slot; /* position in names, or -1 */
+	uint64_t claimed; /* slot's bytes (memlimit.c) */
 };
 
-static int index_init(struct index *x, char *const *names, uint64_t n)
+/* The slots of an index of n names: a power of two, at least 2n and 16
+ * (UINT64_MAX past 2^60 names: a claim no memory holds). */
+static uint64_t index_slots(uint64_t n)
 {
 	uint64_t cap = 16;
+	if (n > (UINT64_C(1) << 60))
+		return UINT64_MAX;
 	while (cap < 2 * n)
 		cap *= 2;
-	x->names = names;
+	return cap;
+}
+
+/* An empty index for n names, claimed for file's what before it is
+ * allocated. @return 0, or -ENOMEM with err set. */
+static int index_init(struct index *x, char *const *names, uint64_t n,
+		      const char *file, const char *what, char *err,
+		      size_t errlen)
+{
+	uint64_t cap = index_slots(n);
+	*x = (struct index){ .names = names };
+	int rc = rfs_memlimit_claim(file, what, cap, sizeof(*x->slot),
+				    &x->claimed, err, errlen);
+	if (rc != 0)
+		return rc;
 	x->mask = cap - 1;
 	x->slot = malloc(cap * sizeof(*x->slot));
-	if (!x->slot)
+	if (!x->slot) {
+		rfs_memlimit_release(&x->claimed);
+		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
+	}
 	memset(x->slot, 0xff, cap * sizeof(*x->slot));
 	return 0;
+}
+
+/* Frees x's slots and releases their claim. Accepts a zeroed x. */
+static void index_free(struct index *x)
+{
+	free(x->slot);
+	x->slot = NULL;
+	rfs_memlimit_release(&x->claimed);
 }
 
 /* The slot holding name, or the empty one where it would go. */
@@ -99,14 +134,16 @@ static int64_t index_add(struct index *x, uint64_t i)
 	return -1;
 }
 
-/* An index of names[0..n), refusing a name given twice. */
+/* An index of names[0..n), the var names of what (a file), refusing a
+ * name given twice. */
 static int index_build(struct index *x, char *const *names, uint64_t n,
 		       const char *what, char *err, size_t errlen)
 {
-	if (index_init(x, names, n) != 0) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
+	int rc = index_init(x, names, n, what,
+			    "var_join's hash index of its var names", err,
+			    errlen);
+	if (rc != 0)
+		return rc;
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t before = index_add(x, i);
 		if (before >= 0) {
@@ -116,8 +153,7 @@ static int index_build(struct index *x, char *const *names, uint64_t n,
 				"%lld and %llu): var_join needs distinct names",
 				what, names[i], (long long)before,
 				(unsigned long long)i);
-			free(x->slot);
-			x->slot = NULL;
+			index_free(x);
 			return -EINVAL;
 		}
 	}
@@ -125,12 +161,13 @@ static int index_build(struct index *x, char *const *names, uint64_t n,
 }
 
 int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
-			  char *err, size_t errlen)
+			  uint64_t *claimed, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
 	char **list = NULL, *line = NULL;
 	size_t cap = 0, linecap = 0;
-	uint64_t count = 0, at = 0;
+	uint64_t count = 0, at = 0, held = 0;
+	char what[4200];
 	int rc = 0;
 	*names = NULL;
 	*n = 0;
@@ -140,6 +177,7 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			 strerror(errno));
 		return rc;
 	}
+	snprintf(what, sizeof(what), "var_names=%s", path);
 	ssize_t len;
 	while ((len = getline(&line, &linecap, f)) >= 0) {
 		at++;
@@ -156,10 +194,19 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			break;
 		}
 		if (count == cap) {
+			/* Claimed as the list grows, a heap string per
+			 * slot: the slots left empty are released below. */
 			size_t more = cap ? 2 * cap : 64;
+			rc = rfs_memlimit_claim(what, "its var names",
+						more - cap,
+						RFS_MEMLIMIT_STRING_BYTES,
+						&held, err, errlen);
+			if (rc != 0)
+				break;
 			char **grown = realloc(list, more * sizeof(*grown));
 			if (!grown) {
 				rc = -ENOMEM;
+				snprintf(err, errlen, "out of memory");
 				break;
 			}
 			list = grown;
@@ -167,6 +214,7 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 		}
 		if (!(list[count] = strdup(line))) {
 			rc = -ENOMEM;
+			snprintf(err, errlen, "out of memory");
 			break;
 		}
 		count++;
@@ -180,24 +228,24 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 		snprintf(err, errlen, "var_names=%s: the file names no var",
 			 path);
 	}
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
 	free(line);
 	fclose(f);
+	rfs_memlimit_release_part(&held,
+				  (cap - count) * RFS_MEMLIMIT_STRING_BYTES);
 	if (rc == 0) {
-		char what[4200];
 		struct index x;
-		snprintf(what, sizeof(what), "var_names=%s", path);
 		rc = index_build(&x, list, count, what, err, errlen);
 		if (rc == 0)
-			free(x.slot);
+			index_free(&x);
 	}
 	if (rc != 0) {
 		rfs_buf_free_strings(list, count);
+		rfs_memlimit_release(&held);
 		return rc;
 	}
 	*names = list;
 	*n = count;
+	*claimed += held;
 	return 0;
 }
 
@@ -211,44 +259,58 @@ void rfs_varjoin_destroy(struct rfs_varjoin *j)
 	}
 	free(j->maps);
 	rfs_buf_free_strings(j->names, j->cols);
+	rfs_memlimit_release(&j->claimed);
 	free(j);
 }
 
-static int add_name(struct rfs_varjoin *j, uint64_t *cap, const char *name)
+/* What the served names come from, in claims' messages. */
+static void option_name(enum rfs_varjoin_mode mode, const char *wanted_from,
+			char *out, size_t n)
 {
-	if (j->cols == *cap) {
-		uint64_t more = *cap ? 2 * *cap : 64;
-		char **grown = realloc(j->names, more * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		j->names = grown;
-		*cap = more;
-	}
-	if (!(j->names[j->cols] = strdup(name)))
-		return -ENOMEM;
-	j->cols++;
-	return 0;
+	if (mode == RFS_VARJOIN_NAMES)
+		snprintf(out, n, "option var_names=%s", wanted_from);
+	else
+		snprintf(out, n, "option var_join=%s",
+			 rfs_varjoin_mode_name(mode));
 }
 
-/* The served names, by mode, from the sources' indexes. */
+/* Pointers to the served names, by mode, from the sources' indexes:
+ * *pick (heap, pick_claimed) of j->cols, into names or wanted. */
 static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 			char *const *const *names, const uint64_t *counts,
 			const char *const *paths, char *const *wanted,
-			uint64_t nwanted, const char *wanted_from, char *err,
-			size_t errlen)
+			uint64_t nwanted, const char *wanted_from,
+			const char *option, char ***pick,
+			uint64_t *pick_claimed, char *err, size_t errlen)
 {
-	uint64_t cap = 0;
-	int rc = 0;
+	/* At most: file 0's names, every file's, or the wanted ones. */
+	uint64_t most = j->mode == RFS_VARJOIN_INNER ? counts[0] :
+			j->mode == RFS_VARJOIN_NAMES ? nwanted :
+						       0;
+	for (size_t f = 0; j->mode == RFS_VARJOIN_OUTER && f < j->nsources; f++)
+		most += counts[f];
+	int rc = rfs_memlimit_claim(option,
+				    "a list of the served var names, before "
+				    "they are copied",
+				    most, sizeof(**pick), pick_claimed, err,
+				    errlen);
+	if (rc != 0)
+		return rc;
+	char **p = *pick = malloc((most ? most : 1) * sizeof(**pick));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	if (j->mode == RFS_VARJOIN_INNER) {
-		for (uint64_t i = 0; i < counts[0] && rc == 0; i++) {
+		for (uint64_t i = 0; i < counts[0]; i++) {
 			size_t f = 1;
 			while (f < j->nsources &&
 			       index_find(&idx[f], names[0][i]) >= 0)
 				f++;
 			if (f == j->nsources)
-				rc = add_name(j, &cap, names[0][i]);
+				p[j->cols++] = names[0][i];
 		}
-		if (rc == 0 && j->cols == 0) {
+		if (j->cols == 0) {
 			snprintf(err, errlen,
 				 "var_join=inner: no var name is in every "
 				 "file (%s and the others share none)",
@@ -256,30 +318,23 @@ static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 			return -EINVAL;
 		}
 	} else if (j->mode == RFS_VARJOIN_OUTER) {
-		/* One index of the served names so far: room for all of
-		 * them first, so that the array it borrows stays put. */
-		uint64_t total = 0;
+		/* One index of the names picked so far, over p. */
 		struct index seen;
-		for (size_t f = 0; f < j->nsources; f++)
-			total += counts[f];
-		cap = total ? total : 1;
-		if (!(j->names = malloc(cap * sizeof(*j->names))) ||
-		    index_init(&seen, j->names, total) != 0) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
+		rc = index_init(&seen, p, most, option,
+				"a hash index of every file's var names", err,
+				errlen);
 		for (size_t f = 0; f < j->nsources && rc == 0; f++) {
-			for (uint64_t i = 0; i < counts[f] && rc == 0; i++) {
+			for (uint64_t i = 0; i < counts[f]; i++) {
 				uint64_t h = index_probe(&seen, names[f][i]);
 				if (seen.slot[h] >= 0)
 					continue;
-				rc = add_name(j, &cap, names[f][i]);
-				seen.slot[h] = (int64_t)j->cols - 1;
+				p[j->cols] = names[f][i];
+				seen.slot[h] = (int64_t)j->cols++;
 			}
 		}
-		free(seen.slot);
+		index_free(&seen);
 	} else { /* wanted: distinct (rfs_varjoin_read_file()) */
-		for (uint64_t i = 0; i < nwanted && rc == 0; i++) {
+		for (uint64_t i = 0; i < nwanted; i++) {
 			size_t f = 0;
 			while (f < j->nsources &&
 			       index_find(&idx[f], wanted[i]) < 0)
@@ -292,22 +347,52 @@ static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 					 (unsigned long long)(i + 1));
 				return -EINVAL;
 			}
-			rc = add_name(j, &cap, wanted[i]);
+			p[j->cols++] = wanted[i];
 		}
 	}
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
 	return rc;
 }
 
-static int build_map(struct rfs_varjoin *j, struct map *m,
-		     const struct index *x, uint64_t cols)
+/* The served names, copied from pick, claimed for the mount. */
+static int copy_names(struct rfs_varjoin *j, char *const *pick,
+		      const char *option, char *err, size_t errlen)
 {
+	int rc = rfs_memlimit_claim(option, "the served var names", j->cols,
+				    RFS_MEMLIMIT_STRING_BYTES, &j->claimed, err,
+				    errlen);
+	if (rc != 0)
+		return rc;
+	uint64_t i = 0;
+	j->names = calloc(j->cols ? j->cols : 1, sizeof(*j->names));
+	while (j->names && i < j->cols && (j->names[i] = strdup(pick[i])))
+		i++;
+	if (!j->names || i < j->cols) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Source f's columns onto the served ones and back, claimed for the
+ * mount. */
+static int build_map(struct rfs_varjoin *j, struct map *m,
+		     const struct index *x, uint64_t cols, const char *path,
+		     char *err, size_t errlen)
+{
+	int rc = rfs_memlimit_claim(path,
+				    "var_join's map of its columns onto the "
+				    "served ones",
+				    j->cols + cols, sizeof(*m->from),
+				    &j->claimed, err, errlen);
+	if (rc != 0)
+		return rc;
 	m->cols = cols;
 	m->from = malloc((j->cols ? j->cols : 1) * sizeof(*m->from));
 	m->to = malloc((cols ? cols : 1) * sizeof(*m->to));
-	if (!m->from || !m->to)
+	if (!m->from || !m->to) {
+		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
+	}
 	memset(m->to, 0xff, (cols ? cols : 1) * sizeof(*m->to));
 	m->identity = cols == j->cols;
 	for (uint64_t s = 0; s < j->cols; s++) {
@@ -332,6 +417,8 @@ int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 {
 	struct rfs_varjoin *j = calloc(1, sizeof(*j));
 	struct index *idx = calloc(nsources ? nsources : 1, sizeof(*idx));
+	char **pick = NULL, option[4200];
+	uint64_t pick_claimed = 0;
 	int rc = -ENOMEM;
 	size_t built = 0;
 	*out = NULL;
@@ -342,6 +429,7 @@ int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 	}
 	j->mode = mode;
 	j->nsources = nsources;
+	option_name(mode, wanted_from, option, sizeof(option));
 	for (; built < nsources; built++) {
 		rc = index_build(&idx[built], names[built], counts[built],
 				 paths[built], err, errlen);
@@ -349,15 +437,20 @@ int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 			goto out;
 	}
 	rc = choose_names(j, idx, names, counts, paths, wanted, nwanted,
-			  wanted_from, err, errlen);
+			  wanted_from, option, &pick, &pick_claimed, err,
+			  errlen);
+	if (rc == 0)
+		rc = copy_names(j, pick, option, err, errlen);
+	free(pick);
+	rfs_memlimit_release(&pick_claimed);
 	for (size_t f = 0; f < nsources && rc == 0; f++)
-		if ((rc = build_map(j, &j->maps[f], &idx[f], counts[f])) != 0)
-			snprintf(err, errlen, "out of memory");
+		rc = build_map(j, &j->maps[f], &idx[f], counts[f], paths[f],
+			       err, errlen);
 	if (rc == 0)
 		j->fingerprint = rfs_varjoin_fingerprint_of(j->names, j->cols);
 out:
 	for (size_t f = 0; f < built; f++)
-		free(idx[f].slot);
+		index_free(&idx[f]);
 	free(idx);
 	if (rc != 0) {
 		rfs_varjoin_destroy(j);

@@ -28,10 +28,13 @@ uint64_t rfs_varjoin_fingerprint_of(char *const *names, uint64_t n);
 /* Reads path: one name per line (a CR before the newline dropped), the
  * last newline optional. Empty file,
  * an empty line or a name given twice: -EINVAL with err naming path (and
- * the name). *names: n heap strings in a heap array, the caller's.
- * @return 0, -EINVAL, -ENOENT/-EACCES (cannot be read), -ENOMEM. */
+ * the name). *names: n heap strings in a heap array, the caller's, their
+ * bytes claimed (memlimit.c: RFS_MEMLIMIT_STRING_BYTES each, as the list
+ * grows) and added to *claimed, to be released once they are freed.
+ * @return 0, -EINVAL, -ENOENT/-EACCES (cannot be read), -ENOMEM (a claim
+ * refused: err says so). */
 int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
-			  char *err, size_t errlen);
+			  uint64_t *claimed, char *err, size_t errlen);
 
 /* Builds the mapping of nsources sources: names[f] holds counts[f]
  * names, paths[f] names source f in errors. wanted (NAMES mode only) is
@@ -39,14 +42,21 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
  * name twice). Nothing is kept of the arguments. A name twice in one
  * source, var_join=inner
  * with no shared name, or a wanted name in no source: -EINVAL with err
- * naming the name and the file. @return 0, -EINVAL, -ENOMEM. */
+ * naming the name and the file. What it allocates is claimed first
+ * (memlimit.c), a var index's length being its file's word: each
+ * source's hash index (8 bytes a slot, 2 to 4 slots a name) and, for
+ * outer, one of every name, with a list of the served names, until it
+ * returns; the served names (RFS_MEMLIMIT_STRING_BYTES each) and each
+ * source's map (8 bytes a served column and a column of its own) until
+ * rfs_varjoin_destroy(). A claim refused: -ENOMEM with err naming the
+ * file (or the option) and the table. @return 0, -EINVAL, -ENOMEM. */
 int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 		       const uint64_t *counts, const char *const *paths,
 		       size_t nsources, char *const *wanted, uint64_t nwanted,
 		       const char *wanted_from, struct rfs_varjoin **out,
 		       char *err, size_t errlen);
 
-/* Accepts NULL. */
+/* Frees j and releases its claims. Accepts NULL. */
 void rfs_varjoin_destroy(struct rfs_varjoin *j);
 
 /* Served columns, and the name of column i (valid until destroy). */

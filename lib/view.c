@@ -50,6 +50,7 @@ struct rfs_view {
 	size_t config_json_len, dataset_json_len;
 	char *var_names_txt; /* NULL: the sources name no columns */
 	size_t var_names_txt_len;
+	uint64_t var_names_claimed; /* var_names_txt (memlimit.c) */
 };
 
 /* Resident bytes of this process now (0 if unknown). */
@@ -382,11 +383,13 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					   &v->selection, v->out_dtype,
 					   &v->dataset_json,
 					   &v->dataset_json_len);
-	if (rc == 0)
-		rc = rfs_view_json_var_names(v->dataset, &v->var_names_txt,
-					     &v->var_names_txt_len);
 	if (rc != 0)
 		goto oom;
+	rc = rfs_view_json_var_names(v->dataset, &v->var_names_txt,
+				     &v->var_names_txt_len,
+				     &v->var_names_claimed, err, errlen);
+	if (rc != 0)
+		goto fail;
 	*out = v;
 	return 0;
 oom:
@@ -419,6 +422,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	free(v->config_json);
 	free(v->dataset_json);
 	free(v->var_names_txt);
+	rfs_memlimit_release(&v->var_names_claimed);
 	free(v);
 }
 

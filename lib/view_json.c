@@ -1,5 +1,7 @@
 #include "view_json.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -8,6 +10,7 @@
 #include "column.h"
 #include "kind.h"
 #include "log.h"
+#include "memlimit.h"
 
 int rfs_view_json_id(const struct rfs_config *c, const struct rfs_dataset *d,
 		     const struct rfs_selection *s, uint64_t batches_per_rank,
@@ -139,15 +142,17 @@ int rfs_view_json_dataset(const struct rfs_config *c,
 }
 
 int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
-			    size_t *len)
+			    size_t *len, uint64_t *claimed, char *err,
+			    size_t errlen)
 {
+	uint64_t n = rfs_dataset_var_count(d), bytes = 0, held = 0;
 	*out = NULL;
 	*len = 0;
-	if (!rfs_dataset_var_count(d))
+	if (!n)
 		return 0;
 	/* One name a line: a name that is empty or breaks its line would
 	 * put the names after it on the wrong columns. */
-	for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++) {
+	for (uint64_t i = 0; i < n; i++) {
 		const char *name = rfs_dataset_var_name(d, i);
 		if (!name[0] || strpbrk(name, "\n\r")) {
 			rfs_log("var name %llu ('%.100s') is empty or holds a "
@@ -155,11 +160,34 @@ int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
 				(unsigned long long)i, name);
 			return 0;
 		}
+		bytes += strlen(name) + 1;
 	}
-	struct rfs_buf b = { 0 };
-	for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++)
-		rfs_buf_printf(&b, "%s\n", rfs_dataset_var_name(d, i));
-	return rfs_buf_finish(&b, out, len);
+	/* Kept for the mount, as long as the names the metadata gave. */
+	int rc = rfs_memlimit_claim("var_names.txt",
+				    "the served var names (a byte per "
+				    "character, one a line)",
+				    bytes + 1, 1, &held, err, errlen);
+	if (rc != 0)
+		return rc;
+	char *text = malloc(bytes + 1);
+	if (!text) {
+		rfs_memlimit_release(&held);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	size_t at = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		const char *name = rfs_dataset_var_name(d, i);
+		size_t l = strlen(name);
+		memcpy(text + at, name, l);
+		text[at + l] = '\n';
+		at += l + 1;
+	}
+	text[at] = '\0';
+	*out = text;
+	*len = at;
+	*claimed += held;
+	return 0;
 }
 
 int rfs_view_json_stats(const struct rfs_view_json_live *l, char **out,

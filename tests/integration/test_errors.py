@@ -441,6 +441,18 @@ def csr(h, rows):
                      chunks=(1 << 16,))
 
 
+def csr_row(h, n):
+    """CSR whose stored indptr gives row 0 n values, which its data's and
+    indices' lengths (no storage) back."""
+    g = h.create_group("Y")
+    g.attrs.update({"encoding-type": "csr_matrix",
+                    "encoding-version": "0.1.0", "shape": (8, 4)})
+    g.create_dataset("data", shape=(n + 7,), dtype="f4", chunks=(1 << 16,))
+    g.create_dataset("indices", shape=(n + 7,), dtype="i4",
+                     chunks=(1 << 16,))
+    g.create_dataset("indptr", data=np.r_[0, n + np.arange(8)].astype("i8"))
+
+
 BIG = 1 << 26  # rows: a column of them is 512 MiB of int64
 CLAIMS = {
     # int32 codes index 2^31 categories: each absent one was a string.
@@ -454,6 +466,11 @@ CLAIMS = {
         "label=lab", f"/obs/lab claims {BIG} entries"),
     "indptr": (8, lambda h: csr(h, BIG), "dataset=/Y",
                f"/Y/indptr claims {BIG + 1} entries"),
+    # 2^28 values of 20 bytes read (value twice, column id as stored and
+    # as int64) for the fingerprint: the daemon was killed.
+    "csr row": (8, lambda h: csr_row(h, 1 << 28), "dataset=/Y",
+                "/Y row 0 (its stored values, read for its fingerprint) "
+                f"claims {1 << 28} entries"),
 }
 
 
@@ -509,6 +526,80 @@ def test_claims_add_up_over_files(cgroups, tmp_path):
             f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
             "before it and cache_mb=112 with the daemon's own 32 MiB; give "
             "cache_mb=96 or less") in err, err
+
+
+def var_h5ad(path, names, x_chunks=None):
+    """An AnnData file of 8 rows whose X (never written: no storage) is as
+    wide as names, which its var index holds (fixed-length strings)."""
+    with h5py.File(path, "w") as h:
+        h.attrs["encoding-type"] = "anndata"
+        h.create_dataset("X", shape=(8, len(names)), dtype="f4",
+                         chunks=x_chunks or (8, min(len(names), 1 << 16)))
+        h.create_group("var").attrs["_index"] = "_index"
+        h.create_dataset("var/_index", data=names)
+    return str(path)
+
+
+def test_var_join_tables_over_the_memory_limit(cgroups, tmp_path):
+    """var_join claims the tables it makes of the files' var names: a
+    file of 2^21 genes (its 96 MiB of names read, claimed, fit the 112
+    MiB a cgroup of 256 MiB leaves beside cache_mb=112 and the daemon's
+    32 MiB) joined with another fails the mount at once at its hash
+    index of 4 Mi slots (32 MiB), naming the file (the indexes, the
+    union of the names, a copy of each and the maps were made unclaimed:
+    the daemon was killed for memory, SIGKILL)."""
+    n = 1 << 21
+    wide = var_h5ad(tmp_path / "wide.h5ad",
+                    np.char.mod("g%07d", np.arange(n)).astype("S8"))
+    other = var_h5ad(tmp_path / "other.h5ad",
+                     np.array([b"x0", b"x1", b"x2", b"x3"]))
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, [wide, other],
+                          "batch_size=8,var_join=outer", group)
+    assert (f"{wide}: var_join's hash index of its var names claims "
+            f"{2 * n} entries: at least 32 MiB at mount, more than the 256 "
+            "MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) leaves beside the 97 MiB claimed before "
+            "it and cache_mb=112 with the daemon's own 32 MiB") in err, err
+
+
+def test_var_names_txt_over_the_memory_limit(cgroups, tmp_path):
+    """var_names.txt, made at mount and kept, is claimed: one file of
+    2^21 genes, its 96 MiB of names kept (claimed) within the 112 MiB a
+    cgroup of 256 MiB leaves beside cache_mb=112 and the daemon's 32 MiB,
+    fails the mount at once at var_names.txt's 18 MiB, naming it (it was
+    made unclaimed, and the mount was made past the rule)."""
+    n = 1 << 21
+    wide = var_h5ad(tmp_path / "wide.h5ad",
+                    np.char.mod("g%07d", np.arange(n)).astype("S8"))
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, [wide], "batch_size=8", group)
+    assert ("var_names.txt: the served var names (a byte per character, "
+            f"one a line) claims {9 * n + 1} entries: at least 18 MiB at "
+            "mount, more than the 256 MiB of the limit of its memory "
+            f"cgroup ({group.files[0]}) leaves beside the ") in err, err
+    assert "give cache_mb=" in err, err
+
+
+def test_column_unite_over_the_memory_limit(cgroups, tmp_path):
+    """An obs column read from several files is one column: its parts'
+    categories are united, and the tables that takes are claimed. Two
+    files whose 2^20 categories each (no storage: HDF5's length) fit a
+    cgroup of 256 MiB read (40 MiB each) fail the mount at once at their
+    union's tables (40 MiB more), naming the second file and the column
+    (the tables were made unclaimed, and the mount went on)."""
+    n = 1 << 20
+    paths = [claims_h5ad(tmp_path / f"f{i}.h5ad", 8,
+                         lambda h: categorical(h, "i4", n))
+             for i in range(2)]
+    group = cgroups.memory(256)
+    err = refused_at_once(tmp_path, paths, "batch_size=8,label=ct", group)
+    assert (f"{paths[1]}: column 'ct': the tables uniting its {n} "
+            f"categories with the {n} of the files before it claims "
+            f"{5 * n} entries: at least 40 MiB at mount, more than the 256 "
+            "MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) leaves beside the 81 MiB claimed before "
+            "it and cache_mb=112 with the daemon's own 32 MiB") in err, err
 
 
 def test_chunk_table_over_the_memory_limit(cgroups, mounts, tmp_path):

@@ -6,10 +6,12 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "column.h"
+#include "memlimit.h"
 
 /* A categorical column of heap copies. */
 static struct rfs_column cat(const char *const *names, uint64_t ncat,
@@ -44,6 +46,15 @@ static struct rfs_column reals(const double *v, uint64_t rows)
 	return c;
 }
 
+static char append_err[512];
+
+static int append(struct rfs_column *dst, struct rfs_column *src)
+{
+	append_err[0] = '\0';
+	return rfs_column_append(dst, src, "b.h5ad", "column 'c'", append_err,
+				 sizeof(append_err));
+}
+
 /* The name of row r's category, or "-" when missing. */
 static const char *name_of(const struct rfs_column *c, uint64_t r)
 {
@@ -58,8 +69,8 @@ static void test_append_sorted_parts_stay_sorted(void **state)
 	const char *a[] = { "B", "T" }, *b[] = { "NK", "T", "mono" };
 	int64_t ca[] = { 1, 0, -1, 1 }, cb[] = { 2, 0, 1 };
 	struct rfs_column d = { 0 }, x = cat(a, 2, ca, 4), y = cat(b, 3, cb, 3);
-	assert_int_equal(rfs_column_append(&d, &x), 0);
-	assert_int_equal(rfs_column_append(&d, &y), 0);
+	assert_int_equal(append(&d, &x), 0);
+	assert_int_equal(append(&d, &y), 0);
 	assert_true(d.rows == 7 && d.ncategories == 4);
 	const char *want_cats[] = { "B", "NK", "T", "mono" };
 	for (int i = 0; i < 4; i++)
@@ -77,7 +88,7 @@ static void test_append_unsorted_keeps_first_appearance(void **state)
 	const char *a[] = { "zeta", "alpha" }, *b[] = { "beta", "alpha" };
 	int64_t ca[] = { 0, 1 }, cb[] = { 0, 1, 0 };
 	struct rfs_column d = cat(a, 2, ca, 2), y = cat(b, 2, cb, 3);
-	assert_int_equal(rfs_column_append(&d, &y), 0);
+	assert_int_equal(append(&d, &y), 0);
 	assert_true(d.ncategories == 3);
 	assert_string_equal(d.categories[0], "zeta");
 	assert_string_equal(d.categories[1], "alpha");
@@ -93,21 +104,124 @@ static void test_append_numeric(void **state)
 	int64_t i1[] = { 1, 2 }, i2[] = { 3 };
 	double r1[] = { 0.5 };
 	struct rfs_column d = ints(i1, 2), y = ints(i2, 1), z = reals(r1, 1);
-	assert_int_equal(rfs_column_append(&d, &y), 0);
+	assert_int_equal(append(&d, &y), 0);
 	assert_int_equal(d.kind, RFS_COLUMN_INT);
 	assert_true(d.rows == 3 && d.codes[2] == 3);
 	/* Integers then floats: a float column. */
-	assert_int_equal(rfs_column_append(&d, &z), 0);
+	assert_int_equal(append(&d, &z), 0);
 	assert_int_equal(d.kind, RFS_COLUMN_REAL);
 	assert_true(d.reals[0] == 1.0 && d.reals[3] == 0.5);
 	/* Categorical after numeric is refused; both survive. */
 	const char *names[] = { "a" };
 	int64_t c[] = { 0 };
 	struct rfs_column k = cat(names, 1, c, 1);
-	assert_int_equal(rfs_column_append(&d, &k), -EINVAL);
+	assert_int_equal(append(&d, &k), -EINVAL);
+	assert_string_equal(append_err, "b.h5ad: column 'c' is categorical "
+					"here but not in the files before it");
 	assert_true(d.rows == 4);
 	rfs_column_free(&k);
 	rfs_column_free(&d);
+}
+
+static void set_limit(uint64_t bytes)
+{
+	struct rfs_memlimit l = { .bytes = bytes };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+}
+
+/* A categorical column of n categories "<prefix>0".. and 4 rows, its
+ * categories claimed as a backend's read claims them (40 bytes each). */
+static struct rfs_column many(const char *prefix, uint64_t n)
+{
+	struct rfs_column c = { .kind = RFS_COLUMN_CODES,
+				.rows = 4,
+				.ncategories = n };
+	char err[512];
+	assert_int_equal(rfs_memlimit_claim("a.h5ad", "categories", n,
+					    RFS_MEMLIMIT_STRING_BYTES,
+					    &c.claimed, err, sizeof(err)),
+			 0);
+	c.categories = calloc(n, sizeof(char *));
+	c.codes = calloc(4, sizeof(int64_t));
+	assert_non_null(c.categories);
+	assert_non_null(c.codes);
+	for (uint64_t i = 0; i < n; i++) {
+		char text[32];
+		snprintf(text, sizeof(text), "%s%llu", prefix,
+			 (unsigned long long)i);
+		assert_non_null(c.categories[i] = strdup(text));
+	}
+	return c;
+}
+
+static void expect_refused(struct rfs_column *d, struct rfs_column *y,
+			   const char *says)
+{
+	assert_int_equal(append(d, y), -ENOMEM);
+	if (!strstr(append_err, says))
+		fail_msg("'%s' does not say '%s'", append_err, says);
+	rfs_column_free(d);
+	rfs_column_free(y);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+}
+
+/* What uniting parts allocates beside them is claimed (memlimit.c), for
+ * the file and the column, and released before the append returns: the
+ * tables uniting categories (24 bytes a category before, 16 of the
+ * part's: 160 KiB for 4096 and 4096, beside the parts' 320 KiB), the
+ * rows dst grows by while the part holds them (8 bytes a row), an
+ * integer part's doubles when a float one joins it. Past the limit the
+ * append fails, naming file and column, no claim left once the parts
+ * are freed. Before, none was claimed: each append was made. */
+static void test_append_claims(void **state)
+{
+	(void)state;
+	enum { N = 4096, ROWS = 16384 };
+	set_limit(400 << 10);
+	struct rfs_column d = many("a", N), y = many("b", N);
+	expect_refused(&d, &y,
+		       "b.h5ad: column 'c': the tables uniting its 4096 "
+		       "categories with the 4096 of the files before it "
+		       "claims 20480 entries: at least 0 MiB at mount, more "
+		       "than the 0 MiB of the test's limit leaves beside the 1 "
+		       "MiB claimed before it");
+	set_limit(480 << 10);
+	d = many("a", N);
+	y = many("b", N);
+	assert_int_equal(append(&d, &y), 0);
+	assert_true(d.rows == 8 && d.ncategories == 2 * N);
+	/* The parts' claims, moved to d; the tables' released. */
+	assert_int_equal(d.claimed, 2 * N * RFS_MEMLIMIT_STRING_BYTES);
+	assert_int_equal(rfs_memlimit_claimed(), d.claimed);
+	rfs_column_free(&d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+
+	static int64_t v[ROWS];
+	set_limit(64 << 10);
+	d = ints(v, 2);
+	y = ints(v, ROWS);
+	expect_refused(&d, &y,
+		       "b.h5ad: column 'c': its rows appended to the files "
+		       "before it claims 16384 entries");
+	d = ints(v, ROWS);
+	y = reals((const double[]){ 0.5 }, 1);
+	expect_refused(&d, &y,
+		       "b.h5ad: column 'c' of the files before it made float "
+		       "(a double per row) claims 16384 entries");
+	d = reals((const double[]){ 0.5 }, 1);
+	y = ints(v, ROWS);
+	expect_refused(&d, &y,
+		       "b.h5ad: column 'c' made float (a double per row) "
+		       "claims 16384 entries");
+	set_limit(256 << 10);
+	d = ints(v, ROWS);
+	y = ints(v, ROWS);
+	assert_int_equal(append(&d, &y), 0);
+	assert_true(d.rows == 2 * ROWS);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_column_free(&d);
+	set_limit(UINT64_MAX);
 }
 
 static void test_keep_categories(void **state)
@@ -346,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_append_sorted_parts_stay_sorted),
 		cmocka_unit_test(test_append_unsorted_keeps_first_appearance),
 		cmocka_unit_test(test_append_numeric),
+		cmocka_unit_test(test_append_claims),
 		cmocka_unit_test(test_keep_categories),
 		cmocka_unit_test(test_keep_bool_int_real),
 		cmocka_unit_test(test_keep_reals_as_stored),

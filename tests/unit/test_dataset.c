@@ -406,7 +406,8 @@ static void write_csr_part(const char *path, float v0, const char *const *genes)
 
 /* CSR rows remapped: b's columns (c, x, a) onto inner's (a, c), x
  * dropped, sorted; served counts exact, before any read, and claimed
- * (memlimit.c) with the indptrs while the dataset is open. */
+ * (memlimit.c) with the indptrs and the join's names and maps while the
+ * dataset is open. */
 static void test_joined_csr(void **state)
 {
 	struct fixture *f = *state;
@@ -420,8 +421,12 @@ static void test_joined_csr(void **state)
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	rfs_memlimit_set_claims(&none);
 	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
-	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each. */
-	assert_int_equal(rfs_memlimit_claimed(), 2 * (3 * 8 + 2 * 4));
+	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each;
+	 * the served names a and c, and each file's map of 2 served and 3
+	 * own columns, 8 bytes each. */
+	assert_int_equal(rfs_memlimit_claimed(),
+			 2 * (3 * 8 + 2 * 4) + 2 * RFS_MEMLIMIT_STRING_BYTES +
+				 2 * (2 + 3) * 8);
 	assert_true(rfs_dataset_info(d)->cols == 2);
 	/* a: row 0 {a, c}, row 1 {a, c} (b dropped); b: row 0 {c, a},
 	 * row 1 {c, a} (x dropped) */
@@ -512,6 +517,263 @@ static void test_join_errors(void **state)
 	remove(bare);
 }
 
+/* A join of a file whose var index is long (4096 names, which its
+ * metadata alone may claim: HDF5's length, zarr's shape) claims its
+ * tables before it makes them (memlimit.c): at 200 KiB its names (160
+ * KiB, read at open) fit, and its hash index (8192 slots of 8 bytes) is
+ * refused, naming the file; at 2 MiB the join is made, and what it keeps
+ * (the served names, the maps) is claimed until the dataset is
+ * destroyed. No claim is left after either. Before, the index, the
+ * served names and the maps were made unclaimed (at 200 KiB too). */
+static void test_join_claims_name_the_file(void **state)
+{
+	struct fixture *f = *state;
+	enum { W = 4096 };
+	char wide[PATH_MAX + 32], err[512] = "";
+	snprintf(wide, sizeof(wide), "%s/wide_var.h5ad", f->dir);
+	assert_int_equal(h5fx_write_f32(wide, 2, W, 2, 1), 0);
+	char **genes = calloc(W, sizeof(*genes));
+	assert_non_null(genes);
+	for (int i = 0; i < W; i++) {
+		char text[16];
+		snprintf(text, sizeof(text), "w%d", i);
+		assert_non_null(genes[i] = strdup(text));
+	}
+	assert_int_equal(h5fx_add_var(wide, (const char *const *)genes, W), 0);
+	for (int i = 0; i < W; i++)
+		free(genes[i]);
+	free(genes);
+	char *paths[] = { f->path[0], wide };
+	struct rfs_dataset_join join = { RFS_VARJOIN_OUTER, NULL };
+	struct rfs_dataset *d = NULL;
+	struct rfs_memlimit l = { .bytes = 200 << 10 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 -ENOMEM);
+	assert_null(d);
+	char says[PATH_MAX + 200];
+	snprintf(says, sizeof(says),
+		 "%s: var_join's hash index of its var names claims 8192 "
+		 "entries: at least 0 MiB at mount, more than the 0 MiB of "
+		 "the test's limit",
+		 wide);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+
+	l.bytes = 2 << 20;
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_true(rfs_dataset_var_count(d) == COLS + W);
+	/* g0..g2 and w0..; maps of the served columns and each file's. */
+	assert_int_equal(rfs_memlimit_claimed(),
+			 (COLS + W) * RFS_MEMLIMIT_STRING_BYTES +
+				 ((COLS + W) * 2 + COLS + W) * 8);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(wide);
+}
+
+/* A file of 2 rows whose categorical obs column "ct" has n categories
+ * "<prefix>0"... */
+static void write_many_categories(const char *path, const char *prefix,
+				  size_t n)
+{
+	char **cats = calloc(n, sizeof(*cats));
+	assert_non_null(cats);
+	for (size_t i = 0; i < n; i++) {
+		char text[32];
+		snprintf(text, sizeof(text), "%s%zu", prefix, i);
+		assert_non_null(cats[i] = strdup(text));
+	}
+	const int8_t codes[] = { 0, 1 };
+	assert_int_equal(h5fx_write_f32(path, 2, COLS, 2, 1), 0);
+	assert_int_equal(h5fx_add_categorical(path, "ct", codes, 2,
+					      (const char *const *)cats, n),
+			 0);
+	for (size_t i = 0; i < n; i++)
+		free(cats[i]);
+	free(cats);
+}
+
+/* An obs column united over files claims the tables uniting their
+ * categories (memlimit.c): two files of 4096 categories each read (160
+ * KiB of names each) fit 400 KiB, and their union's tables (160 KiB
+ * more) do not: refused, naming the second file and the column; made at
+ * 1 MiB. No claim left after either. Before, the tables were made
+ * unclaimed. */
+static void test_column_unite_claimed(void **state)
+{
+	struct fixture *f = *state;
+	char a[PATH_MAX + 32], b[PATH_MAX + 32], err[512] = "";
+	snprintf(a, sizeof(a), "%s/cats_a.h5ad", f->dir);
+	snprintf(b, sizeof(b), "%s/cats_b.h5ad", f->dir);
+	write_many_categories(a, "a", 4096);
+	write_many_categories(b, "b", 4096);
+	char *paths[] = { a, b };
+	struct rfs_memlimit l = { .bytes = 400 << 10 };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	struct rfs_dataset *d;
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	struct rfs_column c;
+	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
+			 -ENOMEM);
+	char says[PATH_MAX + 200];
+	snprintf(says, sizeof(says),
+		 "%s: column 'ct': the tables uniting its 4096 categories "
+		 "with the 4096 of the files before it claims 20480 entries",
+		 b);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_dataset_destroy(d);
+
+	l.bytes = 1 << 20;
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
+			 0);
+	assert_true(c.rows == 4 && c.ncategories == 2 * 4096);
+	assert_string_equal(c.categories[c.codes[3]], "b1");
+	rfs_column_free(&c);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_dataset_destroy(d);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(a);
+	remove(b);
+}
+
+/* A CSR .h5ad of 3 rows over 3 columns (var names genes) whose rows hold
+ * lens[r] stored values (column ids cycling 0, 1, 2, repeating). */
+static void write_csr_rows(const char *path, const uint64_t lens[3],
+			   const char *const *genes)
+{
+	uint64_t nnz = lens[0] + lens[1] + lens[2];
+	float *data = calloc(nnz, sizeof(*data));
+	int32_t *indices = calloc(nnz, sizeof(*indices));
+	int64_t indptr[4] = { 0 };
+	assert_non_null(data);
+	assert_non_null(indices);
+	for (uint64_t k = 0; k < nnz; k++)
+		indices[k] = (int32_t)(k % 3);
+	for (int r = 0; r < 3; r++)
+		indptr[r + 1] = indptr[r] + (int64_t)lens[r];
+	struct h5fx_dataset d[] = {
+		{ .name = "/X/data",
+		  .type = H5FX_F32,
+		  .ndims = 1,
+		  .dims = { nnz },
+		  .data = data },
+		{ .name = "/X/indices",
+		  .type = H5FX_I32,
+		  .ndims = 1,
+		  .dims = { nnz },
+		  .data = indices },
+		{ .name = "/X/indptr",
+		  .type = H5FX_I64,
+		  .ndims = 1,
+		  .dims = { 4 },
+		  .data = indptr },
+	};
+	assert_int_equal(h5fx_write(path, d, 3, 1), 0);
+	assert_int_equal(h5fx_mark_csr(path, "/X", 3, 3), 0);
+	assert_int_equal(h5fx_add_var(path, genes, 3), 0);
+	free(data);
+	free(indices);
+}
+
+static int open_at(char **paths, size_t n, struct rfs_dataset_join *join,
+		   uint64_t limit, struct rfs_dataset **d, char *err,
+		   size_t errlen)
+{
+	struct rfs_memlimit l = { .bytes = limit };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	*d = NULL;
+	return rfs_dataset_open_joined(paths, n, NULL, 1 << 20, join, d, err,
+				       errlen);
+}
+
+/* CSR rows read at mount hold as many values as indptr says, which the
+ * data's declared length alone (no storage) may back: claimed before
+ * they are read (20 bytes a float32 value with int32 column ids), the
+ * first and last rows read for the fingerprint, and a join's count of
+ * the served values (blocks of at most 2^20 values, a row of more read
+ * alone). At 1 MiB a first row of 2^16 values (1.25 MiB) fails the open
+ * naming the file and the row; a middle one the join's count, naming
+ * the rows; at 4 MiB both open. No claim is left after either. Before,
+ * the rows were read unclaimed. */
+static void test_csr_reads_at_mount_claimed(void **state)
+{
+	struct fixture *f = *state;
+	enum { BIG = 1 << 16 };
+	char a[PATH_MAX + 32], b[PATH_MAX + 32], err[512] = "";
+	char says[PATH_MAX + 200];
+	snprintf(a, sizeof(a), "%s/rows_a.h5ad", f->dir);
+	snprintf(b, sizeof(b), "%s/rows_b.h5ad", f->dir);
+	const char *ga[] = { "a", "b", "c" }, *gb[] = { "c", "x", "a" };
+	struct rfs_dataset *d;
+	struct rfs_dataset_join inner = { RFS_VARJOIN_INNER, NULL };
+
+	write_csr_rows(a, (const uint64_t[]){ BIG, 1, 1 }, ga);
+	char *one[] = { a };
+	assert_int_equal(open_at(one, 1, NULL, 1 << 20, &d, err, sizeof(err)),
+			 -ENOMEM);
+	snprintf(says, sizeof(says),
+		 "%s: /X row 0 (its stored values, read for its fingerprint) "
+		 "claims 65536 entries: at least 1 MiB at mount, more than "
+		 "the 1 MiB of the test's limit",
+		 a);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_null(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(open_at(one, 1, NULL, 4 << 20, &d, err, sizeof(err)),
+			 0);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+
+	write_csr_rows(a, (const uint64_t[]){ 1, BIG, 1 }, ga);
+	write_csr_rows(b, (const uint64_t[]){ 1, 1, 1 }, gb);
+	char *both[] = { a, b };
+	assert_int_equal(open_at(both, 2, &inner, 1 << 20, &d, err,
+				 sizeof(err)),
+			 -ENOMEM);
+	snprintf(says, sizeof(says),
+		 "%s: /X rows 0 to 2 (their stored values, read to count "
+		 "those var_join serves) claims 65538 entries",
+		 a);
+	if (!strstr(err, says))
+		fail_msg("'%s' does not say '%s'", err, says);
+	assert_null(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(
+		open_at(both, 2, &inner, 4 << 20, &d, err, sizeof(err)), 0);
+	/* a's row 1 (values 1 to BIG) keeps its a and c, b dropped. */
+	uint64_t kept = 0;
+	for (uint64_t k = 1; k <= BIG; k++)
+		kept += k % 3 != 1;
+	assert_true(rfs_dataset_row_nnz(d, 1) == kept);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(a);
+	remove(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +785,9 @@ int main(void)
 		cmocka_unit_test(test_joined_dense),
 		cmocka_unit_test(test_joined_csr),
 		cmocka_unit_test(test_join_errors),
+		cmocka_unit_test(test_join_claims_name_the_file),
+		cmocka_unit_test(test_column_unite_claimed),
+		cmocka_unit_test(test_csr_reads_at_mount_claimed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

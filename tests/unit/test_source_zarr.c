@@ -746,7 +746,9 @@ static void test_claims_add_up_and_are_released(void **state)
 				    "it"));
 	assert_int_equal(w[3].claimed, 0);
 	/* An append moves the claim with the rows. */
-	assert_int_equal(rfs_column_append(&w[0], &w[1]), 0);
+	assert_int_equal(rfs_column_append(&w[0], &w[1], "adds.zarr",
+					   "column 'w'", err, 512),
+			 0);
 	assert_int_equal(w[0].claimed, 2 * n * 8);
 	assert_int_equal(rfs_memlimit_claimed(), indptr + 4 * n * 8);
 	rfs_column_free(&v);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "memlimit.h"
 #include "varjoin.h"
 
 static char *a_names[] = { "g1", "g2", "g3", "g4" };
@@ -151,6 +152,120 @@ static void test_errors(void **state)
 		     "no var name is in every file");
 }
 
+static void set_limit(uint64_t bytes)
+{
+	struct rfs_memlimit l = { .bytes = bytes };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+}
+
+/* n distinct heap names "<prefix>0".. */
+static char **numbered(const char *prefix, uint64_t n)
+{
+	char **names = calloc(n, sizeof(*names));
+	assert_non_null(names);
+	for (uint64_t i = 0; i < n; i++) {
+		char text[32];
+		snprintf(text, sizeof(text), "%s%llu", prefix,
+			 (unsigned long long)i);
+		assert_non_null(names[i] = strdup(text));
+	}
+	return names;
+}
+
+/* What the served names and maps hold is claimed for the join's life;
+ * the indexes and the list of picks until it is made. */
+static void test_claims_held(void **state)
+{
+	(void)state;
+	set_limit(UINT64_MAX);
+	struct rfs_varjoin *j = make(RFS_VARJOIN_INNER, 3, NULL, 0);
+	/* g2, g4; maps of 2 served columns and 4, 4 and 3 of their own. */
+	assert_int_equal(rfs_memlimit_claimed(),
+			 2 * RFS_MEMLIMIT_STRING_BYTES + (3 * 2 + 11) * 8);
+	rfs_varjoin_destroy(j);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	j = make(RFS_VARJOIN_OUTER, 3, NULL, 0);
+	assert_int_equal(rfs_memlimit_claimed(),
+			 6 * RFS_MEMLIMIT_STRING_BYTES + (3 * 6 + 11) * 8);
+	rfs_varjoin_destroy(j);
+	char *wanted[] = { "g6", "g1", "g5" };
+	j = make(RFS_VARJOIN_NAMES, 3, wanted, 3);
+	assert_int_equal(rfs_memlimit_claimed(),
+			 3 * RFS_MEMLIMIT_STRING_BYTES + (3 * 3 + 11) * 8);
+	rfs_varjoin_destroy(j);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+}
+
+/* Two files of N names each, none shared, outer: every table is claimed
+ * before it is made, and a limit each one passes the one before and
+ * not it fails the join there, naming the file (or the option) and the
+ * table, nothing left claimed. In KiB, N = 4096: each index 64 (8192
+ * slots), the list of picks 64 (8192 names), outer's index of every name
+ * 128 (released once the picks are made), the served names 320 (40
+ * each; the picks released then), each map 96 (8192 served and 4096
+ * own columns): held at most 640, and 512 after. Before, nothing was
+ * claimed: every limit made the join. */
+static void test_claims_refused_in_order(void **state)
+{
+	(void)state;
+	enum { N = 4096 };
+	char **a = numbered("a", N), **b = numbered("b", N);
+	char *const *both[] = { a, b };
+	const uint64_t counts[] = { N, N };
+	static const struct {
+		uint64_t limit_kib;
+		const char *says;
+	} cases[] = {
+		{ 32, "a.h5ad: var_join's hash index of its var names claims "
+		      "8192 entries: at least 0 MiB at mount, more than the 0 "
+		      "MiB of the test's limit" },
+		{ 100, "b.h5ad: var_join's hash index of its var names claims "
+		       "8192 entries" },
+		{ 160, "option var_join=outer: a list of the served var names, "
+		       "before they are copied claims 8192 entries" },
+		{ 250, "option var_join=outer: a hash index of every file's "
+		       "var names claims 16384 entries" },
+		{ 400, "option var_join=outer: the served var names claims "
+		       "8192 entries" },
+		{ 520, "a.h5ad: var_join's map of its columns onto the served "
+		       "ones claims 12288 entries" },
+		{ 600, "b.h5ad: var_join's map of its columns onto the served "
+		       "ones claims 12288 entries" },
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		set_limit(cases[k].limit_kib << 10);
+		struct rfs_varjoin *j = (struct rfs_varjoin *)1;
+		char err[512] = "";
+		assert_int_equal(rfs_varjoin_create(RFS_VARJOIN_OUTER, both,
+						    counts, three_paths, 2,
+						    NULL, 0, NULL, &j, err,
+						    sizeof(err)),
+				 -ENOMEM);
+		assert_null(j);
+		if (!strstr(err, cases[k].says))
+			fail_msg("at %llu KiB: '%s' does not say '%s'",
+				 (unsigned long long)cases[k].limit_kib, err,
+				 cases[k].says);
+		assert_int_equal(rfs_memlimit_claimed(), 0);
+	}
+	/* 640 KiB: the maps with the indexes; 512 held after. */
+	set_limit(640 << 10);
+	struct rfs_varjoin *j = NULL;
+	char err[512] = "";
+	assert_int_equal(rfs_varjoin_create(RFS_VARJOIN_OUTER, both, counts,
+					    three_paths, 2, NULL, 0, NULL, &j,
+					    err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_varjoin_cols(j), 2 * N);
+	assert_int_equal(rfs_memlimit_claimed(), 512 << 10);
+	rfs_varjoin_destroy(j);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	set_limit(UINT64_MAX);
+	rfs_buf_free_strings(a, N);
+	rfs_buf_free_strings(b, N);
+}
+
 static void test_gather(void **state)
 {
 	(void)state;
@@ -220,16 +335,20 @@ static void read_expect(const char *text, int want_rc, const char *needle)
 {
 	char *path = write_file(text);
 	char **names = NULL, err[512] = "";
-	uint64_t n = 0;
-	int rc = rfs_varjoin_read_file(path, &names, &n, err, sizeof(err));
+	uint64_t n = 0, claimed = 0;
+	int rc = rfs_varjoin_read_file(path, &names, &n, &claimed, err,
+				       sizeof(err));
 	assert_int_equal(rc, want_rc);
 	if (want_rc != 0) {
 		assert_null(names);
+		assert_int_equal(claimed, 0);
 		if (!strstr(err, needle) || !strstr(err, path))
 			fail_msg("'%s' does not say '%s' and the path", err,
 				 needle);
 	}
 	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&claimed);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 	unlink(path);
 	free(path);
 }
@@ -239,13 +358,19 @@ static void test_read_file(void **state)
 	(void)state;
 	char *path = write_file("g3\ng1\nCD4 antigen\n");
 	char **names = NULL, err[512];
-	uint64_t n = 0;
-	assert_int_equal(
-		rfs_varjoin_read_file(path, &names, &n, err, sizeof(err)), 0);
+	uint64_t n = 0, claimed = 0;
+	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
+					       sizeof(err)),
+			 0);
 	assert_int_equal(n, 3);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[2], "CD4 antigen");
+	/* Claimed, a heap string each, until freed (none of the slots
+	 * the list grew by and left empty). */
+	assert_int_equal(claimed, 3 * RFS_MEMLIMIT_STRING_BYTES);
+	assert_int_equal(rfs_memlimit_claimed(), claimed);
 	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&claimed);
 	unlink(path);
 	free(path);
 	read_expect("g1\ng2", 0, NULL); /* no final newline */
@@ -253,20 +378,34 @@ static void test_read_file(void **state)
 	 * never holds one), else no name matched and the error printed a
 	 * bare CR over itself. */
 	path = write_file("g3\r\ng1\r\n");
-	assert_int_equal(
-		rfs_varjoin_read_file(path, &names, &n, err, sizeof(err)), 0);
+	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
+					       sizeof(err)),
+			 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[1], "g1");
 	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&claimed);
 	unlink(path);
 	free(path);
 	read_expect("g1\r\n\r\ng2\r\n", -EINVAL, "line 2 is empty");
 	read_expect("", -EINVAL, "names no var");
 	read_expect("g1\n\ng2\n", -EINVAL, "line 2 is empty");
 	read_expect("g1\ng2\ng1\n", -EINVAL, "'g1' is given twice");
+	/* Over the limit as the list grows: refused, naming the file. */
+	set_limit(3 << 10);
+	read_expect("g1\ng2\n", 0, NULL); /* 64 slots of 40 bytes */
+	char text[65 * 4] = "";
+	for (int i = 0; i < 65; i++)
+		snprintf(text + strlen(text), sizeof(text) - strlen(text),
+			 "g%d\n", i);
+	read_expect(text, -ENOMEM,
+		    "its var names claims 64 entries: at least 0 MiB at "
+		    "mount, more than the 0 MiB of the test's limit leaves "
+		    "beside the 1 MiB claimed before it");
+	set_limit(UINT64_MAX);
 	assert_int_equal(rfs_varjoin_read_file("/nonexistent/names.txt", &names,
-					       &n, err, sizeof(err)),
+					       &n, &claimed, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "var_names=/nonexistent/names.txt"));
 }
@@ -279,6 +418,8 @@ int main(void)
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_claims_held),
+		cmocka_unit_test(test_claims_refused_in_order),
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_remap_csr),
 		cmocka_unit_test(test_read_file),

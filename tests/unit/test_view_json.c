@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "config.h"
 #include "dataset.h"
 #include "h5_fixture.h"
+#include "memlimit.h"
 #include "selection.h"
 #include "stats.h"
 #include "view_json.h"
@@ -217,12 +219,72 @@ static void test_stats(void **state)
 	rfs_stats_destroy(l.stats);
 }
 
+/* var_names.txt, kept for the mount, is as long as the names the
+ * sources' metadata gives: its bytes are claimed (memlimit.c) before it
+ * is made, and released by the caller once freed. Past the limit it is
+ * refused, naming it. Before, it was made unclaimed. */
+static void test_var_names_claimed(void **state)
+{
+	struct fixture *f = *state;
+	char path[PATH_MAX + 32], err[512] = "";
+	snprintf(path, sizeof(path), "%s/genes.h5ad", f->dir);
+	assert_int_equal(write_source(path, 1000), 0);
+	const char *genes[COLS] = { "g0", "g1", "g2", "g3", "CD19" };
+	assert_int_equal(h5fx_add_var(path, genes, COLS), 0);
+	/* The first file's names, kept by the dataset: 5 of 40 bytes. */
+	const uint64_t names = COLS * RFS_MEMLIMIT_STRING_BYTES;
+	const uint64_t text = 4 * 3 + 5; /* "g0\n" .. "CD19\n" */
+	struct rfs_memlimit l = { .bytes = names + text };
+	snprintf(l.where, sizeof(l.where), "the test's limit");
+	rfs_memlimit_set_claims(&l);
+	struct rfs_dataset *d;
+	char *paths[] = { path };
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claimed(), names);
+	char *out = (char *)1;
+	size_t len = 1;
+	uint64_t claimed = 0;
+	assert_int_equal(rfs_view_json_var_names(d, &out, &len, &claimed, err,
+						 sizeof(err)),
+			 -ENOMEM);
+	assert_null(out);
+	assert_int_equal(claimed, 0);
+	assert_non_null(strstr(err, "var_names.txt: the served var names (a "
+				    "byte per character, one a line) claims "
+				    "18 entries"));
+	assert_int_equal(rfs_memlimit_claimed(), names);
+	rfs_dataset_destroy(d);
+
+	l.bytes = names + text + 1;
+	rfs_memlimit_set_claims(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_view_json_var_names(d, &out, &len, &claimed, err,
+						 sizeof(err)),
+			 0);
+	assert_int_equal(len, text);
+	assert_memory_equal(out, "g0\ng1\ng2\ng3\nCD19\n", text);
+	assert_int_equal(claimed, text + 1);
+	assert_int_equal(rfs_memlimit_claimed(), names + text + 1);
+	free(out);
+	rfs_memlimit_release(&claimed);
+	rfs_dataset_destroy(d);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	remove(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_view_id),
 		cmocka_unit_test(test_config_and_dataset),
 		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_var_names_claimed),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
