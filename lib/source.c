@@ -419,12 +419,28 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 			 in->dataset, why);
 		return -EINVAL;
 	}
+	/* A dense row is up to 1 GiB (its width is metadata): claimed while
+	 * it is held, when over 1 MiB (under it, within the daemon's own
+	 * 32 MiB, so that a cache_mb at its largest still mounts). */
+	size_t row_bytes = in->sparse ? 0 : rfs_source_row_bytes(s);
+	uint64_t row_held = 0;
+	char row_what[300];
+	snprintf(row_what, sizeof(row_what),
+		 "%.200s's first and last rows (read for its fingerprint)",
+		 in->dataset);
+	int rc = rfs_memlimit_claim(in->path, row_what,
+				    row_bytes > (1u << 20) ? in->cols : 0,
+				    rfs_dtype_size(in->dtype), &row_held, err,
+				    errlen);
+	if (rc != 0)
+		return rc;
 	XXH3_state_t *st = XXH3_createState();
-	size_t row_bytes = rfs_source_row_bytes(s);
-	unsigned char *row = malloc(row_bytes ? row_bytes : 1);
-	int rc = -ENOMEM;
-	if (!st || !row)
+	unsigned char *row = row_bytes ? malloc(row_bytes) : NULL;
+	rc = -ENOMEM;
+	if (!st || (row_bytes && !row)) {
+		snprintf(err, errlen, "out of memory");
 		goto out;
+	}
 	uint64_t head[5] = { in->rows, in->cols, (uint64_t)in->ndims, in->dtype,
 			     in->nnz };
 	XXH3_64bits_reset(st);
@@ -472,6 +488,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	s->info.fingerprint = XXH3_64bits_digest(st);
 out:
 	free(row);
+	rfs_memlimit_release(&row_held);
 	XXH3_freeState(st);
 	return rc;
 }

@@ -471,6 +471,12 @@ CLAIMS = {
     "csr row": (8, lambda h: csr_row(h, 1 << 28), "dataset=/Y",
                 "/Y row 0 (its stored values, read for its fingerprint) "
                 f"claims {1 << 28} entries"),
+    # A dense row of 2^27 float32 (512 MiB, no storage) read for the
+    # fingerprint: the daemon was killed.
+    "dense row": (8, lambda h: h.create_dataset(
+        "Z", shape=(8, 1 << 27), dtype="f4", chunks=(8, 1 << 16)),
+        "dataset=/Z", "/Z's first and last rows (read for its fingerprint) "
+        f"claims {1 << 27} entries"),
 }
 
 
