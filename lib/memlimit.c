@@ -116,9 +116,12 @@ static struct rfs_memlimit claims;
 static int claims_given;
 static pthread_once_t claims_once = PTHREAD_ONCE_INIT;
 /* What the mount has claimed and still holds, and set aside for the
- * cache (cache_mb and the daemon's own); under held_lock. */
+ * cache (cache_mb, or its least where it may yield, and the daemon's
+ * own; spare claims: all of cache_mb); the most held at once and the
+ * biggest claim since; under held_lock. */
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t held, reserved_mb;
+static uint64_t held, reserved_mb, spare_mb;
+static struct rfs_memlimit_peak peak;
 
 static void read_claims(void)
 {
@@ -130,13 +133,24 @@ void rfs_memlimit_set_claims(const struct rfs_memlimit *l)
 {
 	claims = *l;
 	claims_given = 1;
-	held = reserved_mb = 0;
+	held = reserved_mb = spare_mb = 0;
+	peak = (struct rfs_memlimit_peak){ 0 };
 }
 
-void rfs_memlimit_reserve(uint64_t cache_mb)
+void rfs_memlimit_reserve(uint64_t cache_mb, uint64_t least_mb)
 {
 	pthread_mutex_lock(&held_lock);
-	reserved_mb = cache_mb + RFS_MEMLIMIT_OVERHEAD_MB;
+	reserved_mb = (least_mb < cache_mb ? least_mb : cache_mb) +
+		      RFS_MEMLIMIT_OVERHEAD_MB;
+	spare_mb = cache_mb + RFS_MEMLIMIT_OVERHEAD_MB;
+	peak = (struct rfs_memlimit_peak){ .held = held };
+	pthread_mutex_unlock(&held_lock);
+}
+
+void rfs_memlimit_peak(struct rfs_memlimit_peak *out)
+{
+	pthread_mutex_lock(&held_lock);
+	*out = peak;
 	pthread_mutex_unlock(&held_lock);
 }
 
@@ -185,32 +199,35 @@ static void refusal(const char *file, const char *what, uint64_t count,
 		rfs_buf_printf(&b,
 			       " at mount, more than the %" PRIu64 " MiB of %s",
 			       mb, claims.where);
+	/* The cache set aside, beside the daemon's own: none where a
+	 * default yields to the claims (rfs_memlimit_reserve()). */
+	uint64_t cache_mb = aside_mb ? aside_mb - RFS_MEMLIMIT_OVERHEAD_MB : 0;
 	if (before || aside_mb)
 		rfs_buf_printf(&b, " leaves beside");
 	if (before)
 		rfs_buf_printf(&b, " the %" PRIu64 " MiB claimed before it%s",
 			       (before + (1 << 20) - 1) >> 20,
 			       aside_mb ? " and" : "");
+	if (cache_mb)
+		rfs_buf_printf(&b, " cache_mb=%" PRIu64 " with", cache_mb);
 	if (aside_mb)
-		rfs_buf_printf(&b,
-			       " cache_mb=%" PRIu64 " with the daemon's "
-			       "own %d MiB",
-			       aside_mb - RFS_MEMLIMIT_OVERHEAD_MB,
+		rfs_buf_printf(&b, " the daemon's own %d MiB",
 			       RFS_MEMLIMIT_OVERHEAD_MB);
 	/* A smaller cache_mb that leaves room for it. */
 	uint64_t need = wraps || bytes >= NO_LIMIT ?
 				UINT64_MAX :
 				(before + bytes + (1 << 20) - 1) >> 20;
-	if (aside_mb && need + RFS_MEMLIMIT_OVERHEAD_MB < mb)
+	if (cache_mb && need + RFS_MEMLIMIT_OVERHEAD_MB < mb)
 		rfs_buf_printf(&b, "; give cache_mb=%" PRIu64 " or less",
 			       mb - need - RFS_MEMLIMIT_OVERHEAD_MB);
 	snprintf(err, errlen, "%s", b.failed ? "out of memory" : b.data);
 	rfs_buf_free(&b);
 }
 
-int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
-		       uint64_t each, uint64_t *claimed, char *err,
-		       size_t errlen)
+/* A claim, spare or not (rfs_memlimit_claim_spare()). */
+static int claim(const char *file, const char *what, uint64_t count,
+		 uint64_t each, int spare, uint64_t *claimed, char *err,
+		 size_t errlen)
 {
 	pthread_once(&claims_once, read_claims);
 	/* Past the address space, whatever the limit: a size_t would wrap. */
@@ -220,12 +237,22 @@ int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
 	pthread_mutex_lock(&held_lock);
 	uint64_t before = held;
 	/* Set aside only against a known limit, and never past it. */
-	uint64_t aside_mb = claims.bytes == UINT64_MAX ? 0 : reserved_mb;
+	uint64_t aside_mb = claims.bytes == UINT64_MAX ? 0 :
+			    spare		       ? spare_mb :
+							 reserved_mb;
 	uint64_t aside = aside_mb << 20 < most ? aside_mb << 20 : most;
 	uint64_t room = most - aside;
 	int fits = !wraps && bytes <= room && held <= room - bytes;
-	if (fits)
+	if (fits) {
 		held += bytes;
+		if (held > peak.held)
+			peak.held = held;
+		if (bytes > peak.biggest) {
+			peak.biggest = bytes;
+			snprintf(peak.what, sizeof(peak.what), "%s: %s", file,
+				 what);
+		}
+	}
 	pthread_mutex_unlock(&held_lock);
 	if (fits) {
 		if (claimed)
@@ -234,4 +261,18 @@ int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
 	}
 	refusal(file, what, count, bytes, wraps, before, aside_mb, err, errlen);
 	return -ENOMEM;
+}
+
+int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
+		       uint64_t each, uint64_t *claimed, char *err,
+		       size_t errlen)
+{
+	return claim(file, what, count, each, 0, claimed, err, errlen);
+}
+
+int rfs_memlimit_claim_spare(const char *file, const char *what, uint64_t count,
+			     uint64_t each, uint64_t *claimed, char *err,
+			     size_t errlen)
+{
+	return claim(file, what, count, each, 1, claimed, err, errlen);
 }

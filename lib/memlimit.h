@@ -61,7 +61,8 @@ enum rfs_memlimit_as {
  * claim made before it and not released, in the memory this process may
  * use (rfs_memlimit_read("") on first use, or what
  * rfs_memlimit_set_claims() gave) less what rfs_memlimit_reserve() set
- * aside for the cache. A claim counts what
+ * aside for the cache (its least_mb: a cache_mb not given yields to the
+ * claims). A claim counts what
  * reading the entries holds at once (the values as stored beside the
  * int64 or doubles made of them), and is held until released: its bytes
  * are added to *claimed (NULL: held for the process's life), to be given
@@ -74,6 +75,14 @@ int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
 		       uint64_t each, uint64_t *claimed, char *err,
 		       size_t errlen);
 
+/* As rfs_memlimit_claim(), for a claim the mount can do without (it
+ * reads the array another way when refused): it must fit beside the whole
+ * cache_mb rfs_memlimit_reserve() set aside, even one not given, so that
+ * it never makes a default cache_mb smaller. */
+int rfs_memlimit_claim_spare(const char *file, const char *what, uint64_t count,
+			     uint64_t each, uint64_t *claimed, char *err,
+			     size_t errlen);
+
 /* Gives back the *claimed bytes of claims (their memory freed) and zeroes
  * *claimed. */
 void rfs_memlimit_release(uint64_t *claimed);
@@ -85,8 +94,21 @@ void rfs_memlimit_release_part(uint64_t *claimed, uint64_t bytes);
 /* Sets aside cache_mb and the daemon's own RFS_MEMLIMIT_OVERHEAD_MB
  * before any claim (the mount, once cache_mb fits the limit): the cache
  * fills after the mount, and a daemon that then outgrows its memory
- * cgroup is killed. Without a known limit, nothing is set aside. */
-void rfs_memlimit_reserve(uint64_t cache_mb);
+ * cgroup is killed. Claims the mount needs see only least_mb (at most
+ * cache_mb) of it set aside: cache_mb itself where given, less where it
+ * is a default that may yield to them (view.c settles it once they are
+ * known, from rfs_memlimit_peak()); spare claims see all of it. Without a
+ * known limit, nothing is set aside. Forgets the peak. */
+void rfs_memlimit_reserve(uint64_t cache_mb, uint64_t least_mb);
+
+/* What claims held at their most since rfs_memlimit_reserve() (or
+ * rfs_memlimit_set_claims()), for the cache_mb they leave. */
+struct rfs_memlimit_peak {
+	uint64_t held; /* bytes held at once by claims not released */
+	uint64_t biggest; /* bytes of the biggest claim made */
+	char what[4400]; /* its "file: what"; "" when none was made */
+};
+void rfs_memlimit_peak(struct rfs_memlimit_peak *out);
 
 /* The bytes claimed and not released (tests, fuzz targets). */
 uint64_t rfs_memlimit_claimed(void);

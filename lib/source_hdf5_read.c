@@ -128,14 +128,16 @@ static uint64_t chunk_address_base(hid_t file)
 /* Claims (memlimit.c) the table of where a's grid of n chunks is, kept
  * for the mount: an unfiltered grid of one-byte chunks, allocated early,
  * is a file of n bytes, none written, and a table of 24 n. A table over
- * the limit is no error: the array is read through HDF5 instead. */
+ * the limit is no error: the array is read through HDF5 instead; so it is
+ * a spare claim, which a default cache_mb does not yield to. */
 static int claim_locations(const struct hdf5_source *s, const struct array *a,
 			   uint64_t n, uint64_t *claimed)
 {
 	char what[300], err[1024];
 	snprintf(what, sizeof(what), "%s (its chunks' addresses)", a->name);
-	if (rfs_memlimit_claim(s->path, what, n, sizeof(struct rfs_chunk_loc),
-			       claimed, err, sizeof(err)) == 0)
+	if (rfs_memlimit_claim_spare(s->path, what, n,
+				     sizeof(struct rfs_chunk_loc), claimed, err,
+				     sizeof(err)) == 0)
 		return 0;
 	rfs_log("%s; its chunks are read through HDF5 instead, one run of "
 		"rows at a time under its global lock",

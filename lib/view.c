@@ -263,7 +263,7 @@ static int fit_cache(struct rfs_config *c, char *err, size_t errlen)
 			RFS_MEMLIMIT_DEFAULT_MB, limit.where,
 			RFS_MEMLIMIT_OVERHEAD_MB);
 	if (rc == 0)
-		rfs_memlimit_reserve(c->cache_mb);
+		rfs_memlimit_reserve(c->cache_mb, c->cache_mb);
 	return rc;
 }
 

@@ -320,7 +320,7 @@ static void test_cache_set_aside_first(void **state)
 	char err[512];
 	struct rfs_memlimit l = limit_of(256);
 	rfs_memlimit_set_claims(&l);
-	rfs_memlimit_reserve(112);
+	rfs_memlimit_reserve(112, 112);
 	uint64_t a = 0, b = 0;
 	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 112 * MIB, 1,
 					    &a, err, sizeof(err)),
@@ -355,11 +355,88 @@ static void test_cache_set_aside_first(void **state)
 	/* No limit known: nothing to set aside from. */
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	rfs_memlimit_set_claims(&none);
-	rfs_memlimit_reserve(1 << 20);
+	rfs_memlimit_reserve(1 << 20, 1 << 20);
 	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab",
 					    UINT64_C(1) << 40, 1, &a, err,
 					    sizeof(err)),
 			 0);
+	rfs_memlimit_release(&a);
+}
+
+/* A cache_mb not given sets aside only its least for the claims the
+ * mount needs, which then say what they leave of it (rfs_memlimit_peak):
+ * view.c lowers the default. A spare claim still sees all of it. */
+static void test_default_yields_to_claims(void **state)
+{
+	(void)state;
+	char err[512];
+	struct rfs_memlimit l = limit_of(256);
+	rfs_memlimit_set_claims(&l);
+	rfs_memlimit_reserve(112, 0);
+	uint64_t a = 0, b = 0;
+	/* Over what 112 would leave (the given one's refusal, above). */
+	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 150 * MIB, 1,
+					    &a, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/w", 50 * MIB, 1,
+					    &b, err, sizeof(err)),
+			 0);
+	rfs_memlimit_release(&b);
+	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/w", 20 * MIB, 1,
+					    &b, err, sizeof(err)),
+			 0);
+	struct rfs_memlimit_peak p;
+	rfs_memlimit_peak(&p);
+	assert_true(p.held == 200 * MIB); /* not the 170 held now */
+	assert_true(p.biggest == 150 * MIB);
+	assert_string_equal(p.what, "/d/1.h5: /obs/lab");
+	/* A spare claim must fit beside all of cache_mb. */
+	uint64_t c = 0;
+	assert_int_equal(rfs_memlimit_claim_spare(
+				 "/d/1.h5", "/X (its chunks' addresses)", MIB,
+				 24, &c, err, sizeof(err)),
+			 -ENOMEM);
+	assert_string_equal(err, "/d/1.h5: /X (its chunks' addresses) claims "
+				 "1048576 entries: at least 24 MiB at mount, "
+				 "more than the 256 MiB of the limit of its "
+				 "memory cgroup (/g/memory.max) leaves beside "
+				 "the 170 MiB claimed before it and "
+				 "cache_mb=112 with the daemon's own 32 MiB; "
+				 "give cache_mb=30 or less");
+	assert_int_equal(rfs_memlimit_claim_spare("/d/1.h5", "/X", 10 * MIB, 1,
+						  &c, err, sizeof(err)),
+			 -ENOMEM);
+	/* One the mount needs, over what the daemon's own leaves: no
+	 * cache_mb to name. */
+	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", 60 * MIB, 1,
+					    &c, err, sizeof(err)),
+			 -ENOMEM);
+	assert_string_equal(err, "/d/3.h5: /obs/lab claims 62914560 entries: "
+				 "at least 60 MiB at mount, more than the 256 "
+				 "MiB of the limit of its memory cgroup "
+				 "(/g/memory.max) leaves beside the 170 MiB "
+				 "claimed before it and the daemon's own 32 "
+				 "MiB");
+	assert_int_equal(c, 0);
+	/* Settled: all of it set aside, the peak counted from there. */
+	rfs_memlimit_reserve(54, 54);
+	rfs_memlimit_peak(&p);
+	assert_true(p.held == 170 * MIB && p.biggest == 0);
+	assert_string_equal(p.what, "");
+	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", MIB, 1, &c,
+					    err, sizeof(err)),
+			 -ENOMEM);
+	rfs_memlimit_release(&a);
+	rfs_memlimit_release(&b);
+	/* No limit known: nothing set aside, the peak counted still. */
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	rfs_memlimit_reserve(1024, 0);
+	assert_int_equal(rfs_memlimit_claim_spare("/d/1.h5", "/X", 5 * MIB, 1,
+						  &a, err, sizeof(err)),
+			 0);
+	rfs_memlimit_peak(&p);
+	assert_true(p.held == 5 * MIB);
 	rfs_memlimit_release(&a);
 }
 
@@ -433,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_claims_within_the_limit),
 		cmocka_unit_test(test_claims_add_up),
 		cmocka_unit_test(test_cache_set_aside_first),
+		cmocka_unit_test(test_default_yields_to_claims),
 		cmocka_unit_test(test_claims_from_threads),
 		cmocka_unit_test(test_this_machine),
 	};
