@@ -33,6 +33,14 @@ void rfs_bigbuf_limit(size_t bytes)
 {
 	pthread_mutex_lock(&pool_lock);
 	pool_limit = bytes < RFS_BIGBUF_POOL_MAX ? bytes : RFS_BIGBUF_POOL_MAX;
+	/* A lower bound (cache_mb settled smaller) holds at once. */
+	for (int i = 0; i < POOL_SLOTS && pool_bytes > pool_limit; i++) {
+		if (pool[i].p) {
+			munmap(pool[i].p, pool[i].size);
+			pool_bytes -= pool[i].size;
+			pool[i].p = NULL;
+		}
+	}
 	pthread_mutex_unlock(&pool_lock);
 }
 

@@ -19,7 +19,8 @@ void *rfs_bigbuf_alloc(size_t size);
  * Accepts NULL. Thread-safe. */
 void rfs_bigbuf_free(void *p, size_t size);
 
-/* Bounds the pool (at most RFS_BIGBUF_POOL_MAX). */
+/* Bounds the pool (at most RFS_BIGBUF_POOL_MAX), freeing pooled buffers
+ * over a lower bound. */
 void rfs_bigbuf_limit(size_t bytes);
 
 /* The memory rfs_bigbuf_alloc(size) takes: large sizes are rounded up to

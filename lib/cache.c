@@ -165,19 +165,32 @@ static void evict(struct rfs_cache *c)
 		drop(c, victim);
 }
 
+/* Under lock. */
+static void set_capacity(struct rfs_cache *c, size_t capacity)
+{
+	c->capacity = capacity;
+	c->retired_limit = c->capacity / RETIRED_SHARE;
+	evict(c);
+	make_room(c, 0); /* the room is used elsewhere now */
+}
+
 int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
 {
 	int rc = -ENOSPC;
 	pthread_mutex_lock(&c->lock);
 	if (bytes <= c->capacity && c->capacity - bytes >= keep) {
-		c->capacity -= bytes;
-		c->retired_limit = c->capacity / RETIRED_SHARE;
-		evict(c);
-		make_room(c, 0); /* the room is used elsewhere now */
+		set_capacity(c, c->capacity - bytes);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+void rfs_cache_resize(struct rfs_cache *c, size_t capacity)
+{
+	pthread_mutex_lock(&c->lock);
+	set_capacity(c, capacity);
+	pthread_mutex_unlock(&c->lock);
 }
 
 void rfs_cache_destroy(struct rfs_cache *c)

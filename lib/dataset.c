@@ -389,6 +389,14 @@ out:
 	return rc;
 }
 
+void rfs_dataset_limit_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes)
+{
+	rfs_chunks_limit(d->chunks, chunk_cache_bytes);
+	/* The first file's, as at open: a mapping given back is read with
+	 * pread. */
+	d->info.read_path = rfs_source_info(d->files[0])->read_path;
+}
+
 void rfs_dataset_destroy(struct rfs_dataset *d)
 {
 	if (!d)

@@ -35,6 +35,13 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 			    const struct rfs_dataset_join *join,
 			    struct rfs_dataset **out, char *err, size_t errlen);
 
+/* Sets the bytes of decoded chunks (and of mappings, reserved from
+ * them) to chunk_cache_bytes, once cache_mb is settled after the open
+ * (view.c): mappings and kept zarr shard indexes that no longer fit are
+ * given back (rfs_chunks_limit()), read_path saying so. At mount time,
+ * before reads. */
+void rfs_dataset_limit_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes);
+
 /* Accepts NULL. */
 void rfs_dataset_destroy(struct rfs_dataset *d);
 

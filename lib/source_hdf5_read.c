@@ -204,6 +204,29 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 	return 0;
 }
 
+/* Gives a mapping back (rfs_chunks_limit(): cache_mb settled smaller
+ * after the open): the rows are read with pread, as dataset.json says. */
+static void unmap_x(void *ctx)
+{
+	struct hdf5_source *s = ctx;
+	rfs_rowmap_close(&s->x.map);
+	s->base.info.read_path = s->x.path;
+}
+
+static void unmap_indices(void *ctx)
+{
+	struct hdf5_source *s = ctx;
+	rfs_rowmap_close(&s->indices.map);
+}
+
+/* Keeps a's mapping, just made, where the chunk memory has room for it. */
+static void reserve_map(struct hdf5_source *s, struct array *a)
+{
+	if (rfs_chunks_reserve(s->chunks, a->map.map_len,
+			       a == &s->x ? unmap_x : unmap_indices, s) != 0)
+		rfs_rowmap_close(&a->map);
+}
+
 /* Maps a contiguous array when the chunk memory of cache_mb has room for
  * all of it and an eighth to spare (a chunk-less array leaves that memory
  * unused); the mapped pages then count against cache_mb. */
@@ -213,8 +236,7 @@ static void map_array(struct hdf5_source *s, struct array *a)
 	if (!s->chunks || __builtin_mul_overflow(a->rows, a->row_bytes, &len) ||
 	    len == 0 || rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
 		return;
-	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
-		rfs_rowmap_close(&a->map);
+	reserve_map(s, a);
 }
 
 /* A 1-D chunked array with no filters: its chunks' addresses, for reads
@@ -260,8 +282,7 @@ static void map_chunks(struct hdf5_source *s, struct array *a)
 	if (!s->chunks ||
 	    rfs_rowmap_open(&a->map, s->fd, a->offset, end - a->offset) != 0)
 		return;
-	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
-		rfs_rowmap_close(&a->map);
+	reserve_map(s, a);
 }
 
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */

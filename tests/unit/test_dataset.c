@@ -317,6 +317,31 @@ static void test_chunk_table_claimed(void **state)
 	rfs_memlimit_set_claims(&none);
 }
 
+/* cache_mb settled smaller after the open (view.c): the mappings made
+ * from the chunks' share are given back, the rows read with pread, and
+ * read_path says so. */
+static void test_limit_gives_mappings_back(void **state)
+{
+	struct fixture *f = *state;
+	char err[512] = "";
+	struct rfs_dataset *d;
+	char *paths[] = { f->path[0], f->path[1], f->path[2] };
+	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL,
+						 &d, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_MMAP);
+	rfs_dataset_limit_chunks(d, 2 << 20); /* more: kept */
+	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_MMAP);
+	check_rows(d);
+	rfs_dataset_limit_chunks(d, 0);
+	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_PREAD);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(rfs_dataset_file(d, i)->read_path,
+				 RFS_READ_PREAD);
+	check_rows(d);
+	rfs_dataset_destroy(d);
+}
+
 static void test_joined_dense(void **state)
 {
 	struct fixture *f = *state;
@@ -781,6 +806,7 @@ int main(void)
 		cmocka_unit_test(test_directory_in_name_order),
 		cmocka_unit_test(test_column_across_files),
 		cmocka_unit_test(test_chunk_table_claimed),
+		cmocka_unit_test(test_limit_gives_mappings_back),
 		cmocka_unit_test(test_mismatches_name_the_file),
 		cmocka_unit_test(test_joined_dense),
 		cmocka_unit_test(test_joined_csr),

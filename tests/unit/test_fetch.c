@@ -118,6 +118,35 @@ static void test_bigbuf_reuses(void **state)
 	rfs_bigbuf_drain();
 }
 
+/* A lower bound (cache_mb settled smaller at mount) frees the pooled
+ * buffers over it at once: a buffer pooled before is not handed out. */
+static void test_bigbuf_lower_limit_frees(void **state)
+{
+	(void)state;
+	size_t big = 1 << 20;
+	unsigned char *a = rfs_bigbuf_alloc(big), *b = rfs_bigbuf_alloc(big);
+	assert_non_null(a);
+	assert_non_null(b);
+	memset(a, 1, big);
+	memset(b, 1, big);
+	rfs_bigbuf_free(a, big);
+	rfs_bigbuf_free(b, big);
+	/* One stays: pooled pages keep their bytes, fresh ones are 0. */
+	rfs_bigbuf_limit(big);
+	unsigned char *c = rfs_bigbuf_alloc(big), *d = rfs_bigbuf_alloc(big);
+	assert_int_equal(c[0] + d[0], 1);
+	memset(c, 1, big);
+	memset(d, 1, big);
+	rfs_bigbuf_free(c, big);
+	rfs_bigbuf_free(d, big); /* over the bound: unmapped */
+	rfs_bigbuf_limit(0);
+	unsigned char *e = rfs_bigbuf_alloc(big);
+	assert_int_equal(e[0], 0);
+	rfs_bigbuf_free(e, big);
+	rfs_bigbuf_limit(RFS_BIGBUF_POOL_MAX);
+	rfs_bigbuf_drain();
+}
+
 /* Sizes a few KiB apart (a mount's .npz files) share pooled buffers:
  * large buffers take whole 64 KiB steps. */
 static void test_bigbuf_nearly_equal_sizes_share(void **state)
@@ -146,6 +175,7 @@ int main(void)
 		cmocka_unit_test(test_runs_scatter_and_short_file),
 		cmocka_unit_test(test_preadv_fallback),
 		cmocka_unit_test(test_bigbuf_reuses),
+		cmocka_unit_test(test_bigbuf_lower_limit_frees),
 		cmocka_unit_test(test_bigbuf_nearly_equal_sizes_share),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,6 +29,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "chunks.h"
 #include "column.h"
 #include "memlimit.h"
 #include "source.h"
@@ -960,6 +961,27 @@ static void test_v3_sharded_2d(void **state)
 	rfs_source_destroy(s);
 }
 
+/* The share settled smaller after the open (rfs_chunks_limit): the
+ * shard indexes kept are freed and none kept from then on; reads go on,
+ * each reading its shard's index. */
+static void test_kept_indexes_given_back(void **state)
+{
+	(void)state;
+	struct rfs_source *s;
+	struct rfs_chunk_cache *cc;
+	char path[PATH_MAX], err[512];
+	write_v3("giveback.zarr", 0, 0);
+	snprintf(path, sizeof(path), "%s/giveback.zarr", root);
+	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_source_open(path, NULL, cc, &s, err, 512), 0);
+	check_v3_rows(s); /* every index kept */
+	rfs_chunks_limit(cc, 0);
+	check_v3_rows(s);
+	check_v3_rows(s);
+	rfs_source_destroy(s);
+	rfs_chunks_destroy(cc);
+}
+
 static void test_shard_index_past_end(void **state)
 {
 	(void)state;
@@ -1117,6 +1139,7 @@ int main(void)
 		cmocka_unit_test(test_v3_sharded),
 		cmocka_unit_test(test_linked_chunk_directories),
 		cmocka_unit_test(test_v3_sharded_2d),
+		cmocka_unit_test(test_kept_indexes_given_back),
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
 		cmocka_unit_test(test_int_fill_value_out_of_range),
