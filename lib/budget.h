@@ -34,4 +34,25 @@ struct rfs_budget {
  * plan_limit). */
 int rfs_budget_split(uint64_t cache_mb, size_t plan, struct rfs_budget *out);
 
+/* What settles a cache_mb not given, once the mount's claims are known. */
+struct rfs_budget_claims {
+	uint64_t default_mb; /* rfs_memlimit_fit()'s, from the limit alone */
+	uint64_t limit; /* bytes this process may use (UINT64_MAX: none known) */
+	uint64_t claimed; /* the most claims held at once (rfs_memlimit_peak) */
+	size_t plan_least; /* the planner's least (rfs_plan_least()) */
+	size_t batch_cost; /* a batch and its scratch (rfs_batch_cost()) */
+};
+
+/* cache_mb not given: default_mb where the claims leave that much of the
+ * limit beside the daemon's own RFS_MEMLIMIT_OVERHEAD_MB (the rule:
+ * cache_mb + that + the claims <= the limit), else what they leave, as
+ * long as that is at least *least_mb, the least this mount needs: its
+ * split holds plan_least in plan_limit and batch_cost in the prefetch
+ * room with the planner at its limit (a lowered default never turns
+ * prefetch off). Pure.
+ * @return 0 with *cache_mb set, or -ENOSPC (*cache_mb what the claims
+ * leave, less than *least_mb). */
+int rfs_budget_default(const struct rfs_budget_claims *c, uint64_t *cache_mb,
+		       uint64_t *least_mb);
+
 #endif

@@ -142,13 +142,19 @@ size_t rfs_plan_memory_bound(const struct rfs_planner *p)
 	return (p->nslots + 2 * p->max_building) * window_bytes(p);
 }
 
+size_t rfs_plan_least(const struct rfs_planner *p)
+{
+	if (p->config.strategy == RFS_STREAMING)
+		return 0;
+	return (p->nslots + 2) * window_bytes(p);
+}
+
 int rfs_plan_limit(struct rfs_planner *p, size_t budget, size_t *least)
 {
 	uint64_t w = window_bytes(p);
-	*least = 0;
-	if (p->config.strategy == RFS_STREAMING || w == 0)
+	*least = rfs_plan_least(p);
+	if (*least == 0)
 		return 0;
-	*least = (p->nslots + 2) * w;
 	uint64_t fit = budget / w; /* windows the budget holds */
 	if (fit < p->nslots + 2)
 		return -ENOSPC;

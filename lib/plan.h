@@ -39,9 +39,13 @@ int rfs_plan_batch(struct rfs_planner *p, uint64_t epoch, uint64_t rank,
  * (none for streaming, which builds no windows). */
 size_t rfs_plan_memory_bound(const struct rfs_planner *p);
 
+/* The smallest budget rfs_plan_limit() takes: the cached windows and
+ * one build (0 for streaming). */
+size_t rfs_plan_least(const struct rfs_planner *p);
+
 /* Lowers how many windows may be built at once (8 at most) until the
  * bound fits in budget bytes; *least is the smallest budget that would
- * do. Call before planning any batch. @return 0, or -ENOSPC when even the
+ * do (rfs_plan_least()). Call before planning any batch. @return 0, or -ENOSPC when even the
  * cached windows and one build do not fit (the planner left as it was). */
 int rfs_plan_limit(struct rfs_planner *p, size_t budget, size_t *least);
 

@@ -504,6 +504,8 @@ static void test_memory_bound(void **state)
 	make_config(&c, "shuffle", "2", "32", "8"); /* windows of 512 */
 	assert_int_equal(rfs_plan_create(&c, all(100000), &p), 0);
 	assert_int_equal(rfs_plan_memory_bound(p), (4 + 16) * 512 * 8);
+	/* The least, before any limit (what a default cache_mb must hold). */
+	assert_int_equal(rfs_plan_least(p), (4 + 2) * 512 * 8);
 	/* A budget of 9 windows: 4 cached, 2 builds (of 2 arrays) at once. */
 	assert_int_equal(rfs_plan_limit(p, 9 * 512 * 8, &least), 0);
 	assert_int_equal(least, (4 + 2) * 512 * 8);
@@ -522,6 +524,7 @@ static void test_memory_bound(void **state)
 	make_config(&c, "streaming", "2", "32", "8");
 	assert_int_equal(rfs_plan_create(&c, all(100000), &p), 0);
 	assert_int_equal(rfs_plan_memory_bound(p), 0);
+	assert_int_equal(rfs_plan_least(p), 0);
 	rfs_plan_destroy(p);
 }
 
