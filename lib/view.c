@@ -248,23 +248,89 @@ static int absolute_log_file(struct rfs_config *c)
 }
 
 /* cache_mb within the memory this process may use (memlimit.c), and set
- * aside before what the mount claims: the cache fills after it. */
-static int fit_cache(struct rfs_config *c, char *err, size_t errlen)
+ * aside before what the mount claims: the cache fills after it. One not
+ * given is the default for now, and yields to the claims the mount needs
+ * (only the daemon's own is set aside for them) until settle_cache()
+ * knows them. */
+static int fit_cache(struct rfs_config *c, int given,
+		     struct rfs_memlimit *limit, char *err, size_t errlen)
 {
-	struct rfs_memlimit limit;
-	rfs_memlimit_read("", &limit);
-	int given = c->cache_mb != RFS_UNSET;
-	int rc = rfs_memlimit_fit(&c->cache_mb, &limit, err, errlen);
-	if (rc == 0 && !given && c->cache_mb < RFS_MEMLIMIT_DEFAULT_MB)
-		rfs_log("cache_mb=%llu, not %d: half of what %s leaves "
-			"beside the daemon's own %d MiB (the readers may share "
-			"it); give cache_mb to choose",
-			(unsigned long long)c->cache_mb,
-			RFS_MEMLIMIT_DEFAULT_MB, limit.where,
-			RFS_MEMLIMIT_OVERHEAD_MB);
+	rfs_memlimit_read("", limit);
+	int rc = rfs_memlimit_fit(&c->cache_mb, limit, err, errlen);
 	if (rc == 0)
-		rfs_memlimit_reserve(c->cache_mb, c->cache_mb);
+		rfs_memlimit_reserve(c->cache_mb, given ? c->cache_mb : 0);
 	return rc;
+}
+
+/* What the mount's claims held at their most, for messages. */
+static void describe_claims(const struct rfs_memlimit_peak *p, char *out,
+			    size_t len)
+{
+	int n = snprintf(out, len, "%llu MiB at most at once",
+			 (unsigned long long)((p->held + (1 << 20) - 1) >> 20));
+	if (p->what[0] && n >= 0 && (size_t)n < len)
+		snprintf(out + n, len - (size_t)n,
+			 " (the biggest: %s, %llu MiB)", p->what,
+			 (unsigned long long)((p->biggest + (1 << 20) - 1) >>
+					      20));
+}
+
+/* Settles cache_mb once the mount's claims are known: one not given
+ * yields to them (rfs_budget_default(), said in the log); then all of it
+ * is set aside for later claims. */
+static int settle_cache(struct rfs_view *v, int given,
+			const struct rfs_memlimit *limit, char *err,
+			size_t errlen)
+{
+	struct rfs_config *c = &v->config;
+	uint64_t want = c->cache_mb, least;
+	if (!given) {
+		struct rfs_memlimit_peak peak;
+		rfs_memlimit_peak(&peak);
+		struct rfs_budget_claims claims = {
+			.default_mb = want,
+			.limit = limit->bytes,
+			.claimed = peak.held,
+			.plan_least = rfs_plan_least(v->planner),
+			.batch_cost = rfs_batch_cost(v->batch),
+		};
+		int rc = rfs_budget_default(&claims, &c->cache_mb, &least);
+		char held[4600];
+		describe_claims(&peak, held, sizeof(held));
+		if (rc != 0) {
+			snprintf(
+				err, errlen,
+				"the mount's claims, %s, leave %llu MiB of the "
+				"%llu MiB of %s beside the daemon's own %d "
+				"MiB, less than the cache_mb=%llu it needs for "
+				"its fetch windows and a prefetched batch; "
+				"raise the limit, or lower batch_size or "
+				"fetch_factor",
+				held, (unsigned long long)c->cache_mb,
+				(unsigned long long)(limit->bytes >> 20),
+				limit->where, RFS_MEMLIMIT_OVERHEAD_MB,
+				(unsigned long long)least);
+			return -ENOMEM;
+		}
+		if (c->cache_mb < want)
+			rfs_log("cache_mb=%llu, not %llu: the mount's claims, "
+				"%s, leave that of the %llu MiB of %s beside "
+				"the daemon's own %d MiB; give cache_mb to "
+				"choose",
+				(unsigned long long)c->cache_mb,
+				(unsigned long long)want, held,
+				(unsigned long long)(limit->bytes >> 20),
+				limit->where, RFS_MEMLIMIT_OVERHEAD_MB);
+		else if (c->cache_mb < RFS_MEMLIMIT_DEFAULT_MB)
+			rfs_log("cache_mb=%llu, not %d: half of what %s leaves "
+				"beside the daemon's own %d MiB (the readers "
+				"may share it); give cache_mb to choose",
+				(unsigned long long)c->cache_mb,
+				RFS_MEMLIMIT_DEFAULT_MB, limit->where,
+				RFS_MEMLIMIT_OVERHEAD_MB);
+	}
+	rfs_memlimit_reserve(c->cache_mb, c->cache_mb);
+	return 0;
 }
 
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
@@ -281,11 +347,14 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto oom;
 	if (rc != 0)
 		goto fail;
-	rc = fit_cache(&v->config, err, errlen);
+	struct rfs_memlimit limit;
+	int cache_given = v->config.cache_mb != RFS_UNSET;
+	rc = fit_cache(&v->config, cache_given, &limit, err, errlen);
 	if (rc != 0)
 		goto fail;
 	/* Every share of cache_mb comes from one split (budget.c); the
-	 * planner's is known once it is limited, below. */
+	 * planner's is known once it is limited, and a default's size once
+	 * the claims are, below. */
 	rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
 	if (rc != 0)
 		goto fail_cache_mb;
@@ -348,6 +417,15 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 				      v->out_dtype, v->stats, &v->batch);
 	if (rc != 0)
 		goto oom;
+	rc = settle_cache(v, cache_given, &limit, err, errlen);
+	if (rc != 0)
+		goto fail;
+	rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
+	if (rc != 0)
+		goto fail_cache_mb;
+	/* What the open was handed from the default's split follows. */
+	rfs_bigbuf_limit(v->budget.pool);
+	rfs_dataset_limit_chunks(v->dataset, v->budget.chunks);
 	/* The planner's row ids come out of the batches' half, and may
 	 * take half of it: fewer windows are built at once if need be. */
 	size_t least;

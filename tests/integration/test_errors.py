@@ -515,10 +515,12 @@ def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
 def test_claims_add_up_over_files(cgroups, tmp_path):
     """What a mount claims adds up: six files whose labels of 2^23 int64
     each fit a cgroup of 256 MiB alone, but not together beside the cache
-    (cache_mb 112 there by default, and the daemon's 32 MiB), fail the
-    mount at the second, naming it and what the first holds (each claim
-    was checked alone: every label was read, 384 MiB, and the daemon
-    killed for memory)."""
+    (cache_mb=112 given, and the daemon's 32 MiB), fail the mount at the
+    second, naming it and what the first holds (each claim was checked
+    alone: every label was read, 384 MiB, and the daemon killed for
+    memory). Without cache_mb the default yields to the claims, which
+    fail beside the daemon's 32 MiB alone: at the third file, whose rows
+    appended to the two before it are copied while all three are held."""
     rows = 1 << 23
     paths = [claims_h5ad(tmp_path / f"f{i}.h5ad", rows,
                          lambda h: h.create_dataset(
@@ -526,12 +528,86 @@ def test_claims_add_up_over_files(cgroups, tmp_path):
                              chunks=(1 << 16,)))
              for i in range(6)]
     group = cgroups.memory(256)
-    err = refused_at_once(tmp_path, paths, "batch_size=8,label=lab", group)
+    err = refused_at_once(tmp_path, paths,
+                          "batch_size=8,label=lab,cache_mb=112", group)
     assert (f"{paths[1]}: /obs/lab claims {rows} entries: at least 64 MiB "
             "at mount, more than the 256 MiB of the limit of its memory "
             f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
             "before it and cache_mb=112 with the daemon's own 32 MiB; give "
             "cache_mb=96 or less") in err, err
+    os.rmdir(tmp_path / "mnt")
+    err = refused_at_once(tmp_path, paths, "batch_size=8,label=lab", group)
+    assert (f"{paths[2]}: column 'lab': its rows appended to the files "
+            f"before it claims {rows} entries: at least 64 MiB at mount, "
+            "more than the 256 MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) leaves beside the 192 MiB claimed before "
+            "it and the daemon's own 32 MiB\n") in err, err
+
+
+def test_default_cache_mb_yields_to_claims(cgroups, mounts, tmp_path):
+    """In a cgroup of 256 MiB the default cache_mb is 112; a label of
+    2^24 int64 claims 128 MiB, which fits beside the daemon's 32 MiB but
+    not beside 112 more. Without cache_mb the mount takes what the claims
+    leave, 96, said in the log, config.json and stats.json, and serves the
+    source's rows; X's 48 MiB, mapped out of the 56 MiB chunk share at
+    open, does not fit the 48 MiB one (7/8 of it) and is read with pread.
+    With cache_mb=112 given, the mount fails as before (it failed without
+    cache_mb too). Windows that a 96 MiB cache cannot hold fail it,
+    naming the claims and the limit."""
+    rows = 1 << 24
+    path = str(tmp_path / "big_label.h5ad")
+    x = (np.arange(rows * 3, dtype=np.uint64) % 251).astype(
+        np.uint8).reshape(rows, 3)
+    lab = np.arange(rows, dtype=np.int64) % 5
+    with h5py.File(path, "w") as h:
+        h.attrs["encoding-type"] = "anndata"
+        h.create_dataset("X", data=x)
+        h.create_dataset("obs/lab", data=lab)
+    group = cgroups.memory(256)
+    m = mounts(path, "batch_size=64,label=lab", preexec=group.join)
+    assert m.json("config.json")["cache_mb"] == 96
+    budget = m.json("stats.json")["budget"]
+    assert budget["total_bytes"] == 96 << 20, budget
+    assert budget["chunks_bytes"] == 48 << 20, budget
+    assert budget["pool_bytes"] == 12 << 20, budget
+    assert budget["chunks_bytes"] + budget["plan_bytes"] + \
+        budget["batches_bytes"] == 96 << 20, budget
+    assert budget["prefetch_bytes"] == budget["batches_bytes"] // 2, budget
+    assert m.json("dataset.json")["read_path"] == "pread", \
+        m.json("dataset.json")
+    assert ("cache_mb=96, not 112: the mount's claims, 128 MiB at most at "
+            f"once (the biggest: {path}: /obs/lab, 128 MiB), leave that of "
+            "the 256 MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) beside the daemon's own 32 MiB; give "
+            "cache_mb to choose") in m.log_text(), m.log_text()
+    for epoch, batch in ((0, 0), (1, 7), (2, m.batches() - 1)):
+        index = m.load("index", epoch, 0, batch)
+        np.testing.assert_array_equal(m.load("batch", epoch, 0, batch),
+                                      x[index])
+        np.testing.assert_array_equal(m.load("label", epoch, 0, batch),
+                                      lab[index])
+    assert m.unmount() == 0, m.log_text()
+    err = refused_at_once(tmp_path, [path],
+                          "batch_size=64,label=lab,cache_mb=112", group)
+    assert (f"{path}: /obs/lab claims {rows} entries: at least 128 MiB at "
+            "mount, more than the 256 MiB of the limit of its memory cgroup "
+            f"({group.files[0]}) leaves beside cache_mb=112 with the "
+            "daemon's own 32 MiB; give cache_mb=96 or less") in err, err
+    # Windows of 2^19 + 2^16 rows: 6 of them, 27 MiB of row ids, fit a
+    # quarter of 112 but not of 96.
+    os.rmdir(tmp_path / "mnt")
+    err = refused_at_once(tmp_path, [path],
+                          "batch_size=9216,fetch_factor=64,label=lab",
+                          group)
+    assert re.search(
+        r"the mount's claims, 128 MiB at most at once \(the biggest: "
+        + re.escape(f"{path}: /obs/lab, 128 MiB), leave 96 MiB of the 256 "
+                    "MiB of the limit of its memory cgroup "
+                    f"({group.files[0]}) beside the daemon's own 32 MiB, "
+                    "less than the cache_mb=")
+        + r"1(0[89]|1[01]) it needs for its fetch windows and a prefetched "
+        r"batch; raise the limit, or lower batch_size or fetch_factor$",
+        err.strip()), err
 
 
 def var_h5ad(path, names, x_chunks=None):

@@ -771,10 +771,11 @@ def test_claimed_shapes_over_the_memory_limit(cgroups, tmp_path, case):
 def test_claims_add_up_over_stores(cgroups, tmp_path):
     """What a mount claims adds up: ten stores whose labels of 2^22 rows
     each fit a cgroup of 256 MiB alone, but not together beside the
-    cache (cache_mb 112 there by default, and the daemon's 32 MiB), fail
-    the mount at the third, naming it and what the two before it hold
-    (each claim was checked alone: every label was read, 320 MiB of
-    int64, and the daemon killed for memory)."""
+    cache (cache_mb=112 given, and the daemon's 32 MiB), fail the mount
+    at the third, naming it and what the two before it hold (each claim
+    was checked alone: every label was read, 320 MiB of int64, and the
+    daemon killed for memory). Without cache_mb the default yields to the
+    claims, which fail beside the daemon's 32 MiB alone, at the seventh."""
     rows = 1 << 22
     stores = []
     for i in range(10):
@@ -785,7 +786,7 @@ def test_claims_add_up_over_stores(cgroups, tmp_path):
         stores.append(str(p))
     group = cgroups.memory(256)
     t = time.monotonic()
-    err = mount_error(tmp_path, stores, "batch_size=8,label=lab",
+    err = mount_error(tmp_path, stores, "batch_size=8,label=lab,cache_mb=112",
                       preexec=group.join)
     assert time.monotonic() - t < 10
     # Each held 32 MiB once read: its int64 values as stored are freed.
@@ -794,6 +795,14 @@ def test_claims_add_up_over_stores(cgroups, tmp_path):
             f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
             "before it and cache_mb=112 with the daemon's own 32 MiB; give "
             "cache_mb=96 or less") in err, err
+    t = time.monotonic()
+    err = mount_error(tmp_path, stores, "batch_size=8,label=lab",
+                      preexec=group.join)
+    assert time.monotonic() - t < 10
+    assert (f"{stores[6]}: obs/lab claims {rows} entries: at least 64 MiB "
+            "at mount, more than the 256 MiB of the limit of its memory "
+            f"cgroup ({group.files[0]}) leaves beside the 192 MiB claimed "
+            "before it and the daemon's own 32 MiB\n") in err, err
 
 
 def test_integer_over_int64_in_metadata(mounts, tmp_path, x):
