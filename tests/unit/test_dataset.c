@@ -183,6 +183,16 @@ static void test_column_across_files(void **state)
 	for (uint64_t r = 0; r < 12; r++)
 		assert_true(c.codes[r] == (int64_t)(r % 2));
 	rfs_column_free(&c);
+	/* Held once read: each file's codes (8 bytes a row) and its two
+	 * names, variable-length strings, 80 bytes each: 40 here and 40 in
+	 * the child that reads them (source_hdf5_vlen.c). */
+	struct rfs_memlimit none = { .bytes = UINT64_MAX };
+	rfs_memlimit_set_claims(&none);
+	assert_int_equal(
+		rfs_dataset_read_column(d, "kind", &c, err, sizeof(err)), 0);
+	assert_int_equal(rfs_memlimit_claimed(), 12 * 8 + 3 * 2 * 80);
+	rfs_column_free(&c);
+	assert_int_equal(rfs_memlimit_claimed(), 0);
 	assert_int_equal(rfs_dataset_read_column(d, "nope", &c, err,
 						 sizeof(err)),
 			 -EINVAL);
@@ -544,9 +554,10 @@ static void test_join_errors(void **state)
 
 /* A join of a file whose var index is long (4096 names, which its
  * metadata alone may claim: HDF5's length, zarr's shape) claims its
- * tables before it makes them (memlimit.c): at 200 KiB its names (160
- * KiB, read at open) fit, and its hash index (8192 slots of 8 bytes) is
- * refused, naming the file; at 2 MiB the join is made, and what it keeps
+ * tables before it makes them (memlimit.c): at 360 KiB its names (320
+ * KiB, read at open, half of it in the child that reads them) fit, and
+ * its hash index (8192 slots of 8 bytes) is refused, naming the file; at
+ * 2 MiB the join is made, and what it keeps
  * (the served names, the maps) is claimed until the dataset is
  * destroyed. No claim is left after either. Before, the index, the
  * served names and the maps were made unclaimed (at 200 KiB too). */
@@ -571,7 +582,7 @@ static void test_join_claims_name_the_file(void **state)
 	char *paths[] = { f->path[0], wide };
 	struct rfs_dataset_join join = { RFS_VARJOIN_OUTER, NULL };
 	struct rfs_dataset *d = NULL;
-	struct rfs_memlimit l = { .bytes = 200 << 10 };
+	struct rfs_memlimit l = { .bytes = 360 << 10 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
 	rfs_memlimit_set_claims(&l);
 	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
@@ -628,10 +639,10 @@ static void write_many_categories(const char *path, const char *prefix,
 }
 
 /* An obs column united over files claims the tables uniting their
- * categories (memlimit.c): two files of 4096 categories each read (160
- * KiB of names each) fit 400 KiB, and their union's tables (160 KiB
- * more) do not: refused, naming the second file and the column; made at
- * 1 MiB. No claim left after either. Before, the tables were made
+ * categories (memlimit.c): two files of 4096 categories each read (320
+ * KiB of names each, half of it in the child that reads them) fit 700
+ * KiB, and their union's tables (160 KiB more) do not: refused, naming
+ * the second file and the column; made at 1 MiB. No claim left after either. Before, the tables were made
  * unclaimed. */
 static void test_column_unite_claimed(void **state)
 {
@@ -642,7 +653,7 @@ static void test_column_unite_claimed(void **state)
 	write_many_categories(a, "a", 4096);
 	write_many_categories(b, "b", 4096);
 	char *paths[] = { a, b };
-	struct rfs_memlimit l = { .bytes = 400 << 10 };
+	struct rfs_memlimit l = { .bytes = 700 << 10 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
 	rfs_memlimit_set_claims(&l);
 	struct rfs_dataset *d;
