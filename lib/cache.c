@@ -193,6 +193,15 @@ void rfs_cache_resize(struct rfs_cache *c, size_t capacity)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void rfs_cache_drop(struct rfs_cache *c)
+{
+	struct rfs_cache_entry *victim;
+	pthread_mutex_lock(&c->lock);
+	while ((victim = next_victim(c)))
+		drop(c, victim);
+	pthread_mutex_unlock(&c->lock);
+}
+
 void rfs_cache_destroy(struct rfs_cache *c)
 {
 	if (!c)

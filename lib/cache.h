@@ -59,6 +59,9 @@ int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep);
  * given back by what reserved it), evicting unused entries to fit. */
 void rfs_cache_resize(struct rfs_cache *c, size_t capacity);
 
+/* Evicts every entry nobody holds. */
+void rfs_cache_drop(struct rfs_cache *c);
+
 /* All entries must have been put back. Accepts NULL. */
 void rfs_cache_destroy(struct rfs_cache *c);
 

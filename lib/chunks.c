@@ -166,6 +166,11 @@ void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity)
 	rfs_cache_resize(cc->cache, capacity - cc->reserved);
 }
 
+void rfs_chunks_drop(struct rfs_chunk_cache *cc)
+{
+	rfs_cache_drop(cc->cache);
+}
+
 void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 {
 	if (!cc)

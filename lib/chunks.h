@@ -72,6 +72,9 @@ int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes,
  * is left evicted. Not thread-safe: call at mount time, before reads. */
 void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity);
 
+/* Evicts every decoded chunk nobody holds. */
+void rfs_chunks_drop(struct rfs_chunk_cache *cc);
+
 /* Frees the cache and every registered dataset. Accepts NULL. */
 void rfs_chunks_destroy(struct rfs_chunk_cache *cc);
 

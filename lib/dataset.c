@@ -362,6 +362,11 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 		rfs_deadline_end();
 		if (rc != 0)
 			goto fail;
+		/* The chunks its fingerprint decoded (its first and last
+		 * rows'): kept, they would sit beside what the files and
+		 * columns read next claim, and a default cache_mb is not set
+		 * aside for those (view.c); served, they decode again. */
+		rfs_chunks_drop(d->chunks);
 		d->nfiles++;
 		const struct rfs_source_info *info =
 			rfs_source_info(d->files[i]);

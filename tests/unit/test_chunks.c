@@ -365,6 +365,16 @@ static void test_limit_gives_back(void **state)
 		for (int k = 0; k < 7; k++)
 			assert_int_equal(got[r][k], value(r, k));
 	assert_true(l.calls > 9);
+	/* Dropped: every chunk decodes again. */
+	int calls = l.calls;
+	rfs_chunks_drop(cc);
+	assert_int_equal(rfs_chunks_read(cc, id, 8, 2, got), 0);
+	assert_int_equal(l.calls, calls + 3);
+	assert_int_equal(rfs_chunks_read(cc, id, 8, 2, got), 0);
+	assert_int_equal(l.calls, calls + 3);
+	rfs_chunks_drop(cc);
+	assert_int_equal(rfs_chunks_read(cc, id, 8, 2, got), 0);
+	assert_int_equal(l.calls, calls + 6);
 	/* All 100 free again, its eighth kept. */
 	assert_int_equal(rfs_chunks_reserve(cc, 88, give_back, &h[0]), 0);
 	assert_int_equal(rfs_chunks_reserve(cc, 1, give_back, &h[0]), -ENOSPC);
