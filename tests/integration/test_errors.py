@@ -535,6 +535,11 @@ def test_claims_add_up_over_files(cgroups, tmp_path):
             f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
             "before it and cache_mb=112 with the daemon's own 32 MiB; give "
             "cache_mb=96 or less") in err, err
+    if os.environ.get("RANKFS_SANITIZED"):
+        # ASan's quarantine and shadow memory, beside what the claims
+        # count, outgrow the group before they fail: checked in the plain
+        # pass.
+        return
     os.rmdir(tmp_path / "mnt")
     err = refused_at_once(tmp_path, paths, "batch_size=8,label=lab", group)
     assert (f"{paths[2]}: column 'lab': its rows appended to the files "

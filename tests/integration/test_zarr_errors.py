@@ -795,6 +795,11 @@ def test_claims_add_up_over_stores(cgroups, tmp_path):
             f"cgroup ({group.files[0]}) leaves beside the 64 MiB claimed "
             "before it and cache_mb=112 with the daemon's own 32 MiB; give "
             "cache_mb=96 or less") in err, err
+    if os.environ.get("RANKFS_SANITIZED"):
+        # ASan's quarantine and shadow memory, beside what the claims
+        # count, outgrow the group before they fail: checked in the plain
+        # pass.
+        return
     t = time.monotonic()
     err = mount_error(tmp_path, stores, "batch_size=8,label=lab",
                       preexec=group.join)
