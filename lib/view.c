@@ -417,7 +417,13 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 				      v->out_dtype, v->stats, &v->batch);
 	if (rc != 0)
 		goto oom;
-	rc = settle_cache(v, cache_given, &limit, err, errlen);
+	/* Its claim the last of the mount's, before cache_mb settles: a
+	 * default's leaves no room for claims after it. */
+	rc = rfs_view_json_var_names(v->dataset, &v->var_names_txt,
+				     &v->var_names_txt_len,
+				     &v->var_names_claimed, err, errlen);
+	if (rc == 0)
+		rc = settle_cache(v, cache_given, &limit, err, errlen);
 	if (rc != 0)
 		goto fail;
 	rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
@@ -463,11 +469,6 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					   &v->dataset_json_len);
 	if (rc != 0)
 		goto oom;
-	rc = rfs_view_json_var_names(v->dataset, &v->var_names_txt,
-				     &v->var_names_txt_len,
-				     &v->var_names_claimed, err, errlen);
-	if (rc != 0)
-		goto fail;
 	*out = v;
 	return 0;
 oom:
