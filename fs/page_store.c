@@ -175,6 +175,15 @@ void rfs_page_store_fail(struct rfs_page_store *s, uint64_t ino, int error)
 	pthread_mutex_unlock(&s->lock);
 }
 
+unsigned rfs_page_store_count(struct rfs_page_store *s, uint64_t ino)
+{
+	pthread_mutex_lock(&s->lock);
+	struct open_inode *f = *find(s, ino);
+	unsigned opens = f ? f->opens : 0;
+	pthread_mutex_unlock(&s->lock);
+	return opens;
+}
+
 int rfs_page_store_close(struct rfs_page_store *s, uint64_t ino,
 			 void (*at_last)(void *ctx), void *ctx)
 {

@@ -65,6 +65,10 @@ int rfs_page_store_fill(struct rfs_page_store *s, uint64_t ino,
  * would reach the daemon and fail again. Thread-safe. */
 void rfs_page_store_fail(struct rfs_page_store *s, uint64_t ino, int error);
 
+/* The opens of ino counted now, waiting ones included (tests).
+ * Thread-safe. */
+unsigned rfs_page_store_count(struct rfs_page_store *s, uint64_t ino);
+
 /* One counted open of ino less: a release, or an open whose answer was
  * not delivered. When it was the last (or ino was not counted), queues
  * the drop of ino's pages and calls at_last(ctx) if given and no other

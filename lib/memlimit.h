@@ -78,7 +78,10 @@ int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
 /* As rfs_memlimit_claim(), for a claim the mount can do without (it
  * reads the array another way when refused): it must fit beside the whole
  * cache_mb rfs_memlimit_reserve() set aside, even one not given, so that
- * it never makes a default cache_mb smaller. */
+ * a default cache_mb does not yield to it alone. Accepted, it is held
+ * like any claim and counts among those a default settles against:
+ * claims made after it can lower the default, or fail a mount that
+ * could have done without it (it is not given back then). */
 int rfs_memlimit_claim_spare(const char *file, const char *what, uint64_t count,
 			     uint64_t each, uint64_t *claimed, char *err,
 			     size_t errlen);

@@ -129,7 +129,7 @@ static uint64_t chunk_address_base(hid_t file)
  * for the mount: an unfiltered grid of one-byte chunks, allocated early,
  * is a file of n bytes, none written, and a table of 24 n. A table over
  * the limit is no error: the array is read through HDF5 instead; so it is
- * a spare claim, which a default cache_mb does not yield to. */
+ * a spare claim, which a default cache_mb does not yield to alone. */
 static int claim_locations(const struct hdf5_source *s, const struct array *a,
 			   uint64_t n, uint64_t *claimed)
 {

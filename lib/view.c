@@ -333,6 +333,16 @@ static int settle_cache(struct rfs_view *v, int given,
 	return 0;
 }
 
+/* cache_mb's shares before the planner's is known, and the buffer pool
+ * held to its share. */
+static int split_cache(struct rfs_view *v)
+{
+	int rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
+	if (rc == 0)
+		rfs_bigbuf_limit(v->budget.pool);
+	return rc;
+}
+
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen)
@@ -355,10 +365,9 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	/* Every share of cache_mb comes from one split (budget.c); the
 	 * planner's is known once it is limited, and a default's size once
 	 * the claims are, below. */
-	rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
+	rc = split_cache(v);
 	if (rc != 0)
 		goto fail_cache_mb;
-	rfs_bigbuf_limit(v->budget.pool);
 	struct rfs_dataset_join join;
 	rc = absolute_log_file(&v->config);
 	if (rc != 0) {
@@ -426,11 +435,10 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		rc = settle_cache(v, cache_given, &limit, err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
+	rc = split_cache(v);
 	if (rc != 0)
 		goto fail_cache_mb;
 	/* What the open was handed from the default's split follows. */
-	rfs_bigbuf_limit(v->budget.pool);
 	rfs_dataset_limit_chunks(v->dataset, v->budget.chunks);
 	/* The planner's row ids come out of the batches' half, and may
 	 * take half of it: fewer windows are built at once if need be. */

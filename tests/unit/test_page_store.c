@@ -204,7 +204,12 @@ static void test_opens_waiting_for_a_failed_fill_fail_with_it(void **state)
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, open_seven, &o[i]),
 				 0);
-	usleep(100 * 1000);
+	/* Both counted and waiting before the fill fails (one counted
+	 * after it would be a first open). */
+	for (int tries = 0; rfs_page_store_count(s, 7) < 3; tries++) {
+		assert_true(tries < 10000);
+		usleep(1000);
+	}
 	rfs_page_store_fail(s, 7, -EIO);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(pthread_join(t[i], NULL), 0);
