@@ -115,17 +115,19 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	} else {
 		l->dropped++;
 	}
-	pthread_mutex_unlock(&l->lock);
 	if (!show) {
+		pthread_mutex_unlock(&l->lock);
 		free(line);
 		return;
 	}
+	/* Written under the limit's lock: a caller whose repeat is dropped
+	 * returns (and its reader is told EIO) only once the line that
+	 * stands for it is in the log. */
 	char suffix[96] = "";
 	if (dropped)
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
 	rfs_log("%s%s", line, suffix);
-	pthread_mutex_lock(&l->lock);
 	free(l->last);
 	l->last = line;
 	pthread_mutex_unlock(&l->lock);

@@ -1,12 +1,16 @@
 /* log.c: lines with a timestamp and "rankfs: ", and the limit on lines
  * that repeat (one per cause a minute, then counted). */
+#include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -185,6 +189,69 @@ static void test_destroy_counts_what_was_not_logged(void **state)
 	free(text);
 }
 
+struct repeater {
+	struct rfs_log_limit *limit;
+	atomic_int returned;
+};
+
+static void *log_repeat(void *arg)
+{
+	struct repeater *r = arg;
+	rfs_log_limited_by(r->limit, "changed", "rows refused");
+	atomic_store(&r->returned, 1);
+	return NULL;
+}
+
+/* A repeat dropped by the limit returns only once the line shown for its
+ * cause is written: the caller's reader is told EIO next, and the log
+ * must already say why. The log is a full pipe, so the line's write
+ * blocks until the test reads: until then neither caller may return.
+ * Runs last: the log is the pipe from here on. */
+static void test_dropped_repeat_waits_for_the_line(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
+	static char filler[4096];
+	memset(filler, 'x', sizeof(filler));
+	while (write(p[1], filler, sizeof(filler)) > 0)
+		;
+	assert_int_equal(fcntl(p[1], F_SETFL, 0), 0);
+	assert_int_equal(rfs_log_set_fd(p[1]), 0);
+
+	struct rfs_log_limit l;
+	rfs_log_limit_init(&l);
+	struct repeater a = { .limit = &l }, b = { .limit = &l };
+	pthread_t ta, tb;
+	assert_int_equal(pthread_create(&ta, NULL, log_repeat, &a), 0);
+	assert_int_equal(pthread_create(&tb, NULL, log_repeat, &b), 0);
+	nanosleep(&(struct timespec){ .tv_nsec = 300 * 1000 * 1000 }, NULL);
+	int returned_early =
+		atomic_load(&a.returned) + atomic_load(&b.returned);
+
+	/* Drained (also when one returned early: a write left blocked would
+	 * hang the exit): the line reaches the pipe, and both return. */
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	static char seen[1 << 20];
+	size_t got = 0;
+	while (!atomic_load(&a.returned) || !atomic_load(&b.returned)) {
+		ssize_t n = read(p[0], seen + got, sizeof(seen) - 1 - got);
+		if (n > 0)
+			got += (size_t)n;
+	}
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	ssize_t n;
+	while ((n = read(p[0], seen + got, sizeof(seen) - 1 - got)) > 0)
+		got += (size_t)n;
+	seen[got] = '\0';
+	assert_int_equal(returned_early, 0);
+	assert_int_equal(count(seen, "rows refused\n"), 1);
+	rfs_log_limit_destroy(&l);
+	close(p[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_limited_by_cause),
 		cmocka_unit_test(test_limits_are_separate),
 		cmocka_unit_test(test_destroy_counts_what_was_not_logged),
+		cmocka_unit_test(test_dropped_repeat_waits_for_the_line),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
