@@ -85,9 +85,30 @@ def check_view_id(mount: MountLike) -> None:
         agree_across_ranks(mount, None, None, _gather)
 
 
+# (default group, gloo group of all its ranks), made at the first gather.
+_side_group: Optional[Tuple[Any, Any]] = None
+
+
+def _gather_group() -> Any:
+    """The group the view_ids are gathered over: the default one if it is
+    gloo, else a gloo group of every rank, made once per default group.
+    On NCCL, all_gather_object stages each rank's object on
+    torch.cuda.current_device(), GPU 0 in every process that has not
+    called torch.cuda.set_device: the ranks then share one GPU, which
+    NCCL refuses or hangs on. A collective (new_group): every rank is
+    here, as in the gather."""
+    global _side_group
+    world = dist.group.WORLD
+    if dist.get_backend() == dist.Backend.GLOO:
+        return world
+    if _side_group is None or _side_group[0] is not world:
+        _side_group = (world, dist.new_group(backend=dist.Backend.GLOO))
+    return _side_group[1]
+
+
 def _gather(mine: tuple) -> List[tuple]:
     got: List[tuple] = [()] * dist.get_world_size()
-    dist.all_gather_object(got, mine)
+    dist.all_gather_object(got, mine, group=_gather_group())
     return got
 
 

@@ -537,9 +537,11 @@ def test_a_read_error_names_the_file(mounts, source, tmp_path):
 
 # torch.distributed: gloo ranks on 127.0.0.1, one process each.
 
-def _gloo_rank(rank, world, port, paths, out):
+def _gloo_rank(rank, world, port, paths, out, as_nccl=False):
     """Runs in a spawned process: joins the group, makes a loader for its
-    mount and writes what happened to out/rankR.json."""
+    mount and writes what happened to out/rankR.json. as_nccl: the group
+    says its backend is NCCL, two loaders are made, and the groups the
+    view_ids were gathered over are reported."""
     import torch.distributed as dist
     os.environ.pop("RANK", None)
     os.environ.pop("WORLD_SIZE", None)
@@ -548,8 +550,21 @@ def _gloo_rank(rank, world, port, paths, out):
         dist.init_process_group(
             "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
             world_size=world, timeout=datetime.timedelta(seconds=60))
+        groups = []
+        if as_nccl:
+            dist.get_backend = lambda group=None: dist.Backend.NCCL
+            gather = dist.all_gather_object
+            dist.all_gather_object = lambda got, mine, group=None: (
+                groups.append(group), gather(got, mine, group=group))[1]
         m = rankfs.Mount(paths[rank])
-        loader = rankfs.torch.loader(m, 1, labels=True, threads=2)
+        for _ in range(2 if as_nccl else 1):
+            loader = rankfs.torch.loader(m, 1, labels=True, threads=2)
+        if as_nccl:
+            result["groups"] = [
+                "default" if g is None or g is dist.group.WORLD else
+                f"{g.size()} ranks, {type(g).__name__}, "
+                f"{'same' if g is groups[0] else 'another'}"
+                for g in groups]
         result["rank"] = loader.rank
         same = [x.numpy().tobytes() ==
                 np.load(m.batch_path(1, rank, k)).tobytes()
@@ -564,13 +579,14 @@ def _gloo_rank(rank, world, port, paths, out):
     os._exit(0)  # no torch 1.13 exit-time destructors (see the example)
 
 
-def run_gloo(paths, world, tmp_path):
+def run_gloo(paths, world, tmp_path, as_nccl=False):
     import socket
     import torch.multiprocessing as tmp
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ctx = tmp.spawn(_gloo_rank, args=(world, port, paths, str(tmp_path)),
+    ctx = tmp.spawn(_gloo_rank,
+                    args=(world, port, paths, str(tmp_path), as_nccl),
                     nprocs=world, join=False)
     deadline = time.monotonic() + 120
     while not ctx.join(timeout=1):
@@ -590,6 +606,19 @@ def test_rank_from_torch_distributed(mounted, tmp_path):
     results = run_gloo([m.path, m.path], 2, tmp_path)
     assert results == [{"rank": 0, "same": True, "batches": True},
                        {"rank": 1, "same": True, "batches": True}]
+
+
+def test_view_ids_gathered_over_gloo_beside_nccl(mounted, tmp_path):
+    """On an NCCL group the view_ids go through a gloo group of every
+    rank, made once: NCCL would stage them on GPU 0 of every process
+    that has not called torch.cuda.set_device. The gloo group stands in
+    for NCCL here (no GPUs), saying its backend is NCCL."""
+    m, _ = mounted
+    results = run_gloo([m.path, m.path], 2, tmp_path, as_nccl=True)
+    side = ["2 ranks, ProcessGroupGloo, same"] * 2
+    assert results == [
+        {"groups": side, "rank": 0, "same": True, "batches": True},
+        {"groups": side, "rank": 1, "same": True, "batches": True}]
 
 
 def test_world_size_of_the_process_group_must_match(mounted, tmp_path):
