@@ -826,9 +826,15 @@ def check_case(case, sources, run, mounts):
             assert len(seqs[e][0]) == W * M
     # S_e differs between epochs (PRODUCT.md 4.5), where there is room.
     T_a, T_b = seqs[e_a][0], seqs[e_b][0]
-    room = len(K) >= 8 and (case.strategy != "block_shuffle" or
-                            -(-len(K) // case.bs) >= 8 or
-                            case.ff * B >= 8)
+    # Room: 8 or more rows to draw from and 8 draws served, so that two
+    # orders are equal by chance about once in 8! (or (sum p^2)^8 where
+    # the draws are weighted): a total_size of 2, or one row of weight,
+    # serves the same epochs whatever the seed.
+    served = sum(min(n, M) for n in lens) if case.partition == "file" \
+        else min(lens, W * M)
+    room = len(drawable_rows(case, keep)) >= 8 and served >= 8 and (
+        case.strategy != "block_shuffle" or -(-len(K) // case.bs) >= 8 or
+        case.ff * B >= 8)
     if case.strategy == "streaming":
         np.testing.assert_array_equal(T_a, T_b)
     elif room:
