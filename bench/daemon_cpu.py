@@ -34,6 +34,10 @@ commits, build the older one in a git worktree:
     git worktree add /tmp/old REV && (cd /tmp/old && scripts/build)
     bench/daemon_cpu.py --builds /tmp/old/build/rankfs,build/rankfs
 
+With --builds and --files N (and --csr), the source is a directory of N
+CSR .h5ad files sharing --rows (written on first use, under --dir), as
+sharded atlases come: a batch's rows then lie in many files.
+
 With --builds and --turns, every build is mounted at once and they take
 turns per epoch, as scripts/bench's contenders do (epochs of one build
 then lie seconds apart); each epoch's daemon CPU and time are printed.
@@ -142,6 +146,37 @@ def source(args, kind):
     return path
 
 
+def csr_files(args):
+    """A directory of args.files CSR .h5ad files of args.rows rows in all,
+    about 10 % of values stored, warm in the page cache."""
+    import h5py
+    import numpy as np
+    import scipy.sparse as sp
+    d = os.path.join(args.dir, f"csr-{args.rows}-in-{args.files}")
+    if not os.path.isdir(d):
+        os.makedirs(d + ".part", exist_ok=True)
+        rng = np.random.default_rng(0)
+        each = -(-args.rows // args.files)
+        for k in range(args.files):
+            n = min(each, args.rows - k * each)
+            x = sp.random(n, args.cols, density=0.1, format="csr",
+                          dtype=np.float32, random_state=rng)
+            with h5py.File(os.path.join(d + ".part", f"{k:06d}.h5ad"),
+                           "w") as f:
+                f.attrs["encoding-type"] = "anndata"
+                f.attrs["encoding-version"] = "0.1.0"
+                g = f.create_group("X")
+                g.attrs["encoding-type"] = "csr_matrix"
+                g.attrs["encoding-version"] = "0.1.0"
+                g.attrs["shape"] = np.array(x.shape)
+                g["data"], g["indices"], g["indptr"] = (x.data, x.indices,
+                                                        x.indptr)
+        os.rename(d + ".part", d)
+    for name in os.listdir(d):
+        run.warm(os.path.join(d, name))
+    return d
+
+
 def measure_rankfs(name, path, strategy, options, ext, epochs, work,
                    each=False):
     mnt = tempfile.mkdtemp(dir=work)
@@ -164,8 +199,11 @@ def csr(args):
 
 
 def compare(args):
-    path, ext = ((source(args, "csr"), ".npz") if args.csr else
-                 (source(args, "dense"), ".npy"))
+    if args.files:
+        path, ext = csr_files(args), ".npz"
+    else:
+        path, ext = ((source(args, "csr"), ".npz") if args.csr else
+                     (source(args, "dense"), ".npy"))
     strategy = args.strategies.split(",")[0]
     builds = args.builds.split(",")
     work = tempfile.mkdtemp(prefix="rankfs-cpu-")
@@ -226,6 +264,9 @@ def main():
                     help="comma-separated rankfs strategies to measure")
     ap.add_argument("--csr", action="store_true",
                     help="the CSR file's .npz batches instead")
+    ap.add_argument("--files", type=int, default=0,
+                    help="with --builds: a directory of this many CSR "
+                    "files instead")
     ap.add_argument("--builds", metavar="BIN,BIN",
                     help="compare these rankfs binaries, in turn")
     ap.add_argument("--rounds", type=int, default=3,

@@ -561,10 +561,10 @@ size_t rfs_dataset_read_scratch(const struct rfs_dataset *d, uint64_t n,
 	if (!d->info.sparse) /* sorted rows, local ids, staging */
 		return most + n * (sizeof(struct rfs_wanted) + sizeof(int64_t) +
 				   d->staging_row_bytes);
-	/* local, slots, the joined rfs_csr, and joined, a row sorted in
-	 * scratch of its own */
+	/* sorted rows, local ids, the joined rfs_csr, and joined, a row
+	 * sorted in scratch of its own */
 	size_t elem = rfs_dtype_size(d->info.dtype);
-	return most + n * (sizeof(int64_t) + sizeof(size_t)) +
+	return most + n * (sizeof(struct rfs_wanted) + sizeof(int64_t)) +
 	       (n + 1) * sizeof(uint64_t) + nnz * (elem + sizeof(int64_t)) +
 	       (d->var.join ? rfs_varjoin_row_scratch(d->var.widest, elem) : 0);
 }
@@ -597,11 +597,12 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	if (d->direct)
 		return rfs_source_read_csr(d->files[0], rows, n, values, out);
 
-	/* Each file's rows in one fetch, then every row to its slot
-	 * (joined: remapped onto the served columns first). */
+	/* Sorted, each file's rows are one stretch: read it as one fetch,
+	 * then every row to its slot (joined: remapped onto the served
+	 * columns first). */
 	size_t elem = rfs_dtype_size(rfs_dataset_info(d)->dtype);
+	struct rfs_wanted *w = rfs_rowsort(rows, n);
 	int64_t *local = malloc((n ? n : 1) * sizeof(*local));
-	size_t *slots = malloc((n ? n : 1) * sizeof(*slots));
 	/* A row is sorted in scratch: room for the fullest stored row. */
 	void *scratch =
 		d->var.join ?
@@ -610,7 +611,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	int rc = -ENOMEM;
 	*out = (struct rfs_csr){ .rows = n };
 	out->start = calloc(n + 1, sizeof(*out->start));
-	if (!local || !slots || !out->start || (d->var.join && !scratch))
+	if (!w || !local || !out->start || (d->var.join && !scratch))
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		out->start[i + 1] = out->start[i] +
@@ -620,24 +621,25 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	if (!out->values || rfs_source_csr_alloc_cols(out) != 0)
 		goto out;
 	rc = 0;
-	for (size_t f = 0; f < d->nfiles && rc == 0; f++) {
-		size_t m = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (file_of(d, (uint64_t)rows[i]) != f)
-				continue;
-			local[m] = rows[i] - (int64_t)d->starts[f];
-			slots[m++] = i;
+	size_t i = 0;
+	for (size_t f = 0; f < d->nfiles && i < n && rc == 0; f++) {
+		size_t j = i;
+		while (j < n && w[j].row < d->starts[f + 1]) {
+			local[j - i] = (int64_t)(w[j].row - d->starts[f]);
+			j++;
 		}
-		if (m == 0)
+		if (j == i)
 			continue;
 		struct rfs_csr part = { 0 };
-		rc = rfs_source_read_csr(d->files[f], local, m, NULL, &part);
+		rc = rfs_source_read_csr(d->files[f], local, j - i, NULL,
+					 &part);
 		int remap = d->var.join &&
 			    !rfs_varjoin_identity(d->var.join, f);
-		for (size_t k = 0; k < m && rc == 0; k++) {
+		for (size_t k = 0; k < j - i && rc == 0; k++) {
+			size_t slot = w[i + k].slot;
 			uint64_t len = part.start[k + 1] - part.start[k];
-			uint64_t to = out->start[slots[k]];
-			uint64_t counted = out->start[slots[k] + 1] - to;
+			uint64_t to = out->start[slot];
+			uint64_t counted = out->start[slot + 1] - to;
 			if (remap)
 				len = rfs_varjoin_remap_row(
 					d->var.join, f,
@@ -663,12 +665,13 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			       len * sizeof(int64_t));
 		}
 		rfs_source_csr_free(&part); /* zeroed on a failed read */
+		i = j;
 	}
 out:
 	if (rc != 0)
 		rfs_source_csr_free(out);
+	free(w);
 	free(local);
-	free(slots);
 	free(scratch);
 	return rc;
 }
