@@ -66,17 +66,21 @@ static uint64_t resident_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* HDF5 (and the zarr backend) take "X", "/X/" and "//X" for "/X": the
- * one spelling, so that checks by name (var names of "/X") and view_id
- * see one path. */
+/* HDF5 (and the zarr backend) take "X", "/X/" and "//X" for "/X", and
+ * HDF5 "/./X" and "X/." too: the one spelling, so that checks by name
+ * (var names of "/X") and view_id see one path. */
 static char *canonical_path(const char *p)
 {
 	char *out = malloc(strlen(p) + 2), *o = out;
 	if (!out)
 		return NULL;
-	for (*o++ = '/'; *p; p++)
+	for (*o++ = '/'; *p; p++) {
+		/* A "." segment names the group it is in. */
+		if (*p == '.' && o[-1] == '/' && (p[1] == '/' || !p[1]))
+			continue;
 		if (*p != '/' || o[-1] != '/')
 			*o++ = *p;
+	}
 	if (o - out > 1 && o[-1] == '/')
 		o--;
 	*o = '\0';
