@@ -111,6 +111,38 @@ static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* A column given as a path (label=/obs/c, weights=, filter=/obs/c:V) in
+ * its one spelling, as the matrix's: "//obs/c/" is "/obs/c", so that
+ * view_id and config.json see one path. An obs column name stays. */
+static int canonical_column(char **text, int filter)
+{
+	if (!*text || (*text)[0] != '/')
+		return 0;
+	char *colon = filter ? strchr(*text, ':') : NULL;
+	char *path = colon ? strndup(*text, (size_t)(colon - *text)) :
+			     strdup(*text);
+	char *canon = path ? canonical_path(path) : NULL, *out = NULL;
+	free(path);
+	if (!canon || asprintf(&out, "%s%s", canon, colon ? colon : "") < 0) {
+		free(canon);
+		return -ENOMEM;
+	}
+	free(canon);
+	free(*text);
+	*text = out;
+	return 0;
+}
+
+static int resolve_columns(struct rfs_config *c)
+{
+	int rc = canonical_column(&c->label, 0);
+	if (rc == 0)
+		rc = canonical_column(&c->weights, 0);
+	for (size_t i = 0; i < c->filter.count && rc == 0; i++)
+		rc = canonical_column(&c->filter.items[i], 1);
+	return rc;
+}
+
 /* Why the planner found no batch for some rank, in the user's terms. */
 static void explain_too_few(const struct rfs_view *v, char *const *sources,
 			    size_t nsources, char *err, size_t errlen)
@@ -357,6 +389,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto oom;
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
+	if (rc == 0)
+		rc = resolve_columns(&v->config);
 	if (rc == -ENOMEM)
 		goto oom;
 	if (rc != 0)
