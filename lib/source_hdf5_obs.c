@@ -465,6 +465,18 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		goto out;
 	}
 	int64_t n = codes >= 0 ? rfs_hdf5_length_1d(codes) : -1;
+	if (n < 0 && codes >= 0) {
+		/* Not 1-D: its dimensions, not a length of -1. */
+		hid_t space = H5Dget_space(codes);
+		int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+		if (space >= 0)
+			H5Sclose(space);
+		snprintf(err, errlen,
+			 "%s: %s has %d dimensions (a column needs one value "
+			 "per row, 1-D)",
+			 s->path, what, nd);
+		goto out;
+	}
 	if (n != (int64_t)s->base.info.rows) {
 		snprintf(err, errlen,
 			 "%s: %s has %lld rows, the data %llu (a column needs "

@@ -45,7 +45,8 @@ def files(tmp_path_factory):
     # uint64 columns: 2^63 + 1 is no int64 (HDF5 would clamp it).
     big = np.array([2**63 + 1, 7] * (N // 2), dtype=np.uint64)
     f["u64"] = write_h5(str(d / "u64.h5"), {
-        "x": rng.random((N, 4), dtype=np.float32), "big": big})
+        "x": rng.random((N, 4), dtype=np.float32), "big": big,
+        "pairs": rng.random((N, 2))})
     f["few"] = write_h5(str(d / "few.h5"), {
         "x": np.zeros((10, 4), dtype=np.float32)})
     f["long"] = write_h5(str(d / "long.h5"), {
@@ -193,6 +194,8 @@ CASES = [
     ("uint64 weights over 2^63 - 1", "u64",
      "dataset=/x,strategy=weighted,weights=/big",
      ["u64.h5", "/big", "uint64 values over 2^63 - 1"]),
+    ("2-D label", "u64", "dataset=/x,label=/pairs",
+     ["label=/pairs", "u64.h5", "/pairs has 2 dimensions", "1-D"]),
     ("label column missing", "h5ad", "label=nope",
      ["label=nope", "ok.h5ad", "'nope' not found"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
