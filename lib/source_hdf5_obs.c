@@ -427,7 +427,9 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			goto out;
 		}
 	} else if (info.type == H5O_TYPE_DATASET) {
-		codes = H5Dopen2(s->file, path, H5P_DEFAULT);
+		/* The matrix's own access properties: HDF5 opens a dataset
+		 * that is open (dataset=/lab,label=/lab) with no others. */
+		codes = H5Dopen2(s->file, path, s->dapl);
 		/* Integers with a "categories" reference: anndata 0.7. */
 		hid_t type = codes >= 0 ? H5Dget_type(codes) : -1;
 		if (type >= 0 && H5Tget_class(type) == H5T_INTEGER)

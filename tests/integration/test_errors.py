@@ -275,6 +275,24 @@ def test_mount_errors(files, tmp_path, case, foreground):
             raise AssertionError("a failed mount was left behind")
 
 
+def test_the_served_dataset_is_also_a_column(mounts, tmp_path):
+    """dataset=/lab,label=/lab: a 1-D dataset is a column as well as the
+    rows, but HDF5 refuses to open a dataset again with other access
+    properties than it is open with (the external file prefix), so the
+    mount failed saying /lab had -1 rows."""
+    lab = np.arange(60) % 4
+    path = write_h5(str(tmp_path / "lab.h5"), {"lab": lab})
+    for option in ("label=/lab", "filter=/lab:1|2",
+                   "strategy=weighted,weights=/lab"):
+        m = mounts(path, "dataset=/lab,batch_size=5," + option)
+        index = m.load("index", 0, 0, 1)
+        np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                      lab[index])
+        if option.startswith("label"):
+            np.testing.assert_array_equal(m.load("label", 0, 0, 1),
+                                          lab[index])
+
+
 @pytest.mark.parametrize("args,words", [
     (["--bogus"], ["'--bogus'", "-o OPTION", "--log-file=PATH"]),
     (["--log-file"], ["'--log-file'", "--log-file=PATH"]),
