@@ -427,7 +427,9 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			goto out;
 		}
 	} else if (info.type == H5O_TYPE_DATASET) {
-		codes = H5Dopen2(s->file, path, H5P_DEFAULT);
+		/* The matrix's own access properties: HDF5 opens a dataset
+		 * that is open (dataset=/lab,label=/lab) with no others. */
+		codes = H5Dopen2(s->file, path, s->dapl);
 		/* Integers with a "categories" reference: anndata 0.7. */
 		hid_t type = codes >= 0 ? H5Dget_type(codes) : -1;
 		if (type >= 0 && H5Tget_class(type) == H5T_INTEGER)
@@ -465,6 +467,18 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		goto out;
 	}
 	int64_t n = codes >= 0 ? rfs_hdf5_length_1d(codes) : -1;
+	if (n < 0 && codes >= 0) {
+		/* Not 1-D: its dimensions, not a length of -1. */
+		hid_t space = H5Dget_space(codes);
+		int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+		if (space >= 0)
+			H5Sclose(space);
+		snprintf(err, errlen,
+			 "%s: %s has %d dimensions (a column needs one value "
+			 "per row, 1-D)",
+			 s->path, what, nd);
+		goto out;
+	}
 	if (n != (int64_t)s->base.info.rows) {
 		snprintf(err, errlen,
 			 "%s: %s has %lld rows, the data %llu (a column needs "

@@ -288,7 +288,13 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	} else if (kind == 1) {
 		struct rfs_zarr_array a;
 		rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
-		if (rc == 0 && (a.m.ndims != 1 || a.m.shape[0] != n)) {
+		if (rc == 0 && a.m.ndims != 1) {
+			snprintf(err, errlen,
+				 "%s: %s has %d dimensions (a column needs "
+				 "one value per row, 1-D)",
+				 s->path, what, a.m.ndims);
+			rc = -EINVAL;
+		} else if (rc == 0 && a.m.shape[0] != n) {
 			snprintf(err, errlen,
 				 "%s: %s has %llu rows, the data %llu (a "
 				 "column needs one value per row, 1-D)",

@@ -66,17 +66,21 @@ static uint64_t resident_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* HDF5 (and the zarr backend) take "X", "/X/" and "//X" for "/X": the
- * one spelling, so that checks by name (var names of "/X") and view_id
- * see one path. */
+/* HDF5 (and the zarr backend) take "X", "/X/" and "//X" for "/X", and
+ * HDF5 "/./X" and "X/." too: the one spelling, so that checks by name
+ * (var names of "/X") and view_id see one path. */
 static char *canonical_path(const char *p)
 {
 	char *out = malloc(strlen(p) + 2), *o = out;
 	if (!out)
 		return NULL;
-	for (*o++ = '/'; *p; p++)
+	for (*o++ = '/'; *p; p++) {
+		/* A "." segment names the group it is in. */
+		if (*p == '.' && o[-1] == '/' && (p[1] == '/' || !p[1]))
+			continue;
 		if (*p != '/' || o[-1] != '/')
 			*o++ = *p;
+	}
 	if (o - out > 1 && o[-1] == '/')
 		o--;
 	*o = '\0';
@@ -105,6 +109,38 @@ static int resolve_matrix(struct rfs_config *c, char *err, size_t errlen)
 		c->dataset = path;
 	}
 	return 0;
+}
+
+/* A column given as a path (label=/obs/c, weights=, filter=/obs/c:V) in
+ * its one spelling, as the matrix's: "//obs/c/" is "/obs/c", so that
+ * view_id and config.json see one path. An obs column name stays. */
+static int canonical_column(char **text, int filter)
+{
+	if (!*text || (*text)[0] != '/')
+		return 0;
+	char *colon = filter ? strchr(*text, ':') : NULL;
+	char *path = colon ? strndup(*text, (size_t)(colon - *text)) :
+			     strdup(*text);
+	char *canon = path ? canonical_path(path) : NULL, *out = NULL;
+	free(path);
+	if (!canon || asprintf(&out, "%s%s", canon, colon ? colon : "") < 0) {
+		free(canon);
+		return -ENOMEM;
+	}
+	free(canon);
+	free(*text);
+	*text = out;
+	return 0;
+}
+
+static int resolve_columns(struct rfs_config *c)
+{
+	int rc = canonical_column(&c->label, 0);
+	if (rc == 0)
+		rc = canonical_column(&c->weights, 0);
+	for (size_t i = 0; i < c->filter.count && rc == 0; i++)
+		rc = canonical_column(&c->filter.items[i], 1);
+	return rc;
 }
 
 /* Why the planner found no batch for some rank, in the user's terms. */
@@ -353,6 +389,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto oom;
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
+	if (rc == 0)
+		rc = resolve_columns(&v->config);
 	if (rc == -ENOMEM)
 		goto oom;
 	if (rc != 0)

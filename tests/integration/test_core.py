@@ -223,6 +223,27 @@ def test_view_id_covers_the_obs_columns_read(mounts, tmp_path):
         assert ids[0] != ids[1], options
 
 
+def test_column_path_spellings_are_one_view(mounts, tmp_path):
+    """label=, weights= and filter= given as dataset paths are read as
+    HDF5 reads them, so //meta//lab/ and /./meta/lab are /meta/lab: they
+    served the same files under another view_id, and config.json showed
+    the spelling given."""
+    k = np.arange(90) % 3
+    path = write_h5(str(tmp_path / "c.h5"), {
+        "x": np.arange(180, dtype=np.float32).reshape(90, 2),
+        "meta/lab": k, "meta/w": (k + 1).astype(np.float64)})
+    o = "dataset=/x,batch_size=10,"
+    for key, option, given in (
+            ("label", "label=/meta/lab", "label=//meta//lab/"),
+            ("weights", "strategy=weighted,weights=/meta/w",
+             "strategy=weighted,weights=/./meta/w/."),
+            ("filter", "filter=/meta/lab:1", "filter=//meta/./lab/:1")):
+        want = mounts(path, o + option).json("config.json")
+        got = mounts(path, o + given).json("config.json")
+        assert got[key] == want[key], (given, got[key])
+        assert got["view_id"] == want["view_id"], given
+
+
 def options_of(config):
     """config.json as a -o string: what a user copies to mount again."""
     opts = []

@@ -45,7 +45,8 @@ def files(tmp_path_factory):
     # uint64 columns: 2^63 + 1 is no int64 (HDF5 would clamp it).
     big = np.array([2**63 + 1, 7] * (N // 2), dtype=np.uint64)
     f["u64"] = write_h5(str(d / "u64.h5"), {
-        "x": rng.random((N, 4), dtype=np.float32), "big": big})
+        "x": rng.random((N, 4), dtype=np.float32), "big": big,
+        "pairs": rng.random((N, 2))})
     f["few"] = write_h5(str(d / "few.h5"), {
         "x": np.zeros((10, 4), dtype=np.float32)})
     f["long"] = write_h5(str(d / "long.h5"), {
@@ -193,6 +194,8 @@ CASES = [
     ("uint64 weights over 2^63 - 1", "u64",
      "dataset=/x,strategy=weighted,weights=/big",
      ["u64.h5", "/big", "uint64 values over 2^63 - 1"]),
+    ("2-D label", "u64", "dataset=/x,label=/pairs",
+     ["label=/pairs", "u64.h5", "/pairs has 2 dimensions", "1-D"]),
     ("label column missing", "h5ad", "label=nope",
      ["label=nope", "ok.h5ad", "'nope' not found"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
@@ -270,6 +273,24 @@ def test_mount_errors(files, tmp_path, case, foreground):
             import subprocess
             subprocess.run(["fusermount3", "-u", str(mnt)])
             raise AssertionError("a failed mount was left behind")
+
+
+def test_the_served_dataset_is_also_a_column(mounts, tmp_path):
+    """dataset=/lab,label=/lab: a 1-D dataset is a column as well as the
+    rows, but HDF5 refuses to open a dataset again with other access
+    properties than it is open with (the external file prefix), so the
+    mount failed saying /lab had -1 rows."""
+    lab = np.arange(60) % 4
+    path = write_h5(str(tmp_path / "lab.h5"), {"lab": lab})
+    for option in ("label=/lab", "filter=/lab:1|2",
+                   "strategy=weighted,weights=/lab"):
+        m = mounts(path, "dataset=/lab,batch_size=5," + option)
+        index = m.load("index", 0, 0, 1)
+        np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
+                                      lab[index])
+        if option.startswith("label"):
+            np.testing.assert_array_equal(m.load("label", 0, 0, 1),
+                                          lab[index])
 
 
 @pytest.mark.parametrize("args,words", [

@@ -195,12 +195,13 @@ def refused(data, tmp_path, options, sources=None):
     return r.stderr
 
 
-@pytest.mark.parametrize("spelling", ["X", "/X/", "//X"])
-def test_dataset_spellings_are_one_path(data, rankfs_cat, spelling):
-    """dataset=X, /X/ and //X name /X (HDF5 takes them all): they were
-    not recognised as X, whose var names are read, so files whose genes
-    differ were joined unchecked or refused as having none, and the view
-    had another id."""
+@pytest.mark.parametrize("spelling", ["X", "/X/", "//X", "/./X", "X/.",
+                                      "/./X/./"])
+def test_dataset_spellings_are_one_path(data, mounts, rankfs_cat, spelling):
+    """dataset=X, /X/, //X, /./X and X/. name /X (HDF5 takes them all):
+    they were not recognised as X, whose var names are read, so files
+    whose genes differ were joined unchecked or refused as having none,
+    and the view had another id."""
     def config(options):
         r = rankfs_cat(data["dense"], options, "config.json")
         assert r.returncode == 0, r.stderr
@@ -212,6 +213,11 @@ def test_dataset_spellings_are_one_path(data, rankfs_cat, spelling):
                    "config.json")
     assert r.returncode != 0 and "dense1.h5ad" in r.stderr and \
         "var_join" in r.stderr, r.stderr
+    # A mount too: the same view, with its var names.
+    m = mounts(data["dense"],
+               f"batch_size=8,var_join=outer,dataset={spelling}")
+    assert m.json("config.json")["view_id"] == want["view_id"]
+    assert os.path.exists(m.path("var_names.txt"))
 
 
 def test_errors(data, tmp_path):

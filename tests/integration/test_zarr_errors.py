@@ -717,6 +717,16 @@ def test_uint64_obs_column_over_int64_is_refused(mounts, tmp_path, x, base):
     assert "u.zarr: obs column 'id' holds uint64 values over 2^63 - 1" in err
 
 
+def test_2d_obs_column_is_named_as_such(tmp_path, x):
+    """A 2-D obs array as a column: the mount said it had N rows, the
+    data N, as if its length were wrong; it is its dimensions."""
+    p = write_dense(tmp_path / "d.zarr", x)
+    zarr.open_group(p, mode="r+")["obs"].create_dataset(
+        "pair", data=np.zeros((N, 2)), compressor=BLOSC)
+    err = mount_error(tmp_path, p, "batch_size=40,label=pair")
+    assert "d.zarr: obs column 'pair' has 2 dimensions" in err, err
+
+
 def _categorical(codes, categories):
     return {"obs/ct/.zgroup": {"zarr_format": 2},
             "obs/ct/.zattrs": {"encoding-type": "categorical"},
