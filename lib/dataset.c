@@ -232,7 +232,17 @@ static int check_agree(const struct rfs_source_info *a,
 			 a->path, a->sparse ? "CSR" : "dense");
 		return -EINVAL;
 	}
-	/* Joined on var names, the widths may differ (dataset_var.c). */
+	/* Joined on var names, the widths may differ (dataset_var.c), not
+	 * the dtype: said alone, without the widths the join takes care of
+	 * (and its advice to join). */
+	if (join && a->dtype != b->dtype) {
+		snprintf(err, errlen,
+			 "%s: %s is %s, but %s's is %s (files must agree on "
+			 "the dtype, joined on var names or not)",
+			 b->path, b->dataset, rfs_dtype_name(b->dtype), a->path,
+			 rfs_dtype_name(a->dtype));
+		return -EINVAL;
+	}
 	if (a->ndims != b->ndims || (!join && a->cols != b->cols) ||
 	    a->dtype != b->dtype) {
 		snprintf(err, errlen,
@@ -241,7 +251,8 @@ static int check_agree(const struct rfs_source_info *a,
 			 b->path, b->dataset, (unsigned long long)b->cols,
 			 rfs_dtype_name(b->dtype), a->path,
 			 (unsigned long long)a->cols, rfs_dtype_name(a->dtype),
-			 a->has_var && b->has_var && a->cols != b->cols ?
+			 a->has_var && b->has_var && a->cols != b->cols &&
+					 a->dtype == b->dtype ?
 				 "; -o var_join=inner|outer or var_names=FILE "
 				 "joins files on their var names" :
 				 "");
