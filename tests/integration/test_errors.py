@@ -126,6 +126,14 @@ def files(tmp_path_factory):
     write_h5(str(d / "mixed" / "a.h5"), {"x": np.zeros((N, 4), "f4")})
     write_h5(str(d / "mixed" / "b.h5"), {"x": np.zeros((N, 4), "f8")})
     f["mixed"] = str(d / "mixed")
+    # A directory whose second file stores the label as floats, the
+    # first as integers: the line named neither.
+    (d / "floatlab").mkdir()
+    write_h5(str(d / "floatlab" / "a.h5"), {"x": np.zeros((N, 4), "f4"),
+                                            "lab": np.zeros(N, "i8")})
+    write_h5(str(d / "floatlab" / "b.h5"), {"x": np.zeros((N, 4), "f4"),
+                                            "lab": np.zeros(N, "f8")})
+    f["floatlab"] = str(d / "floatlab")
     return f
 
 
@@ -195,6 +203,9 @@ CASES = [
      ["u64.h5", "/big", "uint64 values over 2^63 - 1"]),
     ("label column missing", "h5ad", "label=nope",
      ["label=nope", "ok.h5ad", "'nope' not found"]),
+    ("float label in one of the files", "floatlab", "dataset=/x,label=/lab",
+     ["option label=/lab: ", "floatlab/b.h5: a float column cannot be a "
+      "label"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
      ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
     ("external file missing", "extgone", "dataset=/x",
