@@ -1,6 +1,7 @@
 #include "selection.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,10 +355,22 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 				 c->weights);
 		else {
 			uint64_t row = rfs_rowset_row(&s->seqs[0], bad);
+			/* Of several files: the file and its own row too. */
+			char where[PATH_MAX + 64] = "";
+			size_t f = 0, files = rfs_dataset_files(d);
+			while (f + 1 < files &&
+			       rfs_dataset_file_start(d, f + 1) <= row)
+				f++;
+			uint64_t own = row - rfs_dataset_file_start(d, f);
+			if (files > 1)
+				snprintf(where, sizeof(where),
+					 " (row %llu of %s)",
+					 (unsigned long long)own,
+					 rfs_dataset_file(d, f)->path);
 			snprintf(err, errlen,
-				 "option weights=%s: row %llu has weight %g "
+				 "option weights=%s: row %llu%s has weight %g "
 				 "(weights must be finite and >= 0)",
-				 c->weights, (unsigned long long)row,
+				 c->weights, (unsigned long long)row, where,
 				 rfs_column_real(&weights, row));
 		}
 	} else if (rc == -EINVAL) {

@@ -134,6 +134,17 @@ def files(tmp_path_factory):
     write_h5(str(d / "floatlab" / "b.h5"), {"x": np.zeros((N, 4), "f4"),
                                             "lab": np.zeros(N, "f8")})
     f["floatlab"] = str(d / "floatlab")
+    # A directory whose second file has a negative weight at its row 5:
+    # the line said 'row 305' alone, a global row, leaving the file to
+    # be found by adding up the files' rows.
+    (d / "badweights").mkdir()
+    w = np.ones(N)
+    write_h5(str(d / "badweights" / "a.h5"), {"x": np.zeros((N, 4), "f4"),
+                                              "w": w})
+    w[5] = -1
+    write_h5(str(d / "badweights" / "b.h5"), {"x": np.zeros((N, 4), "f4"),
+                                              "w": w})
+    f["badweights"] = str(d / "badweights")
     return f
 
 
@@ -206,6 +217,10 @@ CASES = [
     ("float label in one of the files", "floatlab", "dataset=/x,label=/lab",
      ["option label=/lab: ", "floatlab/b.h5: a float column cannot be a "
       "label"]),
+    ("negative weight in one of the files", "badweights",
+     "dataset=/x,strategy=weighted,weights=/w",
+     ["option weights=/w: ", f"row {N + 5} (row 5 of ",
+      "badweights/b.h5) has weight -1"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
      ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
     ("external file missing", "extgone", "dataset=/x",
