@@ -204,6 +204,15 @@ static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct stat st;
+		if (!paths[i][0]) { /* said ": No such file or directory" */
+			snprintf(err, errlen,
+				 "source %zu of %zu is an empty name (an "
+				 "unset variable?): name a file, a zarr store "
+				 "or a directory",
+				 i + 1, n);
+			rc = -ENOENT;
+			break;
+		}
 		int dir = stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode);
 		if (dir && !rfs_source_is_store(paths[i]))
 			rc = expand_dir(paths[i], l, err, errlen);

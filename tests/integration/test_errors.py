@@ -152,6 +152,10 @@ CASES = [
     # (id, source key or literal path, options, words the line must hold)
     ("missing source", "/nonexistent/a.h5ad", "",
      ["/nonexistent/a.h5ad", "No such file"]),
+    # rankfs "$DATA" /mnt with DATA unset: the line was
+    # 'rankfs: : No such file or directory'.
+    ("empty source name", "", "",
+     ["rankfs: source 1 of 1 is an empty name (an unset variable?)"]),
     ("not hdf5", "text", "dataset=/x", ["notes.txt", "not an HDF5 file"]),
     ("dataset not found", "good", "dataset=/nope",
      ["good.h5", "/nope", "not found", "/x"]),
