@@ -204,6 +204,15 @@ static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 	int rc = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct stat st;
+		if (!paths[i][0]) { /* said ": No such file or directory" */
+			snprintf(err, errlen,
+				 "source %zu of %zu is an empty name (an "
+				 "unset variable?): name a file, a zarr store "
+				 "or a directory",
+				 i + 1, n);
+			rc = -ENOENT;
+			break;
+		}
 		int dir = stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode);
 		if (dir && !rfs_source_is_store(paths[i]))
 			rc = expand_dir(paths[i], l, err, errlen);
@@ -232,7 +241,17 @@ static int check_agree(const struct rfs_source_info *a,
 			 a->path, a->sparse ? "CSR" : "dense");
 		return -EINVAL;
 	}
-	/* Joined on var names, the widths may differ (dataset_var.c). */
+	/* Joined on var names, the widths may differ (dataset_var.c), not
+	 * the dtype: said alone, without the widths the join takes care of
+	 * (and its advice to join). */
+	if (join && a->dtype != b->dtype) {
+		snprintf(err, errlen,
+			 "%s: %s is %s, but %s's is %s (files must agree on "
+			 "the dtype, joined on var names or not)",
+			 b->path, b->dataset, rfs_dtype_name(b->dtype), a->path,
+			 rfs_dtype_name(a->dtype));
+		return -EINVAL;
+	}
 	if (a->ndims != b->ndims || (!join && a->cols != b->cols) ||
 	    a->dtype != b->dtype) {
 		snprintf(err, errlen,
@@ -241,7 +260,8 @@ static int check_agree(const struct rfs_source_info *a,
 			 b->path, b->dataset, (unsigned long long)b->cols,
 			 rfs_dtype_name(b->dtype), a->path,
 			 (unsigned long long)a->cols, rfs_dtype_name(a->dtype),
-			 a->has_var && b->has_var && a->cols != b->cols ?
+			 a->has_var && b->has_var && a->cols != b->cols &&
+					 a->dtype == b->dtype ?
 				 "; -o var_join=inner|outer or var_names=FILE "
 				 "joins files on their var names" :
 				 "");

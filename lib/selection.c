@@ -1,6 +1,7 @@
 #include "selection.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,24 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 	return rc;
 }
 
+/* The first file whose column name is float (it made the joined column
+ * float), or NULL: read again, on the error path only. */
+static const char *first_float_file(struct rfs_dataset *d, const char *name)
+{
+	for (size_t i = 0; i < rfs_dataset_files(d); i++) {
+		struct rfs_column part;
+		char msg[1024];
+		if (rfs_source_read_column(rfs_dataset_source(d, i), name,
+					   &part, msg, sizeof(msg)) != 0)
+			return NULL;
+		int real = part.kind == RFS_COLUMN_REAL;
+		rfs_column_free(&part);
+		if (real)
+			return rfs_dataset_file(d, i)->path;
+	}
+	return NULL;
+}
+
 static int read_label(const struct rfs_config *c, struct rfs_dataset *d,
 		      struct rfs_selection *s, char *err, size_t errlen)
 {
@@ -104,9 +123,13 @@ static int read_label(const struct rfs_config *c, struct rfs_dataset *d,
 	int rc = rfs_dataset_read_column(d, c->label, &s->label, msg,
 					 sizeof(msg));
 	if (rc == 0 && s->label.kind == RFS_COLUMN_REAL) {
+		/* Files of integers and one of floats: that one named. */
+		rfs_column_free(&s->label);
+		const char *file = first_float_file(d, c->label);
 		snprintf(msg, sizeof(msg),
-			 "a float column cannot be a label (use a "
-			 "categorical, integer, bool or string column)");
+			 "%.900s%sa float column cannot be a label (use a "
+			 "categorical, integer, bool or string column)",
+			 file ? file : "", file ? ": " : "");
 		rc = -EINVAL;
 	}
 	if (rc != 0) {
@@ -332,10 +355,22 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 				 c->weights);
 		else {
 			uint64_t row = rfs_rowset_row(&s->seqs[0], bad);
+			/* Of several files: the file and its own row too. */
+			char where[PATH_MAX + 64] = "";
+			size_t f = 0, files = rfs_dataset_files(d);
+			while (f + 1 < files &&
+			       rfs_dataset_file_start(d, f + 1) <= row)
+				f++;
+			uint64_t own = row - rfs_dataset_file_start(d, f);
+			if (files > 1)
+				snprintf(where, sizeof(where),
+					 " (row %llu of %s)",
+					 (unsigned long long)own,
+					 rfs_dataset_file(d, f)->path);
 			snprintf(err, errlen,
-				 "option weights=%s: row %llu has weight %g "
+				 "option weights=%s: row %llu%s has weight %g "
 				 "(weights must be finite and >= 0)",
-				 c->weights, (unsigned long long)row,
+				 c->weights, (unsigned long long)row, where,
 				 rfs_column_real(&weights, row));
 		}
 	} else if (rc == -EINVAL) {

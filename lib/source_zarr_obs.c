@@ -224,6 +224,32 @@ static int categorical(struct zarr_source *s, const char *codes_path,
 	return rc;
 }
 
+/* obs's columns for error lines, as the .h5ad backend lists them: from
+ * anndata's "column-order" attribute. */
+static void describe_obs(struct zarr_source *s, char out[512])
+{
+	json_t *attrs = NULL, *v;
+	char e[256];
+	size_t i;
+	out[0] = '\0';
+	if (rfs_zarr_node(&s->st, "obs", NULL, &attrs, NULL, e, sizeof(e)) ==
+	    2) {
+		json_array_foreach(json_object_get(attrs, "column-order"), i, v)
+		{
+			size_t used = strlen(out);
+			if (!json_string_value(v))
+				continue;
+			if (used > 400)
+				break;
+			snprintf(out + used, 512 - used, "%s%s",
+				 used ? ", " : "", json_string_value(v));
+		}
+	}
+	json_decref(attrs);
+	if (!out[0])
+		snprintf(out, 512, "none");
+}
+
 int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			 struct rfs_column *out, char *err, size_t errlen)
 {
@@ -253,7 +279,13 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	int kind = rfs_zarr_node(&s->st, path, NULL, &attrs, NULL, err, errlen);
 	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
 	int rc = kind < 0 ? kind : 0;
-	if (kind == 0) {
+	if (kind == 0 && name[0] != '/') {
+		char columns[512];
+		describe_obs(s, columns);
+		snprintf(err, errlen, "%s: %s not found (obs columns: %s)",
+			 s->path, what, columns);
+		rc = -EINVAL;
+	} else if (kind == 0) {
 		snprintf(err, errlen, "%s: %s not found", s->path, what);
 		rc = -EINVAL;
 	} else if (kind == 2 && rfs_source_is_nullable(enc)) {

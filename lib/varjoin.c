@@ -185,7 +185,15 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			line[--len] = '\0';
 		if (len > 0 && line[len - 1] == '\r') /* CRLF */
 			line[--len] = '\0';
-		if (len == 0 || memchr(line, '\0', (size_t)len)) {
+		/* A UTF-8 byte order mark (Notepad, Excel's "CSV UTF-8"):
+		 * not part of the first name, and invisible in an error. */
+		char *name = line;
+		if (at == 1 && len >= 3 &&
+		    memcmp(line, "\xef\xbb\xbf", 3) == 0) {
+			name += 3;
+			len -= 3;
+		}
+		if (len == 0 || memchr(name, '\0', (size_t)len)) {
 			snprintf(err, errlen,
 				 "var_names=%s: line %llu is empty (one var "
 				 "name per line)",
@@ -212,7 +220,7 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			list = grown;
 			cap = more;
 		}
-		if (!(list[count] = strdup(line))) {
+		if (!(list[count] = strdup(name))) {
 			rc = -ENOMEM;
 			snprintf(err, errlen, "out of memory");
 			break;
@@ -220,8 +228,9 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 		count++;
 	}
 	if (rc == 0 && ferror(f)) {
-		rc = -EIO;
-		snprintf(err, errlen, "var_names=%s: read error", path);
+		/* getline's errno: a directory says so. */
+		rc = errno ? -errno : -EIO;
+		snprintf(err, errlen, "var_names=%s: %s", path, strerror(-rc));
 	}
 	if (rc == 0 && count == 0) {
 		rc = -EINVAL;

@@ -127,6 +127,25 @@ def files(tmp_path_factory):
     write_h5(str(d / "mixed" / "a.h5"), {"x": np.zeros((N, 4), "f4")})
     write_h5(str(d / "mixed" / "b.h5"), {"x": np.zeros((N, 4), "f8")})
     f["mixed"] = str(d / "mixed")
+    # A directory whose second file stores the label as floats, the
+    # first as integers: the line named neither.
+    (d / "floatlab").mkdir()
+    write_h5(str(d / "floatlab" / "a.h5"), {"x": np.zeros((N, 4), "f4"),
+                                            "lab": np.zeros(N, "i8")})
+    write_h5(str(d / "floatlab" / "b.h5"), {"x": np.zeros((N, 4), "f4"),
+                                            "lab": np.zeros(N, "f8")})
+    f["floatlab"] = str(d / "floatlab")
+    # A directory whose second file has a negative weight at its row 5:
+    # the line said 'row 305' alone, a global row, leaving the file to
+    # be found by adding up the files' rows.
+    (d / "badweights").mkdir()
+    w = np.ones(N)
+    write_h5(str(d / "badweights" / "a.h5"), {"x": np.zeros((N, 4), "f4"),
+                                              "w": w})
+    w[5] = -1
+    write_h5(str(d / "badweights" / "b.h5"), {"x": np.zeros((N, 4), "f4"),
+                                              "w": w})
+    f["badweights"] = str(d / "badweights")
     return f
 
 
@@ -134,6 +153,10 @@ CASES = [
     # (id, source key or literal path, options, words the line must hold)
     ("missing source", "/nonexistent/a.h5ad", "",
      ["/nonexistent/a.h5ad", "No such file"]),
+    # rankfs "$DATA" /mnt with DATA unset: the line was
+    # 'rankfs: : No such file or directory'.
+    ("empty source name", "", "",
+     ["rankfs: source 1 of 1 is an empty name (an unset variable?)"]),
     ("not hdf5", "text", "dataset=/x", ["notes.txt", "not an HDF5 file"]),
     ("dataset not found", "good", "dataset=/nope",
      ["good.h5", "/nope", "not found", "/x"]),
@@ -198,6 +221,13 @@ CASES = [
      ["label=/pairs", "u64.h5", "/pairs has 2 dimensions", "1-D"]),
     ("label column missing", "h5ad", "label=nope",
      ["label=nope", "ok.h5ad", "'nope' not found"]),
+    ("float label in one of the files", "floatlab", "dataset=/x,label=/lab",
+     ["option label=/lab: ", "floatlab/b.h5: a float column cannot be a "
+      "label"]),
+    ("negative weight in one of the files", "badweights",
+     "dataset=/x,strategy=weighted,weights=/w",
+     ["option weights=/w: ", f"row {N + 5} (row 5 of ",
+      "badweights/b.h5) has weight -1"]),
     ("virtual dataset's file missing", "vds", "dataset=/x",
      ["vds.h5", "/x", "part.h5", "does not exist", "fill values"]),
     ("external file missing", "extgone", "dataset=/x",

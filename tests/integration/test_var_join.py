@@ -250,3 +250,33 @@ def test_errors(data, tmp_path):
     err = refused(data, tmp_path, "var_join=outer",
                   [data["dense"][0], str(d / "dupvar.h5ad")])
     assert "dupvar.h5ad: var name 'g1' is given twice" in err
+
+
+def test_joined_files_of_another_dtype(data, tmp_path):
+    """Joined files whose dtypes differ are refused for the dtype alone:
+    the line said their widths differed and advised the var_join= it
+    was given; unjoined, the advice to join is not given where joining
+    would be refused the same way."""
+    import anndata
+    import h5py
+    var = pd.DataFrame(index=["g2", "g4"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        anndata.AnnData(X=np.ones((9, 2), np.float32),
+                        var=var).write_h5ad(tmp_path / "f64.h5ad")
+    with h5py.File(tmp_path / "f64.h5ad", "r+") as f:
+        attrs = dict(f["X"].attrs)  # anndata may store float32 anyway
+        del f["X"]
+        f["X"] = np.ones((9, 2), np.float64)
+        f["X"].attrs.update(attrs)
+    sources = [data["dense"][0], str(tmp_path / "f64.h5ad")]
+    for option in ("var_join=outer", "var_join=inner",
+                   f"var_names={data['names']}"):
+        err = refused(data, tmp_path, option + ",batch_size=8", sources)
+        assert err.strip() == (
+            f"rankfs: {sources[1]}: /X is float64, but {sources[0]}'s is "
+            "float32 (files must agree on the dtype, joined on var names "
+            "or not)"), err
+    err = refused(data, tmp_path, "batch_size=8", sources)
+    assert "f64.h5ad: /X has 2 columns of float64" in err and \
+        "var_join" not in err, err

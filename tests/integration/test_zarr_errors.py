@@ -546,6 +546,26 @@ def test_plain_store_needs_dataset(tmp_path, x):
     assert "/data/nope not found" in err, err
 
 
+def test_missing_obs_column_lists_the_columns(tmp_path, x):
+    """An obs column missing from a store, as from an .h5ad, is refused
+    naming the store and listing the obs columns there are (the .h5ad
+    line did, the store's did not): in a mix of both, which line comes
+    depends on which file lacks it."""
+    import anndata
+    import pandas as pd
+    obs = pd.DataFrame({"cell_type": pd.Categorical(["a", "b"] * 50),
+                        "donor": np.arange(100)},
+                       index=[f"c{i}" for i in range(100)])
+    a = anndata.AnnData(X=x[:100], obs=obs)
+    h5ad, store = str(tmp_path / "a.h5ad"), str(tmp_path / "b.zarr")
+    a.write_h5ad(h5ad)
+    a.obs = obs[["donor"]]
+    a.write_zarr(store)
+    err = mount_error(tmp_path, [h5ad, store], "batch_size=8,label=cell_type")
+    assert err == f"rankfs: option label=cell_type: {store}: obs column " \
+        "'cell_type' not found (obs columns: donor)\n", err
+
+
 def test_lone_array_refused_is_named(tmp_path, x):
     """A store that is one array (zarr.save) is the array "/" in errors,
     not an empty name."""

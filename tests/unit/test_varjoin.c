@@ -388,6 +388,22 @@ static void test_read_file(void **state)
 	rfs_memlimit_release(&claimed);
 	unlink(path);
 	free(path);
+	/* A UTF-8 byte order mark before the first name (Notepad, Excel)
+	 * is not part of it: the name matched nothing, and the error showed
+	 * it as it was given, the mark invisible. */
+	path = write_file("\xef\xbb\xbfg3\r\ng1\n");
+	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
+					       sizeof(err)),
+			 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(names[0], "g3");
+	assert_string_equal(names[1], "g1");
+	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&claimed);
+	unlink(path);
+	free(path);
+	read_expect("\xef\xbb\xbf\n", -EINVAL, "line 1 is empty");
+	read_expect("g1\n\xef\xbb\xbfg2\n", 0, NULL); /* only the first */
 	read_expect("g1\r\n\r\ng2\r\n", -EINVAL, "line 2 is empty");
 	read_expect("", -EINVAL, "names no var");
 	read_expect("g1\n\ng2\n", -EINVAL, "line 2 is empty");
@@ -408,6 +424,12 @@ static void test_read_file(void **state)
 					       &n, &claimed, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "var_names=/nonexistent/names.txt"));
+	/* A directory opens, but is not read: why, not 'read error'. */
+	assert_int_equal(rfs_varjoin_read_file("/tmp", &names, &n, &claimed,
+					       err, sizeof(err)),
+			 -EISDIR);
+	assert_non_null(strstr(err, "var_names=/tmp: Is a directory"));
+	assert_int_equal(claimed, 0);
 }
 
 int main(void)
