@@ -515,6 +515,18 @@ int64_t rfs_dataset_mtime(const struct rfs_dataset *d)
 	return newest;
 }
 
+/* Of rows sorted in w, those from w[i] on that file f holds, as its own
+ * row ids in local: @return the end of the stretch. */
+static size_t file_stretch(const struct rfs_dataset *d, size_t f,
+			   const struct rfs_wanted *w, size_t i, size_t n,
+			   int64_t *local)
+{
+	size_t j = i;
+	for (; j < n && w[j].row < d->starts[f + 1]; j++)
+		local[j - i] = (int64_t)(w[j].row - d->starts[f]);
+	return j;
+}
+
 int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			  void *dst)
 {
@@ -536,11 +548,7 @@ int rfs_dataset_read_rows(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	rc = 0;
 	size_t i = 0;
 	for (size_t f = 0; f < d->nfiles && i < n && rc == 0; f++) {
-		size_t j = i;
-		while (j < n && w[j].row < d->starts[f + 1]) {
-			local[j - i] = (int64_t)(w[j].row - d->starts[f]);
-			j++;
-		}
+		size_t j = file_stretch(d, f, w, i, n, local);
 		if (j == i)
 			continue;
 		rc = rfs_source_read_rows(d->files[f], local, j - i, staging);
@@ -643,11 +651,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 	rc = 0;
 	size_t i = 0;
 	for (size_t f = 0; f < d->nfiles && i < n && rc == 0; f++) {
-		size_t j = i;
-		while (j < n && w[j].row < d->starts[f + 1]) {
-			local[j - i] = (int64_t)(w[j].row - d->starts[f]);
-			j++;
-		}
+		size_t j = file_stretch(d, f, w, i, n, local);
 		if (j == i)
 			continue;
 		struct rfs_csr part = { 0 };

@@ -353,6 +353,24 @@ static void read_expect(const char *text, int want_rc, const char *needle)
 	free(path);
 }
 
+/* text reads as the names g3 and g1. */
+static void read_g3_g1(const char *text)
+{
+	char *path = write_file(text);
+	char **names = NULL, err[512] = "";
+	uint64_t n = 0, claimed = 0;
+	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
+					       sizeof(err)),
+			 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(names[0], "g3");
+	assert_string_equal(names[1], "g1");
+	rfs_buf_free_strings(names, n);
+	rfs_memlimit_release(&claimed);
+	unlink(path);
+	free(path);
+}
+
 static void test_read_file(void **state)
 {
 	(void)state;
@@ -377,31 +395,11 @@ static void test_read_file(void **state)
 	/* Written on Windows: the names without their CR (var_names.txt
 	 * never holds one), else no name matched and the error printed a
 	 * bare CR over itself. */
-	path = write_file("g3\r\ng1\r\n");
-	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
-					       sizeof(err)),
-			 0);
-	assert_int_equal(n, 2);
-	assert_string_equal(names[0], "g3");
-	assert_string_equal(names[1], "g1");
-	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&claimed);
-	unlink(path);
-	free(path);
+	read_g3_g1("g3\r\ng1\r\n");
 	/* A UTF-8 byte order mark before the first name (Notepad, Excel)
 	 * is not part of it: the name matched nothing, and the error showed
 	 * it as it was given, the mark invisible. */
-	path = write_file("\xef\xbb\xbfg3\r\ng1\n");
-	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
-					       sizeof(err)),
-			 0);
-	assert_int_equal(n, 2);
-	assert_string_equal(names[0], "g3");
-	assert_string_equal(names[1], "g1");
-	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&claimed);
-	unlink(path);
-	free(path);
+	read_g3_g1("\xef\xbb\xbfg3\r\ng1\n");
 	read_expect("\xef\xbb\xbf\n", -EINVAL, "line 1 is empty");
 	read_expect("g1\n\xef\xbb\xbfg2\n", 0, NULL); /* only the first */
 	read_expect("g1\r\n\r\ng2\r\n", -EINVAL, "line 2 is empty");
