@@ -58,6 +58,11 @@ int rfs_source_open(const char *path, const char *dataset,
 		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		    char *err, size_t errlen);
 
+/* Says that the mount has read what it reads at open: backends let go
+ * of what they keep for that (HDF5's string reader). Opens after it
+ * still work. */
+void rfs_source_opened(void);
+
 /* 1 if dir is a zarr store directory (.zgroup, .zarray, .zmetadata or
  * zarr.json), which rfs_source_open() opens as one source. */
 int rfs_source_is_store(const char *dir);

@@ -117,6 +117,9 @@ int rfs_source_read_nullable(struct rfs_source *s, const char *group,
 			     char *err, size_t errlen);
 
 /* The backends: open as rfs_source_open(). */
+/* Mount-time reads are over: the HDF5 backend ends the process it forks
+ * string readers from (source_hdf5_vlen.c). */
+void rfs_hdf5_opened(void);
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		  char *err, size_t errlen);

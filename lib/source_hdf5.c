@@ -50,7 +50,7 @@ int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n)
 		H5Tset_size(mem, H5T_VARIABLE);
 		/* HDF5 converts no strings between ASCII and UTF-8. */
 		H5Tset_cset(mem, H5Tget_cset(type));
-		if (rfs_hdf5_read_vlen(attr, 1, mem, 1, &value) == 0) {
+		if (rfs_hdf5_read_vlen(obj, name, mem, 1, &value) == 0) {
 			snprintf(out, n, "%s", value[0]);
 			free(value[0]);
 			free(value);

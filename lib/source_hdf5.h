@@ -119,11 +119,12 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);
 
-/* source_hdf5_vlen.c: n variable-length strings of a dataset (attr 0)
- * or attribute (attr 1) read as mem, in a child process (a damaged
- * global heap crashes or hangs HDF5). *out: n heap strings.
+/* source_hdf5_vlen.c: n variable-length strings of a dataset (attr
+ * NULL) or of obj's attribute named attr, read as mem, in a child process
+ * (a damaged global heap crashes or hangs HDF5). *out: n heap strings.
  * @return 0, -EIO (the read failed, crashed or hung: logged), -ENOMEM. */
-int rfs_hdf5_read_vlen(hid_t obj, int attr, hid_t mem, uint64_t n, char ***out);
+int rfs_hdf5_read_vlen(hid_t obj, const char *attr, hid_t mem, uint64_t n,
+		       char ***out);
 
 /* source_hdf5_obs.c */
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,

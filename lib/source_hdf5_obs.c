@@ -131,7 +131,7 @@ int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out)
 		strings = NULL;
 		if (mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 &&
 		    H5Tset_cset(mem, H5Tget_cset(ftype)) >= 0)
-			rc = rfs_hdf5_read_vlen(dset, 0, mem, n, &strings);
+			rc = rfs_hdf5_read_vlen(dset, NULL, mem, n, &strings);
 		if (mem >= 0)
 			H5Tclose(mem);
 	} else {

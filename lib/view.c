@@ -515,6 +515,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					   &v->dataset_json_len);
 	if (rc != 0)
 		goto oom;
+	rfs_source_opened();
 	*out = v;
 	return 0;
 oom:
@@ -525,6 +526,7 @@ fail_cache_mb:
 	snprintf(err, errlen, "cache_mb=%llu cannot be split on this machine",
 		 (unsigned long long)v->config.cache_mb);
 fail:
+	rfs_source_opened();
 	rfs_view_destroy(v);
 	return rc;
 }

@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "h5_fixture.h"
@@ -1002,6 +1004,74 @@ static void test_external_storage(void **state)
 	free(raw);
 }
 
+/* Processes this process has forked and not reaped, from every thread
+ * (the string reader's zygote: source_hdf5_vlen.c). */
+static int children(pid_t *pids, int max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children",
+		 (int)getpid());
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	int n = 0, pid;
+	while (n < max && fscanf(fp, "%d", &pid) == 1)
+		pids[n++] = pid;
+	fclose(fp);
+	return n;
+}
+
+static void check_var_names(struct rfs_source *s, const char *const *want)
+{
+	char **names = NULL, err[512];
+	uint64_t n = 0;
+	assert_int_equal(
+		rfs_source_read_var_names(s, &names, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, COLS);
+	for (uint64_t i = 0; i < n; i++)
+		assert_string_equal(names[i], want[i]);
+	rfs_buf_free_strings(names, n);
+}
+
+/* Strings are read in a child of a process forked at the first read (a
+ * fork of a daemon with many files open costs their memory's page
+ * tables), which ends when the mount has opened its sources; a read
+ * after that, or after it died, forks another. */
+static void test_strings_read_beside_the_daemon(void **state)
+{
+	struct fixture *f = *state;
+	const char *path =
+		write_f32(f, "strings.h5ad", "/X", H5FX_CONTIGUOUS, 4, 1);
+	const char *words[] = { "val", "train", "val", "test" };
+	const char *genes[] = { "a", "bb", "", "d", "e\xc3\xa9", "f" };
+	assert_int_equal(h5fx_add_strings(path, "/obs/split", words, 4), 0);
+	assert_int_equal(h5fx_add_var(path, genes, COLS), 0);
+	pid_t pids[8];
+	rfs_source_opened();
+	assert_int_equal(children(pids, 8), 0);
+	struct rfs_source *s = open_ok(path, NULL);
+	check_var_names(s, genes);
+	assert_int_equal(children(pids, 8), 1); /* the zygote, kept */
+	/* Killed, it is replaced at the next read. */
+	kill(pids[0], SIGKILL);
+	while (waitpid(pids[0], NULL, 0) < 0 && errno == EINTR)
+		;
+	struct rfs_column c;
+	char err[512];
+	assert_int_equal(
+		rfs_source_read_column(s, "split", &c, err, sizeof(err)), 0);
+	const int64_t want_split[] = { 2, 1, 2, 0 };
+	assert_memory_equal(c.codes, want_split, sizeof(want_split));
+	rfs_column_free(&c);
+	assert_int_equal(children(pids, 8), 1);
+	/* Ended and reaped; a read after it still reads. */
+	rfs_source_opened();
+	assert_int_equal(children(pids, 8), 0);
+	check_var_names(s, genes);
+	rfs_source_opened();
+	assert_int_equal(children(pids, 8), 0);
+	rfs_source_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1032,6 +1102,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sparse_group, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csr_rows, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_strings_read_beside_the_daemon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_injected_read_failure,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changed_file_fails, setup,
