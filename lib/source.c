@@ -53,6 +53,11 @@ int rfs_source_open(const char *path, const char *dataset,
 	return rfs_hdf5_open(path, dataset, chunks, out, err, errlen);
 }
 
+void rfs_source_opening(void)
+{
+	rfs_hdf5_opening();
+}
+
 void rfs_source_opened(void)
 {
 	rfs_hdf5_opened();

@@ -58,9 +58,11 @@ int rfs_source_open(const char *path, const char *dataset,
 		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		    char *err, size_t errlen);
 
-/* Says that the mount has read what it reads at open: backends let go
- * of what they keep for that (HDF5's string reader). Opens after it
- * still work. */
+/* Brackets the opens of a mount: rfs_source_opening(), called while the
+ * process has one thread, lets backends start what they keep for that
+ * (HDF5's string reader); rfs_source_opened() lets it go. Opens outside
+ * them still work. */
+void rfs_source_opening(void);
 void rfs_source_opened(void);
 
 /* 1 if dir is a zarr store directory (.zgroup, .zarray, .zmetadata or

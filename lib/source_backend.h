@@ -117,8 +117,10 @@ int rfs_source_read_nullable(struct rfs_source *s, const char *group,
 			     char *err, size_t errlen);
 
 /* The backends: open as rfs_source_open(). */
-/* Mount-time reads are over: the HDF5 backend ends the process it forks
- * string readers from (source_hdf5_vlen.c). */
+/* Mount-time reads begin (the process has one thread) and are over: the
+ * HDF5 backend starts and ends the process it forks string readers from
+ * (source_hdf5_vlen.c). */
+void rfs_hdf5_opening(void);
 void rfs_hdf5_opened(void);
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  struct rfs_chunk_cache *chunks, struct rfs_source **out,

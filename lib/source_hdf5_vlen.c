@@ -9,16 +9,19 @@
  * the log, never a dead or hung mount. They happen at mount time only,
  * when no other thread uses HDF5 (a fork copies only the calling thread).
  *
- * The child is forked from a small process, the zygote, forked at the
- * first read and ended when the mount has read what it reads at open
- * (rfs_source_opened()): a fork copies the page
- * tables of the process that forks, and the daemon holds about 0.5 MiB
- * of HDF5 state per open file, so forking the daemon made a mount of N
- * files cost N^2 (1,000 files: 12 s). The zygote's child opens the file
- * through the daemon's own descriptor (passed over a socket) and the
- * object by its address (a dataset by its path, checked to be at that
- * address). Where the zygote cannot answer, the daemon
- * forks the child itself.
+ * The child is forked from a small process, the zygote, which lives
+ * while the mount opens its sources (rfs_source_opening() to
+ * rfs_source_opened()): a fork copies the page tables of the process
+ * that forks, and the daemon holds about 0.5 MiB of HDF5 state per open
+ * file, so forking the daemon made a mount of N files cost N^2 (1,000
+ * files: 12 s). The zygote is forked before the first open, while the
+ * daemon has one thread: forked beside a mount step's watchdog thread
+ * (deadline.c), it could copy an allocator lock that thread held (gcc
+ * 12's AddressSanitizer takes none around fork), and its children hung
+ * on it. The zygote's child opens the file through the daemon's own
+ * descriptor (passed over a socket) and the object by its address (a
+ * dataset by its path, checked to be at that address). Where there is
+ * no zygote or it cannot answer, the daemon forks the child itself.
  */
 #include "buf.h"
 #include "source_hdf5.h"
@@ -212,8 +215,8 @@ static void zygote_main(int sock, pid_t daemon)
 	}
 }
 
-/* The daemon's end of the zygote's socket: -1 before the first read and
- * after rfs_hdf5_opened() (a read after it starts another). */
+/* The daemon's end of the zygote's socket: -1 outside rfs_hdf5_opening()
+ * to rfs_hdf5_opened(), and once the zygote has died. */
 static struct {
 	pthread_mutex_t lock;
 	int sock;
@@ -252,8 +255,8 @@ static int zygote_start(void)
 
 /* Asks the zygote for the strings of obj (its attribute name, if given)
  * into strings, and its child's wait status. @return 0, -EIO (read, and
- * *status says why), or -EAGAIN: the zygote did not answer, nothing
- * read. Called under zygote.lock. */
+ * *status says why), or -EAGAIN: no zygote, it did not answer, or its
+ * child failed; the daemon's own child tries. Called under zygote.lock. */
 static int ask_zygote(hid_t obj, const char *name, hid_t mem, uint64_t n,
 		      char **strings, int *status)
 {
@@ -277,7 +280,7 @@ static int ask_zygote(hid_t obj, const char *name, hid_t mem, uint64_t n,
 		if (dapl >= 0)
 			H5Pclose(dapl);
 	}
-	if (!ok || (zygote.sock < 0 && zygote_start() != 0))
+	if (!ok || zygote.sock < 0)
 		return -EAGAIN;
 	rq.addr = info.addr;
 	rq.cset = H5Tget_cset(mem);
@@ -308,21 +311,31 @@ static int ask_zygote(hid_t obj, const char *name, hid_t mem, uint64_t n,
 	for (uint64_t i = 0; i < n && rc == 0; i++)
 		rc = read_string(fds[0], &strings[i]);
 	close(fds[0]); /* a child still writing ends */
+	int answered = 0;
 	if (sent == (ssize_t)sizeof(rq)) {
 		ssize_t got;
 		do
 			got = recv(zygote.sock, status, sizeof(*status), 0);
 		while (got < 0 && errno == EINTR);
-		if (got != (ssize_t)sizeof(*status))
+		answered = got == (ssize_t)sizeof(*status);
+		if (!answered)
 			rc = -EAGAIN; /* the zygote died */
 		else if (WIFEXITED(*status) && WEXITSTATUS(*status))
-			rc = -ENOTSUP; /* failed: the daemon's child tries */
+			rc = -EAGAIN; /* its child failed */
 		else if (rc == 0 && !WIFEXITED(*status))
 			rc = -EIO;
 	}
-	if (rc == -EAGAIN)
-		zygote_stop();
+	if (!answered)
+		zygote_stop(); /* dead: not asked again */
 	return rc;
+}
+
+void rfs_hdf5_opening(void)
+{
+	pthread_mutex_lock(&zygote.lock);
+	if (zygote.sock < 0)
+		zygote_start(); /* failed: the daemon's children read */
+	pthread_mutex_unlock(&zygote.lock);
 }
 
 void rfs_hdf5_opened(void)
@@ -382,25 +395,18 @@ int rfs_hdf5_read_vlen(hid_t obj, const char *attr, hid_t mem, uint64_t n,
 	*out = NULL;
 	if (!strings)
 		return rc;
-	/* A zygote that died is replaced once. Where it cannot answer,
-	 * or its child failed to read (another path to the object, say),
-	 * the daemon forks the child itself. */
-	rc = -EAGAIN;
-	for (int tries = 0; tries < 3 && (rc == -EAGAIN || rc == -ENOTSUP);
-	     tries++) {
-		if (tries > 0) {
-			rfs_buf_free_strings(strings, n);
-			if (!(strings = calloc(n ? n : 1, sizeof(*strings))))
-				return -ENOMEM;
-			status = 0;
-		}
-		if (tries == 2 || rc == -ENOTSUP) {
-			rc = ask_child(obj, attr, mem, n, strings, &status);
-			break;
-		}
-		pthread_mutex_lock(&zygote.lock);
-		rc = ask_zygote(obj, attr, mem, n, strings, &status);
-		pthread_mutex_unlock(&zygote.lock);
+	/* Where the zygote cannot answer (none, or it died), or its child
+	 * failed to read (another path to the object, say), the daemon
+	 * forks the child itself. */
+	pthread_mutex_lock(&zygote.lock);
+	rc = ask_zygote(obj, attr, mem, n, strings, &status);
+	pthread_mutex_unlock(&zygote.lock);
+	if (rc == -EAGAIN) {
+		rfs_buf_free_strings(strings, n);
+		if (!(strings = calloc(n ? n : 1, sizeof(*strings))))
+			return -ENOMEM;
+		status = 0;
+		rc = ask_child(obj, attr, mem, n, strings, &status);
 	}
 	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	if (sig && sig != SIGKILL && sig != SIGPIPE) {

@@ -387,6 +387,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	int rc = -ENOMEM;
 	if (!v || rfs_config_copy(&v->config, c) != 0)
 		goto oom;
+	rfs_source_opening(); /* before any step's watchdog thread */
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc == 0)

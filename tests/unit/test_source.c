@@ -1032,10 +1032,10 @@ static void check_var_names(struct rfs_source *s, const char *const *want)
 	rfs_buf_free_strings(names, n);
 }
 
-/* Strings are read in a child of a process forked at the first read (a
- * fork of a daemon with many files open costs their memory's page
- * tables), which ends when the mount has opened its sources; a read
- * after that, or after it died, forks another. */
+/* Strings are read in a child of a process started before the mount opens
+ * its sources (a fork of a daemon with many files open costs their
+ * memory's page tables), which ends when it has opened them; a read
+ * outside them, or after it died, forks the child from this process. */
 static void test_strings_read_beside_the_daemon(void **state)
 {
 	struct fixture *f = *state;
@@ -1048,10 +1048,14 @@ static void test_strings_read_beside_the_daemon(void **state)
 	pid_t pids[8];
 	rfs_source_opened();
 	assert_int_equal(children(pids, 8), 0);
+	rfs_source_opening();
+	assert_int_equal(children(pids, 8), 1); /* the zygote */
+	rfs_source_opening(); /* one at a time */
+	assert_int_equal(children(pids, 8), 1);
 	struct rfs_source *s = open_ok(path, NULL);
 	check_var_names(s, genes);
-	assert_int_equal(children(pids, 8), 1); /* the zygote, kept */
-	/* Killed, it is replaced at the next read. */
+	assert_int_equal(children(pids, 8), 1); /* kept */
+	/* Killed, its reads are forked from here, and it is not replaced. */
 	kill(pids[0], SIGKILL);
 	while (waitpid(pids[0], NULL, 0) < 0 && errno == EINTR)
 		;
@@ -1062,8 +1066,12 @@ static void test_strings_read_beside_the_daemon(void **state)
 	const int64_t want_split[] = { 2, 1, 2, 0 };
 	assert_memory_equal(c.codes, want_split, sizeof(want_split));
 	rfs_column_free(&c);
+	assert_int_equal(children(pids, 8), 0);
+	check_var_names(s, genes);
+	/* Started again, ended and reaped; a read after it still reads. */
+	rfs_source_opening();
 	assert_int_equal(children(pids, 8), 1);
-	/* Ended and reaped; a read after it still reads. */
+	check_var_names(s, genes);
 	rfs_source_opened();
 	assert_int_equal(children(pids, 8), 0);
 	check_var_names(s, genes);
