@@ -16,9 +16,9 @@
  * file, so forking the daemon made a mount of N files cost N^2 (1,000
  * files: 12 s). The zygote is forked before the first open, while the
  * daemon has one thread: forked beside a mount step's watchdog thread
- * (deadline.c), it could copy an allocator lock that thread held (gcc
- * 12's AddressSanitizer takes none around fork), and its children hung
- * on it. The zygote's child opens the file through the daemon's own
+ * (deadline.c), it could copy a lock that thread held (gcc 12's
+ * AddressSanitizer takes none around fork), the likely cause of the
+ * hangs CI's sanitized run met when it was. The zygote's child opens the file through the daemon's own
  * descriptor (passed over a socket) and the object by its address (a
  * dataset by its path, checked to be at that address). Where there is
  * no zygote or it cannot answer, the daemon forks the child itself.

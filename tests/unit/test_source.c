@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1032,6 +1033,15 @@ static void check_var_names(struct rfs_source *s, const char *const *want)
 	rfs_buf_free_strings(names, n);
 }
 
+/* Page faults of this process's reaped children: they grow only when
+ * this process forked the reading child itself. */
+static long reaped_faults(void)
+{
+	struct rusage ru;
+	assert_int_equal(getrusage(RUSAGE_CHILDREN, &ru), 0);
+	return ru.ru_minflt;
+}
+
 /* Strings are read in a child of a process started before the mount opens
  * its sources (a fork of a daemon with many files open costs their
  * memory's page tables), which ends when it has opened them; a read
@@ -1052,13 +1062,16 @@ static void test_strings_read_beside_the_daemon(void **state)
 	assert_int_equal(children(pids, 8), 1); /* the zygote */
 	rfs_source_opening(); /* one at a time */
 	assert_int_equal(children(pids, 8), 1);
+	long faults = reaped_faults();
 	struct rfs_source *s = open_ok(path, NULL);
 	check_var_names(s, genes);
+	assert_int_equal(reaped_faults(), faults); /* the zygote's children */
 	assert_int_equal(children(pids, 8), 1); /* kept */
 	/* Killed, its reads are forked from here, and it is not replaced. */
 	kill(pids[0], SIGKILL);
 	while (waitpid(pids[0], NULL, 0) < 0 && errno == EINTR)
 		;
+	faults = reaped_faults();
 	struct rfs_column c;
 	char err[512];
 	assert_int_equal(
@@ -1066,6 +1079,7 @@ static void test_strings_read_beside_the_daemon(void **state)
 	const int64_t want_split[] = { 2, 1, 2, 0 };
 	assert_memory_equal(c.codes, want_split, sizeof(want_split));
 	rfs_column_free(&c);
+	assert_true(reaped_faults() > faults); /* a child of this process */
 	assert_int_equal(children(pids, 8), 0);
 	check_var_names(s, genes);
 	/* Started again, ended and reaped; a read after it still reads. */
