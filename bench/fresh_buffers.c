@@ -1,5 +1,5 @@
 /*
- * What a batch buffer costs when the pool (lib/bigbuf.c) has none to give:
+ * What a batch buffer costs when the pool (lib/core/bigbuf.c) has none to give:
  * rfs_bigbuf_alloc() maps and populates it, the batch is written into it,
  * and rfs_bigbuf_free() unmaps it because the pool is full; against the
  * same with the buffer reused from the pool. Wall time per buffer, in
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bigbuf.h"
+#include "core/bigbuf.h"
 
 #define SIZE ((size_t)1 << 20)
 #define BUFFERS 400

@@ -3,12 +3,12 @@
  * raw file of float32 rows (what a contiguous unfiltered HDF5 dataset is
  * at its data offset): a shuffled epoch's batches of 256 rows, each
  * batch's rows sorted and runs of adjacent rows coalesced as
- * fetch_sorted() in lib/source.c does, read by
+ * fetch_sorted() in lib/source/source.c does, read by
  *
  *   map     rfs_rowmap_gather (the mapping, next row prefetched: today)
  *   mapnp   the same copy loop without the software prefetch
  *   maprnd  rfs_rowmap_gather on a mapping advised MADV_RANDOM
- *   uring   rfs_fetch through io_uring (lib/fetch.c)
+ *   uring   rfs_fetch through io_uring (lib/source/io/fetch.c)
  *   preadv  rfs_fetch with RANKFS_NO_URING=1 (one preadv per run)
  *
  * One timed pass per process (so a script can interleave paths):
@@ -39,10 +39,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fetch.h"
-#include "permute.h"
-#include "rowmap.h"
-#include "rowsort.h"
+#include "source/io/fetch.h"
+#include "plan/permute.h"
+#include "source/io/rowmap.h"
+#include "core/rowsort.h"
 
 #define BATCH 256
 #define BUFFERS 8 /* per thread, rotated as a batch cache does */

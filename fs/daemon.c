@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "quiet_thread.h"
+#include "os/quiet_thread.h"
 
 /* The child's end of the pipe to the parent: -1 in the foreground and
  * once the parent is released. Changed by the prober thread while it

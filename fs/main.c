@@ -15,8 +15,8 @@
 #include "daemon.h"
 #include "ops.h"
 #include "page_drop.h"
-#include "log.h"
-#include "mountinfo.h"
+#include "core/log.h"
+#include "os/mountinfo.h"
 #include "opts.h"
 #include "stop_signal.h"
 
@@ -196,10 +196,10 @@ static int open_log_file(const char *path, const struct rfs_view *view)
 	return rc == 0 ? 0 : -1;
 }
 
-/* File buffers come from lib/bigbuf.c (mapped, pooled, unmapped), as do
+/* File buffers come from lib/core/bigbuf.c (mapped, pooled, unmapped), as do
  * the batch-sized temporaries of casts. What malloc still serves are a
  * fill's other temporaries (row lists, a CSR batch's arrays), freed within
- * the same fill and counted in cache_mb while it runs (lib/cache.c), and
+ * the same fill and counted in cache_mb while it runs (lib/serve/cache.c), and
  * libfuse's request buffers, 1 MiB and 4 KiB per handler thread for the
  * thread's life. A fixed threshold just below them maps those buffers, and
  * any temporary as big, apart from the heap: in it, the buffers of

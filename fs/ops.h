@@ -5,9 +5,9 @@
 
 #include <sys/types.h>
 
-#include "inode.h"
+#include "serve/inode.h"
 #include "page_store.h"
-#include "view.h"
+#include "serve/view.h"
 
 struct rfs_fs {
 	struct rfs_view *view;

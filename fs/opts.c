@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "buf.h"
-#include "mountopt.h"
+#include "core/buf.h"
+#include "core/mountopt.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_LOG_FILE };
 

@@ -4,7 +4,7 @@
 
 #include <fuse_lowlevel.h>
 
-#include "config.h"
+#include "core/config.h"
 
 struct rfs_cli {
 	struct rfs_config config;

@@ -16,8 +16,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "log.h"
-#include "quiet_thread.h"
+#include "core/log.h"
+#include "os/quiet_thread.h"
 
 #define POLL_MS 50
 

@@ -22,7 +22,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "quiet_thread.h"
+#include "os/quiet_thread.h"
 
 static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
 #define STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))

@@ -8,7 +8,7 @@
  * in place of MOUNTPOINT: the same -o options (rankfs's through
  * rfs_config_set(), libfuse's and mount(8)'s words checked as a mount
  * checks them and then ignored), the same sources, the same view
- * (lib/view.c) and the same name parser (lib/inode.c). So its bytes are
+ * (lib/serve/view.c) and the same name parser (lib/serve/inode.c). So its bytes are
  * what a mount serves at PATH: a second opinion for tests, and a batch
  * at hand where FUSE is not.
  *
@@ -28,12 +28,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "cache.h"
-#include "config.h"
-#include "inode.h"
-#include "mountopt.h"
-#include "view.h"
+#include "core/buf.h"
+#include "serve/cache.h"
+#include "core/config.h"
+#include "serve/inode.h"
+#include "core/mountopt.h"
+#include "serve/view.h"
 
 #define EXIT_PATH 2
 /* root / epoch / E / rank / R / kind / file, and room to spare. */

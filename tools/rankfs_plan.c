@@ -13,13 +13,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
-#include "config.h"
-#include "mountopt.h"
-#include "parse.h"
-#include "plan.h"
-#include "rowset.h"
-#include "sampler.h"
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/mountopt.h"
+#include "core/parse.h"
+#include "plan/plan.h"
+#include "plan/rowset.h"
+#include "plan/sampler.h"
 
 static void print_usage(FILE *out)
 {

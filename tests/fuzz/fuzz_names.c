@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the path/name parser (lib/inode.c).
+ * libFuzzer target for the path/name parser (lib/serve/inode.c).
  *
  * Input: 4 bytes choosing the namespace shape, then a path. Each component
  * is looked up from the root; whatever resolves must round-trip through its
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inode.h"
+#include "serve/inode.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

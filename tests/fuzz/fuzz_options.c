@@ -1,10 +1,10 @@
 /*
- * libFuzzer target for option parsing (lib/config.c, lib/parse.c).
+ * libFuzzer target for option parsing (lib/core/config.c, lib/core/parse.c).
  *
  * Input: a -o list, "key=value,key,...". Every option is applied; accepted
  * values must render back (JSON, identity) without crashing, and a value
  * rankfs accepts for a numeric option must render as that number. An
- * empty option or one a space made is explained (lib/mountopt.c) in a
+ * empty option or one a space made is explained (lib/core/mountopt.c) in a
  * line that names its list or itself.
  */
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "config.h"
-#include "mountopt.h"
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/mountopt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for a stored chunk or shard file read through an
- * array of fixed metadata (lib/zarr_array.c: locate, shard_index, fetch,
- * load_whole, read_part; lib/zarr_codec.c behind them).
+ * array of fixed metadata (lib/source/zarr/zarr_array.c: locate, shard_index, fetch,
+ * load_whole, read_part; lib/source/zarr/zarr_codec.c behind them).
  *
  * Input: byte 0 picks one of the metadata below; bytes 1..4 pick a part
  * (where and how long) for a partial load; the rest is the one chunk
@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "zarr.h"
+#include "core/log.h"
+#include "source/zarr/zarr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -207,7 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len = ((size_t)data[3] | (size_t)data[4] << 8) %
 				     (chunk_bytes - at) +
 			     1;
-		/* Whole elements, as lib/chunks.c asks (whole rows). */
+		/* Whole elements, as lib/source/io/chunks.c asks (whole rows). */
 		at -= at % a.m.elem;
 		len += a.m.elem - 1;
 		len -= len % a.m.elem;

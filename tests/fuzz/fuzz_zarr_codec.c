@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for decoding one stored zarr chunk (lib/zarr_codec.c):
+ * libFuzzer target for decoding one stored zarr chunk (lib/source/zarr/zarr_codec.c):
  * rfs_zarr_decode (a known size, and the strings path of no known size),
  * rfs_zarr_vlen_utf8, rfs_zarr_part_bytes and rfs_zarr_decode_part.
  *
@@ -10,7 +10,7 @@
  *   [6]     element size: 1, 2, 4 or 8 (% 4)
  *   [7..8]  elements the chunk decodes to (little-endian uint16)
  *   [9..10] where a part starts, [11] how long, each scaled to the chunk
- *           and cut to whole elements (as lib/chunks.c asks, by rows)
+ *           and cut to whole elements (as lib/source/io/chunks.c asks, by rows)
  * A part decoded alone must be the same bytes as in the whole chunk
  * decoded, when both decode.
  */
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "zarr.h"
+#include "source/zarr/zarr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /*
- * libFuzzer target for a zarr store's metadata (lib/zarr_meta.c,
- * lib/zarr_array.c's open, lib/source_zarr.c, lib/source_zarr_obs.c,
- * lib/zarr_collection.c).
+ * libFuzzer target for a zarr store's metadata (lib/source/zarr/zarr_meta.c,
+ * lib/source/zarr/zarr_array.c's open, lib/source/zarr/zarr_source.c, lib/source/zarr/zarr_obs.c,
+ * lib/source/zarr/zarr_collection.c).
  *
  * Input: byte 0, then one metadata document (JSON text).
  *   bits 0-1: where the document goes: the root's zarr.json (v3, with any
@@ -14,7 +14,7 @@
  * rfs_zarr_meta_parse() takes the document (and every node of a
  * consolidated one) as v2 and as v3; then the store is opened as a
  * source, and its rows, obs columns (those the metadata names) and var
- * names read; then as a dataset (lib/dataset.c), its var names as a
+ * names read; then as a dataset (lib/source/dataset.c), its var names as a
  * mount serves them.
  */
 #include <errno.h>
@@ -26,12 +26,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "column.h"
-#include "dataset.h"
-#include "log.h"
-#include "memlimit.h"
-#include "source.h"
-#include "zarr.h"
+#include "source/column.h"
+#include "source/dataset.h"
+#include "core/log.h"
+#include "os/memlimit.h"
+#include "source/source.h"
+#include "source/zarr/zarr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-# Order of enum rfs_dtype in lib/dtype.h.
+# Order of enum rfs_dtype in lib/core/dtype.h.
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
           "uint64", "float16", "float32", "float64"]
 SHAPES = [(256, 784), (256,), (7, 1), (100000, 3), (1, 1)]

@@ -1,0 +1,151 @@
+#include "core/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static FILE *log_stream; /* NULL: stderr; written once before threads */
+static int silenced;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int rfs_log_set_fd(int fd)
+{
+	FILE *f = fdopen(fd, "a");
+	if (!f) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	setvbuf(f, NULL, _IOLBF, 0);
+	log_stream = f;
+	return 0;
+}
+
+void rfs_log_silence_stderr(void)
+{
+	silenced = 1;
+}
+
+static void log_line(const char *fmt, va_list ap)
+{
+	FILE *out = log_stream ? log_stream : (silenced ? NULL : stderr);
+	if (!out)
+		return;
+	char stamp[32];
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+	pthread_mutex_lock(&log_lock);
+	fprintf(out, "%s rankfs: ", stamp);
+	vfprintf(out, fmt, ap);
+	fputc('\n', out);
+	fflush(out);
+	pthread_mutex_unlock(&log_lock);
+}
+
+void rfs_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(fmt, ap);
+	va_end(ap);
+}
+
+void rfs_log_limit_init(struct rfs_log_limit *l)
+{
+	*l = (struct rfs_log_limit){ 0 };
+	pthread_mutex_init(&l->lock, NULL);
+}
+
+void rfs_log_limit_destroy(struct rfs_log_limit *l)
+{
+	/* No later minute's line will count them: said now, with the last
+	 * line logged to say what they were like. */
+	if (l->dropped && l->last)
+		rfs_log("at exit: %s (and %llu more like these, not logged)",
+			l->last, l->dropped);
+	free(l->last);
+	l->last = NULL;
+	pthread_mutex_destroy(&l->lock);
+}
+
+/* 1 when this minute has logged line (hash h): a repeat of its cause. */
+static int seen(const struct rfs_log_limit *l, uint64_t h)
+{
+	for (unsigned i = 0; i < l->ncauses; i++)
+		if (l->causes[i] == h)
+			return 1;
+	return 0;
+}
+
+static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
+		    va_list ap)
+{
+	char *line;
+	if (vasprintf(&line, fmt, ap) < 0)
+		return;
+	if (!cause)
+		cause = line;
+	uint64_t h = XXH3_64bits(cause, strlen(cause));
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long now = (long long)ts.tv_sec + 1; /* never 0 */
+	unsigned long long dropped = 0;
+	int show = 0;
+	pthread_mutex_lock(&l->lock);
+	if (!l->minute_start || now - l->minute_start >= 60) {
+		l->minute_start = now;
+		l->ncauses = 0;
+		dropped = l->dropped;
+		l->dropped = 0;
+	}
+	if (!seen(l, h) && l->ncauses < RFS_LOG_CAUSES) {
+		show = 1;
+		l->causes[l->ncauses++] = h;
+	} else {
+		l->dropped++;
+	}
+	if (!show) {
+		pthread_mutex_unlock(&l->lock);
+		free(line);
+		return;
+	}
+	/* Written under the limit's lock: a caller whose repeat is dropped
+	 * returns (and its reader is told EIO) only once the line that
+	 * stands for it is in the log. */
+	char suffix[96] = "";
+	if (dropped)
+		snprintf(suffix, sizeof(suffix),
+			 " (and %llu more like these, not logged)", dropped);
+	rfs_log("%s%s", line, suffix);
+	free(l->last);
+	l->last = line;
+	pthread_mutex_unlock(&l->lock);
+}
+
+void rfs_log_limited(struct rfs_log_limit *l, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	limited(l, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void rfs_log_limited_by(struct rfs_log_limit *l, const char *cause,
+			const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	limited(l, cause, fmt, ap);
+	va_end(ap);
+}

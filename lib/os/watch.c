@@ -1,0 +1,157 @@
+/*
+ * A write sets a file's mtime and ctime, but neither tells alone whether
+ * the bytes are still those opened: utime puts mtime back after a write,
+ * and rename and unlink move ctime of a file whose bytes are intact (the
+ * mount keeps serving those). inotify reports the write itself: IN_MODIFY
+ * for write(2) and truncation, on the inode, under any name. It is queued
+ * when the write completes, after the kernel set mtime, so a caller that
+ * compares mtime first and asks here second sees a write that overlapped
+ * its read one way or the other (hdf5_checks.c).
+ *
+ * Events are drained under one lock, so a caller never asks between
+ * another's drain and its marking of what it drained.
+ */
+#include "os/watch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+/* What a directory watch asks for; a file watch asks for IN_MODIFY. */
+#define DIR_EVENTS                                                       \
+	(IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
+	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int inotify_fd = -1; /* protected by lock */
+static unsigned char *written; /* by watch id; protected by lock */
+static rfs_watch_name_filter *filters; /* by watch id; protected by lock */
+static size_t written_len; /* of both; protected by lock */
+static int overflowed; /* protected by lock */
+
+/* Room for watch id in written and filters. */
+static int grow(int id)
+{
+	if ((size_t)id < written_len)
+		return 0;
+	size_t len = written_len ? 2 * written_len : 64;
+	while (len <= (size_t)id)
+		len *= 2;
+	unsigned char *more = realloc(written, len);
+	if (!more)
+		return -ENOMEM;
+	written = more;
+	rfs_watch_name_filter *f = realloc(filters, len * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	filters = f;
+	memset(written + written_len, 0, len - written_len);
+	memset(filters + written_len, 0, (len - written_len) * sizeof(*f));
+	written_len = len;
+	return 0;
+}
+
+static int mark(const struct inotify_event *e)
+{
+	if (grow(e->wd) != 0)
+		return -ENOMEM;
+	/* A name the watch's filter passes over (a file nobody reads);
+	 * events on the directory itself have none. */
+	if (e->len && filters[e->wd] && !filters[e->wd](e->name))
+		return 0;
+	written[e->wd] = 1;
+	return 0;
+}
+
+static void drain(void)
+{
+	char buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	for (;;) {
+		ssize_t n = read(inotify_fd, buf, sizeof(buf));
+		if (n <= 0)
+			return; /* EAGAIN: nothing pending */
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *e = (struct inotify_event *)p;
+			if (e->mask & IN_Q_OVERFLOW)
+				overflowed = 1;
+			else if ((e->mask & DIR_EVENTS) && mark(e) != 0)
+				overflowed = 1; /* cannot record it: assume */
+			p += sizeof(*e) + e->len;
+		}
+	}
+}
+
+static int add(const char *path, uint32_t mask, rfs_watch_name_filter filter)
+{
+	int rc;
+	/* Tests: a machine without watches (fs.inotify.max_user_watches
+	 * reached, say), whose checks go by size, mtime and names. */
+	if (getenv("RANKFS_FAULT_NO_WATCH"))
+		return -ENOSPC;
+	pthread_mutex_lock(&lock);
+	if (inotify_fd < 0)
+		inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (inotify_fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = inotify_add_watch(inotify_fd, path, mask);
+	if (rc < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (grow(rc) != 0) {
+		inotify_rm_watch(inotify_fd, rc);
+		rc = -ENOMEM;
+		goto out;
+	}
+	filters[rc] = filter;
+	/* No reset of written[rc]: forget cleared it, and a file or
+	 * directory watched twice has one id, which must keep its mark. */
+	drain();
+out:
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int rfs_watch_add(int fd)
+{
+	char path[64];
+	/* Through the descriptor: the inode opened, not what the name
+	 * leads to by now. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return add(path, IN_MODIFY, NULL);
+}
+
+int rfs_watch_add_dir(const char *path, rfs_watch_name_filter filter)
+{
+	return add(path, DIR_EVENTS | IN_ONLYDIR, filter);
+}
+
+int rfs_watch_any_written(const int *ids, size_t n)
+{
+	pthread_mutex_lock(&lock);
+	drain();
+	int yes = overflowed;
+	for (size_t i = 0; i < n && !yes; i++)
+		yes = (size_t)ids[i] < written_len && written[ids[i]];
+	pthread_mutex_unlock(&lock);
+	return yes;
+}
+
+void rfs_watch_forget(int id)
+{
+	if (id < 0)
+		return;
+	pthread_mutex_lock(&lock);
+	drain();
+	inotify_rm_watch(inotify_fd, id);
+	if ((size_t)id < written_len)
+		written[id] = 0;
+	pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,642 @@
+/*
+ * The HDF5 backend's open: what the file holds (AnnData or a named
+ * dataset, dense or csr_matrix), its shape and dtype, the fingerprint of
+ * its rows and var names. How rows are read is hdf5_read.c's.
+ */
+#include "source/hdf5/hdf5_source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "source/io/chunks.h"
+#include "core/log.h"
+#include "os/watch.h"
+
+void rfs_hdf5_quiet(void)
+{
+	/* Per thread in threadsafe builds: we report errors ourselves.
+	 * Once per thread: the call takes HDF5's global lock, 8 % of the
+	 * daemon's CPU when made for every run of a CSR read. */
+	static __thread int quiet;
+	if (!quiet) {
+		H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+		quiet = 1;
+	}
+}
+
+int rfs_hdf5_ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n)
+{
+	int rc = -EINVAL;
+	if (H5Aexists(obj, name) <= 0)
+		return -ENOENT;
+	hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+	hid_t type = attr >= 0 ? H5Aget_type(attr) : -1;
+	if (type < 0 || H5Tget_class(type) != H5T_STRING)
+		goto close;
+	if (H5Tis_variable_str(type) > 0) {
+		char **value = NULL;
+		hid_t mem = H5Tcopy(H5T_C_S1);
+		H5Tset_size(mem, H5T_VARIABLE);
+		/* HDF5 converts no strings between ASCII and UTF-8. */
+		H5Tset_cset(mem, H5Tget_cset(type));
+		if (rfs_hdf5_read_vlen(obj, name, mem, 1, &value) == 0) {
+			snprintf(out, n, "%s", value[0]);
+			free(value[0]);
+			free(value);
+			rc = 0;
+		}
+		H5Tclose(mem);
+	} else {
+		size_t size = H5Tget_size(type);
+		char *value = calloc(1, size + 1);
+		if (value && H5Aread(attr, type, value) >= 0) {
+			snprintf(out, n, "%s", value);
+			rc = 0;
+		}
+		free(value);
+	}
+close:
+	if (type >= 0)
+		H5Tclose(type);
+	if (attr >= 0)
+		H5Aclose(attr);
+	return rc;
+}
+
+static int is_anndata(hid_t file, const char *path)
+{
+	char kind[64];
+	if (rfs_hdf5_ends_with(path, ".h5ad"))
+		return 1;
+	return rfs_hdf5_read_string_attr(file, "encoding-type", kind,
+					 sizeof(kind)) == 0 &&
+	       strcmp(kind, "anndata") == 0;
+}
+
+struct dataset_list {
+	char *text;
+	size_t cap;
+	int count;
+};
+
+static herr_t list_dataset(hid_t obj, const char *name, const H5O_info_t *info,
+			   void *data)
+{
+	(void)obj;
+	struct dataset_list *l = data;
+	if (info->type != H5O_TYPE_DATASET)
+		return 0;
+	if (l->count++ >= 8)
+		return 1; /* enough to point the user the right way */
+	size_t used = strlen(l->text);
+	snprintf(l->text + used, l->cap - used, "%s/%s", used ? ", " : "",
+		 name);
+	return 0;
+}
+
+void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n)
+{
+	struct dataset_list l = { .text = out, .cap = n };
+	out[0] = '\0';
+	H5Ovisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, list_dataset, &l);
+	if (!out[0])
+		snprintf(out, n, "none");
+}
+
+/* HDF5's predefined type ids are run-time values, hence a function. */
+static hid_t le_integer(size_t size, int is_signed)
+{
+	switch (size) {
+	case 1:
+		return is_signed ? H5T_STD_I8LE : H5T_STD_U8LE;
+	case 2:
+		return is_signed ? H5T_STD_I16LE : H5T_STD_U16LE;
+	case 4:
+		return is_signed ? H5T_STD_I32LE : H5T_STD_U32LE;
+	default:
+		return is_signed ? H5T_STD_I64LE : H5T_STD_U64LE;
+	}
+}
+
+/* Maps an HDF5 file type to ours and a little-endian memory type. */
+static int map_type(hid_t type, enum rfs_dtype *dt, hid_t *mem)
+{
+	H5T_class_t cls = H5Tget_class(type);
+	size_t size = H5Tget_size(type);
+	static const enum rfs_dtype signed_dt[] = { RFS_INT8,  RFS_INT16, 0,
+						    RFS_INT32, 0,	  0,
+						    0,	       RFS_INT64 };
+	static const enum rfs_dtype unsigned_dt[] = { RFS_UINT8,  RFS_UINT16, 0,
+						      RFS_UINT32, 0,	      0,
+						      0,	  RFS_UINT64 };
+
+	if (cls == H5T_INTEGER &&
+	    (size == 1 || size == 2 || size == 4 || size == 8)) {
+		int is_signed = H5Tget_sign(type) == H5T_SGN_2;
+		*dt = is_signed ? signed_dt[size - 1] : unsigned_dt[size - 1];
+		*mem = H5Tcopy(le_integer(size, is_signed));
+		return *mem >= 0 ? 0 : -ENOTSUP;
+	}
+	if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
+		*dt = size == 4 ? RFS_FLOAT32 : RFS_FLOAT64;
+		*mem = H5Tcopy(size == 4 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE);
+		return *mem >= 0 ? 0 : -ENOTSUP;
+	}
+	if (cls == H5T_FLOAT && size == 2) {
+		/* HDF5 1.10 has no predefined half type; h5py writes IEEE
+		 * binary16 as a custom float, built this way. Another 2-byte
+		 * float (its exponent bias, say) differs from it, and HDF5
+		 * converts it. */
+		size_t spos, epos, esize, mpos, msize;
+		if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) <
+			    0 ||
+		    spos != 15 || epos != 10 || esize != 5 || mpos != 0 ||
+		    msize != 10)
+			return -ENOTSUP;
+		*dt = RFS_FLOAT16;
+		*mem = H5Tcopy(H5T_IEEE_F32LE);
+		if (*mem < 0 || H5Tset_fields(*mem, 15, 10, 5, 0, 10) < 0 ||
+		    H5Tset_size(*mem, 2) < 0 || H5Tset_ebias(*mem, 15) < 0)
+			return -ENOTSUP;
+		return 0;
+	}
+	return -ENOTSUP;
+}
+
+static const char *type_class_name(hid_t type)
+{
+	switch (H5Tget_class(type)) {
+	case H5T_STRING:
+		return "string";
+	case H5T_COMPOUND:
+		return "compound";
+	case H5T_ENUM:
+		return "enum";
+	case H5T_BITFIELD:
+		return "bitfield";
+	case H5T_OPAQUE:
+		return "opaque";
+	case H5T_REFERENCE:
+		return "reference";
+	case H5T_VLEN:
+		return "variable-length";
+	case H5T_ARRAY:
+		return "array";
+	case H5T_INTEGER:
+		return "integer of this size";
+	case H5T_FLOAT: /* a 2-byte one: bfloat16's fields, say */
+		return H5Tget_size(type) == 2 ?
+			       "2-byte float not laid out as IEEE binary16" :
+			       "float of this size";
+	default:
+		return "unknown";
+	}
+}
+
+/* Opens dataset name as an array of 1 or 2 dimensions of a served dtype.
+ * want_ndims 1 asks for a 1-D dataset (a CSR part). */
+static int open_array(struct hdf5_source *s, const char *name, int want_ndims,
+		      struct array *a, char *err, size_t errlen)
+{
+	struct rfs_pipeline pipe = { 0 };
+	int rc = -EINVAL;
+	a->name = strdup(name);
+	a->dset = H5Dopen2(s->file, name, s->dapl);
+	if (!a->name || a->dset < 0) {
+		snprintf(err, errlen, "%s: cannot open dataset %s", s->path,
+			 name);
+		return a->name ? -EINVAL : -ENOMEM;
+	}
+	hid_t space = H5Dget_space(a->dset);
+	hid_t type = H5Dget_type(a->dset);
+	int ndims = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+	hsize_t dims[2] = { 0, 1 };
+
+	if (ndims < 1 || ndims > 2 || (want_ndims == 1 && ndims != 1)) {
+		snprintf(err, errlen,
+			 "%s: dataset %s has %d dimensions; rankfs serves "
+			 "N or N x D datasets",
+			 s->path, name, ndims);
+		rc = -ENOTSUP;
+		goto close;
+	}
+	H5Sget_simple_extent_dims(space, dims, NULL);
+	if (type < 0 || map_type(type, &a->dtype, &a->mem_type) != 0) {
+		snprintf(err, errlen,
+			 "%s: dataset %s has unsupported dtype (%s); rankfs "
+			 "serves int8..int64, uint8..uint64, float16/32/64",
+			 s->path, name,
+			 type >= 0 ? type_class_name(type) : "unreadable");
+		rc = -ENOTSUP;
+		goto close;
+	}
+	a->ndims = ndims;
+	a->rows = dims[0];
+	a->cols = ndims == 2 ? dims[1] : 1;
+	a->elem = rfs_dtype_size(a->dtype);
+	a->row_bytes = a->cols * a->elem;
+	rc = rfs_hdf5_read_filters(s, a, &pipe, err, errlen);
+	if (rc == 0) {
+		rfs_hdf5_choose_read_path(s, a, &pipe);
+		rfs_hdf5_watch_linked(s, a);
+		rc = rfs_hdf5_check_linked_storage(s, a->dset, a->name, 1, err,
+						   errlen);
+	}
+close:
+	if (type >= 0)
+		H5Tclose(type);
+	if (space >= 0)
+		H5Sclose(space);
+	return rc;
+}
+
+static void close_array(struct array *a)
+{
+	rfs_rowmap_close(&a->map);
+	free(a->locs);
+	a->locs = NULL;
+	if (a->mem_type >= 0)
+		H5Tclose(a->mem_type);
+	if (a->dset >= 0)
+		H5Dclose(a->dset);
+	free(a->name);
+}
+
+/* Whether an attribute or dataset's stored type (closed here) is an
+ * integer: HDF5 would convert floats to int64 by truncation. */
+static int stored_as_integers(hid_t type)
+{
+	int yes = type >= 0 && H5Tget_class(type) == H5T_INTEGER;
+	if (type >= 0)
+		H5Tclose(type);
+	return yes;
+}
+
+/* Reads a 2-element integer "shape" attribute (anndata's sparse groups). */
+static int read_shape(hid_t group, uint64_t shape[2])
+{
+	if (H5Aexists(group, "shape") <= 0)
+		return -ENOENT;
+	hid_t attr = H5Aopen(group, "shape", H5P_DEFAULT);
+	hid_t space = attr >= 0 ? H5Aget_space(attr) : -1;
+	int64_t v[2];
+	int rc = -EINVAL;
+	if (space >= 0 && H5Sget_simple_extent_npoints(space) == 2 &&
+	    stored_as_integers(H5Aget_type(attr)) &&
+	    H5Aread(attr, H5T_NATIVE_INT64, v) >= 0 && v[0] >= 0 && v[1] > 0) {
+		shape[0] = (uint64_t)v[0];
+		shape[1] = (uint64_t)v[1];
+		rc = 0;
+	}
+	if (space >= 0)
+		H5Sclose(space);
+	if (attr >= 0)
+		H5Aclose(attr);
+	return rc;
+}
+
+/* anndata's csr_matrix: data, indices, indptr and a shape attribute. */
+static int open_csr(struct hdf5_source *s, hid_t group, char *err,
+		    size_t errlen)
+{
+	char name[600];
+	uint64_t shape[2];
+	int rc;
+	if (read_shape(group, shape) != 0) {
+		snprintf(err, errlen,
+			 "%s: %s is csr_matrix without a valid "
+			 "shape attribute",
+			 s->path, s->dataset);
+		return -EINVAL;
+	}
+	snprintf(name, sizeof(name), "%s/data", s->dataset);
+	rc = open_array(s, name, 1, &s->x, err, errlen);
+	snprintf(name, sizeof(name), "%s/indices", s->dataset);
+	if (rc == 0)
+		rc = open_array(s, name, 1, &s->indices, err, errlen);
+	if (rc == 0 &&
+	    (s->indices.dtype >= RFS_FLOAT16 || s->indices.rows != s->x.rows)) {
+		snprintf(err, errlen,
+			 "%s: %s/indices must be integers, one per value",
+			 s->path, s->dataset);
+		rc = -EINVAL;
+	}
+	if (rc != 0)
+		return rc;
+	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
+	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
+	if (dset >= 0 && (rc = rfs_hdf5_check_linked_storage(
+				  s, dset, name, 0, err, errlen)) != 0) {
+		H5Dclose(dset);
+		return rc;
+	}
+	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
+	rc = -EINVAL;
+	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
+	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1 &&
+	    stored_as_integers(H5Dget_type(dset))) {
+		rc = rfs_hdf5_claim(s, dset, shape[0] + 1, RFS_MEMLIMIT_VALUES,
+				    &s->base.claimed, err, errlen);
+		if (rc == 0 && !(s->indptr = malloc((shape[0] + 1) *
+						    sizeof(*s->indptr)))) {
+			snprintf(err, errlen, "%s: %s: out of memory", s->path,
+				 name);
+			rc = -ENOMEM;
+		}
+		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
+				       H5P_DEFAULT, s->indptr) < 0)
+			rc = -EIO;
+	}
+	for (uint64_t r = 0; r < shape[0] && rc == 0; r++) {
+		if (s->indptr[r] < 0 || s->indptr[r] > s->indptr[r + 1])
+			rc = -EINVAL;
+		else if ((uint64_t)(s->indptr[r + 1] - s->indptr[r]) >
+			 s->base.info.max_row_nnz)
+			s->base.info.max_row_nnz =
+				(uint64_t)(s->indptr[r + 1] - s->indptr[r]);
+	}
+	if (rc == 0 && (uint64_t)s->indptr[shape[0]] > s->x.rows)
+		rc = -EINVAL;
+	if (space >= 0)
+		H5Sclose(space);
+	if (dset >= 0)
+		H5Dclose(dset);
+	if (rc != 0 && rc != -ENOMEM) /* -ENOMEM: err says why */
+		snprintf(err, errlen,
+			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
+			 "integer offsets into data)",
+			 s->path, name, (unsigned long long)shape[0]);
+	if (rc != 0)
+		return rc == -ENOMEM ? rc : -EINVAL;
+	s->base.info.sparse = 1;
+	s->base.info.rows = shape[0];
+	s->base.info.cols = shape[1];
+	s->base.info.ndims = 2;
+	s->base.info.nnz = (uint64_t)s->indptr[shape[0]];
+	s->base.info.index_dtype = s->indices.dtype;
+	s->base.indptr = s->indptr;
+	return 0;
+}
+
+static int open_group(struct hdf5_source *s, char *err, size_t errlen)
+{
+	char kind[64] = "";
+	int rc = -ENOTSUP;
+	hid_t group = H5Gopen2(s->file, s->dataset, H5P_DEFAULT);
+	if (group >= 0)
+		rfs_hdf5_read_string_attr(group, "encoding-type", kind,
+					  sizeof(kind));
+	if (strcmp(kind, "csr_matrix") == 0)
+		rc = open_csr(s, group, err, errlen);
+	else if (strcmp(kind, "csc_matrix") == 0)
+		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
+	else
+		snprintf(err, errlen, "%s: %s is a group, not a dataset",
+			 s->path, s->dataset);
+	if (group >= 0)
+		H5Gclose(group);
+	return rc;
+}
+
+static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
+{
+	H5O_info_t info;
+	int rc;
+	/* H5Oget_info_by_name fails cleanly on any missing path component. */
+	if (H5Oget_info_by_name(s->file, s->dataset, &info, H5P_DEFAULT) < 0) {
+		char found[512];
+		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		snprintf(err, errlen, "%s: dataset %s not found (datasets: %s)",
+			 s->path, s->dataset, found);
+		return -EINVAL;
+	}
+	if (info.type == H5O_TYPE_GROUP)
+		rc = open_group(s, err, errlen);
+	else if (info.type != H5O_TYPE_DATASET) {
+		snprintf(err, errlen, "%s: %s is not a dataset", s->path,
+			 s->dataset);
+		return -EINVAL;
+	} else {
+		rc = open_array(s, s->dataset, 2, &s->x, err, errlen);
+		s->base.info.rows = s->x.rows;
+		s->base.info.cols = s->x.cols;
+		s->base.info.ndims = s->x.ndims;
+	}
+	if (rc != 0)
+		return rc;
+	s->base.info.dtype = s->x.dtype;
+	s->base.info.layout = s->x.layout;
+	s->base.info.read_path = s->x.map.map ? RFS_READ_MMAP : s->x.path;
+	return 0;
+}
+
+/* The var index of s's rows, read as a 1-D string dataset (in a child:
+ * hdf5_strings.c; mount time only, when no other thread is in HDF5).
+ * @return 0, -ENOENT (no var table), -E2BIG (more names than columns:
+ * *n their count, none read), or a negative errno with err set. */
+static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
+			  char *err, size_t errlen)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
+					 NULL;
+	char index[128] = "_index";
+	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
+	if (group < 0)
+		return -ENOENT;
+	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
+	hid_t names_dset = H5Dopen2(group, index, H5P_DEFAULT);
+	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
+	int rc = len >= 0 ? 0 : -ENOENT;
+	if (rc == 0 && (uint64_t)len > s->base.info.cols) {
+		/* More names than columns are not the columns' names: not
+		 * read (a length alone, no storage, would make as many). */
+		*names = NULL;
+		rc = -E2BIG;
+	} else if (rc == 0) {
+		rc = rfs_hdf5_claim(s, names_dset, (uint64_t)len,
+				    RFS_MEMLIMIT_VALUES, &s->base.var_claimed,
+				    err, errlen);
+		if (rc == 0 && (rc = rfs_hdf5_read_strings(
+					names_dset, (uint64_t)len, names)) != 0)
+			snprintf(err, errlen,
+				 "%s: the var names (/%s/%s) cannot be read: "
+				 "%s",
+				 s->path, table, index, strerror(-rc));
+	}
+	if (rc == 0 || rc == -E2BIG)
+		*n = (uint64_t)len;
+	if (names_dset >= 0)
+		H5Dclose(names_dset);
+	H5Gclose(group);
+	return rc;
+}
+
+static void close_source(struct rfs_source *base)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	rfs_source_release_claims(base);
+	rfs_log_limit_destroy(&s->base.read_failures);
+	close_array(&s->x);
+	close_array(&s->indices);
+	free(s->indptr);
+	if (s->file >= 0)
+		H5Fclose(s->file);
+	if (s->dapl >= 0)
+		H5Pclose(s->dapl);
+	rfs_watch_forget(s->watch);
+	if (s->fd >= 0)
+		close(s->fd);
+	for (size_t i = 0; i < s->nlinked; i++) {
+		free(s->linked[i].path);
+		rfs_watch_forget(s->linked[i].watch);
+		close(s->linked[i].fd);
+	}
+	free(s->linked);
+	free(s->dataset);
+	free(s->path);
+	free(s);
+}
+
+static const struct rfs_source_ops ops = {
+	.read_rows = rfs_hdf5_read_rows,
+	.read_csr_ranges = rfs_hdf5_read_csr_ranges,
+	.read_column = rfs_hdf5_read_column,
+	.read_var_names = read_var_names,
+	.check_unchanged = rfs_hdf5_check_unchanged,
+	.state = rfs_hdf5_state,
+	.reads_file = rfs_hdf5_reads_file,
+	.row_scratch = rfs_hdf5_row_scratch,
+	.close = close_source,
+};
+
+int rfs_hdf5_open(const char *path, const char *dataset,
+		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  char *err, size_t errlen)
+{
+	struct hdf5_source *s = calloc(1, sizeof(*s));
+	int rc = -ENOMEM;
+	struct stat st;
+
+	if (!s) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return rc;
+	}
+	s->file = s->dapl = H5I_INVALID_HID;
+	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
+	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
+	s->base.ops = &ops;
+	rfs_log_limit_init(&s->base.read_failures);
+	s->fd = -1;
+	s->watch = -1;
+	s->chunks = chunks;
+	rfs_hdf5_quiet();
+	hbool_t threadsafe = 0;
+	if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
+		/* Reads run on many threads at once. */
+		snprintf(err, errlen,
+			 "%s: the HDF5 library is not built "
+			 "thread-safe (rankfs needs it)",
+			 path);
+		rc = -ENOTSUP;
+		goto fail;
+	}
+
+	s->path = realpath(path, NULL);
+	if (!s->path || stat(s->path, &st) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto fail;
+	}
+	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+	if (s->fd < 0 || fstat(s->fd, &s->opened) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	s->base.info.mtime = s->opened.st_mtime;
+	s->watch = rfs_watch_add(s->fd);
+	if (s->watch < 0)
+		rfs_log("source %s: no inotify watch (%s): a write that puts "
+			"the file's mtime back would go unseen; its size and "
+			"mtime are checked before and after every read",
+			s->path, strerror(-s->watch));
+	/* Our reads are a batch's rows or chunks, in random order: the
+	 * kernel's readahead on them read 8-12x the bytes served from
+	 * storage (docs/benchmarks.md, run AG). A hint: failure is fine. */
+	posix_fadvise(s->fd, 0, 0, POSIX_FADV_RANDOM);
+	errno = 0;
+	if (H5Fis_hdf5(s->path) <= 0) {
+		/* HDF5 opens the file again: that may be what failed. */
+		int why = errno;
+		rc = why == EMFILE || why == ENFILE || why == ENOMEM ? -why :
+								       -EINVAL;
+		snprintf(err, errlen, "%s: %s", path,
+			 rc == -EINVAL ? "not an HDF5 file" : strerror(why));
+		goto fail;
+	}
+	s->file = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (s->file < 0) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "%s: cannot open as HDF5", path);
+		goto fail;
+	}
+	/* HDF5 names external raw data files when it reads them, from the
+	 * working directory of then: the daemon's is "/". */
+	char cwd[PATH_MAX];
+	s->dapl = H5Pcreate(H5P_DATASET_ACCESS);
+	if (s->dapl < 0 || (getcwd(cwd, sizeof(cwd)) &&
+			    H5Pset_efile_prefix(s->dapl, cwd) < 0)) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	s->anndata = is_anndata(s->file, s->path);
+	if (!dataset && !s->anndata) {
+		char found[512];
+		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		rc = -EINVAL;
+		snprintf(err, errlen,
+			 "%s: not an AnnData file; name the rows with "
+			 "-o dataset=/PATH (datasets: %s)",
+			 path, found);
+		goto fail;
+	}
+	s->dataset = strdup(dataset ? dataset : "/X");
+	if (!s->dataset) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	s->base.info.path = s->path;
+	s->base.info.dataset = s->dataset;
+	rc = open_rows(s, err, errlen);
+	if (rc != 0)
+		goto fail;
+	rc = rfs_source_fingerprint(&s->base, err, errlen);
+	if (rc != 0)
+		goto fail;
+	rc = rfs_source_fingerprint_var(&s->base, err, errlen);
+	if (rc != 0)
+		goto fail;
+	*out = &s->base;
+	return 0;
+fail:
+	close_source(&s->base);
+	return rc;
+}

@@ -1,0 +1,145 @@
+/*
+ * The HDF5 backend, shared by its files: hdf5_source.c (open, describe,
+ * fingerprint), hdf5_read.c (read paths and row reads),
+ * hdf5_checks.c (linked, virtual and external storage; change
+ * detection) and hdf5_obs.c (obs columns). These are the only
+ * files that include <hdf5.h>.
+ *
+ * HDF5 1.10's threadsafe build (Debian's) serialises every call behind one
+ * global lock, so HDF5 describes the file at mount time and the bytes are
+ * read around it wherever the layout allows (hdf5_read.c says how).
+ */
+#ifndef RFS_SOURCE_HDF5_H
+#define RFS_SOURCE_HDF5_H
+
+#include <hdf5.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "source/io/chunks.h"
+#include "os/memlimit.h"
+#include "source/io/rowmap.h"
+#include "source/backend.h"
+
+struct rfs_pipeline;
+
+/* More chunks than this are read through HDF5 (the index costs 40 bytes
+ * per chunk at mount). */
+#define CHUNKS_MAX (UINT64_C(1) << 24)
+
+/* One HDF5 dataset read as rows: the dense rows, or a CSR's data or
+ * indices (1-D: cols 1). */
+struct array {
+	hid_t dset;
+	hid_t mem_type; /* little-endian type the rows are read as */
+	char *name; /* HDF5 path, for log lines */
+	int ndims;
+	uint64_t rows, cols;
+	enum rfs_dtype dtype;
+	size_t elem, row_bytes;
+	const char *layout; /* "contiguous", "chunked", "compact" */
+	enum rfs_read_path path; /* LIBRARY, PREAD or CHUNKS */
+	uint64_t offset; /* RFS_READ_PREAD: file offset of row 0 */
+	/* RFS_READ_PREAD of a chunked array stored unfiltered, when set:
+	 * where each chunk's rows are (row r at locs[r / chunk_rows].addr +
+	 * r % chunk_rows * row_bytes); offset is then the lowest address. */
+	struct rfs_chunk_loc *locs;
+	uint64_t chunk_rows;
+	struct rfs_rowmap map; /* RFS_READ_PREAD: a mapping, when lent memory */
+	uint64_t chunks_id; /* RFS_READ_CHUNKS: in the mount's chunk cache */
+};
+
+struct linked_file {
+	char *path;
+	int fd; /* read-only, held to watch the file opened */
+	int watch; /* rfs_watch_add()'s id, or negative */
+	struct stat opened;
+};
+
+struct hdf5_source {
+	struct rfs_source base; /* first: the interface's view */
+	char *path;
+	char *dataset;
+	hid_t file;
+	/* Served datasets are opened with it: their external raw data files
+	 * are named from the mount's working directory. */
+	hid_t dapl;
+	int fd; /* read-only: pread and chunk reads */
+	int watch; /* rfs_watch_add()'s id for fd, or negative */
+	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
+	struct array x; /* dense rows, or a CSR's data */
+	struct array indices; /* CSR only */
+	int64_t *indptr; /* CSR only: rows + 1 entries */
+	struct stat opened; /* fd's file as it was at open */
+	/* Files the served rows are read from besides the source (an
+	 * external link's target, a virtual dataset's sources), watched for
+	 * changes like the source itself. */
+	struct linked_file *linked;
+	size_t nlinked, linked_cap;
+	int anndata; /* obs columns can be named without a path */
+	atomic_int changed; /* sticky: a file was written after open */
+	atomic_int replaced_logged;
+};
+
+/* Error printing off for this thread: rankfs reports errors itself
+ * (HDF5's error stack is per thread in threadsafe builds). */
+void rfs_hdf5_quiet(void);
+int rfs_hdf5_ends_with(const char *s, const char *suffix);
+/* Reads a string attribute (fixed or variable length) into out.
+ * @return 0 or -1. */
+int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n);
+/* Lists the file's datasets (for error lines), cut to n bytes. */
+void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n);
+
+/* hdf5_read.c: checks the filters of a's pipeline and picks a's
+ * read path. @return 0 or a negative errno with err set. */
+int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
+			  struct rfs_pipeline *pipe, char *err, size_t errlen);
+void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
+			       const struct rfs_pipeline *pipe);
+int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
+		       unsigned char *const *to);
+int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
+			     const struct rfs_csr_range *r, size_t n);
+size_t rfs_hdf5_row_scratch(const struct rfs_source *base);
+
+/* hdf5_checks.c */
+/* Whether dset's bytes are in the source file itself. */
+int rfs_hdf5_in_source_file(const struct hdf5_source *s, hid_t dset);
+/* Watches the file an external link led a's dataset to, if it did. */
+void rfs_hdf5_watch_linked(struct hdf5_source *s, const struct array *a);
+/* Checks the files other than the source that dset's raw data comes
+ * from (virtual and external). @return 0 or -EINVAL with err set. */
+int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
+				  const char *what, int watch, char *err,
+				  size_t errlen);
+int rfs_hdf5_check_unchanged(struct rfs_source *base);
+enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
+int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);
+
+/* hdf5_strings.c: n variable-length strings of a dataset (attr
+ * NULL) or of obj's attribute named attr, read as mem, in a child process
+ * (a damaged global heap crashes or hangs HDF5). *out: n heap strings.
+ * @return 0, -EIO (the read failed, crashed or hung: logged), -ENOMEM. */
+int rfs_hdf5_read_vlen(hid_t obj, const char *attr, hid_t mem, uint64_t n,
+		       char ***out);
+
+/* hdf5_obs.c */
+int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
+			 struct rfs_column *out, char *err, size_t errlen);
+/* Length of a 1-D dataset, or -1 when it is not 1-D. */
+int64_t rfs_hdf5_length_1d(hid_t dset);
+/* Reads a 1-D string dataset into n heap strings. @return 0 or -errno. */
+int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out);
+/* Checks n entries of dset, to be read whole at mount (as: values,
+ * category names, or values whose strings are made codes), against the
+ * memory the daemon may use (rfs_memlimit_claim, adding it to *claimed).
+ * @return 0, or -ENOMEM with err naming s's file, the dataset and the
+ * limit. */
+int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
+		   enum rfs_memlimit_as as, uint64_t *claimed, char *err,
+		   size_t errlen);
+
+#endif

@@ -1,0 +1,480 @@
+/*
+ * The zarr backend's open and reads: a directory store (v2 or v3) holding
+ * an AnnData (X dense or csr_matrix, layers/NAME, raw/X) or a named array
+ * (-o dataset=/PATH). Served arrays are registered in the mount's chunk
+ * cache with zarr_array.c's loader, so a batch reads and decodes, in the
+ * calling thread, only the chunks its rows are in. A CSR's indptr is read
+ * whole at open and checked.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "source/io/chunks.h"
+#include "core/convert.h"
+#include "core/log.h"
+#include "os/memlimit.h"
+#include "source/zarr/zarr.h"
+
+/* Decoded chunks of a source opened without a mount's cache. */
+#define OWN_CHUNKS_BYTES (64u << 20)
+
+static int cmp_id(const void *a, const void *b)
+{
+	const struct rfs_zarr_id *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+/* nftw has no user pointer: the walk in progress, one per thread. */
+static __thread struct zarr_source *walking;
+
+static int add_file(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	(void)path, (void)ftw;
+	struct zarr_source *s = walking;
+	if (type != FTW_F && type != FTW_D) /* a new file in one is a change */
+		return 0;
+	if ((s->nfiles & (s->nfiles - 1)) == 0) { /* 0, 1, 2, 4 ...: grow */
+		size_t cap = s->nfiles ? 2 * s->nfiles : 1;
+		void *p = realloc(s->files, cap * sizeof(*s->files));
+		if (!p)
+			return -1;
+		s->files = p;
+	}
+	rfs_zarr_id_of(st, &s->files[s->nfiles++]);
+	return 0;
+}
+
+/* Every file and directory of the store, for rfs_source_reads_file(). */
+static int list_files(struct zarr_source *s, char *err, size_t errlen)
+{
+	walking = s;
+	int rc = nftw(s->path, add_file, 16, FTW_PHYS);
+	walking = NULL;
+	if (rc != 0) {
+		snprintf(err, errlen, "%s: cannot list the store's files",
+			 s->path);
+		return -ENOMEM;
+	}
+	qsort(s->files, s->nfiles, sizeof(*s->files), cmp_id);
+	return 0;
+}
+
+/* Registers a served array: watched, read through the chunk cache. */
+static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
+		 char *err, size_t errlen)
+{
+	int rc = rfs_zarr_array_watch(a, err, errlen);
+	if (rc != 0)
+		return rc;
+	a->failures = &s->base.read_failures;
+	rfs_zarr_array_keep_indexes(a, s->chunks);
+	struct rfs_chunked c = { .fd = -1,
+				 .path = s->path,
+				 .name = a->name,
+				 .cols = a->m.shape[1],
+				 .chunk_rows = a->m.inner[0],
+				 .chunk_cols = a->m.inner[1],
+				 .grid_cols = a->igrid[1],
+				 .elem = a->m.elem,
+				 .load = rfs_zarr_array_load,
+				 .ctx = a,
+				 .part_rows = rfs_zarr_array_part_rows(a) };
+	rc = rfs_chunks_register(s->chunks, &c, id);
+	if (rc != 0)
+		snprintf(err, errlen, "%s: out of memory", s->path);
+	return rc;
+}
+
+static int open_numeric(struct zarr_source *s, const char *path, int want_1d,
+			struct rfs_zarr_array *a, char *err, size_t errlen)
+{
+	int rc = rfs_zarr_array_open(&s->st, path, &s->changed, a, err, errlen);
+	if (rc != 0)
+		return rc;
+	if (a->m.kind != RFS_ZARR_NUMBER) {
+		snprintf(err, errlen,
+			 "%s: array %s holds %s; rankfs serves int8..int64, "
+			 "uint8..uint64, float16/32/64",
+			 s->path, path,
+			 a->m.kind == RFS_ZARR_BOOL ? "bools" : "strings");
+		return -ENOTSUP;
+	}
+	if (want_1d && a->m.ndims != 1) {
+		snprintf(err, errlen, "%s: array %s must be 1-D", s->path,
+			 path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int read_shape(json_t *attrs, uint64_t shape[2])
+{
+	json_t *v = json_object_get(attrs, "shape");
+	if (!json_is_array(v) || json_array_size(v) != 2)
+		return -EINVAL;
+	for (int i = 0; i < 2; i++) {
+		json_t *d = json_array_get(v, (size_t)i);
+		if (!json_is_integer(d) || json_integer_value(d) < 0)
+			return -EINVAL;
+		shape[i] = (uint64_t)json_integer_value(d);
+	}
+	return 0;
+}
+
+/* indptr whole, as int64: rows + 1 offsets from 0 to nnz, none falling. */
+static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
+		       uint64_t nnz, char *err, size_t errlen)
+{
+	struct rfs_zarr_array p;
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/indptr", group);
+	int rc = open_numeric(s, path, 1, &p, err, errlen);
+	void *raw = NULL;
+	if (rc == 0 && (p.m.dtype >= RFS_FLOAT16 || p.m.shape[0] != rows + 1)) {
+		snprintf(err, errlen,
+			 "%s: %s must be %llu + 1 integers (rows + 1)", s->path,
+			 path, (unsigned long long)rows);
+		rc = -EINVAL;
+	}
+	if (rc == 0) /* as stored, and as int64 */
+		rc = rfs_memlimit_claim(s->path, p.name, rows + 1,
+					p.m.elem + sizeof(*s->indptr),
+					&s->base.claimed, err, errlen);
+	if (rc == 0) {
+		raw = malloc((rows + 1) * p.m.elem);
+		s->indptr = malloc((rows + 1) * sizeof(*s->indptr));
+		rc = raw && s->indptr ? rfs_zarr_array_read_all(&p, raw) :
+					-ENOMEM;
+		if (rc != 0)
+			snprintf(err, errlen, "%s: %s cannot be read (%s)",
+				 s->path, path, strerror(-rc));
+	}
+	if (rc == 0) {
+		rfs_convert(RFS_INT64, s->indptr, p.m.dtype, raw, rows + 1);
+		if (p.m.dtype == RFS_UINT64) /* huge values read as negative */
+			for (uint64_t r = 0; r <= rows; r++)
+				if (((uint64_t *)raw)[r] > INT64_MAX)
+					s->indptr[r] = -1;
+	}
+	for (uint64_t r = 0; r < rows && rc == 0; r++) {
+		int64_t a = s->indptr[r], b = s->indptr[r + 1];
+		if (a < 0 || b < a) {
+			snprintf(err, errlen,
+				 "%s: %s is not non-decreasing from 0: entry "
+				 "%llu is %lld, entry %llu is %lld",
+				 s->path, path, (unsigned long long)r,
+				 (long long)a, (unsigned long long)r + 1,
+				 (long long)b);
+			rc = -EINVAL;
+		} else if ((uint64_t)(b - a) > s->base.info.max_row_nnz) {
+			s->base.info.max_row_nnz = (uint64_t)(b - a);
+		}
+	}
+	if (rc == 0 &&
+	    (s->indptr[0] != 0 || (uint64_t)s->indptr[rows] != nnz)) {
+		snprintf(err, errlen,
+			 "%s: %s must start at 0 and end at the %llu stored "
+			 "values (it goes from %lld to %lld)",
+			 s->path, path, (unsigned long long)nnz,
+			 (long long)s->indptr[0], (long long)s->indptr[rows]);
+		rc = -EINVAL;
+	}
+	if (raw) /* the offsets as stored go; the int64 ones stay */
+		rfs_memlimit_release_part(&s->base.claimed,
+					  (rows + 1) * p.m.elem);
+	free(raw);
+	rfs_zarr_array_close(&p);
+	return rc;
+}
+
+static int open_csr(struct zarr_source *s, const char *group, json_t *attrs,
+		    char *err, size_t errlen)
+{
+	char path[1100];
+	uint64_t shape[2];
+	if (read_shape(attrs, shape) != 0 || shape[1] == 0) {
+		snprintf(err, errlen,
+			 "%s: %s is csr_matrix without a valid shape "
+			 "attribute",
+			 s->path, s->dataset);
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "%s/data", group);
+	int rc = open_numeric(s, path, 1, &s->x, err, errlen);
+	snprintf(path, sizeof(path), "%s/indices", group);
+	if (rc == 0)
+		rc = open_numeric(s, path, 1, &s->indices, err, errlen);
+	if (rc == 0 && (s->indices.m.dtype >= RFS_FLOAT16 ||
+			s->indices.m.shape[0] != s->x.m.shape[0])) {
+		snprintf(err, errlen,
+			 "%s: %s/indices must be integers, one per value",
+			 s->path, s->dataset);
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = read_indptr(s, group, shape[0], s->x.m.shape[0], err,
+				 errlen);
+	if (rc == 0)
+		rc = serve(s, &s->x, &s->x_id, err, errlen);
+	if (rc == 0)
+		rc = serve(s, &s->indices, &s->indices_id, err, errlen);
+	if (rc != 0)
+		return rc;
+	s->base.info.sparse = 1;
+	s->base.info.rows = shape[0];
+	s->base.info.cols = shape[1];
+	s->base.info.ndims = 2;
+	s->base.info.nnz = s->x.m.shape[0];
+	s->base.info.index_dtype = s->indices.m.dtype;
+	s->base.indptr = s->indptr;
+	return 0;
+}
+
+static int open_rows(struct zarr_source *s, char *err, size_t errlen)
+{
+	const char *node = s->dataset + (s->dataset[0] == '/');
+	json_t *attrs;
+	int rc, kind = rfs_zarr_node(&s->st, node, NULL, &attrs, NULL, err,
+				     errlen);
+	if (kind < 0)
+		return kind;
+	if (kind == 0) {
+		snprintf(err, errlen, "%s: %s not found (no %s)", s->path,
+			 s->dataset, s->st.v3 ? "zarr.json" : ".zarray");
+		return -EINVAL;
+	}
+	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
+	if (kind == 1) {
+		rc = open_numeric(s, node, 0, &s->x, err, errlen);
+		if (rc == 0)
+			rc = serve(s, &s->x, &s->x_id, err, errlen);
+		s->base.info.rows = s->x.m.shape[0];
+		s->base.info.cols = s->x.m.shape[1];
+		s->base.info.ndims = s->x.m.ndims;
+	} else if (enc && strcmp(enc, "csr_matrix") == 0) {
+		rc = open_csr(s, node, attrs, err, errlen);
+	} else if (enc && strcmp(enc, "csc_matrix") == 0) {
+		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
+	} else {
+		snprintf(err, errlen, "%s: %s is a group, not an array",
+			 s->path, s->dataset);
+		rc = -ENOTSUP;
+	}
+	json_decref(attrs);
+	if (rc != 0)
+		return rc;
+	s->base.info.dtype = s->x.m.dtype;
+	return 0;
+}
+
+static int read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
+		     unsigned char *const *to)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	/* The files of each row of chunks, checked once per batch (watched
+	 * directories: by check_unchanged, before and after the read). */
+	for (size_t i = 0; i < m && !s->x.dir_watches; i++) {
+		if (i &&
+		    rows[i] / s->x.m.chunk[0] == rows[i - 1] / s->x.m.chunk[0])
+			continue;
+		if (rfs_zarr_array_check(&s->x, rows[i], rows[i]) != 0)
+			return -EIO;
+	}
+	return rfs_chunks_read_rows(s->chunks, s->x_id, rows, m, to);
+}
+
+static int read_csr_ranges(struct rfs_source *base,
+			   const struct rfs_csr_range *r, size_t n)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	for (size_t k = 0; k < n; k++) {
+		int values = r[k].part == RFS_CSR_VALUES;
+		struct rfs_zarr_array *a = values ? &s->x : &s->indices;
+		uint64_t last = r[k].first + r[k].count - 1;
+		if (!a->dir_watches &&
+		    rfs_zarr_array_check(a, r[k].first, last) != 0)
+			return -EIO;
+		int rc = rfs_chunks_read(s->chunks,
+					 values ? s->x_id : s->indices_id,
+					 r[k].first, r[k].count, r[k].dst);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int check_unchanged(struct rfs_source *base)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	if (atomic_load(&s->changed))
+		return -EIO;
+	if (rfs_zarr_array_check_meta(&s->x) != 0 ||
+	    (s->indices.name && rfs_zarr_array_check_meta(&s->indices) != 0))
+		return -EIO;
+	if ((s->x.dir_watches && rfs_zarr_array_check(&s->x, 0, 0) != 0) ||
+	    (s->indices.dir_watches &&
+	     rfs_zarr_array_check(&s->indices, 0, 0) != 0))
+		return -EIO;
+	return 0;
+}
+
+static enum rfs_source_state state(struct rfs_source *base)
+{
+	return check_unchanged(base) ? RFS_SOURCE_CHANGED : RFS_SOURCE_OK;
+}
+
+static int reads_file(const struct rfs_source *base, dev_t dev, ino_t ino)
+{
+	const struct zarr_source *s = (const struct zarr_source *)base;
+	struct rfs_zarr_id key = { .dev = dev, .ino = ino };
+	return bsearch(&key, s->files, s->nfiles, sizeof(key), cmp_id) != NULL;
+}
+
+static size_t row_scratch(const struct rfs_source *base)
+{
+	(void)base; /* chunks.c counts its own */
+	return 0;
+}
+
+static void close_source(struct rfs_source *base)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	rfs_source_release_claims(base);
+	rfs_log_limit_destroy(&s->base.read_failures);
+	/* The mount's cache keeps the registrations, never used again. */
+	rfs_chunks_destroy(s->own_chunks);
+	rfs_zarr_array_close(&s->x);
+	rfs_zarr_array_close(&s->indices);
+	rfs_zarr_store_close(&s->st);
+	free(s->indptr);
+	free(s->files);
+	free(s->dataset);
+	free(s->path);
+	free(s);
+}
+
+static const struct rfs_source_ops ops = {
+	.read_rows = read_rows,
+	.read_csr_ranges = read_csr_ranges,
+	.read_column = rfs_zarr_read_column,
+	.check_unchanged = check_unchanged,
+	.read_var_names = rfs_zarr_read_var_names,
+	.state = state,
+	.reads_file = reads_file,
+	.row_scratch = row_scratch,
+	.close = close_source,
+};
+
+/* An AnnData store says so, or at least has an X. */
+static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
+		      size_t errlen)
+{
+	json_t *attrs;
+	int kind = rfs_zarr_node(&s->st, "", NULL, &attrs, NULL, err, errlen);
+	*root_kind = kind;
+	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
+	int yes = enc && strcmp(enc, "anndata") == 0;
+	json_decref(attrs);
+	if (kind < 0)
+		return kind;
+	if (!yes && !enc) {
+		kind = rfs_zarr_node(&s->st, "X", NULL, &attrs, NULL, err,
+				     errlen);
+		yes = kind > 0;
+		json_decref(attrs);
+	}
+	return yes;
+}
+
+int rfs_zarr_open(const char *path, const char *dataset,
+		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  char *err, size_t errlen)
+{
+	struct zarr_source *s = calloc(1, sizeof(*s));
+	int rc = -ENOMEM;
+	if (!s) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return rc;
+	}
+	rfs_log_limit_init(&s->base.read_failures);
+	if (errlen)
+		err[0] = '\0';
+	s->base.ops = &ops;
+	s->path = realpath(path, NULL);
+	if (!s->path) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!rfs_zarr_is_store(s->path)) {
+		rc = -EINVAL;
+		snprintf(err, errlen,
+			 "%s: not a regular file, nor a zarr store (a "
+			 "directory without .zgroup, .zarray, .zmetadata or "
+			 "zarr.json)",
+			 path);
+		goto fail;
+	}
+	s->chunks = chunks;
+	if (!chunks) {
+		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, &s->own_chunks);
+		if (rc != 0)
+			goto fail;
+		s->chunks = s->own_chunks;
+	}
+	int root_kind = 0;
+	rc = rfs_zarr_store_open(s->path, &s->st, err, errlen);
+	if (rc == 0)
+		rc = is_anndata(s, &root_kind, err, errlen);
+	if (rc < 0)
+		goto fail;
+	s->anndata = rc;
+	if (!dataset && root_kind == 1)
+		dataset = "/"; /* a store that is one array (zarr.save) */
+	if (!dataset && !s->anndata) {
+		snprintf(err, errlen,
+			 "%s: not an AnnData zarr store; name the rows with "
+			 "-o dataset=/PATH",
+			 path);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (asprintf(&s->dataset, "%s%s",
+		     dataset && dataset[0] == '/' ? "" : "/",
+		     dataset ? dataset : "X") < 0) {
+		s->dataset = NULL;
+		rc = -ENOMEM;
+		goto fail;
+	}
+	s->base.info.path = s->path;
+	s->base.info.dataset = s->dataset;
+	s->base.info.layout = "chunked";
+	s->base.info.read_path = RFS_READ_CHUNKS;
+	rc = open_rows(s, err, errlen);
+	if (rc == 0)
+		rc = list_files(s, err, errlen);
+	if (rc == 0)
+		rc = rfs_source_fingerprint(&s->base, err, errlen);
+	if (rc == 0)
+		rc = rfs_source_fingerprint_var(&s->base, err, errlen);
+	if (rc != 0)
+		goto fail;
+	struct stat st;
+	if (stat(s->x.meta_file, &st) == 0)
+		s->base.info.mtime = st.st_mtime;
+	*out = &s->base;
+	return 0;
+fail:
+	if (rc == -ENOMEM && !err[0])
+		snprintf(err, errlen, "%s: out of memory", path);
+	close_source(&s->base);
+	return rc;
+}
