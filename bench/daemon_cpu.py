@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """CPU the FUSE daemon spends per epoch: rankfs against the trivial server.
 
 The side-by-side benchmark times whole epochs, which on 2 cores mixes the

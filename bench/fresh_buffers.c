@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a batch buffer costs when the pool (lib/core/bigbuf.c) has none to give:
  * rfs_bigbuf_alloc() maps and populates it, the batch is written into it,

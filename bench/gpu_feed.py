@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Does rankfs feed a training loop? An MLP (D -> 256 -> D, Adam, MSE to
 its input) trains on rank 0's batches of a mount, fed three ways:
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Time to open a directory of many small .h5ad files, as a mount does.
 
 Sharded atlases come as one file per sample: hundreds or thousands of

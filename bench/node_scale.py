@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The node-scale benchmark: rankfs at 8 ranks on a warm 4 GB file.
 
 A dense --rows x --cols float32 HDF5 file (default 1,000,000 x 1,000,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Batches generated beyond those read, when prefetch falls behind.
 
 Two ranks read --epochs epochs of a gzip-chunked HDF5 file (20,000 x 200

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The read paths of a contiguous array's rows, one against another, on a
  * raw file of float32 rows (what a contiguous unfiltered HDF5 dataset is

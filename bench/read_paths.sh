@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Interleaved rounds of bench/read_paths.c (root, for drop_caches):
 #   bench/read_paths.sh ROUNDS FILE ROWS BATCHES THREADS warm|cold PATH...
 # Each round runs every PATH once, the order rotated by one per round;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Summaries of bench/read_paths.sh output.
 
     python3 bench/read_paths_stats.py FILE...             medians per path

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """rankfs against the loaders people use, side by side, in one run.
 
 One epoch of --ranks ranks (default 2) read concurrently (processes,

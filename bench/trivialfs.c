@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The benchmark's upper bound: a trivial in-memory FUSE server serving
  * RANKS x FILES read-only files of SIZE bytes (one shared buffer: a .npy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Going to the background without losing mount errors.
  *
  * fuse_daemonize() lets the parent exit 0 as soon as it forks, before the

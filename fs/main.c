@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rankfs: argv -> config -> view -> session -> loop, undone in reverse. */
 #include <dirent.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Low-level FUSE handlers: decode the inode, ask lib/, reply exactly once.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The low-level FUSE handlers (ops.c) and the state they share, reached
  * through fuse_req_userdata(). */
 #ifndef RFS_OPS_H

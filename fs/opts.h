@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command line: rankfs [options] SOURCE... MOUNTPOINT. */
 #ifndef RFS_OPTS_H
 #define RFS_OPTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuse_lowlevel_notify_inval_inode() takes the lock of every cached page
  * of the file, and a page stays locked while a read of it waits for the

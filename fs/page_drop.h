@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Drops released files' pages from the kernel's page cache, on a thread of
  * its own (page_drop.c says why): page_store.c's helper, which decides
  * when (at a file's last release) and cancels a drop a new open would

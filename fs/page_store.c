@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A page-cache read of a 1 MB batch file reaches the daemon as five
  * requests, as the kernel's readahead grows (16 KiB, 64, 256, 512, the

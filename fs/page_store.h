@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A generated file's life in the kernel's page cache, with the one count
  * of its open files: its bytes are stored before its first open is
  * answered, so that its reads never reach the daemon, and its pages are

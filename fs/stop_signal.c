@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libfuse 3.14's signal handlers only set the session's exit flag. Its
  * loops look at the flag between waits (sem_wait in the multithreaded

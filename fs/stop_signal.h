@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ends the FUSE session loop on SIGTERM, SIGINT or SIGHUP whenever the
  * signal comes (stop_signal.c says why libfuse's handlers alone do not). */
 #ifndef RFS_STOP_SIGNAL_H

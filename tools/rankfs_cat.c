@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rankfs-cat: any file of a mount's namespace on stdout, without FUSE
  * (like squashfuse_extract).

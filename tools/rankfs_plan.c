@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rankfs-plan: the sampling plan without FUSE or HDF5 (like
  * squashfuse_extract), as a second opinion for tests and for debugging.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """PyTorch DDP on a rankfs mount: no sampler, just each rank's directory.
 
 Every rank reads MOUNT/epoch/E/rank/R/batch/ (images, float32 via

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # A debugging session with ls and cat: what a rank will read, and whether
 # two nodes agree. Usage: debug_session.sh SOURCE.h5 MOUNTPOINT
 # (RANKFS and PYTHON name the binaries; default: rankfs and python3 on

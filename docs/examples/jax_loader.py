@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """JAX on a rankfs mount: a softmax classifier trained on one process's
 batches, read by rankfs.jax.loader (threads, in order, put on the
 default device), labels from label/.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Plain numpy on a rankfs mount: one rank's epoch, read by
 rankfs.loader's threads in order, summed into per-column means; then the
 same from a global step on, as a job resumed there would read it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Large buffers are mapped with MAP_POPULATE (one call instead of a page
  * fault per 4 KiB) and, when freed, kept in a small pool for the next

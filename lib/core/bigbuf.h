@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory for generated files. Batch buffers are large and short-lived;
  * faulting their pages in one by one on first write costs as much as
  * filling them (a page fault per 4 KiB, expensive under virtualisation).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/buf.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Growable byte buffer for rendering small text files (JSON). */
 #ifndef RFS_BUF_H
 #define RFS_BUF_H

@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /* Mount options: defaults, validation and their canonical text form.
- * A plain value (STYLE.md convention 3): callers own the struct; strings in it
+ * A plain value (docs/style.md convention 3): callers own the struct; strings in it
  * are heap copies freed by rfs_config_free(). */
 #ifndef RFS_CONFIG_H
 #define RFS_CONFIG_H

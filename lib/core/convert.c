@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Casts go through one of three carriers: int64 for signed, uint64 for
  * unsigned and double for floating types. Integer-to-integer keeps C's

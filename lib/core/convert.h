@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Element casts between the dtypes rankfs serves (dtype= option). */
 #ifndef RFS_CONVERT_H
 #define RFS_CONVERT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Element types rankfs serves, with their numpy names and descriptors. */
 #ifndef RFS_DTYPE_H
 #define RFS_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Logging: one line per event, to stderr until a log file is set. */
 #ifndef RFS_LOG_H
 #define RFS_LOG_H

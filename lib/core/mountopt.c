@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/mountopt.h"
 
 #include <ctype.h>

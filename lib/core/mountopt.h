@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The -o words of a mount that are not rankfs's own: libfuse's options,
  * which the mount hands to libfuse, and mount(8)'s, which it drops. No
  * FUSE in here, so that a tool taking a mount's option string

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Strict decimal parsing shared by option values and path names. */
 #ifndef RFS_PARSE_H
 #define RFS_PARSE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "core/rowsort.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rows of a fetch in source order: each wanted row with the slot of the
  * batch it goes to. Sorting turns a random batch into runs of adjacent
  * rows, per file. */

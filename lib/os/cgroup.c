@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "os/cgroup.h"
 
 #include <limits.h>

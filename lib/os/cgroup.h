@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* This process's cgroups (cgroups(7)): the directories of its groups,
  * found through /proc/self/cgroup and the cgroup mounts of
  * /proc/self/mountinfo, for memlimit.c and cpulimit.c to read limits in. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "os/cpulimit.h"
 
 #include <limits.h>

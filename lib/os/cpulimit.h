@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cores this process may keep busy, for the default of threads: not
  * every core of a node that it shares with other jobs. */
 #ifndef RFS_CPULIMIT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * HDF5 can spin forever on a damaged file: a few flipped bytes in a global
  * heap keep H5Aread converting the same variable-length string, holding

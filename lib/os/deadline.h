@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A deadline on a mount-time step that reads a source (deadline.c says
  * why the process ends when one passes). One step at a time, from one
  * thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "os/memlimit.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory this process may use, so that cache_mb is checked against it
  * at mount: a daemon whose cache outgrows its memory cgroup is killed, and
  * every reader of its mount fails. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "os/mountinfo.h"
 
 #include <errno.h>

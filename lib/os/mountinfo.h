@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What is mounted where, from /proc/self/mountinfo (proc(5)): main.c
  * refuses a mountpoint that already is one and finds its own mount's
  * device; memlimit.c finds the cgroup hierarchies. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "os/quiet_thread.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Threads that leave termination signals to the main thread.
  *
  * A process-directed SIGTERM goes to any thread that does not block it.

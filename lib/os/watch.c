@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A write sets a file's mtime and ctime, but neither tells alone whether
  * the bytes are still those opened: utime puts mtime back after a write,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Whether an opened file was written since: inotify's IN_MODIFY on its
  * inode (watch.c says why not timestamps alone). One inotify instance per
  * process, made on first use. Thread-safe. HDF5-free. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Arithmetic of ranks and batches: which position of which sequence row j
  * of rank R's batch k comes from.
  *

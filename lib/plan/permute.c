@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Keyed permutation of [0, n) computed one element at a time.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Keyed pseudo-random bijections on [0, n), evaluated per element. */
 #ifndef RFS_PERMUTE_H
 #define RFS_PERMUTE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * From epoch sequence to batches: fetch windows.
  *

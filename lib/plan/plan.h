@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Plans batches: (epoch, rank, batch) -> global row ids, in served order.
  *
  * Thread-safe. Holds a small cache of recently sorted fetch windows so the

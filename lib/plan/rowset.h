@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A rowset: the rows one epoch sequence samples from, as a virtual range
  * [0, length) mapped to global row ids, with optional sampling weights.
  *

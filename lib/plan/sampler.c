@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Strategies as per-position functions (docs/sampling.md has the maths).
  *

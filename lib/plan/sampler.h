@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The epoch sequence S_e: which row stands at each position of an epoch,
  * before fetch windows and ranks. A pure function of (config, rowset,
  * epoch, sequence number); a plain value, cheap to build (O(1)). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a mount samples from, built once at mount time from the options:
  * the rows filters keep, the label column, and one rowset per sequence
  * (with weights for weighted and class_balanced). Read-only afterwards.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A batch file is made in one pass into the buffer the cache hands out
  * (rfs_cache_fill_buffer()): the batch is planned (plan.c), its rows are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Batch generation: a file key (epoch, rank, batch, kind) -> the batch's
  * planned rows -> the rows fetched from the dataset -> the encoded bytes
  * of a .npy (rows, index or label) or a CSR .npz; and each file's exact

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "serve/budget.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory budget: cache_mb split into its shares, in one place.
  * docs/design.md ("Memory budget") says what each share is for. */
 #ifndef RFS_BUDGET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "serve/cache.h"
 
 #include <errno.h>

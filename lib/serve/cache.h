@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bounded cache of generated files, with shared generation.
  *
  * rfs_cache_get() returns a referenced entry; every get is paired with one

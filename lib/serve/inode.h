@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The namespace as a pure function: names <-> nodes <-> inode numbers.
  * No FUSE and no state beyond the numbers given at init, so it is unit
  * tested on its own. */

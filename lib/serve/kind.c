@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "serve/kind.h"
 
 #include <stddef.h>

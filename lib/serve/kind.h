@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The kinds of per-batch files, and their directory names. */
 #ifndef RFS_KIND_H
 #define RFS_KIND_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A reader in order at position pos (epoch x batches + batch) gets
  * pos + 1 .. pos + depth queued, continuing from what is queued already.

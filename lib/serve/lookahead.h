@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prefetch policy: which batches are generated ahead of each rank's
  * reader, and how deep, within the room the memory budget gives them.
  * The thread pool of prefetch.c generates them into the batch cache.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * numpy's format 1.0: magic "\x93NUMPY", version 1.0, a little-endian u16
  * header length, then a Python dict literal with keys in sorted order,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The .npy encoder: format 1.0 headers byte-identical to numpy's np.save. */
 #ifndef RFS_NPY_H
 #define RFS_NPY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A zip of stored members, the simplest valid archive: for each member a
  * local header (30 bytes + name) and its bytes, then a central directory

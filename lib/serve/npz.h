@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The .npz encoder for CSR batches: what scipy.sparse.save_npz writes, a
  * stored (not deflated) zip of indices.npy, indptr.npy, format.npy
  * ('csr'), shape.npy and data.npy, with valid CRC-32s. The size follows

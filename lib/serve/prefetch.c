@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "serve/prefetch.h"
 
 #include <errno.h>

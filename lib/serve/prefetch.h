@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Background generation of files a reader is about to ask for.
  *
  * A fixed pool of threads takes keys from a bounded FIFO and calls fn for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Counters are relaxed atomics, read without a lock: a snapshot may mix
  * values from a few microseconds apart, which a dashboard does not mind.

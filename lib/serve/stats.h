@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Live counters behind stats.json: per rank, what its reader did and how
  * long it waited; for the mount, how long generating a batch takes.
  * Thread-safe; the hot counters are relaxed atomics. */

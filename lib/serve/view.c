@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A view is the sources seen through one configuration, and the facade the
  * front end calls. It builds, in order, the dataset (dataset.c), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A mounted view: the source files seen through one configuration. Owns
  * the dataset, the selection (filters, labels, weights), the planner, the
  * batch generator (batch.c) behind the batch cache, the prefetch policy

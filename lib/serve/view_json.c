@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "serve/view_json.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The JSON files of a view and its id: config.json and dataset.json
  * (rendered once at mount), stats.json (a snapshot per open), and
  * view_id. Pure renderers: what they show is passed in. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a source backend provides (source.h is what the dataset layer
  * sees). A backend embeds struct rfs_source first in its own struct, fills
  * info (and indptr for CSR) at open, and answers the operations below;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/column.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A per-row column (an obs column or a 1-D dataset) held in memory, as
  * labels, weights or filters read it. HDF5-free: source.c fills it.
  *

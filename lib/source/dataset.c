@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/dataset.h"
 
 #include <dirent.h>

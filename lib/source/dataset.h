@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The source files of a mount as one row space: rows of every file, in the
  * order given, form the global rows [0, N). Files must agree on columns and
  * dtype (and for AnnData files on var names). Thread-safe after open. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/dataset_var.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dataset.c's var names: the names its columns serve (the first file's,
  * or var_join's, varjoin.c), built at open from the sources' own
  * (rfs_source_read_var_names()), and for CSR sources whose unserved

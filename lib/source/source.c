@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What every source format shares. A read of rows is sorted (rowsort.c)
  * and de-duplicated here, so a backend reads each distinct row once, in

@@ -1,7 +1,8 @@
+/* SPDX-License-Identifier: MIT */
 /* One source: a file (or store) of rows, whatever its format. The dataset
  * layer opens sources, reads their description and reads rows through
  * this interface; each format is a backend behind it (backend.h):
- * HDF5 in source_hdf5*.c, the only files that include HDF5's header (STYLE.md
+ * HDF5 in source/hdf5/, the only files that include HDF5's header (docs/style.md
  * convention 7). A new format is new files and one line in source.c. */
 #ifndef RFS_SOURCE_H
 #define RFS_SOURCE_H

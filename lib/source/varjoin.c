@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/varjoin.h"
 
 #include "core/buf.h"

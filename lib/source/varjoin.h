@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Files whose var (gene) names differ, served as one matrix: the served
  * columns are a list of names (var_join=inner, outer, or var_names=FILE),
  * and each source's columns map onto them, computed once at mount time.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rankfs from Python: a mount's options and files, and loaders that read
 one rank's batch files with threads, in order, into numpy arrays
 (``rankfs.loader``), PyTorch tensors (``rankfs.torch``) or JAX arrays

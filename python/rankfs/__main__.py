@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """python3 -m rankfs MOUNT: one screen about a mount (view_id, options,
 sizes, and each rank's progress from stats.json)."""
 from __future__ import annotations

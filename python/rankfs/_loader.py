@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The loader every framework module returns: ordered, threaded reads of
 one rank's batch files, each converted for the framework."""
 from __future__ import annotations

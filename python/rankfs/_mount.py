@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rankfs.Mount: one mounted view, its JSON files and its file names."""
 from __future__ import annotations
 

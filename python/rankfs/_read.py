@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reading batch files into buffers the caller allocates, on a thread
 pool, in order: the part the framework loaders share.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rankfs for JAX: the threaded loader, yielding jax arrays.
 
     import rankfs, rankfs.jax

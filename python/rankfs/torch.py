@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rankfs for PyTorch: a threaded loader that reads batch files into
 (pinned) tensors, or a CSR source's .npz files into sparse CSR tensors
 (sparse=True), and a map-style Dataset for DataLoader workers.

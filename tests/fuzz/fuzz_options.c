@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for option parsing (lib/core/config.c, lib/core/parse.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for a stored chunk or shard file read through an
  * array of fixed metadata (lib/source/zarr/zarr_array.c: locate, shard_index, fetch,

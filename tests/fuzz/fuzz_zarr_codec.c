@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for decoding one stored zarr chunk (lib/source/zarr/zarr_codec.c):
  * rfs_zarr_decode (a known size, and the strings path of no known size),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for a zarr store's metadata (lib/source/zarr/zarr_meta.c,
  * lib/source/zarr/zarr_array.c's open, lib/source/zarr/zarr_source.c, lib/source/zarr/zarr_obs.c,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers for the integration tests: real rankfs mounts of files
 written by h5py and anndata.
 

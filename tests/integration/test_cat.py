@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rankfs-cat, the FUSE-free second opinion: for every strategy, partition
 and file kind, its stdout must be byte for byte what a real mount with the
 same options and sources serves at the same path; and a bad option, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The core through real mounts: bytes equal the source rows, ranks are
 disjoint and cover the epoch, mounts agree, epochs differ, the namespace
 behaves like an immutable read-only tree."""

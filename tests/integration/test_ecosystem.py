@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """rankfs among the usual tools: a real DDP job, mount(8) and fstab after
 cmake --install, the man page, stats.json as a dashboard, content hashes
 in xattrs, and the debugging session example."""

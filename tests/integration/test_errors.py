@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Bad input at mount time: one line naming the culprit, a non-zero exit,
 nothing left mounted, in the foreground and in the background."""
 import errno

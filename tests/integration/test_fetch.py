@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The fetch layer through real mounts: CSR sources as dense .npy and as
 .npz, compressed and chunked sources read without HDF5, dtype casts,
 layers and raw, and prefetch."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Byte-flipped sources: small dense, gzip and CSR .h5ad files with a few
 bits flipped at random places, at a bounded number of seeds
 (RANKFS_FUZZ_SEEDS, default 12 per file). Each mount and each read runs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The daemon's life: background start, signals, death, log file."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A source mapped into memory (read_path mmap, room in the chunk share of
 cache_mb) serves the bytes a mount reading it with pread serves, through
 FUSE reads at any offset, over several files, cast or not, rows wide or

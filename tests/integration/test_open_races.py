@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Opens of one file's bytes through a real mount: racing each other, and
 through its two names (a step file and its epoch file)."""
 import errno

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Files stored at open: through the page cache (the default), a batch
 file's bytes are handed to the kernel before its open is answered, so its
 reads never reach the daemon; with O_DIRECT they all do."""

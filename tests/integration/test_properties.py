@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Randomized property tests: option COMBINATIONS, each checked against
 the invariants PRODUCT.md (sections 2, 4, 5) and docs/sampling.md state,
 computed from the sources as written (numpy, pandas, scipy), never from

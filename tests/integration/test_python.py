@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The rankfs Python package against real mounts: Mount's properties and
 paths, the loaders' bytes, labels and resume equal to the files, rank and
 world size detection (env, argument, torch.distributed with gloo ranks),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The loaders' sparse=True against a real mount of a CSR .h5ad: each
 batch, read from its .npz, a scipy csr_matrix (rankfs.loader) or a torch
 sparse CSR tensor (rankfs.torch.loader) equal to the source's rows by

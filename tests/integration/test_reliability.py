@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reliability through real mounts: concurrent random reads, a source that
 changes under the mount, closed standard fds, and the memory bound under
 load."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The sampling suite through real mounts: labels, weighted and
 class-balanced draws, filters, every partition, drop_last=0, the elastic
 property, multi-file sources and the step view, on files written by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Files whose genes differ, joined on var names through real mounts:
 -o var_join=inner, var_join=outer and var_names=FILE, dense and CSR. For
 every strategy and partition each batch .npy, .npz and index file equals

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Zarr sources through real mounts (issue #24): AnnData stores in zarr v2
 (anndata.write_zarr, recompressed by zarr-python) and v3 (written by
 tests/support/zarr_v3.py, sharded and not), an annbatch collection of

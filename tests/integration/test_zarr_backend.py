@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The zarr backend through real mounts: AnnData v2 stores written by
 anndata 0.8 and zarr-python 2 (dense and CSR, blosc lz4 with shuffle,
 zstd, gzip, big-endian, "/" keys, consolidated metadata) read back equal

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Damaged zarr stores (issue #24's bad input): a truncated chunk, a
 chunk that decodes to the wrong size, a shard index pointing past the end
 of its file or failing its CRC-32C, an unknown codec, a missing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Valid zarr stores at the edges of the layout, and hostile metadata,
 read with the FUSE-free rankfs-cat: every batch equal to the independent
 reader's rows (tests/support/zarr_read.py), or a clean refusal; never a

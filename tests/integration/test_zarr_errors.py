@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Bad zarr input: a mount error naming the store, array and what is
 wrong (non-zero exit, nothing mounted), or EIO for the batches whose
 chunks are bad, with a log line naming array and chunk; never wrong bytes.

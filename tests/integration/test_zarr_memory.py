@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The memory of zarr v3 shard indexes: 16 bytes per inner chunk, so a
 shard's inner-chunk grid, a few bytes of metadata, sizes it (2^24 inner
 chunks: 256 MiB). The buffer an index is read into is claimed at mount

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The zarr test support itself, without rankfs: the v3 writer
 (tests/support/zarr_v3.py) and the independent reader
 (tests/support/zarr_read.py) agree on every codec, byte order, sharding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A directory standing in for / in unit tests of code that reads /proc
  * and /sys (memlimit.c, cpulimit.c, cgroup.c): made once per test file,
  * emptied before each test. */

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Writes the golden .npy headers used by tests/unit/test_npy.c.
 
 For every dtype rankfs serves and a few shapes, np.save() a zero array of

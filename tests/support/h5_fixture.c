@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "h5_fixture.h"
 
 #include <ftw.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test fixture writer: small HDF5 files made at test time, in a private
  * temporary directory. No HDF5 types in this header, so tests that only
  * need a file need not include <hdf5.h>. */

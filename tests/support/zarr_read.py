@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """An independent reader of zarr stores for the tests: v3 (zarr.json,
 chunks, sharding_indexed shards whose crc32c it checks) decoded here from
 the specification, v2 through zarr-python 2.13 and anndata.read_zarr.

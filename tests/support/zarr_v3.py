@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A writer of zarr v3 directory stores for the tests, following the v3
 core specification (zarr.json, regular chunk grid, default chunk key
 encoding) and the sharding_indexed codec, with numcodecs for the codec

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Where the HDF5 backend's rows may come from besides the source file, and
  * whether the files are still as opened. A dataset reached through an

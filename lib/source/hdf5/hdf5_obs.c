@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/hdf5/hdf5_source.h"
 
 #include <errno.h>

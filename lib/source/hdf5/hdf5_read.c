@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * How the HDF5 backend reads rows. HDF5 serialises every call behind one
  * global lock, so the bytes are read around it wherever the layout

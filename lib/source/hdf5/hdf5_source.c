@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The HDF5 backend's open: what the file holds (AnnData or a named
  * dataset, dense or csr_matrix), its shape and dtype, the fingerprint of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The HDF5 backend, shared by its files: hdf5_source.c (open, describe,
  * fingerprint), hdf5_read.c (read paths and row reads),

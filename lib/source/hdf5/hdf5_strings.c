@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Variable-length strings (var names, obs string columns, most attributes
  * anndata writes) live in HDF5's global heap, and HDF5 1.10 trusts it: a

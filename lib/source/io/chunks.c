@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/io/chunks.h"
 
 #include <errno.h>

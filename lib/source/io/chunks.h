@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rows of a chunked dataset read without HDF5: each chunk is read with
  * pread at the address HDF5's index gave at mount time, decoded
  * (inflate.c) outside HDF5's global lock, and kept in a bounded LRU of

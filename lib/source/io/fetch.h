@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Many positioned reads in few system calls.
  *
  * A batch of random rows is hundreds of small reads; under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/io/inflate.h"
 
 #include <errno.h>

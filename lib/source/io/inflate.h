@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Decoding raw HDF5 chunks without HDF5: the deflate (zlib) and shuffle
  * filters, undone in reverse pipeline order. HDF5-free and thread-safe, so
  * chunks are decoded in parallel outside HDF5's global lock. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "source/io/rowmap.h"
 
 #include <errno.h>

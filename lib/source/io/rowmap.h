@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A contiguous array's bytes mapped read-only, copied from with a guard.
  *
  * Reading a row with pread or io_uring costs, besides the copy, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The zarr backend, shared by its files: zarr_codec.c (decoding a stored
  * chunk: blosc, zstd, gzip/zlib, crc32c, byte order, vlen-utf8 framing),

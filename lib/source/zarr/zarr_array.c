@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Chunks of one zarr array. Rows are served from "inner" chunks: a chunk
  * file's whole content, or, when sharded, one chunk inside a shard file,

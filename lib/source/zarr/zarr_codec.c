@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Decoding one stored zarr chunk. The codecs are the libraries': blosc
  * through blosc_decompress_ctx (thread-safe, no global state), zstd,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Source arguments that are directories: a zarr store is one source,
  * unless it is an annbatch collection (its root's attribute

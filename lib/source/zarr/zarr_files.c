@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The chunk files of a zarr array: their keys, the walk at mount that
  * lists those present (and watches their directories), each one's

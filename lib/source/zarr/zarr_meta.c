@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A zarr store's metadata, parsed with jansson. v2 keeps a node's
  * metadata in .zarray or .zgroup and its attributes in .zattrs; v3 keeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Columns and var names of a zarr AnnData store, read whole at mount. An
  * obs column is a group with encoding-type "categorical" (codes and

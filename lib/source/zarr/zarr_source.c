@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The zarr backend's open and reads: a directory store (v2 or v3) holding
  * an AnnData (X dense or csr_matrix, layers/NAME, raw/X) or a named array

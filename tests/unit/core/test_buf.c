@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/core/buf.c: growable text buffer and JSON strings. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/core/config.c: defaults, parsing, rendering. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/core/convert.c: dtype casts, float16, saturation. */
 #include <stdarg.h>
 #include <stddef.h>

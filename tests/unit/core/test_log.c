@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log.c: lines with a timestamp and "rankfs: ", and the limit on lines
  * that repeat (one per cause a minute, then counted). */
 #include <fcntl.h>

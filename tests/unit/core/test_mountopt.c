@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/core/mountopt.c: which of a mount's -o words are
  * libfuse's or mount(8)'s, libfuse values refused up front, and the
  * line for an option a space made. */

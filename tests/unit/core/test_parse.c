@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/core/parse.c: strict decimal parsing. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/core/rowsort.c: rows of a fetch in source order. */
 #include <stdarg.h>
 #include <stddef.h>

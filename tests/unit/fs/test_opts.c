@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for fs/opts.c: the command line. What reaches rankfs's
  * config and libfuse, what mount(8)'s words become, and one error line
  * naming the culprit for each kind of bad input. */

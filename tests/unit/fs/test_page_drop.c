@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for fs/page_drop.c: released files' page drops run in order
  * on their own thread, a file queued twice is dropped once, cancel waits
  * for a drop in flight, and destroy answers requests while a drop waits.

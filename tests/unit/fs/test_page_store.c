@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for fs/page_store.c: only an open of a file with no other
  * file of it open stores (cancelling a queued drop), other opens wait for
  * that store, and the last close drops the file's pages. */

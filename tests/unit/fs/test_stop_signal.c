@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for fs/stop_signal.c: a stop signal that comes after a loop
  * looked at the exit flag and before it waits still ends the loop, for
  * both of libfuse's waits (a semaphore, a read); handlers are put back.

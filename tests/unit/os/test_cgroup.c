@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/cgroup.c: the directories of the process's groups,
  * from a directory standing in for / (its /proc/self/cgroup and
  * mountinfo), innermost first, v1's for the controller asked and v2's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/cpulimit.c: CPU quotas read up the groups (v1 and
  * v2, a fraction of a core counting as one), and the cores this process
  * may use. */

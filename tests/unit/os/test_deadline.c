@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/deadline.c: a step that overruns ends the process. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/memlimit.c: the memory limit read from a directory
  * standing in for / (meminfo, the process's cgroups, the cgroup mounts
  * and their limit files, v1 and v2), and cache_mb fitted to it. */

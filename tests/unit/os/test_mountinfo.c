@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/mountinfo.c: the mount at a point, found in a
  * mountinfo file written here (escapes, optional fields, several mounts
  * at one point). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/quiet_thread.c: termination signals blocked in the
  * new thread only, and the thread named. */
 #include <stdarg.h>

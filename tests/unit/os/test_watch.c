@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/os/watch.c: writes to an opened file, and what is not one. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/plan/partition.c: global batches and rank slices. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/plan/permute.c: keyed bijections on [0, n). */
 #include <stdarg.h>
 #include <stddef.h>

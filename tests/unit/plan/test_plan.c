@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/plan/plan.c: (epoch, rank, batch) -> row ids. */
 #include <stdarg.h>
 #include <stddef.h>

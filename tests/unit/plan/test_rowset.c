@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/plan/rowset.c: virtual rows, weights, inverse CDF. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/plan/sampler.c: the epoch sequence S_e per strategy. */
 #include <stdarg.h>
 #include <stddef.h>

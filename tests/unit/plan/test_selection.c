@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/plan/selection.c: filters, labels, weights and the
  * per-rank rowsets of partition=file, from real HDF5 files. */
 #include <stdarg.h>

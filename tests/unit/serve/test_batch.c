@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/batch.c: a key's planned rows become the bytes of
  * its .npy (rows, index, label), at the size computed without them. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/budget.c: every share of cache_mb from one split. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/cache.c: shared generation, LRU, references. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/inode.c: names <-> nodes <-> inode numbers. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/kind.c: file kinds' directory names, step names. */
 #include <stdarg.h>
 #include <stddef.h>

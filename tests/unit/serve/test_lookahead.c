@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/lookahead.c: readers in order get batches queued
  * ahead, jumps get none, and the room is shared by the ranks reading. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/npy.c and lib/core/dtype.c: headers equal numpy's. */
 #include <stdarg.h>
 #include <stddef.h>

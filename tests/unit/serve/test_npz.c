@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/npz.c: a valid stored zip of scipy's CSR members,
  * parsed back here by its own reader. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/prefetch.c: a pool that runs each key once. */
 #include <stdarg.h>
 #include <stddef.h>

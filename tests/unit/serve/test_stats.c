@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/stats.c: per-rank counters, rates and generation
  * times. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/view.c: one source seen through one configuration,
  * through the facade the front end calls (generation: test_batch.c;
  * prefetch policy: test_lookahead.c; JSON: test_view_json.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/serve/view_json.c: config.json, dataset.json, stats.json
  * and view_id from what they are given. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/column.c: uniting categories, filters, strings. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/dataset.c: several files as one row space. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/source.c: opening, describing and reading one HDF5
  * dataset. Files are written at test time (tests/support/h5_fixture.c). */
 #include <stdarg.h>

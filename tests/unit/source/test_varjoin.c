@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/varjoin.c: served var names and each source's
  * column mapping (inner, outer, var_names=FILE), duplicates, identity,
  * the dense gather and the CSR remap. */

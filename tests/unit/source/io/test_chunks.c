@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/io/chunks.c: rows assembled from deflated chunks read
  * with pread (chunks narrower than the rows, as wide, and a 1-D array),
  * a truncated file, one decode per chunk, and a loader's chunks cached

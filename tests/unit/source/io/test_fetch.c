@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/io/fetch.c (batched reads) and lib/core/bigbuf.c. */
 #include <stdarg.h>
 #include <stddef.h>

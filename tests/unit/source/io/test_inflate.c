@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/io/inflate.c: deflate and shuffle undone. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/io/rowmap.c: copies out of a mapping, the page-cache
  * probe, and SIGBUS turned into -EIO. */
 #include <stdarg.h>

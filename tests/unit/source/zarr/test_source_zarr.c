@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for the zarr backend (lib/source_zarr*.c, zarr_meta.c,
  * zarr_array.c), on stores written here from JSON text and chunks encoded
  * with the libraries: v2 dense with an absent chunk (fill_value), CSR,

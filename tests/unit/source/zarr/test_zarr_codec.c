@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lib/source/zarr/zarr_codec.c: chunks encoded here with the libraries
  * (blosc with each shuffle and compressor, zstd, gzip, zlib, crc32c,
  * stacked) decode to the elements; big-endian elements are swapped; a
