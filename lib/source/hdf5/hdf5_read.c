@@ -16,7 +16,7 @@
  * - a chunked dataset whose filters are deflate and shuffle (what h5py and
  *   anndata write) has its chunk addresses taken from HDF5's index once;
  *   chunks are then read with pread and decoded in the calling thread
- *   (chunks.c), through an LRU of decoded chunks;
+ *   (rfs_hdf5_chunk_load, the loader of chunks.c's LRU of decoded chunks);
  * - anything else (other filters, big-endian, compact, unallocated chunks,
  *   external raw data files, virtual datasets) goes through H5Dread, one
  *   hyperslab per run of adjacent rows (never a large union selection:
