@@ -10,9 +10,12 @@
  */
 #include "core/bigbuf.h"
 
+#include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 
 /* Below this, malloc's own free lists are cheaper than a mapping. */
 #define MAP_MIN (256 * 1024)
@@ -122,4 +125,16 @@ void rfs_bigbuf_drain(void)
 	}
 	pool_bytes = 0;
 	pthread_mutex_unlock(&pool_lock);
+}
+
+void rfs_bigbuf_trim(void)
+{
+	static _Atomic long long last_ms;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	long long was = atomic_load(&last_ms);
+	if (now - was >= 100 &&
+	    atomic_compare_exchange_strong(&last_ms, &was, now))
+		malloc_trim(0);
 }

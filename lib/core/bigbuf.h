@@ -28,6 +28,14 @@ void rfs_bigbuf_limit(size_t bytes);
  * whole 64 KiB steps, so buffers of nearly equal sizes share the pool. */
 size_t rfs_bigbuf_footprint(size_t size);
 
+/* Gives the heap's free pages back, at most every 100 ms. A cache's
+ * fills' temporaries (a chunk's stored bytes, a codec's work space) are
+ * counted in its capacity while they run, then freed; but malloc keeps
+ * freed memory between blocks still in use, and a zarr source's fills
+ * left 60 MiB of it in a daemon of cache_mb=32 (test_reliability.py's
+ * test_memory_bound_under_load). Call it holding no lock. */
+void rfs_bigbuf_trim(void);
+
 /* Returns the pooled buffers to the kernel (at teardown). */
 void rfs_bigbuf_drain(void);
 

@@ -2,12 +2,9 @@
 #include "serve/cache.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <xxhash.h>
 
 #include "core/bigbuf.h"
@@ -166,43 +163,6 @@ static void evict(struct rfs_cache *c)
 		drop(c, victim);
 }
 
-/* Under lock. */
-static void set_capacity(struct rfs_cache *c, size_t capacity)
-{
-	c->capacity = capacity;
-	c->retired_limit = c->capacity / RETIRED_SHARE;
-	evict(c);
-	make_room(c, 0); /* the room is used elsewhere now */
-}
-
-int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep)
-{
-	int rc = -ENOSPC;
-	pthread_mutex_lock(&c->lock);
-	if (bytes <= c->capacity && c->capacity - bytes >= keep) {
-		set_capacity(c, c->capacity - bytes);
-		rc = 0;
-	}
-	pthread_mutex_unlock(&c->lock);
-	return rc;
-}
-
-void rfs_cache_resize(struct rfs_cache *c, size_t capacity)
-{
-	pthread_mutex_lock(&c->lock);
-	set_capacity(c, capacity);
-	pthread_mutex_unlock(&c->lock);
-}
-
-void rfs_cache_drop(struct rfs_cache *c)
-{
-	struct rfs_cache_entry *victim;
-	pthread_mutex_lock(&c->lock);
-	while ((victim = next_victim(c)))
-		drop(c, victim);
-	pthread_mutex_unlock(&c->lock);
-}
-
 void rfs_cache_destroy(struct rfs_cache *c)
 {
 	if (!c)
@@ -290,23 +250,6 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 	return data;
 }
 
-/* Whether to give the heap's free pages back now: at most every 100 ms.
- * A fill's temporaries (a chunk's stored bytes, a codec's work space) are
- * counted in the capacity while it runs, then freed; but malloc keeps
- * freed memory between blocks still in use, and a zarr source's fills
- * left 60 MiB of it in a daemon of cache_mb=32 (test_reliability.py's
- * test_memory_bound_under_load). */
-static int trim_due(void)
-{
-	static _Atomic long long last_ms;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	long long was = atomic_load(&last_ms);
-	return now - was >= 100 &&
-	       atomic_compare_exchange_strong(&last_ms, &was, now);
-}
-
 /* Runs fill() for e, a new entry referenced by the caller. Called with the
  * lock held, which it drops meanwhile. */
 static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
@@ -335,10 +278,9 @@ static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 		}
 	}
 	pthread_cond_broadcast(&c->filled);
-	/* Outside the lock, once its waiters have the entry. */
-	if (f.scratch && trim_due()) {
+	if (f.scratch) { /* outside the lock, once its waiters have it */
 		pthread_mutex_unlock(&c->lock);
-		malloc_trim(0);
+		rfs_bigbuf_trim();
 		pthread_mutex_lock(&c->lock);
 	}
 }

@@ -51,18 +51,6 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 		     struct rfs_cache **out);
 
-/* Takes bytes out of the capacity for memory held elsewhere, evicting
- * unused entries to fit, as long as at least keep bytes of capacity stay.
- * @return 0, or -ENOSPC (the capacity left as it was). */
-int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep);
-
-/* Sets the capacity (a share settled once the sources are open, or memory
- * given back by what reserved it), evicting unused entries to fit. */
-void rfs_cache_resize(struct rfs_cache *c, size_t capacity);
-
-/* Evicts every entry nobody holds. */
-void rfs_cache_drop(struct rfs_cache *c);
-
 /* All entries must have been put back. Accepts NULL. */
 void rfs_cache_destroy(struct rfs_cache *c);
 

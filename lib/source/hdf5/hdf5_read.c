@@ -16,7 +16,7 @@
  * - a chunked dataset whose filters are deflate and shuffle (what h5py and
  *   anndata write) has its chunk addresses taken from HDF5's index once;
  *   chunks are then read with pread and decoded in the calling thread
- *   (chunks.c), through an LRU of decoded chunks;
+ *   (rfs_hdf5_chunk_load, the loader of chunks.c's LRU of decoded chunks);
  * - anything else (other filters, big-endian, compact, unallocated chunks,
  *   external raw data files, virtual datasets) goes through H5Dread, one
  *   hyperslab per run of adjacent rows (never a large union selection:
@@ -146,15 +146,16 @@ static int claim_locations(const struct hdf5_source *s, const struct array *a,
 	return -ENOTSUP;
 }
 
-/* Asks HDF5's index where every chunk is, as file offsets (base: see
- * chunk_address_base), the table claimed in *claimed (the caller keeps
- * or releases it with the table). @return 0 when each chunk is allocated
- * and direct reads can serve the array (c->locs then set), else -ENOTSUP
- * or -ENOMEM, nothing claimed. */
+/* Asks HDF5's index where every chunk is, as file offsets, the table
+ * claimed in *claimed (the caller keeps or releases it with the table).
+ * @return 0 when each chunk is allocated and direct reads can serve the
+ * array (c's grid and a->chunked's locs, chunk_rows and grid_cols then
+ * set), else -ENOTSUP or -ENOMEM, nothing claimed. */
 static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
-			 uint64_t base, struct rfs_chunked *c,
-			 uint64_t *claimed)
+			 struct rfs_chunked *c, uint64_t *claimed)
 {
+	uint64_t base = chunk_address_base(s->file);
+	struct rfs_chunk_loc **locs = &a->chunked.locs;
 	hsize_t dims[2] = { 1, 1 };
 	unsigned opts = 0;
 	if (H5Pget_chunk(dcpl, a->ndims, dims) != a->ndims ||
@@ -171,8 +172,8 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 	if (grid_rows > CHUNKS_MAX / c->grid_cols ||
 	    claim_locations(s, a, grid_rows * c->grid_cols, claimed) != 0)
 		return -ENOTSUP;
-	c->locs = calloc(grid_rows * c->grid_cols, sizeof(*c->locs));
-	if (!c->locs) {
+	*locs = calloc(grid_rows * c->grid_cols, sizeof(**locs));
+	if (!*locs) {
 		rfs_memlimit_release(claimed);
 		return -ENOMEM;
 	}
@@ -181,7 +182,7 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 			hsize_t at[2] = { r * c->chunk_rows,
 					  k * c->chunk_cols };
 			struct rfs_chunk_loc *loc =
-				&c->locs[r * c->grid_cols + k];
+				&(*locs)[r * c->grid_cols + k];
 			haddr_t addr;
 			hsize_t size, found = 0;
 			/* H5Dread finds chunks by another lookup than the
@@ -193,8 +194,8 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 			    H5Dget_chunk_storage_size(a->dset, at, &found) <
 				    0 ||
 			    found != size) {
-				free(c->locs);
-				c->locs = NULL;
+				free(*locs);
+				*locs = NULL;
 				rfs_memlimit_release(claimed);
 				return -ENOTSUP; /* unallocated: fill values */
 			}
@@ -202,7 +203,52 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 			loc->size = size;
 		}
 	}
+	a->chunked.chunk_rows = c->chunk_rows;
+	a->chunked.grid_cols = c->grid_cols;
 	return 0;
+}
+
+int rfs_hdf5_chunk_load(void *ctx, uint64_t k, size_t at, void *out, size_t len)
+{
+	const struct hdf5_chunks *h = ctx;
+	const struct rfs_chunk_loc *loc = &h->locs[k];
+	unsigned char *stored = malloc(loc->size ? loc->size : 1);
+	unsigned char *scratch = malloc(len);
+	int rc = -ENOMEM;
+	(void)at; /* whole chunks: no parts */
+	if (!stored || !scratch)
+		goto out;
+	rc = rfs_fetch_pread_all(h->fd, stored, loc->size, loc->addr, NULL);
+	if (rc == 0)
+		rc = rfs_inflate_decode(&h->pipeline, loc->mask, stored,
+					loc->size, out, len, h->elem, scratch);
+	if (rc != 0) {
+		uint64_t first = k / h->grid_cols * h->chunk_rows;
+		rfs_log_limited(
+			h->log,
+			"source %s dataset %s: chunk %llu (rows %llu..%llu, "
+			"%llu bytes at %llu) %s",
+			h->path, h->name, (unsigned long long)k,
+			(unsigned long long)first,
+			(unsigned long long)(first + h->chunk_rows - 1),
+			(unsigned long long)loc->size,
+			(unsigned long long)loc->addr,
+			rc == -EIO     ? "does not decode" :
+			rc == -ENODATA ? "is past the end of the file" :
+					 strerror(-rc));
+		rc = rc == -ENOMEM ? rc : -EIO;
+	}
+out:
+	free(stored);
+	free(scratch);
+	return rc;
+}
+
+/* The stored bytes and a decoded chunk's: the loader's temporaries. */
+size_t rfs_hdf5_chunk_scratch(void *ctx, uint64_t k)
+{
+	const struct hdf5_chunks *h = ctx;
+	return h->locs[k].size + h->chunk_bytes;
 }
 
 /* Gives a mapping back (rfs_chunks_limit(): cache_mb settled smaller
@@ -248,24 +294,25 @@ static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 {
 	struct rfs_chunked c = { 0 };
 	uint64_t claimed;
-	int rc = locate_chunks(s, a, dcpl, chunk_address_base(s->file), &c,
-			       &claimed);
+	int rc = locate_chunks(s, a, dcpl, &c, &claimed);
 	if (rc != 0)
 		return rc;
+	struct rfs_chunk_loc *locs = a->chunked.locs;
+	a->chunked.locs = NULL;
 	uint64_t n = (a->rows + c.chunk_rows - 1) / c.chunk_rows;
 	uint64_t low = UINT64_MAX;
 	for (uint64_t k = 0; k < n && rc == 0; k++) {
-		if (c.locs[k].size != c.chunk_rows * a->row_bytes)
+		if (locs[k].size != c.chunk_rows * a->row_bytes)
 			rc = -ENOTSUP;
-		low = c.locs[k].addr < low ? c.locs[k].addr : low;
+		low = locs[k].addr < low ? locs[k].addr : low;
 	}
 	if (rc != 0) {
-		free(c.locs);
+		free(locs);
 		rfs_memlimit_release(&claimed);
 		return rc;
 	}
 	s->base.claimed += claimed; /* held with the source */
-	a->locs = c.locs;
+	a->locs = locs;
 	a->chunk_rows = c.chunk_rows;
 	a->offset = low;
 	return 0;
@@ -312,17 +359,21 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
 		   rfs_inflate_supported(pipe)) {
-		struct rfs_chunked c = { .fd = s->fd,
-					 .log = &s->base.read_failures,
-					 .path = s->path,
-					 .name = a->name,
-					 .cols = a->cols,
+		struct rfs_chunked c = { .cols = a->cols,
 					 .elem = a->elem,
-					 .pipeline = *pipe };
+					 .load = rfs_hdf5_chunk_load,
+					 .scratch = rfs_hdf5_chunk_scratch,
+					 .ctx = &a->chunked };
+		struct hdf5_chunks *h = &a->chunked;
 		uint64_t claimed;
-		if (locate_chunks(s, a, dcpl, chunk_address_base(s->file), &c,
-				  &claimed) == 0) {
-			/* The registry owns the table, also on failure. */
+		if (locate_chunks(s, a, dcpl, &c, &claimed) == 0) {
+			h->fd = s->fd;
+			h->path = s->path;
+			h->name = a->name;
+			h->log = &s->base.read_failures;
+			h->elem = a->elem;
+			h->chunk_bytes = c.chunk_rows * c.chunk_cols * a->elem;
+			h->pipeline = *pipe;
 			if (rfs_chunks_register(s->chunks, &c, &a->chunks_id) ==
 			    0) {
 				a->path = RFS_READ_CHUNKS;

@@ -267,6 +267,8 @@ static void close_array(struct array *a)
 	rfs_rowmap_close(&a->map);
 	free(a->locs);
 	a->locs = NULL;
+	free(a->chunked.locs);
+	a->chunked.locs = NULL;
 	if (a->mem_type >= 0)
 		H5Tclose(a->mem_type);
 	if (a->dset >= 0)

@@ -19,16 +19,38 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "source/io/chunks.h"
 #include "os/memlimit.h"
+#include "source/io/inflate.h"
 #include "source/io/rowmap.h"
 #include "source/backend.h"
 
-struct rfs_pipeline;
+struct rfs_chunk_cache;
 
 /* More chunks than this are read through HDF5 (the index costs 40 bytes
  * per chunk at mount). */
 #define CHUNKS_MAX (UINT64_C(1) << 24)
+
+struct rfs_chunk_loc {
+	uint64_t addr; /* file offset of the stored chunk */
+	uint64_t size; /* stored bytes */
+	unsigned mask; /* filters skipped for this chunk */
+};
+
+/* A chunked array whose chunks are read with pread at the addresses
+ * HDF5's index gave at mount and decoded by inflate.c, outside HDF5's
+ * lock: the chunk cache's loader's (chunks.h), in hdf5_read.c. */
+struct hdf5_chunks {
+	int fd; /* the source's */
+	const char *path, *name; /* for log lines */
+	struct rfs_log_limit *log; /* the source's */
+	uint64_t chunk_rows, grid_cols;
+	size_t elem, chunk_bytes; /* chunk_bytes: decoded */
+	struct rfs_pipeline pipeline;
+	struct rfs_chunk_loc *locs; /* row-major over the grid */
+};
+int rfs_hdf5_chunk_load(void *ctx, uint64_t k, size_t at, void *out,
+			size_t len);
+size_t rfs_hdf5_chunk_scratch(void *ctx, uint64_t k);
 
 /* One HDF5 dataset read as rows: the dense rows, or a CSR's data or
  * indices (1-D: cols 1). */
@@ -50,6 +72,7 @@ struct array {
 	uint64_t chunk_rows;
 	struct rfs_rowmap map; /* RFS_READ_PREAD: a mapping, when lent memory */
 	uint64_t chunks_id; /* RFS_READ_CHUNKS: in the mount's chunk cache */
+	struct hdf5_chunks chunked; /* RFS_READ_CHUNKS: its loader's */
 };
 
 struct linked_file {

@@ -2,12 +2,25 @@
 #include "source/io/chunks.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/cache.h"
-#include "source/io/fetch.h"
-#include "core/log.h"
+#include "core/bigbuf.h"
+
+#define BUCKETS 4096
+
+/* A decoded unit (a chunk, or a part of one) of a registered array. */
+struct unit {
+	uint64_t id,
+		index; /* the array; the row of units x grid_cols + column */
+	unsigned refs;
+	int loading, error; /* error: load()'s, once loaded */
+	void *data; /* from rfs_bigbuf_alloc() */
+	size_t len;
+	struct unit *next; /* in its bucket */
+	struct unit *lru_prev, *lru_next; /* listed only while refs == 0 */
+};
 
 /* Memory reserved from the capacity, and how to stop its use. */
 struct reservation {
@@ -16,16 +29,22 @@ struct reservation {
 	void *ctx;
 };
 
-/* The cache holds decoded chunks only; a key is (dataset id, chunk
- * index) in its rank and batch fields. */
 struct rfs_chunk_cache {
-	struct rfs_cache *cache; /* its capacity: capacity - reserved */
 	size_t capacity; /* the share: chunks and reservations */
 	size_t keep; /* capacity mappings leave to chunks */
 	struct reservation *res; /* in the order made */
 	size_t nres, res_cap, reserved;
 	struct rfs_chunked *sets; /* registry; read-only after mount */
 	size_t count, cap;
+	pthread_mutex_t lock;
+	pthread_cond_t loaded;
+	pthread_cond_t room; /* a unit was put back, or memory freed */
+	/* All below protected by lock. */
+	size_t limit; /* capacity - reserved: the units' */
+	size_t bytes; /* of every unit, loaded or not, and loads' scratch */
+	struct unit *buckets[BUCKETS];
+	struct unit lru; /* sentinel: next is the most recent */
+	uint64_t next_ticket, turn; /* loads take room in the order asked */
 };
 
 /* Rows of a cached unit: a chunk, or a part of one (part_rows). */
@@ -56,66 +75,162 @@ static struct unit_row unit_row_of(const struct rfs_chunked *c, uint64_t r)
 				  .rows = rows };
 }
 
-static int decode(void *ctx, const struct rfs_cache_key *key,
-		  struct rfs_cache_fill *f)
+static size_t bucket_of(uint64_t id, uint64_t index)
 {
-	struct rfs_chunk_cache *cc = ctx;
-	const struct rfs_chunked *c = &cc->sets[key->rank];
-	size_t out_len = c->chunk_rows * c->chunk_cols * c->elem;
-	if (c->load) {
-		/* Unit row ur's first row, in chunk row gr. */
-		uint64_t ur = key->batch / c->grid_cols,
-			 upc = units_per_chunk(c);
-		uint64_t gr = ur / upc, row_bytes = c->chunk_cols * c->elem;
-		struct unit_row u = unit_row_of(
-			c, gr * c->chunk_rows + ur % upc * unit_rows(c));
-		uint64_t k = gr * c->grid_cols + key->batch % c->grid_cols;
-		/* Its stored bytes and temporaries: about a chunk; for a
-		 * part, two (a part the codec cannot decode alone is
-		 * decoded from the whole chunk, stored and decoded). */
-		unsigned char *buf = rfs_cache_fill_buffer(
-			f, u.rows * row_bytes,
-			c->part_rows ? 2 * out_len : out_len);
-		return buf ? c->load(c->ctx, k,
-				     (u.first - gr * c->chunk_rows) * row_bytes,
-				     buf, u.rows * row_bytes) :
-			     -ENOMEM;
+	return (index ^ id << 44) * UINT64_C(0x9E3779B97F4A7C15) >> 52;
+}
+
+static void lru_unlink(struct unit *u)
+{
+	u->lru_prev->lru_next = u->lru_next;
+	u->lru_next->lru_prev = u->lru_prev;
+}
+
+static void unlist(struct rfs_chunk_cache *cc, struct unit *u)
+{
+	struct unit **p = &cc->buckets[bucket_of(u->id, u->index)];
+	while (*p != u)
+		p = &(*p)->next;
+	*p = u->next;
+}
+
+/* Unlists and frees u, a unit nobody holds, and its buffer. */
+static void drop(struct rfs_chunk_cache *cc, struct unit *u)
+{
+	lru_unlink(u);
+	unlist(cc, u);
+	cc->bytes -= rfs_bigbuf_footprint(u->len);
+	rfs_bigbuf_free(u->data, u->len);
+	free(u);
+}
+
+static struct unit *oldest(struct rfs_chunk_cache *cc)
+{
+	return cc->lru.lru_prev != &cc->lru ? cc->lru.lru_prev : NULL;
+}
+
+/* Drops units nobody holds, least recently used first, until need more
+ * bytes fit in the limit or none is left. @return whether they fit. */
+static int make_room(struct rfs_chunk_cache *cc, size_t need)
+{
+	struct unit *victim;
+	while (cc->bytes + need > cc->limit && (victim = oldest(cc)))
+		drop(cc, victim);
+	return cc->bytes + need <= cc->limit;
+}
+
+static void set_limit(struct rfs_chunk_cache *cc, size_t limit)
+{
+	pthread_mutex_lock(&cc->lock);
+	cc->limit = limit;
+	make_room(cc, 0);
+	pthread_mutex_unlock(&cc->lock);
+}
+
+/* Loads u, new and referenced by the caller, with the lock held, which
+ * it drops meanwhile. */
+static void load_locked(struct rfs_chunk_cache *cc, struct unit *u)
+{
+	const struct rfs_chunked *c = &cc->sets[u->id];
+	/* Unit row ur's first row, in chunk row gr. */
+	uint64_t ur = u->index / c->grid_cols, upc = units_per_chunk(c);
+	uint64_t gr = ur / upc, row_bytes = c->chunk_cols * c->elem;
+	struct unit_row r =
+		unit_row_of(c, gr * c->chunk_rows + ur % upc * unit_rows(c));
+	uint64_t k = gr * c->grid_cols + u->index % c->grid_cols;
+	size_t len = r.rows * row_bytes, chunk = c->chunk_rows * row_bytes;
+	size_t scratch = c->scratch   ? c->scratch(c->ctx, k) :
+			 c->part_rows ? 2 * chunk :
+					chunk;
+	size_t need = rfs_bigbuf_footprint(len) + scratch;
+	/* Room first, holding nothing else. What is left once nothing is
+	 * evictable is held or being loaded, and comes back when put; with
+	 * nothing left, one unit bigger than the limit goes ahead alone. In
+	 * turn: small loads that fit do not overtake a big one forever. */
+	uint64_t ticket = cc->next_ticket++;
+	while (ticket != cc->turn || (!make_room(cc, need) && cc->bytes > 0))
+		pthread_cond_wait(&cc->room, &cc->lock);
+	cc->turn++;
+	cc->bytes += need;
+	if (cc->next_ticket != cc->turn)
+		pthread_cond_broadcast(&cc->room); /* the next in line */
+	pthread_mutex_unlock(&cc->lock);
+	void *data = rfs_bigbuf_alloc(len);
+	int rc = data ? c->load(c->ctx, k,
+				(r.first - gr * c->chunk_rows) * row_bytes,
+				data, len) :
+			-ENOMEM;
+	pthread_mutex_lock(&cc->lock);
+	u->loading = 0;
+	u->error = rc;
+	cc->bytes -= scratch;
+	if (rc == 0) {
+		u->data = data;
+		u->len = len;
+	} else { /* unlisted: new gets try again, waiters see the error */
+		unlist(cc, u);
+		cc->bytes -= rfs_bigbuf_footprint(len);
+		rfs_bigbuf_free(data, len);
 	}
-	const struct rfs_chunk_loc *loc = &c->locs[key->batch];
-	/* The buffer first: it may wait for room, holding nothing else. */
-	unsigned char *out =
-		rfs_cache_fill_buffer(f, out_len, loc->size + out_len);
-	unsigned char *stored = malloc(loc->size ? loc->size : 1);
-	unsigned char *scratch = malloc(out_len);
-	int rc = -ENOMEM;
-	if (!stored || !out || !scratch)
-		goto out;
-	rc = rfs_fetch_pread_all(c->fd, stored, loc->size, loc->addr, NULL);
-	if (rc == 0)
-		rc = rfs_inflate_decode(&c->pipeline, loc->mask, stored,
-					loc->size, out, out_len, c->elem,
-					scratch);
-	if (rc != 0) {
-		static struct rfs_log_limit unowned = RFS_LOG_LIMIT_INIT;
-		uint64_t first = key->batch / c->grid_cols * c->chunk_rows;
-		rfs_log_limited(
-			c->log ? c->log : &unowned,
-			"source %s dataset %s: chunk %llu (rows %llu..%llu, "
-			"%llu bytes at %llu) %s",
-			c->path, c->name, (unsigned long long)key->batch,
-			(unsigned long long)first,
-			(unsigned long long)(first + c->chunk_rows - 1),
-			(unsigned long long)loc->size,
-			(unsigned long long)loc->addr,
-			rc == -EIO     ? "does not decode" :
-			rc == -ENODATA ? "is past the end of the file" :
-					 strerror(-rc));
-		rc = rc == -ENOMEM ? rc : -EIO;
+	pthread_cond_broadcast(&cc->room);
+	pthread_cond_broadcast(&cc->loaded);
+}
+
+/* Unit index of array id, referenced: loaded if absent, or waited for
+ * while another get loads it. @return 0 with *out set, or load()'s error
+ * (a failed load is not kept: the next get tries again). */
+static int get(struct rfs_chunk_cache *cc, uint64_t id, uint64_t index,
+	       struct unit **out)
+{
+	size_t b = bucket_of(id, index);
+	int loads = 0;
+	pthread_mutex_lock(&cc->lock);
+	struct unit *u = cc->buckets[b];
+	while (u && (u->id != id || u->index != index))
+		u = u->next;
+	if (u) {
+		if (u->refs++ == 0)
+			lru_unlink(u); /* loaded and unused until now */
+		while (u->loading)
+			pthread_cond_wait(&cc->loaded, &cc->lock);
+	} else if ((u = malloc(sizeof(*u)))) {
+		*u = (struct unit){ .id = id,
+				    .index = index,
+				    .refs = 1,
+				    .loading = 1,
+				    .next = cc->buckets[b] };
+		cc->buckets[b] = u;
+		load_locked(cc, u);
+		loads = 1;
 	}
-out:
-	free(stored);
-	free(scratch);
+	int rc = u ? u->error : -ENOMEM;
+	if (rc != 0 && u && --u->refs == 0)
+		free(u);
+	pthread_mutex_unlock(&cc->lock);
+	if (loads)
+		rfs_bigbuf_trim(); /* its temporaries freed */
+	*out = rc == 0 ? u : NULL;
 	return rc;
+}
+
+/* Puts u back: unused, it is kept within the limit, least recently used
+ * first out, but one bigger than the limit stays while it is all there is
+ * (a load that needs the room evicts it). */
+static void put(struct rfs_chunk_cache *cc, struct unit *u)
+{
+	pthread_mutex_lock(&cc->lock);
+	if (--u->refs == 0) {
+		u->lru_next = cc->lru.lru_next;
+		u->lru_prev = &cc->lru;
+		cc->lru.lru_next->lru_prev = u;
+		cc->lru.lru_next = u;
+		struct unit *victim;
+		while (cc->bytes > cc->limit && (victim = oldest(cc)) &&
+		       rfs_bigbuf_footprint(victim->len) < cc->bytes)
+			drop(cc, victim);
+		pthread_cond_broadcast(&cc->room); /* evictable now */
+	}
+	pthread_mutex_unlock(&cc->lock);
 }
 
 int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
@@ -124,13 +239,12 @@ int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
 	if (!cc)
 		return -ENOMEM;
 	/* Chunked files of a dataset whose other files are mapped. */
-	cc->capacity = capacity;
+	cc->capacity = cc->limit = capacity;
 	cc->keep = capacity / 8;
-	int rc = rfs_cache_create(capacity, decode, cc, &cc->cache);
-	if (rc != 0) {
-		free(cc);
-		return rc;
-	}
+	pthread_mutex_init(&cc->lock, NULL);
+	pthread_cond_init(&cc->loaded, NULL);
+	pthread_cond_init(&cc->room, NULL);
+	cc->lru.lru_next = cc->lru.lru_prev = &cc->lru;
 	*out = cc;
 	return 0;
 }
@@ -146,9 +260,10 @@ int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes,
 		cc->res = res;
 		cc->res_cap = cap;
 	}
-	int rc = rfs_cache_reserve(cc->cache, bytes, cc->keep);
-	if (rc != 0)
-		return rc;
+	size_t limit = cc->capacity - cc->reserved;
+	if (bytes > limit || limit - bytes < cc->keep)
+		return -ENOSPC;
+	set_limit(cc, limit - bytes);
 	cc->res[cc->nres++] = (struct reservation){ bytes, give_back, ctx };
 	cc->reserved += bytes;
 	return 0;
@@ -164,21 +279,32 @@ void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity)
 		r->give_back(r->ctx);
 		cc->reserved -= r->bytes;
 	}
-	rfs_cache_resize(cc->cache, capacity - cc->reserved);
+	set_limit(cc, capacity - cc->reserved);
 }
 
 void rfs_chunks_drop(struct rfs_chunk_cache *cc)
 {
-	rfs_cache_drop(cc->cache);
+	struct unit *victim;
+	pthread_mutex_lock(&cc->lock);
+	while ((victim = oldest(cc)))
+		drop(cc, victim);
+	pthread_mutex_unlock(&cc->lock);
 }
 
 void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 {
 	if (!cc)
 		return;
-	rfs_cache_destroy(cc->cache);
-	for (size_t i = 0; i < cc->count; i++)
-		free(cc->sets[i].locs);
+	for (size_t i = 0; i < BUCKETS; i++) {
+		for (struct unit *u = cc->buckets[i], *next; u; u = next) {
+			next = u->next;
+			rfs_bigbuf_free(u->data, u->len);
+			free(u);
+		}
+	}
+	pthread_cond_destroy(&cc->loaded);
+	pthread_cond_destroy(&cc->room);
+	pthread_mutex_destroy(&cc->lock);
 	free(cc->sets);
 	free(cc->res);
 	free(cc);
@@ -191,10 +317,8 @@ int rfs_chunks_register(struct rfs_chunk_cache *cc, const struct rfs_chunked *c,
 		size_t cap = cc->cap ? 2 * cc->cap : 8;
 		struct rfs_chunked *sets =
 			realloc(cc->sets, cap * sizeof(*sets));
-		if (!sets) {
-			free(c->locs);
+		if (!sets)
 			return -ENOMEM;
-		}
 		cc->sets = sets;
 		cc->cap = cap;
 	}
@@ -221,14 +345,11 @@ static int copy_unit_row(struct rfs_chunk_cache *cc, uint64_t id,
 	 * of padding): those hold nothing of the rows. */
 	for (uint64_t gc = 0; gc < c->grid_cols && gc * c->chunk_cols < c->cols;
 	     gc++) {
-		struct rfs_cache_key key = {
-			.rank = id, .batch = u.index * c->grid_cols + gc
-		};
-		struct rfs_cache_entry *e;
-		int rc = rfs_cache_get(cc->cache, &key, &e);
+		struct unit *e;
+		int rc = get(cc, id, u.index * c->grid_cols + gc, &e);
 		if (rc != 0)
 			return rc;
-		const unsigned char *unit = rfs_cache_entry_data(e);
+		const unsigned char *unit = e->data;
 		uint64_t c0 = gc * c->chunk_cols;
 		uint64_t ncols = c->cols - c0 < c->chunk_cols ? c->cols - c0 :
 								c->chunk_cols;
@@ -242,7 +363,7 @@ static int copy_unit_row(struct rfs_chunk_cache *cc, uint64_t id,
 			       unit + (r - u.first) * c->chunk_cols * c->elem,
 			       ncols * c->elem);
 		}
-		rfs_cache_put(cc->cache, e);
+		put(cc, e);
 	}
 	return 0;
 }

@@ -1,51 +1,39 @@
 /* SPDX-License-Identifier: MIT */
-/* Rows of a chunked dataset read without HDF5: each chunk is read with
- * pread at the address HDF5's index gave at mount time, decoded
- * (inflate.c) outside HDF5's global lock, and kept in a bounded LRU of
- * decoded chunks shared by every dataset of a mount, so fetches that need
- * the same chunk decode it once (cache.c's shared generation).
+/* Rows of a chunked array, assembled from decoded chunks kept in a
+ * bounded LRU shared by every array of a mount, so reads that need the
+ * same chunk decode it once: the first get of a chunk loads it, outside
+ * the lock; concurrent gets of it wait for that load. Chunks being loaded
+ * or held count against the capacity too, with their loads' temporaries,
+ * so however many threads read, memory stays within it.
  *
- * hdf5_read.c describes each dataset (shape, chunk shape, filters,
- * chunk addresses) and registers it; after that everything here is
- * HDF5-free and thread-safe. The zarr backend registers its arrays with a
- * loader of its own instead (zarr_array.c), sharing the same LRU. */
+ * A backend registers each array with a loader (zarr_array.c: its files
+ * and codecs; hdf5_read.c: pread at the addresses HDF5's index gave at
+ * mount, and inflate.c); everything here is format-free and thread-safe. */
 #ifndef RFS_CHUNKS_H
 #define RFS_CHUNKS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "source/io/inflate.h"
-
-struct rfs_chunk_loc {
-	uint64_t addr; /* file offset of the stored chunk */
-	uint64_t size; /* stored bytes */
-	unsigned mask; /* filters skipped for this chunk */
-};
-
-/* A chunked 1-D or 2-D dataset; 1-D ones have cols = chunk_cols = 1. */
+/* A chunked 1-D or 2-D array; 1-D ones have cols = chunk_cols = 1. */
 struct rfs_chunked {
-	int fd; /* borrowed: the source file, read-only */
-	const char *path, *name; /* borrowed, for log lines */
-	/* Borrowed: the source's limit on failure lines (NULL: one shared
-	 * by every such set). */
-	struct rfs_log_limit *log;
 	uint64_t cols;
 	uint64_t chunk_rows, chunk_cols;
 	uint64_t grid_cols; /* chunks across: ceil(cols / chunk_cols) */
 	size_t elem;
-	struct rfs_pipeline pipeline;
-	struct rfs_chunk_loc *locs; /* row-major over the chunk grid */
-	/* Or, when set, a loader (zarr: its own files and codecs), which
-	 * decodes bytes [at, at + len) of chunk k (row-major over the grid)
-	 * into out and logs its failures; fd, pipeline and locs are then
-	 * unused. ctx is borrowed like fd. @return 0, -EIO, -ENOMEM. */
+	/* Decodes bytes [at, at + len) of chunk k (row-major over the grid)
+	 * into out and logs its failures. ctx is borrowed: it must stay
+	 * valid while reads happen. @return 0, -EIO, -ENOMEM. */
 	int (*load)(void *ctx, uint64_t k, size_t at, void *out, size_t len);
 	void *ctx;
-	/* With a loader whose chunks span the columns (grid_cols 1): rows of
-	 * the part of a chunk decoded and cached alone, where a codec
-	 * decodes parts (0: whole chunks). A scattered read of a big chunk
-	 * then decodes and holds only the parts it touches. */
+	/* The bytes of temporaries load() takes for chunk k, counted while
+	 * it runs; NULL: about a chunk, and for a part two (a part the codec
+	 * cannot decode alone is decoded from the whole chunk). */
+	size_t (*scratch)(void *ctx, uint64_t k);
+	/* With chunks that span the columns (grid_cols 1): rows of the part
+	 * of a chunk decoded and cached alone, where a codec decodes parts
+	 * (0: whole chunks). A scattered read of a big chunk then decodes
+	 * and holds only the parts it touches. */
 	uint64_t part_rows;
 };
 
@@ -76,19 +64,17 @@ void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity);
 /* Evicts every decoded chunk nobody holds. */
 void rfs_chunks_drop(struct rfs_chunk_cache *cc);
 
-/* Frees the cache and every registered dataset. Accepts NULL. */
+/* Frees the cache. Accepts NULL. */
 void rfs_chunks_destroy(struct rfs_chunk_cache *cc);
 
-/* Copies c into the cache's registry, which owns c->locs from then on
- * (also on failure). The borrowed fd and names must stay valid while
- * reads happen. Not thread-safe: call at mount time.
+/* Copies c into the cache's registry, as array *id. Not thread-safe:
+ * call at mount time.
  * @return 0 with *id set, or -ENOMEM. */
 int rfs_chunks_register(struct rfs_chunk_cache *cc, const struct rfs_chunked *c,
 			uint64_t *id);
 
 /* Reads rows [first, first + count) of dataset id to dst, row i at
- * dst + i x cols x elem. Thread-safe. Failures (short file, bad chunk)
- * are logged with file, dataset and rows. @return 0, -EIO, -ENOMEM. */
+ * dst + i x cols x elem. Thread-safe. @return 0, -EIO, -ENOMEM. */
 int rfs_chunks_read(struct rfs_chunk_cache *cc, uint64_t id, uint64_t first,
 		    uint64_t count, void *dst);
 

@@ -77,10 +77,7 @@ static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 		return rc;
 	a->failures = &s->base.read_failures;
 	rfs_zarr_array_keep_indexes(a, s->chunks);
-	struct rfs_chunked c = { .fd = -1,
-				 .path = s->path,
-				 .name = a->name,
-				 .cols = a->m.shape[1],
+	struct rfs_chunked c = { .cols = a->m.shape[1],
 				 .chunk_rows = a->m.inner[0],
 				 .chunk_cols = a->m.inner[1],
 				 .grid_cols = a->igrid[1],

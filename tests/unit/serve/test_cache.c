@@ -240,31 +240,6 @@ static void test_lru_eviction(void **state)
 	rfs_cache_destroy(c);
 }
 
-/* Memory lent to a mapping leaves the cache: unused entries go to fit,
- * and a reservation bigger than what is left fails and changes nothing. */
-static void test_reserve_shrinks_capacity(void **state)
-{
-	(void)state;
-	struct filler f = { .size = 100 };
-	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
-	for (uint64_t b = 1; b <= 3; b++)
-		assert_int_equal(get_put(c, &f, b), 1);
-	assert_int_equal(rfs_cache_reserve(c, 301, 0), -ENOSPC);
-	assert_int_equal(rfs_cache_reserve(c, 200, 101), -ENOSPC); /* keep */
-	assert_true(counters(c).bytes == 300);
-	assert_int_equal(rfs_cache_reserve(c, 150, 150), 0); /* 150 left */
-	struct rfs_cache_counters k = counters(c);
-	assert_true(k.entries == 1 && k.bytes == 100);
-	assert_int_equal(get_put(c, &f, 3), 0); /* the most recent stayed */
-	assert_int_equal(get_put(c, &f, 1), 1); /* evicts 3 */
-	assert_true(counters(c).bytes == 100);
-	assert_int_equal(rfs_cache_reserve(c, 151, 0), -ENOSPC);
-	assert_int_equal(rfs_cache_reserve(c, 150, 0), 0); /* nothing left */
-	assert_true(counters(c).bytes == 0);
-	rfs_cache_destroy(c);
-}
-
 /* Closed files leave first: oldest retired first, within an eighth of
  * the capacity; a get makes a retired entry ordinary again; one retired
  * while held waits for its put. */
@@ -742,7 +717,6 @@ int main(void)
 		cmocka_unit_test(test_same_key_held_twice),
 		cmocka_unit_test(test_lru_eviction),
 		cmocka_unit_test(test_entry_bigger_than_capacity),
-		cmocka_unit_test(test_reserve_shrinks_capacity),
 		cmocka_unit_test(test_retired_entries_leave_first),
 		cmocka_unit_test(test_held_entries_not_evicted),
 		cmocka_unit_test(test_failed_fill_is_retried),

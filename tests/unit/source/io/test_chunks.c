@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for lib/source/io/chunks.c: rows assembled from deflated chunks read
- * with pread (chunks narrower than the rows, as wide, and a 1-D array),
- * a truncated file, one decode per chunk, and a loader's chunks cached
- * in parts. */
+/* Unit tests for lib/source/io/chunks.c: rows assembled from deflated
+ * chunks through the HDF5 backend's loader (chunks narrower than the
+ * rows, as wide, and a 1-D array), a truncated file, one load per chunk,
+ * a loader's chunks cached in parts, arrays kept apart, least recently
+ * used chunks evicted first, and one load shared by concurrent readers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,12 +13,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "source/hdf5/hdf5_source.h"
 #include "source/io/chunks.h"
 #include "h5_fixture.h"
 
@@ -41,6 +45,8 @@ struct fixture {
 	char dir[PATH_MAX];
 	char path[PATH_MAX + 16];
 	int fd;
+	struct rfs_log_limit log;
+	struct hdf5_chunks h; /* the HDF5 backend's loader's */
 	struct rfs_chunked c;
 };
 
@@ -58,16 +64,25 @@ static int setup(void **state)
 	FILE *out = fopen(f->path, "wb");
 	uint64_t grid_rows = (ROWS + CR - 1) / CR;
 	uint64_t grid_cols = (cols + chunk_cols - 1) / chunk_cols;
-	f->c = (struct rfs_chunked){ .path = f->path,
-				     .name = "/x",
-				     .cols = cols,
+	f->c = (struct rfs_chunked){ .cols = cols,
 				     .chunk_rows = CR,
 				     .chunk_cols = chunk_cols,
 				     .grid_cols = grid_cols,
 				     .elem = 2,
+				     .load = rfs_hdf5_chunk_load,
+				     .scratch = rfs_hdf5_chunk_scratch,
+				     .ctx = &f->h };
+	f->log = (struct rfs_log_limit)RFS_LOG_LIMIT_INIT;
+	f->h = (struct hdf5_chunks){ .path = f->path,
+				     .name = "/x",
+				     .log = &f->log,
+				     .chunk_rows = CR,
+				     .grid_cols = grid_cols,
+				     .elem = 2,
+				     .chunk_bytes = CR * chunk_cols * 2,
 				     .pipeline = { 1,
 						   { RFS_FILTER_DEFLATE } } };
-	f->c.locs = calloc(grid_rows * grid_cols, sizeof(*f->c.locs));
+	f->h.locs = calloc(grid_rows * grid_cols, sizeof(*f->h.locs));
 	fputs("header", out);
 	for (uint64_t gr = 0; gr < grid_rows; gr++)
 		for (uint64_t gc = 0; gc < grid_cols; gc++) {
@@ -82,14 +97,14 @@ static int setup(void **state)
 			compress2(z, &len, (unsigned char *)chunk,
 				  CR * chunk_cols * sizeof(chunk[0]), 6);
 			struct rfs_chunk_loc *loc =
-				&f->c.locs[gr * grid_cols + gc];
+				&f->h.locs[gr * grid_cols + gc];
 			loc->addr = (uint64_t)ftell(out);
 			loc->size = len;
 			fwrite(z, 1, len, out);
 		}
 	fclose(out);
 	f->fd = open(f->path, O_RDONLY);
-	f->c.fd = f->fd;
+	f->h.fd = f->fd;
 	*state = f;
 	return 0;
 }
@@ -98,6 +113,8 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 	close(f->fd);
+	free(f->h.locs);
+	rfs_log_limit_destroy(&f->log);
 	h5fx_rmtree(f->dir);
 	free(f);
 	return 0;
@@ -166,7 +183,7 @@ static void test_truncated_file_is_eio(void **state)
 	struct fixture *f = *state;
 	struct rfs_chunk_cache *cc;
 	uint64_t id;
-	off_t cut = (off_t)f->c.locs[4].addr; /* the cache owns locs next */
+	off_t cut = (off_t)f->h.locs[4].addr;
 	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
@@ -205,10 +222,7 @@ static struct rfs_chunked
 loaded(uint64_t chunk_cols,
        int (*load)(void *, uint64_t, size_t, void *, size_t), void *ctx)
 {
-	return (struct rfs_chunked){ .fd = -1,
-				     .path = "p",
-				     .name = "n",
-				     .cols = 7,
+	return (struct rfs_chunked){ .cols = 7,
 				     .chunk_rows = CR,
 				     .chunk_cols = chunk_cols,
 				     .grid_cols =
@@ -246,6 +260,7 @@ static void test_loader(void **state)
  * decoded in parts of 3 rows (the last of a chunk 1 row). */
 struct parts {
 	int calls;
+	uint16_t add; /* to every value */
 	size_t at[8], len[8];
 	uint64_t k[8];
 };
@@ -262,7 +277,7 @@ static int load_part(void *ctx, uint64_t k, size_t at, void *out, size_t len)
 	assert_int_equal(at % row, 0);
 	assert_int_equal(len % row, 0);
 	for (size_t i = 0; i < len / 2; i++)
-		v[i] = value(k * CR + at / row + i / 7, i % 7);
+		v[i] = value(k * CR + at / row + i / 7, i % 7) + l->add;
 	return 0;
 }
 
@@ -306,6 +321,149 @@ static void test_parts(void **state)
 	assert_int_equal(l.at[3], 0);
 	assert_int_equal(l.len[3], 3 * row);
 	rfs_chunks_destroy(cc);
+}
+
+/* Two arrays of the same shape: chunk 0 of each is its own, loaded by
+ * its own loader (the key is the array and the chunk). */
+static void test_arrays_apart(void **state)
+{
+	(void)state;
+	struct rfs_chunk_cache *cc;
+	struct parts l[2] = { { 0 }, { .add = 1000 } };
+	struct rfs_chunked a = loaded(7, load_part, &l[0]);
+	struct rfs_chunked b = loaded(7, load_part, &l[1]);
+	uint64_t id[2];
+	uint16_t got[2][7];
+	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &a, &id[0]), 0);
+	assert_int_equal(rfs_chunks_register(cc, &b, &id[1]), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(rfs_chunks_read(cc, id[i], 1, 1, got),
+					 0);
+			assert_int_equal(got[0][3], value(1, 3) + l[i].add);
+			assert_int_equal(l[i].calls, 1);
+		}
+	}
+	rfs_chunks_destroy(cc);
+}
+
+/* Room for two chunks of 56 bytes beside a load (one more and its
+ * scratch, 112): the one used least recently goes, not the oldest. */
+static void test_least_recently_used_goes(void **state)
+{
+	(void)state;
+	struct rfs_chunk_cache *cc;
+	struct parts l = { 0 };
+	struct rfs_chunked c = loaded(7, load_part, &l);
+	uint64_t id;
+	uint16_t got[CR][7];
+	assert_int_equal(rfs_chunks_create(200, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
+	/* 2 evicts 1, not 0, read since; then 1 evicts 2. */
+	uint64_t chunks[] = { 0, 1, 0, 2, 0, 1 };
+	uint64_t loads[] = { 1, 2, 2, 3, 3, 4 };
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(
+			rfs_chunks_read(cc, id, chunks[i] * CR, 1, got), 0);
+		assert_int_equal(got[0][1], value(chunks[i] * CR, 1));
+		assert_int_equal(l.calls, loads[i]);
+	}
+	assert_int_equal(l.k[2], 2);
+	assert_int_equal(l.k[3], 1);
+	assert_int_equal(rfs_chunks_read(cc, id, 0, 1, got), 0);
+	assert_int_equal(l.calls, 4); /* 0 kept */
+	rfs_chunks_destroy(cc);
+}
+
+/* A loader that waits at a gate: its chunk stays being loaded until the
+ * test opens it; it fails its first load when told to. */
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t moved;
+	int calls, open, fail;
+};
+
+static int load_gated(void *ctx, uint64_t k, size_t at, void *out, size_t len)
+{
+	struct gate *g = ctx;
+	uint16_t *v = out;
+	pthread_mutex_lock(&g->lock);
+	g->calls++;
+	pthread_cond_broadcast(&g->moved);
+	while (!g->open)
+		pthread_cond_wait(&g->moved, &g->lock);
+	int fail = g->fail;
+	g->fail = 0;
+	pthread_mutex_unlock(&g->lock);
+	for (size_t i = 0; i < len / 2; i++)
+		v[i] = value(k * CR + at / 14 + i / 7, i % 7);
+	return fail ? -EIO : 0;
+}
+
+struct reader {
+	pthread_t thread;
+	struct rfs_chunk_cache *cc;
+	uint64_t id, first;
+	uint16_t got[2][7];
+	int rc;
+};
+
+static void *read_two(void *arg)
+{
+	struct reader *r = arg;
+	r->rc = rfs_chunks_read(r->cc, r->id, r->first, 2, r->got);
+	return NULL;
+}
+
+/* Three readers of chunk 0 at once: one loads it, the others wait for
+ * that load and share its chunk, or its failure (then the next read
+ * loads again). Evicting everything meanwhile leaves the chunk being
+ * loaded alone. */
+static void test_one_load_shared(void **state)
+{
+	(void)state;
+	for (int fail = 0; fail < 2; fail++) {
+		struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				  .moved = PTHREAD_COND_INITIALIZER,
+				  .fail = fail };
+		struct rfs_chunk_cache *cc;
+		struct rfs_chunked c = loaded(7, load_gated, &g);
+		struct reader r[3];
+		uint64_t id;
+		assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+		assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
+		for (int i = 0; i < 3; i++) {
+			r[i] = (struct reader){ .cc = cc,
+						.id = id,
+						.first = (uint64_t)i };
+			pthread_create(&r[i].thread, NULL, read_two, &r[i]);
+			if (i > 0)
+				continue;
+			pthread_mutex_lock(&g.lock);
+			while (g.calls == 0)
+				pthread_cond_wait(&g.moved, &g.lock);
+			pthread_mutex_unlock(&g.lock);
+		}
+		nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
+		rfs_chunks_drop(cc);
+		pthread_mutex_lock(&g.lock);
+		g.open = 1;
+		pthread_cond_broadcast(&g.moved);
+		pthread_mutex_unlock(&g.lock);
+		for (int i = 0; i < 3; i++) {
+			pthread_join(r[i].thread, NULL);
+			assert_int_equal(r[i].rc, fail ? -EIO : 0);
+			for (int k = 0; k < 7 && !fail; k++)
+				assert_int_equal(r[i].got[1][k],
+						 value((uint64_t)i + 1, k));
+		}
+		assert_int_equal(g.calls, 1);
+		uint16_t got[2][7];
+		assert_int_equal(rfs_chunks_read(cc, id, 0, 2, got), 0);
+		assert_int_equal(g.calls, 1 + fail);
+		rfs_chunks_destroy(cc);
+	}
 }
 
 /* A reservation's holder, told when its bytes are taken back. */
@@ -395,6 +553,9 @@ int main(void)
 			test_truncated_file_is_eio, setup, teardown, &narrow),
 		cmocka_unit_test(test_loader),
 		cmocka_unit_test(test_parts),
+		cmocka_unit_test(test_arrays_apart),
+		cmocka_unit_test(test_least_recently_used_goes),
+		cmocka_unit_test(test_one_load_shared),
 		cmocka_unit_test(test_limit_gives_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
