@@ -170,8 +170,7 @@ enum rfs_source_state rfs_source_state(struct rfs_source *s);
 const char *rfs_source_state_name(enum rfs_source_state st);
 
 /* 1 if the file dev/ino is the source's file as opened, or one its
- * served rows are read from (an external link's target, a virtual
- * dataset's source file), or a directory of a zarr store, else 0: a file
+ * served rows are read from, or a directory, of a zarr store, else 0: a file
  * rankfs must never write, or create a file in, such as a log file
  * (fs/main.c). Thread-safe. */
 int rfs_source_reads_file(const struct rfs_source *s, dev_t dev, ino_t ino);

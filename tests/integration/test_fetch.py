@@ -2,9 +2,7 @@
 """The fetch layer through real mounts: CSR sources as dense .npy and as
 .npz, compressed and chunked sources read without HDF5, dtype casts,
 layers and raw, and prefetch."""
-import contextlib
 import os
-import subprocess
 import time
 import warnings
 import zipfile
@@ -15,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import RANKFS, Mount, PageCacheProbe, run_rankfs, write_h5
+from conftest import PageCacheProbe, run_rankfs, write_h5
 
 N, D = 900, 50
 
@@ -358,129 +356,6 @@ def test_file_with_userblock(mounts, tmp_path, name, kw, read_path):
         f.create_dataset("x", data=x, **kw)
     m = mounts(path, "dataset=/x,batch_size=16,strategy=shuffle")
     assert m.json("dataset.json")["read_path"] == read_path
-    got, index = served_rows(m)
-    np.testing.assert_array_equal(got, x[index])
-
-
-@pytest.mark.parametrize("kw", [{}, dict(chunks=(10, 8))])
-def test_dataset_behind_an_external_link(mounts, tmp_path, kw):
-    # The linked dataset's offsets are in the target file: read it through
-    # HDF5, not at those offsets in the file that holds the link.
-    x = np.random.default_rng(9).random((103, 37)).astype(np.float32)
-    with h5py.File(tmp_path / "target.h5", "w") as f:
-        f.create_dataset("pad", data=np.zeros(5000))
-        f.create_dataset("x", data=x, **kw)
-    link = str(tmp_path / "link.h5")
-    with h5py.File(link, "w") as f:
-        f.create_dataset("other", data=np.full((3000, 37), -1.0, "f4"))
-        f["x"] = h5py.ExternalLink("target.h5", "/x")
-    m = mounts(link, "dataset=/x,batch_size=16,strategy=shuffle")
-    assert m.json("dataset.json")["read_path"] == "hdf5"
-    got, index = served_rows(m)
-    np.testing.assert_array_equal(got, x[index])
-
-
-@pytest.mark.parametrize("prefix,found", [("${ORIGIN}src", True),
-                                          ("/nowhere:${ORIGIN}src", False)])
-def test_virtual_dataset_under_vds_prefix(mounts, tmp_path, monkeypatch,
-                                          prefix, found):
-    # HDF5 expands ${ORIGIN} (the virtual dataset's directory and a '/')
-    # only at the start of HDF5_VDS_PREFIX: rankfs finds the source file
-    # where the daemon's HDF5 reads it, and refuses what HDF5 would serve
-    # as fill values.
-    x = np.random.default_rng(11).random((64, 8)).astype(np.float32)
-    (tmp_path / "src").mkdir()
-    write_h5(str(tmp_path / "src" / "moved.h5"), {"x": x})
-    layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
-    layout[:] = h5py.VirtualSource("moved.h5", "x", shape=x.shape)
-    path = str(tmp_path / "vds.h5")
-    with h5py.File(path, "w") as f:
-        f.create_virtual_dataset("x", layout)
-    monkeypatch.setenv("HDF5_VDS_PREFIX", prefix)
-    if not found:
-        (tmp_path / "mnt").mkdir()
-        r = run_rankfs(["-f", "-o", "dataset=/x,batch_size=16", path,
-                        tmp_path / "mnt"])
-        assert r.returncode != 0
-        assert "moved.h5 does not exist" in r.stderr
-        return
-    m = mounts(path, "dataset=/x,batch_size=16,strategy=shuffle")
-    got, index = served_rows(m)
-    np.testing.assert_array_equal(got, x[index])
-
-
-@contextlib.contextmanager
-def background_mount(source, options, mnt, cwd, env=None):
-    """rankfs started without -f, from cwd: the daemon leaves cwd for /,
-    and HDF5 names some files when it reads them."""
-    os.makedirs(mnt)
-    r = subprocess.run([RANKFS, "-o", options, str(source), str(mnt)],
-                       cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, r.stderr
-    try:
-        yield Mount(str(mnt), None, None)
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-
-
-def test_external_storage_named_from_where_mounted(tmp_path, monkeypatch):
-    # H5Pset_external files, named relative to the working directory (as
-    # HDF5 names them) of the mount, not of the daemon; or under
-    # HDF5_EXTFILE_PREFIX, whose ${ORIGIN} is the source's directory.
-    x = np.random.default_rng(12).random((64, 8)).astype(np.float32)
-    monkeypatch.chdir(tmp_path)
-    with h5py.File("ext.h5", "w") as f:
-        f.create_dataset("x", data=x,
-                         external=[("ext.raw", 0, h5py.h5f.UNLIMITED)])
-    options = "dataset=/x,batch_size=16,strategy=shuffle"
-    env = dict(os.environ, HDF5_EXTFILE_PREFIX="${ORIGIN}")
-    for k, (cwd, e) in enumerate([(tmp_path, None), ("/", env)]):
-        with background_mount(tmp_path / "ext.h5", options,
-                              tmp_path / f"mnt{k}", cwd, e) as m:
-            assert m.json("dataset.json")["read_path"] == "hdf5"
-            got, index = served_rows(m)
-            np.testing.assert_array_equal(got, x[index])
-            assert sorted(index) == list(range(64))
-
-
-def test_virtual_sources_named_from_where_mounted(tmp_path, monkeypatch):
-    # A virtual dataset's sources found only from the mount's working
-    # directory: HDF5 opens each at its first read, once the daemon has
-    # left that directory, and would serve fill values (-1) for them.
-    x = np.random.default_rng(13).random((96, 8)).astype(np.float32)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "v").mkdir()
-    layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
-    for k in range(3):
-        write_h5(f"part{k}.h5", {"x": x[32 * k:32 * (k + 1)]})
-        layout[32 * k:32 * (k + 1)] = h5py.VirtualSource(
-            f"part{k}.h5", "x", shape=(32, 8))
-    with h5py.File("v/vds.h5", "w") as f:
-        f.create_virtual_dataset("x", layout, fillvalue=-1)
-    with background_mount(tmp_path / "v/vds.h5",
-                          "dataset=/x,batch_size=16,strategy=shuffle",
-                          tmp_path / "mnt", tmp_path) as m:
-        got, index = served_rows(m)
-        np.testing.assert_array_equal(got, x[index])
-
-
-def test_virtual_dataset(mounts, tmp_path):
-    # Rows from two files joined by an HDF5 virtual dataset, read through
-    # HDF5 (which follows the mapping).
-    x = np.random.default_rng(10).random((103, 37)).astype(np.float32)
-    layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
-    for k, (lo, hi) in enumerate([(0, 50), (50, 103)]):
-        part = str(tmp_path / f"part{k}.h5")
-        with h5py.File(part, "w") as f:
-            f.create_dataset("x", data=x[lo:hi])
-        layout[lo:hi] = h5py.VirtualSource(part, "x", shape=(hi - lo, 37))
-    path = str(tmp_path / "vds.h5")
-    with h5py.File(path, "w") as f:
-        f.create_virtual_dataset("x", layout)
-    m = mounts(path, "dataset=/x,batch_size=16,strategy=shuffle")
-    info = m.json("dataset.json")
-    assert (info["layout"], info["read_path"]) == ("virtual", "hdf5")
     got, index = served_rows(m)
     np.testing.assert_array_equal(got, x[index])
 

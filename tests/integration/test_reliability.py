@@ -317,43 +317,6 @@ def test_writes_during_reads_never_serve_wrong_bytes(mounts, tmp_path,
     assert served > 0  # some of the race's own batches before the write
 
 
-@pytest.mark.parametrize("change", ["mtime", "replaced"])
-@pytest.mark.parametrize("how", ["external link", "virtual dataset"])
-def test_linked_file_changed_under_the_mount(mounts, tmp_path, how, change):
-    # The rows live in the file an external link leads to, or that a
-    # virtual dataset maps: a change to it fails new batches like a change
-    # to the source itself.
-    x = np.arange(20000, dtype=np.float32).reshape(200, 100)
-    target = tmp_path / "target.h5"
-    write_h5(str(target), {"x": x})
-    link = str(tmp_path / "link.h5")
-    with h5py.File(link, "w") as f:
-        if how == "external link":
-            f["x"] = h5py.ExternalLink("target.h5", "/x")
-        else:
-            layout = h5py.VirtualLayout(shape=x.shape, dtype=x.dtype)
-            layout[:] = h5py.VirtualSource("target.h5", "x", shape=x.shape)
-            f.create_virtual_dataset("x", layout)
-    m = mounts(link, "dataset=/x,batch_size=10,prefetch=0")
-    index = m.load("index", 0, 0, 0)
-    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
-    st = os.stat(target)
-    if change == "mtime":
-        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    else:  # another file by its name, which HDF5 opens when it reads
-        write_h5(str(tmp_path / "new.h5"), {"x": x + 1})
-        os.replace(tmp_path / "new.h5", target)
-    with pytest.raises(OSError) as e:
-        m.load("batch", 0, 0, 1)
-    assert e.value.errno == errno.EIO
-    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[index])
-    why = {"mtime": "(mtime ", "replaced": "(another file or none by its "
-           "name, which HDF5 opens)"}[change]
-    assert (f"{os.path.realpath(target)} (linked from source "
-            f"{os.path.realpath(link)}) changed in place {why}"
-            in m.log_text()), m.log_text()
-
-
 def reopen_loop(path, expected, seconds):
     """Opens, reads (when expected is given) and closes path until the
     time is up; exits 1 on wrong bytes."""

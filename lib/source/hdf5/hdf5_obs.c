@@ -428,9 +428,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			goto out;
 		}
 	} else if (info.type == H5O_TYPE_DATASET) {
-		/* The matrix's own access properties: HDF5 opens a dataset
-		 * that is open (dataset=/lab,label=/lab) with no others. */
-		codes = H5Dopen2(s->file, path, s->dapl);
+		codes = H5Dopen2(s->file, path, H5P_DEFAULT);
 		/* Integers with a "categories" reference: anndata 0.7. */
 		hid_t type = codes >= 0 ? H5Dget_type(codes) : -1;
 		if (type >= 0 && H5Tget_class(type) == H5T_INTEGER)
@@ -449,22 +447,22 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		rc = -ENOTSUP;
 		goto out;
 	}
-	/* Read at mount: one served as fill values would go unnoticed. */
-	int vds = 0;
-	for (int k = 0; k < 2 && vds == 0; k++) {
+	int outside = 0;
+	for (int k = 0; k < 2 && outside == 0; k++) {
 		hid_t dset = k == 0 ? codes : cats;
 		char dset_name[sizeof(path) + 16] = "";
+		/* Named as the user named it (not as a link's target names
+		 * it), or as HDF5 names the parts it found. */
+		if (dset >= 0 &&
+		    ((k == 0 && obj < 0) ||
+		     H5Iget_name(dset, dset_name, sizeof(dset_name)) <= 0))
+			snprintf(dset_name, sizeof(dset_name), "%s", path);
 		if (dset >= 0)
-			vds = rfs_hdf5_check_linked_storage(
-				s, dset,
-				H5Iget_name(dset, dset_name,
-					    sizeof(dset_name)) > 0 ?
-					dset_name :
-					what,
-				0, err, errlen);
+			outside = rfs_hdf5_refuse_outside(s, dset, dset_name,
+							  err, errlen);
 	}
-	if (vds != 0) {
-		rc = vds;
+	if (outside != 0) {
+		rc = outside;
 		goto out;
 	}
 	int64_t n = codes >= 0 ? rfs_hdf5_length_1d(codes) : -1;

@@ -17,10 +17,9 @@
  *   anndata write) has its chunk addresses taken from HDF5's index once;
  *   chunks are then read with pread and decoded in the calling thread
  *   (rfs_hdf5_chunk_load, the loader of chunks.c's LRU of decoded chunks);
- * - anything else (other filters, big-endian, compact, unallocated chunks,
- *   external raw data files, virtual datasets) goes through H5Dread, one
- *   hyperslab per run of adjacent rows (never a large union selection:
- *   building those is quadratic in 1.10).
+ * - anything else (other filters, big-endian, compact, unallocated chunks)
+ *   goes through H5Dread, one hyperslab per run of adjacent rows (never a
+ *   large union selection: building those is quadratic in 1.10).
  *
  * Rows arrive sorted and distinct (source.c); adjacent ones are merged
  * into runs. A short read (the file was truncated) is an error, never
@@ -95,9 +94,6 @@ int rfs_hdf5_read_filters(struct hdf5_source *s, struct array *a,
 		break;
 	case H5D_COMPACT:
 		a->layout = "compact";
-		break;
-	case H5D_VIRTUAL:
-		a->layout = "virtual";
 		break;
 	default:
 		a->layout = "contiguous";
@@ -339,14 +335,14 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 {
 	hid_t dcpl = H5Dget_create_plist(a->dset);
 	hid_t type = H5Dget_type(a->dset);
-	/* Bytes as stored are bytes as served, at offsets into our file. */
-	int direct = type >= 0 && H5Tequal(type, a->mem_type) > 0 &&
-		     rfs_hdf5_in_source_file(s, a->dset);
+	/* Bytes as stored are bytes as served (all are in our file:
+	 * rfs_hdf5_refuse_outside). */
+	int direct = type >= 0 && H5Tequal(type, a->mem_type) > 0;
 	H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_COMPACT;
 	a->path = RFS_READ_LIBRARY;
 	if (direct && layout == H5D_CONTIGUOUS && pipe->count == 0) {
 		haddr_t offset = H5Dget_offset(a->dset);
-		/* Else never written, or in external files. */
+		/* Else never written. */
 		if (offset != HADDR_UNDEF) {
 			a->offset = offset;
 			a->path = RFS_READ_PREAD;

@@ -213,12 +213,14 @@ static int open_array(struct hdf5_source *s, const char *name, int want_ndims,
 	struct rfs_pipeline pipe = { 0 };
 	int rc = -EINVAL;
 	a->name = strdup(name);
-	a->dset = H5Dopen2(s->file, name, s->dapl);
+	a->dset = H5Dopen2(s->file, name, H5P_DEFAULT);
 	if (!a->name || a->dset < 0) {
 		snprintf(err, errlen, "%s: cannot open dataset %s", s->path,
 			 name);
 		return a->name ? -EINVAL : -ENOMEM;
 	}
+	if ((rc = rfs_hdf5_refuse_outside(s, a->dset, name, err, errlen)))
+		return rc;
 	hid_t space = H5Dget_space(a->dset);
 	hid_t type = H5Dget_type(a->dset);
 	int ndims = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
@@ -248,12 +250,8 @@ static int open_array(struct hdf5_source *s, const char *name, int want_ndims,
 	a->elem = rfs_dtype_size(a->dtype);
 	a->row_bytes = a->cols * a->elem;
 	rc = rfs_hdf5_read_filters(s, a, &pipe, err, errlen);
-	if (rc == 0) {
+	if (rc == 0)
 		rfs_hdf5_choose_read_path(s, a, &pipe);
-		rfs_hdf5_watch_linked(s, a);
-		rc = rfs_hdf5_check_linked_storage(s, a->dset, a->name, 1, err,
-						   errlen);
-	}
 close:
 	if (type >= 0)
 		H5Tclose(type);
@@ -339,8 +337,8 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 		return rc;
 	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
 	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
-	if (dset >= 0 && (rc = rfs_hdf5_check_linked_storage(
-				  s, dset, name, 0, err, errlen)) != 0) {
+	if (dset >= 0 &&
+	    (rc = rfs_hdf5_refuse_outside(s, dset, name, err, errlen)) != 0) {
 		H5Dclose(dset);
 		return rc;
 	}
@@ -462,6 +460,10 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 	hid_t names_dset = H5Dopen2(group, index, H5P_DEFAULT);
 	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
 	int rc = len >= 0 ? 0 : -ENOENT;
+	char what[300];
+	snprintf(what, sizeof(what), "/%s/%s", table, index);
+	if (rc == 0)
+		rc = rfs_hdf5_refuse_outside(s, names_dset, what, err, errlen);
 	if (rc == 0 && (uint64_t)len > s->base.info.cols) {
 		/* More names than columns are not the columns' names: not
 		 * read (a length alone, no storage, would make as many). */
@@ -474,9 +476,8 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 		if (rc == 0 && (rc = rfs_hdf5_read_strings(
 					names_dset, (uint64_t)len, names)) != 0)
 			snprintf(err, errlen,
-				 "%s: the var names (/%s/%s) cannot be read: "
-				 "%s",
-				 s->path, table, index, strerror(-rc));
+				 "%s: the var names (%s) cannot be read: %s",
+				 s->path, what, strerror(-rc));
 	}
 	if (rc == 0 || rc == -E2BIG)
 		*n = (uint64_t)len;
@@ -496,17 +497,9 @@ static void close_source(struct rfs_source *base)
 	free(s->indptr);
 	if (s->file >= 0)
 		H5Fclose(s->file);
-	if (s->dapl >= 0)
-		H5Pclose(s->dapl);
 	rfs_watch_forget(s->watch);
 	if (s->fd >= 0)
 		close(s->fd);
-	for (size_t i = 0; i < s->nlinked; i++) {
-		free(s->linked[i].path);
-		rfs_watch_forget(s->linked[i].watch);
-		close(s->linked[i].fd);
-	}
-	free(s->linked);
 	free(s->dataset);
 	free(s->path);
 	free(s);
@@ -536,7 +529,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: out of memory", path);
 		return rc;
 	}
-	s->file = s->dapl = H5I_INVALID_HID;
+	s->file = H5I_INVALID_HID;
 	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
 	s->base.ops = &ops;
@@ -598,16 +591,6 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	if (s->file < 0) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s: cannot open as HDF5", path);
-		goto fail;
-	}
-	/* HDF5 names external raw data files when it reads them, from the
-	 * working directory of then: the daemon's is "/". */
-	char cwd[PATH_MAX];
-	s->dapl = H5Pcreate(H5P_DATASET_ACCESS);
-	if (s->dapl < 0 || (getcwd(cwd, sizeof(cwd)) &&
-			    H5Pset_efile_prefix(s->dapl, cwd) < 0)) {
-		rc = -ENOMEM;
-		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
 		goto fail;
 	}
 	s->anndata = is_anndata(s->file, s->path);

@@ -2,8 +2,8 @@
 /*
  * The HDF5 backend, shared by its files: hdf5_source.c (open, describe,
  * fingerprint), hdf5_read.c (read paths and row reads),
- * hdf5_checks.c (linked, virtual and external storage; change
- * detection) and hdf5_obs.c (obs columns). These are the only
+ * hdf5_checks.c (data outside the file refused; change detection)
+ * and hdf5_obs.c (obs columns). These are the only
  * files that include <hdf5.h>.
  *
  * HDF5 1.10's threadsafe build (Debian's) serialises every call behind one
@@ -75,21 +75,11 @@ struct array {
 	struct hdf5_chunks chunked; /* RFS_READ_CHUNKS: its loader's */
 };
 
-struct linked_file {
-	char *path;
-	int fd; /* read-only, held to watch the file opened */
-	int watch; /* rfs_watch_add()'s id, or negative */
-	struct stat opened;
-};
-
 struct hdf5_source {
 	struct rfs_source base; /* first: the interface's view */
 	char *path;
 	char *dataset;
 	hid_t file;
-	/* Served datasets are opened with it: their external raw data files
-	 * are named from the mount's working directory. */
-	hid_t dapl;
 	int fd; /* read-only: pread and chunk reads */
 	int watch; /* rfs_watch_add()'s id for fd, or negative */
 	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
@@ -97,13 +87,8 @@ struct hdf5_source {
 	struct array indices; /* CSR only */
 	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* fd's file as it was at open */
-	/* Files the served rows are read from besides the source (an
-	 * external link's target, a virtual dataset's sources), watched for
-	 * changes like the source itself. */
-	struct linked_file *linked;
-	size_t nlinked, linked_cap;
 	int anndata; /* obs columns can be named without a path */
-	atomic_int changed; /* sticky: a file was written after open */
+	atomic_int changed; /* sticky: the file was written after open */
 	atomic_int replaced_logged;
 };
 
@@ -130,15 +115,13 @@ int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
 size_t rfs_hdf5_row_scratch(const struct rfs_source *base);
 
 /* hdf5_checks.c */
-/* Whether dset's bytes are in the source file itself. */
-int rfs_hdf5_in_source_file(const struct hdf5_source *s, hid_t dset);
-/* Watches the file an external link led a's dataset to, if it did. */
-void rfs_hdf5_watch_linked(struct hdf5_source *s, const struct array *a);
-/* Checks the files other than the source that dset's raw data comes
- * from (virtual and external). @return 0 or -EINVAL with err set. */
-int rfs_hdf5_check_linked_storage(struct hdf5_source *s, hid_t dset,
-				  const char *what, int watch, char *err,
-				  size_t errlen);
+/* Refuses dataset dset (named what) when its data is not in s's file:
+ * reached through an external link, virtual, or in external raw data
+ * files. Nothing is read outside a source (and no other file is watched
+ * for changes), and h5repack makes a copy that holds it. @return 0 or
+ * -ENOTSUP with err naming the dataset and the h5repack to run. */
+int rfs_hdf5_refuse_outside(const struct hdf5_source *s, hid_t dset,
+			    const char *what, char *err, size_t errlen);
 int rfs_hdf5_check_unchanged(struct rfs_source *base);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);

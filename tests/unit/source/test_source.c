@@ -796,27 +796,6 @@ static void test_changed_file_fails(void **state)
 	assert_int_equal(rfs_source_read_rows(s, scattered, N_SCATTERED, out),
 			 -EIO);
 	rfs_source_destroy(s);
-
-	/* The file an external link leads to is watched too. */
-	char *target = strdup(
-		write_f32(f, "target.h5", "/X", H5FX_CONTIGUOUS, ROWS, 0));
-	char *link = strdup(file_in(f, "link.h5"));
-	assert_true(target && link);
-	hid_t file = H5Fcreate(link, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-	assert_true(file >= 0);
-	assert_true(H5Lcreate_external(target, "/X", file, "/X", H5P_DEFAULT,
-				       H5P_DEFAULT) >= 0);
-	H5Fclose(file);
-	s = open_ok(link, "/X");
-	check_f32_rows(s, scattered, N_SCATTERED);
-	assert_int_equal(utimensat(AT_FDCWD, target, times, 0), 0);
-	from = log_size();
-	assert_int_equal(rfs_source_read_rows(s, scattered, N_SCATTERED, out),
-			 -EIO);
-	assert_logged_since(from, "target.h5 (linked from source ");
-	rfs_source_destroy(s);
-	free(target);
-	free(link);
 }
 
 /* A virtual dataset /X of ROWS x COLS in vds, all read from dataset
@@ -837,89 +816,10 @@ static void write_vds(const char *vds, const char *part)
 	H5Sclose(space);
 }
 
-static void test_virtual_dataset_sources(void **state)
-{
-	struct fixture *f = *state;
-	write_f32(f, "part.h5", "/X", H5FX_CHUNKED, ROWS, 0);
-	char *vds = strdup(file_in(f, "vds.h5"));
-	assert_non_null(vds);
-	write_vds(vds, "part.h5"); /* beside the virtual dataset */
-	struct rfs_source *s = open_ok(vds, "/X");
-	check_f32_rows(s, scattered, N_SCATTERED);
-	/* Files never to write (a log_file): itself and its source file. */
-	struct stat self, part, other;
-	assert_int_equal(stat(vds, &self), 0);
-	assert_int_equal(stat(file_in(f, "part.h5"), &part), 0);
-	assert_int_equal(stat(log_path, &other), 0);
-	assert_int_equal(rfs_source_reads_file(s, self.st_dev, self.st_ino), 1);
-	assert_int_equal(rfs_source_reads_file(s, part.st_dev, part.st_ino), 1);
-	assert_int_equal(rfs_source_reads_file(s, other.st_dev, other.st_ino),
-			 0);
-	rfs_source_destroy(s);
-	/* A source file that is not there: rows of fill values otherwise. */
-	write_vds(vds, "gone.h5");
-	const char *const want[] = { "vds.h5", "/X", "gone.h5",
-				     "does not exist", NULL };
-	expect_open_error(vds, "/X", -ENOENT, want);
-	free(vds);
-}
-
 /* Runs at the end of a test that left the working directory. */
 static void back_to(const char *dir)
 {
 	assert_int_equal(chdir(dir), 0);
-}
-
-/* Three virtual dataset sources, named relative to the working directory
- * of the open and found only there: their rows are right after the
- * working directory changed (the daemon's is "/"), not fill values. */
-static void test_virtual_sources_opened_where_checked(void **state)
-{
-	struct fixture *f = *state;
-	char cwd[PATH_MAX];
-	assert_non_null(getcwd(cwd, sizeof(cwd)));
-	float *m = f32_matrix(ROWS, COLS);
-	const hsize_t cut[] = { 0, 17, 33, ROWS };
-	hsize_t dims[2] = { ROWS, COLS };
-	hid_t vspace = H5Screate_simple(2, dims, NULL);
-	hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-	assert_int_equal(mkdir(file_in(f, "vds"), 0700), 0);
-	assert_int_equal(chdir(f->dir), 0);
-	for (int k = 0; k < 3; k++) {
-		char name[16];
-		snprintf(name, sizeof(name), "part%d.h5", k);
-		struct h5fx_dataset d = { .name = "/X",
-					  .type = H5FX_F32,
-					  .ndims = 2,
-					  .dims = { cut[k + 1] - cut[k], COLS },
-					  .layout = H5FX_CONTIGUOUS,
-					  .data = m + cut[k] * COLS };
-		assert_int_equal(h5fx_write(file_in(f, name), &d, 1, 0), 0);
-		hsize_t start[2] = { cut[k], 0 },
-			count[2] = { d.dims[0], COLS };
-		hid_t src = H5Screate_simple(2, count, NULL);
-		assert_true(H5Sselect_hyperslab(vspace, H5S_SELECT_SET, start,
-						NULL, count, NULL) >= 0);
-		assert_true(H5Pset_virtual(dcpl, vspace, name, "/X", src) >= 0);
-		H5Sclose(src);
-	}
-	char *vds = strdup(file_in(f, "vds/vds.h5"));
-	hid_t file = H5Fcreate(vds, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-	H5Sselect_all(vspace);
-	hid_t dset = H5Dcreate2(file, "/X", H5T_NATIVE_FLOAT, vspace,
-				H5P_DEFAULT, dcpl, H5P_DEFAULT);
-	assert_true(file >= 0 && dset >= 0);
-	H5Dclose(dset);
-	H5Fclose(file);
-	H5Pclose(dcpl);
-	H5Sclose(vspace);
-	free(m);
-	struct rfs_source *s = open_ok(vds, "/X");
-	back_to("/");
-	check_f32_rows(s, scattered, N_SCATTERED);
-	rfs_source_destroy(s);
-	back_to(cwd);
-	free(vds);
 }
 
 /* A dataset /X of ROWS x COLS float32 whose bytes are in the external
@@ -945,65 +845,47 @@ static void write_external(const char *path, const char *raw)
 	free(m);
 }
 
-/* External raw data files are named, as HDF5 names them, from the
- * working directory of the open, which the daemon then leaves; one that
- * is missing or short is refused at open (HDF5 would fail every read, or
- * serve zeros), and a change to one fails reads like the source's. */
-static void test_external_storage(void **state)
+/* Data outside the source file is refused at open, naming the dataset
+ * and the h5repack that copies it in: a virtual dataset, external raw
+ * data files, an external link (each to an intact file, served before). */
+static void test_data_outside_the_file_refused(void **state)
 {
 	struct fixture *f = *state;
 	char cwd[PATH_MAX];
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	assert_int_equal(chdir(f->dir), 0);
-	char *path = strdup(file_in(f, "ext.h5"));
-	char *raw = strdup(file_in(f, "ext.raw"));
-	write_external(path, "ext.raw");
-	struct rfs_source *s = open_ok(path, "/X");
-	assert_string_equal(rfs_source_info(s)->layout, "contiguous");
-	back_to("/");
-	check_f32_rows(s, scattered, N_SCATTERED);
-	/* Another file now where the rows were read from. */
-	struct timespec times[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
-	assert_int_equal(utimensat(AT_FDCWD, raw, times, 0), 0);
-	long from = log_size();
-	float out[COLS];
-	assert_int_equal(rfs_source_read_rows(s, scattered, 1, out), -EIO);
-	assert_logged_since(from, "ext.raw");
-	rfs_source_destroy(s);
-
-	/* From elsewhere, the same name is another (missing) file. */
-	const char *const missing[] = { path,
-					"/X",
-					"external file ext.raw",
-					"cannot be read at /ext.raw",
-					"No such file",
-					NULL };
-	expect_open_error(path, "/X", -ENOENT, missing);
-	/* Or under HDF5_EXTFILE_PREFIX, which must not be relative. (HDF5
-	 * reads it once, at its start: its ${ORIGIN} is tested through a
-	 * mount, in a process of its own.) */
-	assert_int_equal(setenv("HDF5_EXTFILE_PREFIX", "raw", 1), 0);
-	const char *const relative[] = { path, "HDF5_EXTFILE_PREFIX (raw)",
-					 "relative", NULL };
-	expect_open_error(path, "/X", -EINVAL, relative);
-	/* "." is the working directory of each read, for HDF5. */
-	assert_int_equal(setenv("HDF5_EXTFILE_PREFIX", ".", 1), 0);
-	const char *const dot[] = { path, "HDF5_EXTFILE_PREFIX (.)", "relative",
-				    NULL };
-	expect_open_error(path, "/X", -EINVAL, dot);
-	assert_int_equal(unsetenv("HDF5_EXTFILE_PREFIX"), 0);
-
-	/* A short file: HDF5 would serve the rest as zeros. */
-	assert_int_equal(truncate(raw, 100 + ROWS * COLS * 4 - 1), 0);
-	assert_int_equal(chdir(f->dir), 0);
-	const char *const shorter[] = {
-		path,	 "/X", "1200 bytes at offset 100", raw, "has 1299",
-		"zeros", NULL
+	char *target =
+		strdup(write_f32(f, "part.h5", "/X", H5FX_CHUNKED, ROWS, 0));
+	char *vds = strdup(file_in(f, "vds.h5"));
+	char *ext = strdup(file_in(f, "ext.h5"));
+	char *link = strdup(file_in(f, "link.h5"));
+	assert_true(target && vds && ext && link);
+	write_vds(vds, "part.h5");
+	const char *const virtual[] = { vds, "dataset /X is a virtual dataset",
+					"h5repack -l CONTI", NULL };
+	expect_open_error(vds, "/X", -ENOTSUP, virtual);
+	write_external(ext, "ext.raw");
+	const char *const external[] = {
+		ext, "dataset /X stores its data in external files",
+		"rankfs reads only data stored inside the source file",
+		"h5repack -l CONTI", NULL
 	};
-	expect_open_error(path, "/X", -EINVAL, shorter);
+	expect_open_error(ext, "/X", -ENOTSUP, external);
+	hid_t file = H5Fcreate(link, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	assert_true(file >= 0);
+	assert_true(H5Lcreate_external(target, "/X", file, "/X", H5P_DEFAULT,
+				       H5P_DEFAULT) >= 0);
+	H5Fclose(file);
+	const char *const linked[] = {
+		link, "dataset /X is reached through an external link",
+		"h5repack --merge", NULL
+	};
+	expect_open_error(link, "/X", -ENOTSUP, linked);
 	back_to(cwd);
-	free(path);
-	free(raw);
+	free(target);
+	free(vds);
+	free(ext);
+	free(link);
 }
 
 /* Processes this process has forked and not reaped, from every thread
@@ -1132,12 +1014,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_changed_file_fails, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(
-			test_virtual_sources_opened_where_checked, setup,
-			teardown),
-		cmocka_unit_test_setup_teardown(test_external_storage, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_virtual_dataset_sources,
-						setup, teardown),
+			test_data_outside_the_file_refused, setup, teardown),
 	};
 	if (h5fx_tmpdir(log_dir, sizeof(log_dir)) != 0)
 		return 1;
