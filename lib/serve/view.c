@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "serve/lookahead.h"
 #include "os/memlimit.h"
+#include "os/watch.h"
 #include "plan/plan.h"
 #include "plan/sampler.h"
 #include "plan/selection.h"
@@ -37,6 +38,9 @@
 struct rfs_view {
 	struct rfs_config config;
 	struct rfs_dataset *dataset;
+	/* What the sources borrow (source.h): the view's own, so that two
+	 * views in a process share none of it; made first, freed last. */
+	struct rfs_source_env env;
 	struct rfs_selection selection;
 	struct rfs_planner *planner;
 	struct rfs_batch *batch; /* the cache's fill */
@@ -386,7 +390,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 {
 	struct rfs_view *v = calloc(1, sizeof(*v));
 	int rc = -ENOMEM;
-	if (!v || rfs_config_copy(&v->config, c) != 0)
+	if (!v || rfs_config_copy(&v->config, c) != 0 ||
+	    rfs_watch_create(&v->env.watch) != 0)
 		goto oom;
 	rfs_source_opening(); /* before any step's watchdog thread */
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
@@ -420,8 +425,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail;
 	uint64_t before = resident_bytes();
 	rc = rfs_dataset_open_joined(sources, nsources, v->config.dataset,
-				     v->budget.chunks, &join, &v->dataset, err,
-				     errlen);
+				     &v->env, v->budget.chunks, &join,
+				     &v->dataset, err, errlen);
 	uint64_t after = resident_bytes();
 	v->sources_bytes = after > before ? after - before : 0;
 	if (rc != 0)
@@ -552,6 +557,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	free(v->dataset_json);
 	free(v->var_names_txt);
 	rfs_memlimit_release(&v->var_names_claimed);
+	rfs_watch_destroy(v->env.watch);
 	free(v);
 }
 

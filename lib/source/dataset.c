@@ -20,6 +20,7 @@
 
 struct rfs_dataset {
 	struct rfs_chunk_cache *chunks; /* decoded chunks of every file */
+	struct rfs_source_env env; /* lent to the sources, with chunks */
 	size_t nfiles;
 	struct rfs_source **files;
 	uint64_t *starts; /* nfiles + 1: first global row of each file */
@@ -353,7 +354,9 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 }
 
 int rfs_dataset_open_joined(char *const *paths, size_t npaths,
-			    const char *dataset, size_t chunk_cache_bytes,
+			    const char *dataset,
+			    const struct rfs_source_env *env,
+			    size_t chunk_cache_bytes,
 			    const struct rfs_dataset_join *join,
 			    struct rfs_dataset **out, char *err, size_t errlen)
 {
@@ -363,6 +366,9 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	int rc;
 	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0)
 		goto oom;
+	if (env)
+		d->env = *env;
+	d->env.chunks = d->chunks;
 	rc = expand(paths, npaths, &list, err, errlen);
 	if (rc == 0)
 		rc = check_descriptors(list.count, err, errlen);
@@ -378,7 +384,7 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 		snprintf(what, sizeof(what), "source %s: opening it",
 			 list.items[i]);
 		rfs_deadline_begin(what);
-		rc = rfs_source_open(list.items[i], dataset, d->chunks,
+		rc = rfs_source_open(list.items[i], dataset, &d->env,
 				     &d->files[i], err, errlen);
 		rfs_deadline_end();
 		if (rc != 0)

@@ -231,7 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *paths[1] = { root };
 	struct rfs_dataset_join none = { RFS_VARJOIN_NONE, NULL };
 	if (rc == 0 &&
-	    rfs_dataset_open_joined(paths, 1, dataset, 1u << 20, &none, &d, err,
+	    rfs_dataset_open_joined(paths, 1, dataset, NULL, 1u << 20, &none, &d, err,
 				    sizeof(err)) == 0) {
 		for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++)
 			if (!rfs_dataset_var_name(d, i))

@@ -59,7 +59,7 @@ static int add_linked(struct hdf5_source *s, const char *path)
 		s->linked = more;
 		s->linked_cap = cap;
 	}
-	l.watch = rfs_watch_add(l.fd);
+	l.watch = rfs_watch_add(s->base.env.watch, l.fd);
 	s->linked[s->nlinked++] = l;
 	return 0;
 fail:
@@ -367,8 +367,8 @@ enum change { UNCHANGED, UNREACHABLE, MOVED, RENAMED };
 /* Whether an open file's bytes may differ from when it was opened: its
  * size or mtime moved (fstat first), or inotify saw a write (watch.c says
  * why in that order, and why not ctime). */
-static enum change written(int fd, int watch, const struct stat *was,
-			   struct stat *now)
+static enum change written(struct rfs_watch *w, int fd, int watch,
+			   const struct stat *was, struct stat *now)
 {
 	if (fstat(fd, now) != 0)
 		return UNREACHABLE;
@@ -376,7 +376,7 @@ static enum change written(int fd, int watch, const struct stat *was,
 			       now->st_mtim.tv_sec != was->st_mtim.tv_sec ||
 			       now->st_mtim.tv_nsec != was->st_mtim.tv_nsec ||
 			       (watch >= 0 &&
-				rfs_watch_any_written(&watch, 1)) ?
+				rfs_watch_any_written(w, &watch, 1)) ?
 		       MOVED :
 		       UNCHANGED;
 }
@@ -440,13 +440,14 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base)
 		return -EIO;
 	const char *path = s->path;
 	const struct stat *was = &s->opened;
-	enum change why = written(s->fd, s->watch, was, &now);
+	enum change why =
+		written(s->base.env.watch, s->fd, s->watch, was, &now);
 	for (size_t i = 0; why == UNCHANGED && i < s->nlinked; i++) {
 		const struct linked_file *l = &s->linked[i];
 		struct stat named;
 		path = l->path;
 		was = &l->opened;
-		why = written(l->fd, l->watch, was, &now);
+		why = written(s->base.env.watch, l->fd, l->watch, was, &now);
 		if (why == UNCHANGED &&
 		    (stat(path, &named) != 0 || !same_inode(was, &named)))
 			why = RENAMED;

@@ -174,7 +174,7 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a)
 	rfs_bigbuf_free(a->index_buf, shard_index_size(a));
 	rfs_memlimit_release(&a->index_claimed);
 	for (size_t i = 0; i < a->ndir_watches; i++)
-		rfs_watch_forget(a->dir_watches[i]);
+		rfs_watch_forget(a->watch, a->dir_watches[i]);
 	free(a->dir_watches);
 	free(a->files);
 	free(a->meta_file);

@@ -166,7 +166,7 @@ static int watch_dir(struct rfs_zarr_array *a, const char *path, size_t *room,
 		a->dir_watches = p;
 		*room = more;
 	}
-	int wd = rfs_watch_add_dir(path, read_by_zarr);
+	int wd = rfs_watch_add_dir(a->watch, path, read_by_zarr);
 	if (wd < 0)
 		*unwatched = 1;
 	else
@@ -224,6 +224,7 @@ static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
 			    S_ISDIR(target.st_mode))) {
 			if (info == FTS_DNR && e->fts_number) /* not read */
 				rfs_watch_forget(
+					a->watch,
 					a->dir_watches[--a->ndir_watches]);
 			unlisted = 1; /* a linked directory is not entered */
 		} else if (info == FTS_D || info == FTS_DP || info == FTS_DC) {
@@ -256,7 +257,7 @@ static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
 	}
 	if (unwatched) { /* not all: reads would miss a directory */
 		for (size_t i = 0; i < a->ndir_watches; i++)
-			rfs_watch_forget(a->dir_watches[i]);
+			rfs_watch_forget(a->watch, a->dir_watches[i]);
 		free(a->dir_watches);
 		a->dir_watches = NULL;
 		a->ndir_watches = 0;
@@ -266,8 +267,10 @@ static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
 	return rc;
 }
 
-int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen)
+int rfs_zarr_array_watch(struct rfs_zarr_array *a, struct rfs_watch *w,
+			 char *err, size_t errlen)
 {
+	a->watch = w;
 	struct stat st;
 	if (stat(a->meta_file, &st) != 0) {
 		snprintf(err, errlen, "%s: %s", a->meta_file, strerror(errno));
@@ -325,7 +328,8 @@ int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
 	if (!a->watched)
 		return 0;
 	if (a->dir_watches) {
-		if (!rfs_watch_any_written(a->dir_watches, a->ndir_watches))
+		if (!rfs_watch_any_written(a->watch, a->dir_watches,
+					   a->ndir_watches))
 			return 0;
 		/* Seen once (the flag is sticky): name the file for the log,
 		 * else the directory (a new name, its attributes). */

@@ -81,7 +81,7 @@ static int list_files(struct zarr_source *s, char *err, size_t errlen)
 static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 		 char *err, size_t errlen)
 {
-	int rc = rfs_zarr_array_watch(a, err, errlen);
+	int rc = rfs_zarr_array_watch(a, s->base.env.watch, err, errlen);
 	if (rc != 0)
 		return rc;
 	a->failures = &s->base.read_failures;
@@ -405,7 +405,7 @@ static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
 }
 
 int rfs_zarr_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  const struct rfs_source_env *env, struct rfs_source **out,
 		  char *err, size_t errlen)
 {
 	struct zarr_source *s = calloc(1, sizeof(*s));
@@ -433,8 +433,9 @@ int rfs_zarr_open(const char *path, const char *dataset,
 			 path);
 		goto fail;
 	}
-	s->chunks = chunks;
-	if (!chunks) {
+	s->base.env = *env;
+	s->chunks = env->chunks;
+	if (!s->chunks) {
 		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, &s->own_chunks);
 		if (rc != 0)
 			goto fail;

@@ -105,10 +105,10 @@ static int setup(void **state)
 	}
 	char *one[] = { f->path };
 	char *three[] = { f->part[0], f->part[1], f->part[2] };
-	if (rfs_dataset_open_joined(one, 1, NULL, 1 << 20, NULL, &f->one, err,
-				    sizeof(err)) != 0 ||
-	    rfs_dataset_open_joined(three, 3, NULL, 1 << 20, NULL, &f->three,
-				    err, sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(one, 1, NULL, NULL, 1 << 20, NULL, &f->one,
+				    err, sizeof(err)) != 0 ||
+	    rfs_dataset_open_joined(three, 3, NULL, NULL, 1 << 20, NULL,
+				    &f->three, err, sizeof(err)) != 0)
 		goto fail;
 	*state = f;
 	return 0;
@@ -413,8 +413,8 @@ static void test_digest(void **state)
 		h5fx_add_categorical(renamed, "ct2", codes, ROWS, names, 3), 0);
 	char *paths[] = { renamed };
 	struct rfs_dataset *d;
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	const char *ct2[] = { "label", "ct2", NULL };
 	assert_true(digest_of(d, ct) == h[2]);

@@ -121,8 +121,8 @@ static void gen_open(struct gen *g, const char *path, const char *strategy,
 	set(&g->c, "seed", "5");
 	set(&g->c, "label", "cell_type");
 	char *paths[] = { (char *)path };
-	if (rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL, &g->d, err,
-				    sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, 1, "/X", NULL, 1 << 20, NULL, &g->d,
+				    err, sizeof(err)) != 0)
 		fail_msg("open %s: %s", path, err);
 	enum rfs_dtype out = rfs_dataset_info(g->d)->dtype;
 	if (dtype) { /* config's dtype: 0 the source's, else enum + 1 */

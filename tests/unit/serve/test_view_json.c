@@ -83,8 +83,8 @@ static void open_source(struct opened *o, const char *path, const char *seed)
 	set(&o->c, "seed", seed);
 	set(&o->c, "dataset", "/X");
 	char *paths[] = { (char *)path };
-	if (rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL, &o->d, err,
-				    sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, 1, "/X", NULL, 1 << 20, NULL, &o->d,
+				    err, sizeof(err)) != 0)
 		fail_msg("open %s: %s", path, err);
 	assert_int_equal(
 		rfs_selection_build(&o->c, o->d, &o->s, err, sizeof(err)), 0);
@@ -241,8 +241,8 @@ static void test_var_names_claimed(void **state)
 	rfs_memlimit_set_claims(&l);
 	struct rfs_dataset *d;
 	char *paths[] = { path };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_memlimit_claimed(), names);
 	char *out = (char *)1;
@@ -261,8 +261,8 @@ static void test_var_names_claimed(void **state)
 
 	l.bytes = names + text + 1;
 	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_view_json_var_names(d, &out, &len, &claimed, err,
 						 sizeof(err)),

@@ -113,8 +113,8 @@ static void test_files_in_order(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	int rc = rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL, &d, err,
-					 sizeof(err));
+	int rc = rfs_dataset_open_joined(paths, 3, NULL, NULL, 1 << 20, NULL,
+					 &d, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("open: %s", err);
 	assert_int_equal(rfs_dataset_files(d), 3);
@@ -128,8 +128,8 @@ static void test_files_in_order(void **state)
 	/* Several files stage their rows: the bound a fill reserves holds
 	 * the batch again, beside one file's own. */
 	struct rfs_dataset *one;
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &one, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, NULL, 1 << 20,
+						 NULL, &one, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_read_scratch(one, 12, 0) > 0);
 	assert_true(rfs_dataset_read_scratch(d, 12, 0) >=
@@ -149,8 +149,8 @@ static void test_directory_in_name_order(void **state)
 	fclose(t);
 	struct rfs_dataset *d;
 	char *paths[] = { f->dir };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_files(d), 3);
 	for (size_t i = 0; i < 3; i++)
@@ -159,8 +159,8 @@ static void test_directory_in_name_order(void **state)
 	/* The same files given one by one: the same fingerprint. */
 	struct rfs_dataset *e;
 	char *each[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(each, 3, "/X", 1 << 20, NULL,
-						 &e, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(each, 3, "/X", NULL, 1 << 20,
+						 NULL, &e, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_fingerprint(d) == rfs_dataset_fingerprint(e));
 	rfs_dataset_destroy(e);
@@ -174,8 +174,8 @@ static void test_column_across_files(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	struct rfs_column c;
 	assert_int_equal(
@@ -210,16 +210,16 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(other, sizeof(other), "%s/wide.h5ad", f->dir);
 	assert_int_equal(write_part(other, 0, 2, COLS + 1, "g0"), 0);
 	char *paths[] = { f->path[0], other };
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(d);
 	assert_non_null(strstr(err, "wide.h5ad"));
 	assert_non_null(strstr(err, "4 columns"));
 	/* Same width, other genes. */
 	assert_int_equal(write_part(other, 0, 2, COLS, "CD19"), 0);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "wide.h5ad: var names differ"));
 	remove(other);
@@ -228,26 +228,28 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(empty, sizeof(empty), "%s/empty", f->dir);
 	assert_int_equal(mkdir(empty, 0700), 0);
 	char *none[] = { empty };
-	assert_int_equal(rfs_dataset_open_joined(none, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(none, 1, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "no *.h5ad or *.h5 files"));
 	rmdir(empty);
 	char *missing[] = { f->path[0], "/nonexistent/x.h5ad" };
-	assert_int_equal(rfs_dataset_open_joined(missing, 2, NULL, 1 << 20,
-						 NULL, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(missing, 2, NULL, NULL,
+						 1 << 20, NULL, &d, err,
+						 sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/x.h5ad"));
 	/* A file given twice, also through its directory: its rows would
 	 * be served twice. */
 	char *twice[] = { f->path[1], f->path[0], f->path[1] };
-	assert_int_equal(rfs_dataset_open_joined(twice, 3, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(twice, 3, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "the same file as"));
 	char *through_dir[] = { f->path[2], f->dir };
-	assert_int_equal(rfs_dataset_open_joined(through_dir, 2, NULL, 1 << 20,
-						 NULL, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(through_dir, 2, NULL, NULL,
+						 1 << 20, NULL, &d, err,
+						 sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, f->path[2]));
 	/* A dangling link among a directory's files fails the open. */
@@ -255,8 +257,8 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(link, sizeof(link), "%s/zz.h5", f->dir);
 	assert_int_equal(symlink("/nonexistent/target.h5", link), 0);
 	char *dir[] = { f->dir };
-	assert_int_equal(rfs_dataset_open_joined(dir, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(dir, 1, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "zz.h5"));
 	remove(link);
@@ -269,8 +271,8 @@ static struct rfs_dataset *open_joined(char **paths, size_t n,
 	struct rfs_dataset_join join = { mode, names_file };
 	struct rfs_dataset *d = NULL;
 	char err[512] = "";
-	if (rfs_dataset_open_joined(paths, n, NULL, 1 << 20, &join, &d, err,
-				    sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, n, NULL, NULL, 1 << 20, &join, &d,
+				    err, sizeof(err)) != 0)
 		fail_msg("open: %s", err);
 	return d;
 }
@@ -306,7 +308,7 @@ static void test_chunk_table_claimed(void **state)
 		struct rfs_memlimit l = { .bytes = fits ? 1 << 20 : 16 << 10 };
 		rfs_memlimit_set_claims(&l);
 		struct rfs_dataset *d;
-		assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X",
+		assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", NULL,
 							 1 << 20, NULL, &d, err,
 							 sizeof(err)),
 				 0);
@@ -337,8 +339,8 @@ static void test_limit_gives_mappings_back(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_MMAP);
 	rfs_dataset_limit_chunks(d, 2 << 20); /* more: kept */
@@ -396,8 +398,9 @@ static void test_joined_dense(void **state)
 	struct rfs_dataset *plain;
 	char err[512];
 	d = open_joined(paths, 1, RFS_VARJOIN_OUTER, NULL);
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &plain, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, NULL, 1 << 20,
+						 NULL, &plain, err,
+						 sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_read_scratch(d, 3, 0) ==
 		    rfs_dataset_read_scratch(plain, 3, 0));
@@ -517,8 +520,8 @@ static void test_join_errors(void **state)
 	char *paths[] = { f->path[0], bare };
 	struct rfs_dataset *d = NULL;
 	struct rfs_dataset_join join = { RFS_VARJOIN_OUTER, NULL };
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(d);
 	assert_non_null(strstr(err, "bare.h5ad: /X has no var names"));
@@ -528,8 +531,8 @@ static void test_join_errors(void **state)
 	fputs("g2\nnope\n", t);
 	fclose(t);
 	join = (struct rfs_dataset_join){ RFS_VARJOIN_NAMES, names };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, NULL, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "names.txt: 'nope' (line 2)"));
 	remove(names);
@@ -539,12 +542,12 @@ static void test_join_errors(void **state)
 	assert_int_equal(h5fx_add_var(bare, genes, 2), 0);
 	paths[0] = bare;
 	join = (struct rfs_dataset_join){ RFS_VARJOIN_OUTER, NULL };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, NULL, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "bare.h5ad: 2 var names for 3 columns"));
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_var_count(d) == 0);
 	/* The names read and refused hold no claim for the mount's life. */
@@ -586,8 +589,8 @@ static void test_join_claims_name_the_file(void **state)
 	struct rfs_memlimit l = { .bytes = 360 << 10 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
 	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -ENOMEM);
 	assert_null(d);
 	char says[PATH_MAX + 200];
@@ -602,8 +605,8 @@ static void test_join_claims_name_the_file(void **state)
 
 	l.bytes = 2 << 20;
 	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_var_count(d) == COLS + W);
 	/* g0..g2 and w0..; maps of the served columns and each file's. */
@@ -658,8 +661,8 @@ static void test_column_unite_claimed(void **state)
 	snprintf(l.where, sizeof(l.where), "the test's limit");
 	rfs_memlimit_set_claims(&l);
 	struct rfs_dataset *d;
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	struct rfs_column c;
 	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
@@ -676,8 +679,8 @@ static void test_column_unite_claimed(void **state)
 
 	l.bytes = 1 << 20;
 	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, NULL, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
 			 0);
@@ -739,8 +742,8 @@ static int open_at(char **paths, size_t n, struct rfs_dataset_join *join,
 	snprintf(l.where, sizeof(l.where), "the test's limit");
 	rfs_memlimit_set_claims(&l);
 	*d = NULL;
-	return rfs_dataset_open_joined(paths, n, NULL, 1 << 20, join, d, err,
-				       errlen);
+	return rfs_dataset_open_joined(paths, n, NULL, NULL, 1 << 20, join, d,
+				       err, errlen);
 }
 
 /* CSR rows read at mount hold as many values as indptr says, which the

@@ -33,11 +33,15 @@
 #include "source/io/chunks.h"
 #include "source/column.h"
 #include "os/memlimit.h"
+#include "os/watch.h"
 #include "source/source.h"
 #include "source/zarr/zarr.h"
 
 #define R 10
 #define C 6
+
+/* What the sources borrow: a watch table, as a mount's. */
+static struct rfs_source_env env;
 
 static char root[64];
 
@@ -101,7 +105,7 @@ static int open_store(const char *store, const char *dataset,
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", root, store);
-	return rfs_source_open(path, dataset, NULL, s, err, 512);
+	return rfs_source_open(path, dataset, &env, s, err, 512);
 }
 
 /* Chunk (i, j) of 4 x 4 of the R x C float32 matrix, full-size. */
@@ -974,7 +978,8 @@ static void test_kept_indexes_given_back(void **state)
 	write_v3("giveback.zarr", 0, 0);
 	snprintf(path, sizeof(path), "%s/giveback.zarr", root);
 	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
-	assert_int_equal(rfs_source_open(path, NULL, cc, &s, err, 512), 0);
+	struct rfs_source_env lent = { .chunks = cc, .watch = env.watch };
+	assert_int_equal(rfs_source_open(path, NULL, &lent, &s, err, 512), 0);
 	check_v3_rows(s); /* every index kept */
 	rfs_chunks_limit(cc, 0);
 	check_v3_rows(s);
@@ -1146,5 +1151,9 @@ int main(void)
 		cmocka_unit_test(test_int_fill_value_out_of_range),
 		cmocka_unit_test(test_bad_root_metadata_refused),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (rfs_watch_create(&env.watch) != 0)
+		return 1;
+	int rc = cmocka_run_group_tests(tests, setup, teardown);
+	rfs_watch_destroy(env.watch);
+	return rc;
 }
