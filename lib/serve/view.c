@@ -380,7 +380,7 @@ static int split_cache(struct rfs_view *v)
 {
 	int rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
 	if (rc == 0)
-		rfs_bigbuf_limit(v->budget.pool);
+		rfs_bigbuf_limit(v->env.pool, v->budget.pool);
 	return rc;
 }
 
@@ -391,7 +391,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	struct rfs_view *v = calloc(1, sizeof(*v));
 	int rc = -ENOMEM;
 	if (!v || rfs_config_copy(&v->config, c) != 0 ||
-	    rfs_watch_create(&v->env.watch) != 0)
+	    rfs_watch_create(&v->env.watch) != 0 ||
+	    rfs_bigbuf_create(&v->env.pool) != 0)
 		goto oom;
 	rfs_source_opening(); /* before any step's watchdog thread */
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
@@ -468,7 +469,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	rc = rfs_stats_create(v->config.world_size, &v->stats);
 	if (rc == 0)
 		rc = rfs_batch_create(v->dataset, v->planner, &v->selection,
-				      v->out_dtype, v->stats, &v->batch);
+				      v->out_dtype, v->stats, v->env.pool,
+				      &v->batch);
 	if (rc != 0)
 		goto oom;
 	/* Its claim the last of the mount's, before cache_mb settles: a
@@ -505,7 +507,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	if (rc != 0)
 		goto fail_cache_mb;
 	rc = rfs_cache_create(v->budget.batches, rfs_batch_fill, v->batch,
-			      &v->cache);
+			      v->env.pool, &v->cache);
 	if (rc == 0)
 		rc = start_lookahead(v, v->budget.prefetch);
 	if (rc == 0)
@@ -546,7 +548,6 @@ void rfs_view_destroy(struct rfs_view *v)
 	 * first. */
 	rfs_lookahead_destroy(v->lookahead);
 	rfs_cache_destroy(v->cache);
-	rfs_bigbuf_drain();
 	rfs_batch_destroy(v->batch);
 	rfs_stats_destroy(v->stats);
 	rfs_plan_destroy(v->planner);
@@ -558,6 +559,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	free(v->var_names_txt);
 	rfs_memlimit_release(&v->var_names_claimed);
 	rfs_watch_destroy(v->env.watch);
+	rfs_bigbuf_destroy(v->env.pool);
 	free(v);
 }
 

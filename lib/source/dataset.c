@@ -364,10 +364,10 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
 	int rc;
-	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0)
-		goto oom;
-	if (env)
+	if (d && env)
 		d->env = *env;
+	if (!d || rfs_chunks_create(chunk_cache_bytes, d->env.pool, &d->chunks))
+		goto oom;
 	d->env.chunks = d->chunks;
 	rc = expand(paths, npaths, &list, err, errlen);
 	if (rc == 0)
@@ -644,7 +644,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			malloc(rfs_varjoin_row_scratch(d->var.widest, elem)) :
 			NULL;
 	int rc = -ENOMEM;
-	*out = (struct rfs_csr){ .rows = n };
+	*out = (struct rfs_csr){ .rows = n, .pool = d->env.pool };
 	out->start = calloc(n + 1, sizeof(*out->start));
 	if (!w || !local || !out->start || (d->var.join && !scratch))
 		goto out;

@@ -186,7 +186,7 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 int rfs_source_csr_alloc_cols(struct rfs_csr *c)
 {
 	c->cols_bytes = c->start[c->rows] * sizeof(int64_t) + 1;
-	c->cols = rfs_bigbuf_alloc(c->cols_bytes);
+	c->cols = rfs_bigbuf_alloc(c->pool, c->cols_bytes);
 	return c->cols ? 0 : -ENOMEM;
 }
 
@@ -195,7 +195,7 @@ void rfs_source_csr_free(struct rfs_csr *c)
 	free(c->start);
 	if (!c->values_borrowed)
 		free(c->values);
-	rfs_bigbuf_free(c->cols, c->cols_bytes);
+	rfs_bigbuf_free(c->pool, c->cols, c->cols_bytes);
 	*c = (struct rfs_csr){ 0 };
 }
 
@@ -287,7 +287,7 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	unsigned char *values = NULL, *raw_cols = NULL;
 	uint64_t total = 0;
 
-	*out = (struct rfs_csr){ .rows = n };
+	*out = (struct rfs_csr){ .rows = n, .pool = s->env.pool };
 	out->start = calloc(n + 1, sizeof(*out->start));
 	if (!w || !out->start)
 		goto out;
@@ -300,8 +300,8 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	out->values_borrowed = dst != NULL;
 	rfs_source_csr_alloc_cols(out);
 	/* Pooled and populated: these are megabytes per batch. */
-	values = rfs_bigbuf_alloc(total * elem + 1);
-	raw_cols = rfs_bigbuf_alloc(total * index_elem + 1);
+	values = rfs_bigbuf_alloc(s->env.pool, total * elem + 1);
+	raw_cols = rfs_bigbuf_alloc(s->env.pool, total * index_elem + 1);
 	if (!out->values || !out->cols || !values || !raw_cols)
 		goto out;
 	rc = unchanged_or_log(s, w, n);
@@ -313,8 +313,8 @@ out:
 	if (rc != 0)
 		rfs_source_csr_free(out);
 	free(w);
-	rfs_bigbuf_free(values, total * elem + 1);
-	rfs_bigbuf_free(raw_cols, total * index_elem + 1);
+	rfs_bigbuf_free(s->env.pool, values, total * elem + 1);
+	rfs_bigbuf_free(s->env.pool, raw_cols, total * index_elem + 1);
 	return rc;
 }
 

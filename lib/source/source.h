@@ -16,6 +16,7 @@
 struct rfs_source;
 struct rfs_chunk_cache;
 struct rfs_watch;
+struct rfs_bigbuf;
 struct rfs_column;
 
 /* How a source's rows reach memory (dataset.json's read_path). */
@@ -58,6 +59,8 @@ struct rfs_source_env {
 	/* Watches on the files read (watch.h); NULL: changes are told by
 	 * size, mtime and names alone. */
 	struct rfs_watch *watch;
+	/* Large scratch buffers' pool (bigbuf.h); NULL: none. */
+	struct rfs_bigbuf *pool;
 };
 
 /* Opens path read-only with the backend of its format. dataset NULL means
@@ -111,11 +114,12 @@ struct rfs_csr {
 	void *values;
 	int64_t *cols;
 	size_t cols_bytes; /* as rfs_source_csr_alloc_cols() took them */
+	struct rfs_bigbuf *pool; /* cols' (bigbuf.h), NULL: none */
 	int values_borrowed; /* values is the caller's: not freed */
 };
 
 /* Allocates c->cols for the c->start[c->rows] entries c->start counts
- * (pooled: megabytes per batch). @return 0 or -ENOMEM. */
+ * (from c->pool: megabytes per batch). @return 0 or -ENOMEM. */
 int rfs_source_csr_alloc_cols(struct rfs_csr *c);
 
 /* Reads the entries of rows[0..n) of a CSR source. values: where the

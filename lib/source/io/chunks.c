@@ -118,7 +118,8 @@ out:
 	return rc;
 }
 
-int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
+int rfs_chunks_create(size_t capacity, struct rfs_bigbuf *pool,
+		      struct rfs_chunk_cache **out)
 {
 	struct rfs_chunk_cache *cc = calloc(1, sizeof(*cc));
 	if (!cc)
@@ -126,7 +127,7 @@ int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
 	/* Chunked files of a dataset whose other files are mapped. */
 	cc->capacity = capacity;
 	cc->keep = capacity / 8;
-	int rc = rfs_cache_create(capacity, decode, cc, &cc->cache);
+	int rc = rfs_cache_create(capacity, decode, cc, pool, &cc->cache);
 	if (rc != 0) {
 		free(cc);
 		return rc;

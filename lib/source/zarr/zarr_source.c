@@ -436,7 +436,8 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	s->base.env = *env;
 	s->chunks = env->chunks;
 	if (!s->chunks) {
-		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, &s->own_chunks);
+		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, env->pool,
+				       &s->own_chunks);
 		if (rc != 0)
 			goto fail;
 		s->chunks = s->own_chunks;

@@ -135,10 +135,12 @@ static void gen_open(struct gen *g, const char *path, const char *strategy,
 		rfs_selection_build(&g->c, g->d, &g->s, err, sizeof(err)), 0);
 	assert_int_equal(rfs_plan_create(&g->c, g->s.seqs, &g->p), 0);
 	assert_int_equal(rfs_stats_create(2, &g->stats), 0);
-	assert_int_equal(
-		rfs_batch_create(g->d, g->p, &g->s, out, g->stats, &g->b), 0);
-	assert_int_equal(
-		rfs_cache_create(1 << 20, rfs_batch_fill, g->b, &g->cache), 0);
+	assert_int_equal(rfs_batch_create(g->d, g->p, &g->s, out, g->stats,
+					  NULL, &g->b),
+			 0);
+	assert_int_equal(rfs_cache_create(1 << 20, rfs_batch_fill, g->b, NULL,
+					  &g->cache),
+			 0);
 }
 
 static void gen_close(struct gen *g)

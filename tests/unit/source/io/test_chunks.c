@@ -133,7 +133,7 @@ static void test_rows_across_chunks(void **state)
 	struct fixture *f = *state;
 	struct rfs_chunk_cache *cc;
 	uint64_t id = 99;
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_true(id == 0);
 	uint64_t cols = f->c.cols;
@@ -167,7 +167,7 @@ static void test_truncated_file_is_eio(void **state)
 	struct rfs_chunk_cache *cc;
 	uint64_t id;
 	off_t cut = (off_t)f->c.locs[4].addr; /* the cache owns locs next */
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
 	uint16_t out[ROWS * COLS_MAX];
@@ -228,7 +228,7 @@ static void test_loader(void **state)
 	uint16_t got[3][7];
 	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
 				 (void *)got[2] };
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	assert_int_equal(rfs_chunks_read_rows(cc, id, rows, 3, to), 0);
 	for (int i = 0; i < 3; i++)
@@ -277,7 +277,7 @@ static void test_parts(void **state)
 	uint16_t got[6][7];
 	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
 				 (void *)got[2] };
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	/* Rows 2..6: parts rows 0-2 and 3 of chunk 0, 4-6 of chunk 1. */
 	assert_int_equal(rfs_chunks_read(cc, id, 2, 5, got), 0);
@@ -331,7 +331,7 @@ static void test_limit_gives_back(void **state)
 	struct holder h[3] = { { 0 } };
 	uint64_t id;
 	uint16_t got[ROWS][7];
-	assert_int_equal(rfs_chunks_create(8000, &cc), 0);
+	assert_int_equal(rfs_chunks_create(8000, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	assert_int_equal(rfs_chunks_reserve(cc, 7001, give_back, &h[0]),
 			 -ENOSPC); /* its eighth stays */

@@ -977,7 +977,7 @@ static void test_kept_indexes_given_back(void **state)
 	char path[PATH_MAX], err[512];
 	write_v3("giveback.zarr", 0, 0);
 	snprintf(path, sizeof(path), "%s/giveback.zarr", root);
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	struct rfs_source_env lent = { .chunks = cc, .watch = env.watch };
 	assert_int_equal(rfs_source_open(path, NULL, &lent, &s, err, 512), 0);
 	check_v3_rows(s); /* every index kept */
