@@ -392,10 +392,12 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	int rc = -ENOMEM;
 	if (!v || rfs_config_copy(&v->config, c) != 0 ||
 	    rfs_watch_create(&v->env.watch) != 0 ||
-	    rfs_bigbuf_create(&v->env.pool) != 0)
+	    rfs_bigbuf_create(&v->env.pool) != 0 ||
+	    rfs_deadline_create((unsigned)v->config.open_timeout,
+				&v->env.deadline) != 0)
 		goto oom;
 	rfs_source_opening(); /* before any step's watchdog thread */
-	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
+	rfs_deadline_set_limit((unsigned)v->config.open_timeout); /* strings */
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc == 0)
 		rc = resolve_columns(&v->config);
@@ -560,6 +562,7 @@ void rfs_view_destroy(struct rfs_view *v)
 	rfs_memlimit_release(&v->var_names_claimed);
 	rfs_watch_destroy(v->env.watch);
 	rfs_bigbuf_destroy(v->env.pool);
+	rfs_deadline_destroy(v->env.deadline);
 	free(v);
 }
 

@@ -320,7 +320,7 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 		 char *err, size_t errlen)
 {
 	enum rfs_varjoin_mode mode = join ? join->mode : RFS_VARJOIN_NONE;
-	int rc = rfs_dataset_var_build(&d->var, mode,
+	int rc = rfs_dataset_var_build(&d->var, &d->env, mode,
 				       join ? join->names_file : NULL, d->files,
 				       d->nfiles, err, errlen);
 	if (rc != 0)
@@ -383,10 +383,10 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 		char what[PATH_MAX + 32];
 		snprintf(what, sizeof(what), "source %s: opening it",
 			 list.items[i]);
-		rfs_deadline_begin(what);
+		rfs_deadline_begin(d->env.deadline, what);
 		rc = rfs_source_open(list.items[i], dataset, &d->env,
 				     &d->files[i], err, errlen);
-		rfs_deadline_end();
+		rfs_deadline_end(d->env.deadline);
 		if (rc != 0)
 			goto fail;
 		/* The chunks its fingerprint decoded (its first and last
@@ -717,10 +717,10 @@ int rfs_dataset_read_column(struct rfs_dataset *d, const char *name,
 		char what[PATH_MAX + 300];
 		snprintf(what, sizeof(what), "source %s: reading column %.256s",
 			 path, name);
-		rfs_deadline_begin(what);
+		rfs_deadline_begin(d->env.deadline, what);
 		int rc = rfs_source_read_column(d->files[i], name, &part, err,
 						errlen);
-		rfs_deadline_end();
+		rfs_deadline_end(d->env.deadline);
 		snprintf(what, sizeof(what), "column '%.256s'", name);
 		if (rc == 0 && (rc = rfs_column_append(out, &part, path, what,
 						       err, errlen)) != 0)

@@ -17,15 +17,15 @@
 #define COUNT_ROWS 4096
 #define COUNT_VALUES (1 << 20)
 
-static int read_names(struct rfs_source *s, char ***names, uint64_t *n,
-		      char *err, size_t errlen)
+static int read_names(struct rfs_dataset_var *v, struct rfs_source *s,
+		      char ***names, uint64_t *n, char *err, size_t errlen)
 {
 	char what[PATH_MAX + 64];
 	snprintf(what, sizeof(what), "source %s: reading its var names",
 		 rfs_source_info(s)->path);
-	rfs_deadline_begin(what);
+	rfs_deadline_begin(v->env->deadline, what);
 	int rc = rfs_source_read_var_names(s, names, n, err, errlen);
-	rfs_deadline_end();
+	rfs_deadline_end(v->env->deadline);
 	return rc;
 }
 
@@ -74,9 +74,9 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 			break;
 		}
 		struct rfs_csr csr;
-		rfs_deadline_begin(what);
+		rfs_deadline_begin(v->env->deadline, what);
 		rc = rfs_source_read_csr(s, rows, m, NULL, &csr);
-		rfs_deadline_end();
+		rfs_deadline_end(v->env->deadline);
 		if (rc != 0) {
 			rfs_memlimit_release(&held);
 			break;
@@ -172,7 +172,8 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 			rc = -EINVAL;
 			break;
 		}
-		rc = read_names(files[f], &names[f], &counts[f], err, errlen);
+		rc = read_names(v, files[f], &names[f], &counts[f], err,
+				errlen);
 	}
 	if (rc == 0 && v->mode == RFS_VARJOIN_NAMES)
 		rc = rfs_varjoin_read_file(names_file, &wanted, &nwanted,
@@ -191,18 +192,19 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 	return rc;
 }
 
-int rfs_dataset_var_build(struct rfs_dataset_var *v, enum rfs_varjoin_mode mode,
-			  const char *names_file,
+int rfs_dataset_var_build(struct rfs_dataset_var *v,
+			  const struct rfs_source_env *env,
+			  enum rfs_varjoin_mode mode, const char *names_file,
 			  struct rfs_source *const *files, size_t n, char *err,
 			  size_t errlen)
 {
-	*v = (struct rfs_dataset_var){ .mode = mode };
+	*v = (struct rfs_dataset_var){ .mode = mode, .env = env };
 	if (mode == RFS_VARJOIN_NONE) {
 		/* The files agree (dataset.c): the first one's names. */
 		if (!rfs_source_info(files[0])->has_var)
 			return 0;
-		int rc =
-			read_names(files[0], &v->names, &v->count, err, errlen);
+		int rc = read_names(v, files[0], &v->names, &v->count, err,
+				    errlen);
 		if (rc == -EINVAL) {
 			/* A var of another length than X's width: such a
 			 * file mounted before var_names.txt, and still does,

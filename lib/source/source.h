@@ -17,6 +17,7 @@ struct rfs_source;
 struct rfs_chunk_cache;
 struct rfs_watch;
 struct rfs_bigbuf;
+struct rfs_deadline;
 struct rfs_column;
 
 /* How a source's rows reach memory (dataset.json's read_path). */
@@ -61,6 +62,8 @@ struct rfs_source_env {
 	struct rfs_watch *watch;
 	/* Large scratch buffers' pool (bigbuf.h); NULL: none. */
 	struct rfs_bigbuf *pool;
+	/* The watchdog of mount-time steps (deadline.h); NULL: none. */
+	struct rfs_deadline *deadline;
 };
 
 /* Opens path read-only with the backend of its format. dataset NULL means
