@@ -171,7 +171,7 @@ int rfs_source_claim_csr_read(const struct rfs_source *s, const char *what,
 {
 	/* rfs_source_read_scratch()'s bytes per stored value. */
 	size_t elem = rfs_dtype_size(s->info.dtype);
-	return rfs_memlimit_claim(s->info.path, what, nnz,
+	return rfs_memlimit_claim(s->env.claims, s->info.path, what, nnz,
 				  2 * elem +
 					  rfs_dtype_size(s->info.index_dtype) +
 					  sizeof(int64_t),
@@ -442,7 +442,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	snprintf(row_what, sizeof(row_what),
 		 "%.200s's first and last rows (read for its fingerprint)",
 		 in->dataset);
-	int rc = rfs_memlimit_claim(in->path, row_what,
+	int rc = rfs_memlimit_claim(s->env.claims, in->path, row_what,
 				    row_bytes > (1u << 20) ? in->cols : 0,
 				    rfs_dtype_size(in->dtype), &row_held, err,
 				    errlen);
@@ -478,7 +478,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 			if (rc != 0)
 				goto out;
 			rc = rfs_source_read_csr(s, &ends[i], 1, NULL, &csr);
-			rfs_memlimit_release(&held);
+			rfs_memlimit_release(s->env.claims, &held);
 			if (rc == 0) {
 				XXH3_64bits_update(
 					st, csr.values,
@@ -502,7 +502,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	s->info.fingerprint = XXH3_64bits_digest(st);
 out:
 	free(row);
-	rfs_memlimit_release(&row_held);
+	rfs_memlimit_release(s->env.claims, &row_held);
 	XXH3_freeState(st);
 	return rc;
 }
@@ -560,13 +560,13 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
 {
 	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&s->var_claimed);
+	rfs_memlimit_release(s->env.claims, &s->var_claimed);
 }
 
 void rfs_source_release_claims(struct rfs_source *s)
 {
-	rfs_memlimit_release(&s->claimed);
-	rfs_memlimit_release(&s->var_claimed);
+	rfs_memlimit_release(s->env.claims, &s->claimed);
+	rfs_memlimit_release(s->env.claims, &s->var_claimed);
 }
 
 void rfs_source_destroy(struct rfs_source *s)

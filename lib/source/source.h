@@ -18,6 +18,7 @@ struct rfs_chunk_cache;
 struct rfs_watch;
 struct rfs_bigbuf;
 struct rfs_deadline;
+struct rfs_claims;
 struct rfs_column;
 
 /* How a source's rows reach memory (dataset.json's read_path). */
@@ -54,6 +55,9 @@ struct rfs_source_info {
 /* What a mount lends the sources it opens (the view's, so that two
  * mounts in one process share none of it); each must outlive them. */
 struct rfs_source_env {
+	/* The ledger mount-time reads claim memory in (memlimit.h); NULL:
+	 * each claim checked alone. */
+	struct rfs_claims *claims;
 	/* Where chunked arrays register for direct chunk reads; NULL: a
 	 * zarr source keeps its own, HDF5 reads through the library. */
 	struct rfs_chunk_cache *chunks;

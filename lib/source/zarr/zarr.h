@@ -114,6 +114,7 @@ struct rfs_zarr_store {
 			       * root's consolidated_metadata.metadata */
 	json_t *root_meta; /* v3: the root zarr.json; v2: NULL */
 	char *meta_file; /* the consolidated file, or NULL */
+	struct rfs_claims *claims; /* the source's ledger (memlimit.h) */
 };
 
 /* zarr_meta.c */
@@ -200,6 +201,7 @@ struct rfs_zarr_array {
 	unsigned char *index_buf;
 	uint64_t index_buf_f;
 	uint64_t index_claimed;
+	struct rfs_claims *claims; /* the store's, index_claimed's */
 	int lock_init;
 };
 

@@ -120,7 +120,8 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 		/* The buffer of one index read (its CRC's 4 bytes aside). */
 		char claim[1200];
 		snprintf(claim, sizeof(claim), "%s (a shard's index)", a->name);
-		return rfs_memlimit_claim(st->root, claim,
+		a->claims = st->claims;
+		return rfs_memlimit_claim(a->claims, st->root, claim,
 					  a->per[0] * a->per[1], 16,
 					  &a->index_claimed, err, errlen);
 	}
@@ -172,7 +173,7 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a)
 			rfs_bigbuf_free(NULL, a->index[f], shard_index_size(a));
 	free(a->index);
 	rfs_bigbuf_free(NULL, a->index_buf, shard_index_size(a));
-	rfs_memlimit_release(&a->index_claimed);
+	rfs_memlimit_release(a->claims, &a->index_claimed);
 	for (size_t i = 0; i < a->ndir_watches; i++)
 		rfs_watch_forget(a->watch, a->dir_watches[i]);
 	free(a->dir_watches);

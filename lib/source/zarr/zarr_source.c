@@ -155,8 +155,8 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 		rc = -EINVAL;
 	}
 	if (rc == 0) /* as stored, and as int64 */
-		rc = rfs_memlimit_claim(s->path, p.name, rows + 1,
-					p.m.elem + sizeof(*s->indptr),
+		rc = rfs_memlimit_claim(s->base.env.claims, s->path, p.name,
+					rows + 1, p.m.elem + sizeof(*s->indptr),
 					&s->base.claimed, err, errlen);
 	if (rc == 0) {
 		raw = malloc((rows + 1) * p.m.elem);
@@ -198,7 +198,7 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 		rc = -EINVAL;
 	}
 	if (raw) /* the offsets as stored go; the int64 ones stay */
-		rfs_memlimit_release_part(&s->base.claimed,
+		rfs_memlimit_release_part(s->base.env.claims, &s->base.claimed,
 					  (rows + 1) * p.m.elem);
 	free(raw);
 	rfs_zarr_array_close(&p);
@@ -444,6 +444,7 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	}
 	int root_kind = 0;
 	rc = rfs_zarr_store_open(s->path, &s->st, err, errlen);
+	s->st.claims = env->claims;
 	if (rc == 0)
 		rc = is_anndata(s, &root_kind, err, errlen);
 	if (rc < 0)
