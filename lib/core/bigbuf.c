@@ -4,13 +4,14 @@
  * fault per 4 KiB) and, when freed, kept in a small pool for the next
  * buffer of the same size: batch files of a mount mostly share one size,
  * so a steady reader reuses a handful of mappings instead of populating,
- * zeroing and unmapping a megabyte per batch. The pool is bounded (32 MiB,
- * or less: rfs_bigbuf_limit()), so memory stays within cache_mb plus
- * that much.
+ * zeroing and unmapping a megabyte per batch. The pool is the mount's
+ * (the view's) and bounded (32 MiB, or less: rfs_bigbuf_limit()), so
+ * memory stays within cache_mb plus that much.
  */
 #include "core/bigbuf.h"
 
 #include <malloc.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,27 +26,51 @@
 #define MAP_STEP (64 * 1024)
 #define POOL_SLOTS 16
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	void *p;
-	size_t size;
-} pool[POOL_SLOTS]; /* protected by pool_lock */
-static size_t pool_bytes; /* protected by pool_lock */
-static size_t pool_limit = RFS_BIGBUF_POOL_MAX; /* protected by pool_lock */
+struct rfs_bigbuf {
+	pthread_mutex_t lock;
+	struct {
+		void *p;
+		size_t size;
+	} slot[POOL_SLOTS]; /* protected by lock */
+	size_t bytes; /* pooled; protected by lock */
+	size_t limit; /* protected by lock */
+};
 
-void rfs_bigbuf_limit(size_t bytes)
+int rfs_bigbuf_create(struct rfs_bigbuf **out)
 {
-	pthread_mutex_lock(&pool_lock);
-	pool_limit = bytes < RFS_BIGBUF_POOL_MAX ? bytes : RFS_BIGBUF_POOL_MAX;
+	struct rfs_bigbuf *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	pthread_mutex_init(&b->lock, NULL);
+	b->limit = RFS_BIGBUF_POOL_MAX;
+	*out = b;
+	return 0;
+}
+
+void rfs_bigbuf_destroy(struct rfs_bigbuf *b)
+{
+	if (!b)
+		return;
+	for (int i = 0; i < POOL_SLOTS; i++)
+		if (b->slot[i].p)
+			munmap(b->slot[i].p, b->slot[i].size);
+	pthread_mutex_destroy(&b->lock);
+	free(b);
+}
+
+void rfs_bigbuf_limit(struct rfs_bigbuf *b, size_t bytes)
+{
+	pthread_mutex_lock(&b->lock);
+	b->limit = bytes < RFS_BIGBUF_POOL_MAX ? bytes : RFS_BIGBUF_POOL_MAX;
 	/* A lower bound (cache_mb settled smaller) holds at once. */
-	for (int i = 0; i < POOL_SLOTS && pool_bytes > pool_limit; i++) {
-		if (pool[i].p) {
-			munmap(pool[i].p, pool[i].size);
-			pool_bytes -= pool[i].size;
-			pool[i].p = NULL;
+	for (int i = 0; i < POOL_SLOTS && b->bytes > b->limit; i++) {
+		if (b->slot[i].p) {
+			munmap(b->slot[i].p, b->slot[i].size);
+			b->bytes -= b->slot[i].size;
+			b->slot[i].p = NULL;
 		}
 	}
-	pthread_mutex_unlock(&pool_lock);
+	pthread_mutex_unlock(&b->lock);
 }
 
 /* Whether size is mapped (and pooled when freed) rather than malloc'd. */
@@ -63,27 +88,29 @@ size_t rfs_bigbuf_footprint(size_t size)
 
 /* A pooled buffer of size bytes (a footprint), or NULL where the pool has
  * none. */
-static void *pooled(size_t size)
+static void *pooled(struct rfs_bigbuf *b, size_t size)
 {
 	void *p = NULL;
-	pthread_mutex_lock(&pool_lock);
+	if (!b)
+		return NULL;
+	pthread_mutex_lock(&b->lock);
 	for (int i = 0; i < POOL_SLOTS && !p; i++) {
-		if (pool[i].p && pool[i].size == size) {
-			p = pool[i].p;
-			pool[i].p = NULL;
-			pool_bytes -= size;
+		if (b->slot[i].p && b->slot[i].size == size) {
+			p = b->slot[i].p;
+			b->slot[i].p = NULL;
+			b->bytes -= size;
 		}
 	}
-	pthread_mutex_unlock(&pool_lock);
+	pthread_mutex_unlock(&b->lock);
 	return p;
 }
 
-void *rfs_bigbuf_alloc(size_t size)
+void *rfs_bigbuf_alloc(struct rfs_bigbuf *b, size_t size)
 {
 	if (!mapped(size))
 		return malloc(size ? size : 1);
 	size = rfs_bigbuf_footprint(size);
-	void *p = pooled(size);
+	void *p = pooled(b, size);
 	if (p)
 		return p;
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -91,7 +118,7 @@ void *rfs_bigbuf_alloc(size_t size)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-void rfs_bigbuf_free(void *p, size_t size)
+void rfs_bigbuf_free(struct rfs_bigbuf *b, void *p, size_t size)
 {
 	if (!p)
 		return;
@@ -100,31 +127,23 @@ void rfs_bigbuf_free(void *p, size_t size)
 		return;
 	}
 	size = rfs_bigbuf_footprint(size);
-	pthread_mutex_lock(&pool_lock);
-	for (int i = 0; i < POOL_SLOTS && pool_bytes + size <= pool_limit;
-	     i++) {
-		if (!pool[i].p) {
-			pool[i].p = p;
-			pool[i].size = size;
-			pool_bytes += size;
-			pthread_mutex_unlock(&pool_lock);
-			return;
+	int kept = 0;
+	if (b) {
+		pthread_mutex_lock(&b->lock);
+		for (int i = 0;
+		     i < POOL_SLOTS && !kept && b->bytes + size <= b->limit;
+		     i++) {
+			if (!b->slot[i].p) {
+				b->slot[i].p = p;
+				b->slot[i].size = size;
+				b->bytes += size;
+				kept = 1;
+			}
 		}
+		pthread_mutex_unlock(&b->lock);
 	}
-	pthread_mutex_unlock(&pool_lock);
-	munmap(p, size);
-}
-
-void rfs_bigbuf_drain(void)
-{
-	pthread_mutex_lock(&pool_lock);
-	for (int i = 0; i < POOL_SLOTS; i++) {
-		if (pool[i].p)
-			munmap(pool[i].p, pool[i].size);
-		pool[i].p = NULL;
-	}
-	pool_bytes = 0;
-	pthread_mutex_unlock(&pool_lock);
+	if (!kept)
+		munmap(p, size);
 }
 
 void rfs_bigbuf_trim(void)

@@ -12,17 +12,25 @@
 /* The most the pool of free buffers holds. */
 #define RFS_BIGBUF_POOL_MAX ((size_t)32 << 20)
 
-/* @return size bytes (uninitialised), or NULL. */
-void *rfs_bigbuf_alloc(size_t size);
+/* A pool of free large buffers, bounded by RFS_BIGBUF_POOL_MAX until
+ * rfs_bigbuf_limit(). @return 0, or -ENOMEM. */
+struct rfs_bigbuf;
+int rfs_bigbuf_create(struct rfs_bigbuf **out);
+/* Returns the pooled buffers to the kernel. Accepts NULL. */
+void rfs_bigbuf_destroy(struct rfs_bigbuf *b);
 
-/* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to a
- * small pool (see rfs_bigbuf_limit()) for reuse.
- * Accepts NULL. Thread-safe. */
-void rfs_bigbuf_free(void *p, size_t size);
+/* @return size bytes (uninitialised), from b's free buffers where it
+ * has one of the size (b NULL: none), or NULL. */
+void *rfs_bigbuf_alloc(struct rfs_bigbuf *b, size_t size);
+
+/* Frees p, which rfs_bigbuf_alloc(size) returned: large buffers go to
+ * the pool b (see rfs_bigbuf_limit(); NULL: none) for reuse.
+ * Accepts NULL p. Thread-safe. */
+void rfs_bigbuf_free(struct rfs_bigbuf *b, void *p, size_t size);
 
 /* Bounds the pool (at most RFS_BIGBUF_POOL_MAX), freeing pooled buffers
  * over a lower bound. */
-void rfs_bigbuf_limit(size_t bytes);
+void rfs_bigbuf_limit(struct rfs_bigbuf *b, size_t bytes);
 
 /* The memory rfs_bigbuf_alloc(size) takes: large sizes are rounded up to
  * whole 64 KiB steps, so buffers of nearly equal sizes share the pool. */
@@ -35,8 +43,5 @@ size_t rfs_bigbuf_footprint(size_t size);
  * left 60 MiB of it in a daemon of cache_mb=32 (test_reliability.py's
  * test_memory_bound_under_load). Call it holding no lock. */
 void rfs_bigbuf_trim(void);
-
-/* Returns the pooled buffers to the kernel (at teardown). */
-void rfs_bigbuf_drain(void);
 
 #endif

@@ -14,18 +14,25 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 
+/* The string readers' alarm (hdf5_strings.c), until they take the
+ * mount's deadline: the last limit a view set. */
 static unsigned limit_s = 120;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ended = PTHREAD_COND_INITIALIZER;
-static int running; /* protected by lock */
-static pthread_t watchdog;
-static char step[1024]; /* protected by lock */
+
+struct rfs_deadline {
+	unsigned limit_s; /* 0: none */
+	pthread_mutex_t lock;
+	pthread_cond_t ended; /* on CLOCK_MONOTONIC */
+	int running; /* protected by lock */
+	pthread_t watchdog; /* the step's, while running */
+	char step[1024]; /* protected by lock */
+};
 
 void rfs_deadline_set_limit(unsigned seconds)
 {
@@ -37,54 +44,77 @@ unsigned rfs_deadline_limit(void)
 	return limit_s;
 }
 
+int rfs_deadline_create(unsigned seconds, struct rfs_deadline **out)
+{
+	struct rfs_deadline *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->limit_s = seconds;
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->ended, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_mutex_init(&d->lock, NULL);
+	*out = d;
+	return 0;
+}
+
+void rfs_deadline_destroy(struct rfs_deadline *d)
+{
+	if (!d)
+		return;
+	rfs_deadline_end(d);
+	pthread_cond_destroy(&d->ended);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
 static void *watch(void *arg)
 {
+	struct rfs_deadline *d = arg;
 	struct timespec at;
-	(void)arg;
 	clock_gettime(CLOCK_MONOTONIC, &at);
-	at.tv_sec += limit_s;
-	pthread_mutex_lock(&lock);
-	while (running)
-		if (pthread_cond_timedwait(&ended, &lock, &at) == ETIMEDOUT &&
-		    running) {
+	at.tv_sec += d->limit_s;
+	pthread_mutex_lock(&d->lock);
+	while (d->running)
+		if (pthread_cond_timedwait(&d->ended, &d->lock, &at) ==
+			    ETIMEDOUT &&
+		    d->running) {
 			fprintf(stderr,
 				"rankfs: %s: no answer after %u s (a damaged "
 				"file the HDF5 library loops on, or a source "
 				"on storage that does not answer); giving up\n",
-				step, limit_s);
-			rfs_log("%s: no answer after %u s; giving up", step,
-				limit_s);
+				d->step, d->limit_s);
+			rfs_log("%s: no answer after %u s; giving up", d->step,
+				d->limit_s);
 			_exit(1);
 		}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&d->lock);
 	return NULL;
 }
 
-int rfs_deadline_begin(const char *what)
+int rfs_deadline_begin(struct rfs_deadline *d, const char *what)
 {
-	if (!limit_s)
+	if (!d || !d->limit_s)
 		return 0;
-	pthread_condattr_t attr;
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_destroy(&ended);
-	pthread_cond_init(&ended, &attr);
-	pthread_condattr_destroy(&attr);
-	snprintf(step, sizeof(step), "%s", what);
-	running = 1;
-	int rc = pthread_create(&watchdog, NULL, watch, NULL);
+	snprintf(d->step, sizeof(d->step), "%s", what);
+	d->running = 1;
+	int rc = pthread_create(&d->watchdog, NULL, watch, d);
 	if (rc != 0)
-		running = 0;
+		d->running = 0;
 	return -rc;
 }
 
-void rfs_deadline_end(void)
+void rfs_deadline_end(struct rfs_deadline *d)
 {
-	pthread_mutex_lock(&lock);
-	int was = running;
-	running = 0;
-	pthread_cond_signal(&ended);
-	pthread_mutex_unlock(&lock);
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->lock);
+	int was = d->running;
+	d->running = 0;
+	pthread_cond_signal(&d->ended);
+	pthread_mutex_unlock(&d->lock);
 	if (was)
-		pthread_join(watchdog, NULL);
+		pthread_join(d->watchdog, NULL);
 }

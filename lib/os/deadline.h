@@ -1,22 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /* A deadline on a mount-time step that reads a source (deadline.c says
- * why the process ends when one passes). One step at a time, from one
- * thread. */
+ * why the process ends when one passes). A mount has one (the view's):
+ * one step at a time, from one thread. */
 #ifndef RFS_DEADLINE_H
 #define RFS_DEADLINE_H
 
-/* Seconds each later step may last (0: no deadline). Default 120. */
+struct rfs_deadline;
+
+/* Steps of seconds each at most (0: no deadline). @return 0, -ENOMEM. */
+int rfs_deadline_create(unsigned seconds, struct rfs_deadline **out);
+/* Ends a step still running. Accepts NULL. */
+void rfs_deadline_destroy(struct rfs_deadline *d);
+
+/* Seconds a string reader (hdf5_strings.c) may take: the last a mount
+ * set (default 120). Process-wide until that reader takes its mount's. */
 void rfs_deadline_set_limit(unsigned seconds);
 unsigned rfs_deadline_limit(void);
 
-/* Starts a step, what naming it ("source X: opening it"); copied. If the
- * step has not ended when the limit passes, the process prints
+/* Starts a step of d, what naming it ("source X: opening it"); copied.
+ * If the step has not ended when d's limit passes, the process prints
  * "rankfs: WHAT: no answer after N s ..." to stderr and the log and
- * exits with status 1. @return 0, or a negative errno (no thread: the
- * step runs without a deadline). */
-int rfs_deadline_begin(const char *what);
+ * exits with status 1. d NULL: no deadline. @return 0, or a negative
+ * errno (no thread: the step runs without a deadline). */
+int rfs_deadline_begin(struct rfs_deadline *d, const char *what);
 
-/* Ends the step begun last. Accepts a step that failed to begin. */
-void rfs_deadline_end(void);
+/* Ends the step of d begun last. Accepts a step that failed to begin,
+ * and NULL. */
+void rfs_deadline_end(struct rfs_deadline *d);
 
 #endif

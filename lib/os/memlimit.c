@@ -113,77 +113,90 @@ int rfs_memlimit_fit(uint64_t *cache_mb, const struct rfs_memlimit *l,
 	return -EINVAL;
 }
 
-static struct rfs_memlimit claims;
-static int claims_given;
-static pthread_once_t claims_once = PTHREAD_ONCE_INIT;
-/* What the mount has claimed and still holds, and set aside for the
- * cache (cache_mb, or its least where it may yield, and the daemon's
- * own; spare claims: all of cache_mb); the most held at once and the
- * biggest claim since; under held_lock. */
-static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t held, reserved_mb, spare_mb;
-static struct rfs_memlimit_peak peak;
+struct rfs_claims {
+	struct rfs_memlimit limit; /* set at create */
+	/* What the mount has claimed and still holds, and set aside for
+	 * the cache (cache_mb, or its least where it may yield, and the
+	 * daemon's own; spare claims: all of cache_mb); the most held at
+	 * once and the biggest claim since; under lock. */
+	pthread_mutex_t lock;
+	uint64_t held, reserved_mb, spare_mb;
+	struct rfs_memlimit_peak peak;
+};
 
-static void read_claims(void)
+int rfs_claims_create(const struct rfs_memlimit *l, struct rfs_claims **out)
 {
-	if (!claims_given)
-		rfs_memlimit_read("", &claims);
+	struct rfs_claims *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (l)
+		c->limit = *l;
+	else
+		rfs_memlimit_read("", &c->limit);
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return 0;
 }
 
-void rfs_memlimit_set_claims(const struct rfs_memlimit *l)
+void rfs_claims_destroy(struct rfs_claims *c)
 {
-	claims = *l;
-	claims_given = 1;
-	held = reserved_mb = spare_mb = 0;
-	peak = (struct rfs_memlimit_peak){ 0 };
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c);
 }
 
-void rfs_memlimit_reserve(uint64_t cache_mb, uint64_t least_mb)
+void rfs_memlimit_reserve(struct rfs_claims *c, uint64_t cache_mb,
+			  uint64_t least_mb)
 {
-	pthread_mutex_lock(&held_lock);
-	reserved_mb = (least_mb < cache_mb ? least_mb : cache_mb) +
-		      RFS_MEMLIMIT_OVERHEAD_MB;
-	spare_mb = cache_mb + RFS_MEMLIMIT_OVERHEAD_MB;
-	peak = (struct rfs_memlimit_peak){ .held = held };
-	pthread_mutex_unlock(&held_lock);
+	pthread_mutex_lock(&c->lock);
+	c->reserved_mb = (least_mb < cache_mb ? least_mb : cache_mb) +
+			 RFS_MEMLIMIT_OVERHEAD_MB;
+	c->spare_mb = cache_mb + RFS_MEMLIMIT_OVERHEAD_MB;
+	c->peak = (struct rfs_memlimit_peak){ .held = c->held };
+	pthread_mutex_unlock(&c->lock);
 }
 
-void rfs_memlimit_peak(struct rfs_memlimit_peak *out)
+void rfs_memlimit_peak(struct rfs_claims *c, struct rfs_memlimit_peak *out)
 {
-	pthread_mutex_lock(&held_lock);
-	*out = peak;
-	pthread_mutex_unlock(&held_lock);
+	pthread_mutex_lock(&c->lock);
+	*out = c->peak;
+	pthread_mutex_unlock(&c->lock);
 }
 
-uint64_t rfs_memlimit_claimed(void)
+uint64_t rfs_memlimit_claimed(struct rfs_claims *c)
 {
-	pthread_mutex_lock(&held_lock);
-	uint64_t n = held;
-	pthread_mutex_unlock(&held_lock);
+	pthread_mutex_lock(&c->lock);
+	uint64_t n = c->held;
+	pthread_mutex_unlock(&c->lock);
 	return n;
 }
 
-void rfs_memlimit_release(uint64_t *claimed)
+void rfs_memlimit_release(struct rfs_claims *c, uint64_t *claimed)
 {
-	pthread_mutex_lock(&held_lock);
-	held -= *claimed < held ? *claimed : held;
-	pthread_mutex_unlock(&held_lock);
+	if (c && *claimed) {
+		pthread_mutex_lock(&c->lock);
+		c->held -= *claimed < c->held ? *claimed : c->held;
+		pthread_mutex_unlock(&c->lock);
+	}
 	*claimed = 0;
 }
 
-void rfs_memlimit_release_part(uint64_t *claimed, uint64_t bytes)
+void rfs_memlimit_release_part(struct rfs_claims *c, uint64_t *claimed,
+			       uint64_t bytes)
 {
 	uint64_t part = bytes < *claimed ? bytes : *claimed;
 	*claimed -= part;
-	rfs_memlimit_release(&part);
+	rfs_memlimit_release(c, &part);
 }
 
 /* Why a claim of bytes (wraps: over 2^64) is refused, given what was
  * claimed before it and set aside (MiB: cache_mb and the daemon's own)
  * when it was made. */
-static void refusal(const char *file, const char *what, uint64_t count,
-		    uint64_t bytes, int wraps, uint64_t before,
-		    uint64_t aside_mb, char *err, size_t errlen)
+static void refusal(const struct rfs_claims *c, const char *file,
+		    const char *what, uint64_t count, uint64_t bytes, int wraps,
+		    uint64_t before, uint64_t aside_mb, char *err,
+		    size_t errlen)
 {
 	struct rfs_buf b = { 0 };
 	rfs_buf_printf(&b, "%s: %s claims %" PRIu64 " entries: ", file, what,
@@ -192,14 +205,14 @@ static void refusal(const char *file, const char *what, uint64_t count,
 		rfs_buf_printf(&b, "over 2^64 bytes");
 	else
 		rfs_buf_printf(&b, "at least %" PRIu64 " MiB", bytes >> 20);
-	uint64_t mb = claims.bytes >> 20;
-	if (claims.bytes == UINT64_MAX)
+	uint64_t mb = c->limit.bytes >> 20;
+	if (c->limit.bytes == UINT64_MAX)
 		rfs_buf_printf(&b, " at mount, more than this process can "
 				   "address");
 	else
 		rfs_buf_printf(&b,
 			       " at mount, more than the %" PRIu64 " MiB of %s",
-			       mb, claims.where);
+			       mb, c->limit.where);
 	/* The cache set aside, beside the daemon's own: none where a
 	 * default yields to the claims (rfs_memlimit_reserve()). */
 	uint64_t cache_mb = aside_mb ? aside_mb - RFS_MEMLIMIT_OVERHEAD_MB : 0;
@@ -226,54 +239,59 @@ static void refusal(const char *file, const char *what, uint64_t count,
 }
 
 /* A claim, spare or not (rfs_memlimit_claim_spare()). */
-static int claim(const char *file, const char *what, uint64_t count,
-		 uint64_t each, int spare, uint64_t *claimed, char *err,
-		 size_t errlen)
+static int claim(struct rfs_claims *c, const char *file, const char *what,
+		 uint64_t count, uint64_t each, int spare, uint64_t *claimed,
+		 char *err, size_t errlen)
 {
-	pthread_once(&claims_once, read_claims);
+	/* No ledger (a source opened alone): each claim alone, no limit. */
+	struct rfs_claims alone = { .limit.bytes = UINT64_MAX,
+				    .lock = PTHREAD_MUTEX_INITIALIZER };
+	if (!c)
+		c = &alone;
 	/* Past the address space, whatever the limit: a size_t would wrap. */
-	uint64_t most = claims.bytes < SIZE_MAX ? claims.bytes : SIZE_MAX;
+	uint64_t most = c->limit.bytes < SIZE_MAX ? c->limit.bytes : SIZE_MAX;
 	uint64_t bytes;
 	int wraps = __builtin_mul_overflow(count, each, &bytes);
-	pthread_mutex_lock(&held_lock);
-	uint64_t before = held;
+	pthread_mutex_lock(&c->lock);
+	uint64_t before = c->held;
 	/* Set aside only against a known limit, and never past it. */
-	uint64_t aside_mb = claims.bytes == UINT64_MAX ? 0 :
-			    spare		       ? spare_mb :
-							 reserved_mb;
+	uint64_t aside_mb = c->limit.bytes == UINT64_MAX ? 0 :
+			    spare			 ? c->spare_mb :
+							   c->reserved_mb;
 	uint64_t aside = aside_mb << 20 < most ? aside_mb << 20 : most;
 	uint64_t room = most - aside;
-	int fits = !wraps && bytes <= room && held <= room - bytes;
+	int fits = !wraps && bytes <= room && c->held <= room - bytes;
 	if (fits) {
-		held += bytes;
-		if (held > peak.held)
-			peak.held = held;
-		if (bytes > peak.biggest) {
-			peak.biggest = bytes;
-			snprintf(peak.what, sizeof(peak.what), "%s: %s", file,
-				 what);
+		c->held += bytes;
+		if (c->held > c->peak.held)
+			c->peak.held = c->held;
+		if (bytes > c->peak.biggest) {
+			c->peak.biggest = bytes;
+			snprintf(c->peak.what, sizeof(c->peak.what), "%s: %s",
+				 file, what);
 		}
 	}
-	pthread_mutex_unlock(&held_lock);
+	pthread_mutex_unlock(&c->lock);
 	if (fits) {
 		if (claimed)
 			*claimed += bytes;
 		return 0;
 	}
-	refusal(file, what, count, bytes, wraps, before, aside_mb, err, errlen);
+	refusal(c, file, what, count, bytes, wraps, before, aside_mb, err,
+		errlen);
 	return -ENOMEM;
 }
 
-int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
-		       uint64_t each, uint64_t *claimed, char *err,
-		       size_t errlen)
+int rfs_memlimit_claim(struct rfs_claims *c, const char *file, const char *what,
+		       uint64_t count, uint64_t each, uint64_t *claimed,
+		       char *err, size_t errlen)
 {
-	return claim(file, what, count, each, 0, claimed, err, errlen);
+	return claim(c, file, what, count, each, 0, claimed, err, errlen);
 }
 
-int rfs_memlimit_claim_spare(const char *file, const char *what, uint64_t count,
-			     uint64_t each, uint64_t *claimed, char *err,
-			     size_t errlen)
+int rfs_memlimit_claim_spare(struct rfs_claims *c, const char *file,
+			     const char *what, uint64_t count, uint64_t each,
+			     uint64_t *claimed, char *err, size_t errlen)
 {
-	return claim(file, what, count, each, 1, claimed, err, errlen);
+	return claim(c, file, what, count, each, 1, claimed, err, errlen);
 }

@@ -51,30 +51,38 @@ enum rfs_memlimit_as {
 	RFS_MEMLIMIT_CODES
 };
 
+/* A mount's ledger of claims (the view's): what is claimed in one counts
+ * nowhere else. l: the limit claims are checked against (NULL: this
+ * system's, rfs_memlimit_read("")); copied. @return 0, or -ENOMEM. */
+struct rfs_claims;
+int rfs_claims_create(const struct rfs_memlimit *l, struct rfs_claims **out);
+/* Accepts NULL. */
+void rfs_claims_destroy(struct rfs_claims *c);
+
 /* Claims, before it is read whole at mount, count entries of at least
  * each bytes (an array's shape, a dataset's length: a few bytes of
  * metadata can claim 2^40 entries that no chunk stores), so that a claim
  * the memory cannot hold fails the mount at once, instead of allocating
  * gigabytes or making entries for minutes first.
  *
- * Claims add up, the rule being: cache_mb + RFS_MEMLIMIT_OVERHEAD_MB +
- * every claim not released <= the limit. A claim must fit, beside every
- * claim made before it and not released, in the memory this process may
- * use (rfs_memlimit_read("") on first use, or what
- * rfs_memlimit_set_claims() gave) less what rfs_memlimit_reserve() set
- * aside for the cache (its least_mb: a cache_mb not given yields to the
- * claims). A claim counts what
- * reading the entries holds at once (the values as stored beside the
- * int64 or doubles made of them), and is held until released: its bytes
- * are added to *claimed (NULL: held for the process's life), to be given
- * back with rfs_memlimit_release(claimed) when the memory is freed.
- * Thread-safe once the limit is read.
+ * Claims add up in ledger c, the rule being: cache_mb +
+ * RFS_MEMLIMIT_OVERHEAD_MB + every claim not released <= the limit. A
+ * claim must fit, beside every claim made in c before it and not
+ * released, in c's limit less what rfs_memlimit_reserve() set aside for
+ * the cache (its least_mb: a cache_mb not given yields to the claims).
+ * c NULL: no ledger (a source opened alone), each claim checked alone
+ * against the address space. A claim counts what reading the entries
+ * holds at once (the values as stored beside the int64 or doubles made
+ * of them), and is held until released: its bytes are added to *claimed
+ * (NULL: held for c's life), to be given back with
+ * rfs_memlimit_release(c, claimed) when the memory is freed.
+ * Thread-safe.
  * @return 0, or -ENOMEM with err naming file, what (the array or dataset
  * in it), the claim, the limit, and what was claimed before it and set
  * aside (then a cache_mb that would leave room). */
-int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
-		       uint64_t each, uint64_t *claimed, char *err,
-		       size_t errlen);
+int rfs_memlimit_claim(struct rfs_claims *c, const char *file, const char *what,
+		       uint64_t count, uint64_t each, uint64_t *claimed,
+		       char *err, size_t errlen);
 
 /* As rfs_memlimit_claim(), for a claim the mount can do without (it
  * reads the array another way when refused): it must fit beside the whole
@@ -83,17 +91,18 @@ int rfs_memlimit_claim(const char *file, const char *what, uint64_t count,
  * like any claim and counts among those a default settles against:
  * claims made after it can lower the default, or fail a mount that
  * could have done without it (it is not given back then). */
-int rfs_memlimit_claim_spare(const char *file, const char *what, uint64_t count,
-			     uint64_t each, uint64_t *claimed, char *err,
-			     size_t errlen);
+int rfs_memlimit_claim_spare(struct rfs_claims *c, const char *file,
+			     const char *what, uint64_t count, uint64_t each,
+			     uint64_t *claimed, char *err, size_t errlen);
 
-/* Gives back the *claimed bytes of claims (their memory freed) and zeroes
- * *claimed. */
-void rfs_memlimit_release(uint64_t *claimed);
+/* Gives back to c (NULL: none) the *claimed bytes of claims (their
+ * memory freed) and zeroes *claimed. */
+void rfs_memlimit_release(struct rfs_claims *c, uint64_t *claimed);
 
 /* Gives back bytes of *claimed (part of what it holds freed, such as
  * values as stored once converted), at most what it holds. */
-void rfs_memlimit_release_part(uint64_t *claimed, uint64_t bytes);
+void rfs_memlimit_release_part(struct rfs_claims *c, uint64_t *claimed,
+			       uint64_t bytes);
 
 /* Sets aside cache_mb and the daemon's own RFS_MEMLIMIT_OVERHEAD_MB
  * before any claim (the mount, once cache_mb fits the limit): the cache
@@ -103,22 +112,19 @@ void rfs_memlimit_release_part(uint64_t *claimed, uint64_t bytes);
  * is a default that may yield to them (view.c settles it once they are
  * known, from rfs_memlimit_peak()); spare claims see all of it. Without a
  * known limit, nothing is set aside. Forgets the peak. */
-void rfs_memlimit_reserve(uint64_t cache_mb, uint64_t least_mb);
+void rfs_memlimit_reserve(struct rfs_claims *c, uint64_t cache_mb,
+			  uint64_t least_mb);
 
-/* What claims held at their most since rfs_memlimit_reserve() (or
- * rfs_memlimit_set_claims()), for the cache_mb they leave. */
+/* What claims in c held at their most since rfs_memlimit_reserve() (or
+ * since c was made), for the cache_mb they leave. */
 struct rfs_memlimit_peak {
 	uint64_t held; /* bytes held at once by claims not released */
 	uint64_t biggest; /* bytes of the biggest claim made */
 	char what[4400]; /* its "file: what"; "" when none was made */
 };
-void rfs_memlimit_peak(struct rfs_memlimit_peak *out);
+void rfs_memlimit_peak(struct rfs_claims *c, struct rfs_memlimit_peak *out);
 
-/* The bytes claimed and not released (tests, fuzz targets). */
-uint64_t rfs_memlimit_claimed(void);
-
-/* Sets the limit claims are checked against (tests, fuzz targets), before
- * the first claim; forgets what was claimed and set aside. */
-void rfs_memlimit_set_claims(const struct rfs_memlimit *l);
+/* The bytes claimed in c and not released (tests, fuzz targets). */
+uint64_t rfs_memlimit_claimed(struct rfs_claims *c);
 
 #endif

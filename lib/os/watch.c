@@ -27,132 +27,161 @@
 	(IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
 	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int inotify_fd = -1; /* protected by lock */
-static unsigned char *written; /* by watch id; protected by lock */
-static rfs_watch_name_filter *filters; /* by watch id; protected by lock */
-static size_t written_len; /* of both; protected by lock */
-static int overflowed; /* protected by lock */
+struct rfs_watch {
+	pthread_mutex_t lock;
+	int inotify_fd; /* made on first use; protected by lock */
+	unsigned char *written; /* by watch id; protected by lock */
+	rfs_watch_name_filter *filters; /* by watch id; protected by lock */
+	size_t written_len; /* of both; protected by lock */
+	int overflowed; /* protected by lock */
+};
 
-/* Room for watch id in written and filters. */
-static int grow(int id)
+int rfs_watch_create(struct rfs_watch **out)
 {
-	if ((size_t)id < written_len)
-		return 0;
-	size_t len = written_len ? 2 * written_len : 64;
-	while (len <= (size_t)id)
-		len *= 2;
-	unsigned char *more = realloc(written, len);
-	if (!more)
+	struct rfs_watch *w = calloc(1, sizeof(*w));
+	if (!w)
 		return -ENOMEM;
-	written = more;
-	rfs_watch_name_filter *f = realloc(filters, len * sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	filters = f;
-	memset(written + written_len, 0, len - written_len);
-	memset(filters + written_len, 0, (len - written_len) * sizeof(*f));
-	written_len = len;
+	pthread_mutex_init(&w->lock, NULL);
+	w->inotify_fd = -1;
+	*out = w;
 	return 0;
 }
 
-static int mark(const struct inotify_event *e)
+void rfs_watch_destroy(struct rfs_watch *w)
 {
-	if (grow(e->wd) != 0)
+	if (!w)
+		return;
+	if (w->inotify_fd >= 0)
+		close(w->inotify_fd);
+	free(w->written);
+	free(w->filters);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
+
+/* Room for watch id in w->written and w->filters. */
+static int grow(struct rfs_watch *w, int id)
+{
+	if ((size_t)id < w->written_len)
+		return 0;
+	size_t len = w->written_len ? 2 * w->written_len : 64;
+	while (len <= (size_t)id)
+		len *= 2;
+	unsigned char *more = realloc(w->written, len);
+	if (!more)
+		return -ENOMEM;
+	w->written = more;
+	rfs_watch_name_filter *f = realloc(w->filters, len * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	w->filters = f;
+	memset(w->written + w->written_len, 0, len - w->written_len);
+	memset(w->filters + w->written_len, 0,
+	       (len - w->written_len) * sizeof(*f));
+	w->written_len = len;
+	return 0;
+}
+
+static int mark(struct rfs_watch *w, const struct inotify_event *e)
+{
+	if (grow(w, e->wd) != 0)
 		return -ENOMEM;
 	/* A name the watch's filter passes over (a file nobody reads);
 	 * events on the directory itself have none. */
-	if (e->len && filters[e->wd] && !filters[e->wd](e->name))
+	if (e->len && w->filters[e->wd] && !w->filters[e->wd](e->name))
 		return 0;
-	written[e->wd] = 1;
+	w->written[e->wd] = 1;
 	return 0;
 }
 
-static void drain(void)
+static void drain(struct rfs_watch *w)
 {
 	char buf[4096]
 		__attribute__((aligned(__alignof__(struct inotify_event))));
 	for (;;) {
-		ssize_t n = read(inotify_fd, buf, sizeof(buf));
+		ssize_t n = read(w->inotify_fd, buf, sizeof(buf));
 		if (n <= 0)
 			return; /* EAGAIN: nothing pending */
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *e = (struct inotify_event *)p;
 			if (e->mask & IN_Q_OVERFLOW)
-				overflowed = 1;
-			else if ((e->mask & DIR_EVENTS) && mark(e) != 0)
-				overflowed = 1; /* cannot record it: assume */
+				w->overflowed = 1;
+			else if ((e->mask & DIR_EVENTS) && mark(w, e) != 0)
+				w->overflowed =
+					1; /* cannot record it: assume */
 			p += sizeof(*e) + e->len;
 		}
 	}
 }
 
-static int add(const char *path, uint32_t mask, rfs_watch_name_filter filter)
+static int add(struct rfs_watch *w, const char *path, uint32_t mask,
+	       rfs_watch_name_filter filter)
 {
 	int rc;
 	/* Tests: a machine without watches (fs.inotify.max_user_watches
 	 * reached, say), whose checks go by size, mtime and names. */
-	if (getenv("RANKFS_FAULT_NO_WATCH"))
+	if (!w || getenv("RANKFS_FAULT_NO_WATCH"))
 		return -ENOSPC;
-	pthread_mutex_lock(&lock);
-	if (inotify_fd < 0)
-		inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (inotify_fd < 0) {
+	pthread_mutex_lock(&w->lock);
+	if (w->inotify_fd < 0)
+		w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (w->inotify_fd < 0) {
 		rc = -errno;
 		goto out;
 	}
-	rc = inotify_add_watch(inotify_fd, path, mask);
+	rc = inotify_add_watch(w->inotify_fd, path, mask);
 	if (rc < 0) {
 		rc = -errno;
 		goto out;
 	}
-	if (grow(rc) != 0) {
-		inotify_rm_watch(inotify_fd, rc);
+	if (grow(w, rc) != 0) {
+		inotify_rm_watch(w->inotify_fd, rc);
 		rc = -ENOMEM;
 		goto out;
 	}
-	filters[rc] = filter;
-	/* No reset of written[rc]: forget cleared it, and a file or
+	w->filters[rc] = filter;
+	/* No reset of w->written[rc]: forget cleared it, and a file or
 	 * directory watched twice has one id, which must keep its mark. */
-	drain();
+	drain(w);
 out:
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&w->lock);
 	return rc;
 }
 
-int rfs_watch_add(int fd)
+int rfs_watch_add(struct rfs_watch *w, int fd)
 {
 	char path[64];
 	/* Through the descriptor: the inode opened, not what the name
 	 * leads to by now. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	return add(path, IN_MODIFY, NULL);
+	return add(w, path, IN_MODIFY, NULL);
 }
 
-int rfs_watch_add_dir(const char *path, rfs_watch_name_filter filter)
+int rfs_watch_add_dir(struct rfs_watch *w, const char *path,
+		      rfs_watch_name_filter filter)
 {
-	return add(path, DIR_EVENTS | IN_ONLYDIR, filter);
+	return add(w, path, DIR_EVENTS | IN_ONLYDIR, filter);
 }
 
-int rfs_watch_any_written(const int *ids, size_t n)
+int rfs_watch_any_written(struct rfs_watch *w, const int *ids, size_t n)
 {
-	pthread_mutex_lock(&lock);
-	drain();
-	int yes = overflowed;
+	pthread_mutex_lock(&w->lock);
+	drain(w);
+	int yes = w->overflowed;
 	for (size_t i = 0; i < n && !yes; i++)
-		yes = (size_t)ids[i] < written_len && written[ids[i]];
-	pthread_mutex_unlock(&lock);
+		yes = (size_t)ids[i] < w->written_len && w->written[ids[i]];
+	pthread_mutex_unlock(&w->lock);
 	return yes;
 }
 
-void rfs_watch_forget(int id)
+void rfs_watch_forget(struct rfs_watch *w, int id)
 {
 	if (id < 0)
 		return;
-	pthread_mutex_lock(&lock);
-	drain();
-	inotify_rm_watch(inotify_fd, id);
-	if ((size_t)id < written_len)
-		written[id] = 0;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&w->lock);
+	drain(w);
+	inotify_rm_watch(w->inotify_fd, id);
+	if ((size_t)id < w->written_len)
+		w->written[id] = 0;
+	pthread_mutex_unlock(&w->lock);
 }

@@ -50,8 +50,9 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 		return 0;
 	/* A row count a file's metadata alone can claim (memlimit.c). */
 	uint64_t marks = 0;
-	int rc = rfs_memlimit_claim("option filter", "a mark per row", n, 1,
-				    &marks, err, errlen);
+	int rc = rfs_memlimit_claim(s->claims, "option filter",
+				    "a mark per row", n, 1, &marks, err,
+				    errlen);
 	if (rc != 0)
 		return rc;
 	uint8_t *keep = malloc(n);
@@ -60,7 +61,7 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 			 "option filter: no memory to mark %llu "
 			 "rows",
 			 (unsigned long long)n);
-		rfs_memlimit_release(&marks);
+		rfs_memlimit_release(s->claims, &marks);
 		return -ENOMEM;
 	}
 	memset(keep, 1, n);
@@ -76,7 +77,8 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 		rc = -EINVAL;
 	}
 	if (rc == 0)
-		rc = rfs_memlimit_claim("option filter", "the kept rows", count,
+		rc = rfs_memlimit_claim(s->claims, "option filter",
+					"the kept rows", count,
 					sizeof(*s->kept), &s->claimed, err,
 					errlen);
 	if (rc == 0 && !(s->kept = malloc(count * sizeof(*s->kept))))
@@ -86,7 +88,7 @@ static int build_kept(const struct rfs_config *c, struct rfs_dataset *d,
 			s->kept[k++] = r;
 	s->kept_rows = count;
 	free(keep);
-	rfs_memlimit_release(&marks);
+	rfs_memlimit_release(s->claims, &marks);
 	return rc;
 }
 
@@ -251,7 +253,8 @@ static int class_weights(const struct rfs_config *c,
 	uint64_t classes = s->label.ncategories;
 	int64_t *sorted = NULL;
 	if (s->label.kind == RFS_COLUMN_INT) {
-		int rc = rfs_memlimit_claim("option strategy=class_balanced",
+		int rc = rfs_memlimit_claim(s->claims,
+					    "option strategy=class_balanced",
 					    "the sampled rows' labels, sorted",
 					    r->length, sizeof(*sorted),
 					    &w->claimed, err, errlen);
@@ -297,7 +300,8 @@ static int class_weights(const struct rfs_config *c,
 static int claim_sums(const struct rfs_config *c, struct rfs_selection *s,
 		      char *err, size_t errlen)
 {
-	return rfs_memlimit_claim(c->strategy == RFS_WEIGHTED ?
+	return rfs_memlimit_claim(s->claims,
+				  c->strategy == RFS_WEIGHTED ?
 					  "option strategy=weighted" :
 					  "option strategy=class_balanced",
 				  "a weight sum per sampled row",
@@ -383,7 +387,7 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 	rfs_column_free(&weights);
 	free(w.class_weight);
 	free((void *)w.values);
-	rfs_memlimit_release(&w.claimed);
+	rfs_memlimit_release(s->claims, &w.claimed);
 	return rc;
 }
 
@@ -410,9 +414,10 @@ static int check_combination(const struct rfs_config *c, char *err,
 }
 
 int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
-			struct rfs_selection *out, char *err, size_t errlen)
+			struct rfs_claims *claims, struct rfs_selection *out,
+			char *err, size_t errlen)
 {
-	*out = (struct rfs_selection){ 0 };
+	*out = (struct rfs_selection){ .claims = claims };
 	if (errlen)
 		err[0] = '\0';
 	int rc = check_combination(c, err, errlen);
@@ -459,7 +464,7 @@ void rfs_selection_free(struct rfs_selection *s)
 	free(s->seqs);
 	free(s->kept);
 	rfs_column_free(&s->label);
-	rfs_memlimit_release(&s->claimed);
+	rfs_memlimit_release(s->claims, &s->claimed);
 	*s = (struct rfs_selection){ 0 };
 }
 

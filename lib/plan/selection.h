@@ -27,13 +27,17 @@ struct rfs_selection {
 	struct rfs_column label; /* CODES or INT; when has_label */
 	uint64_t sequences;
 	struct rfs_rowset *seqs; /* one per sequence (partition.h) */
-	uint64_t claimed; /* kept and the weights (memlimit.c) */
+	uint64_t claimed; /* kept and the weights (memlimit.c), in claims */
+	struct rfs_claims *claims; /* borrowed: the mount's ledger */
 };
 
-/* On failure writes one line naming the option and the culprit to err.
- * @return 0 or a negative errno; *out is then empty but safe to free. */
+/* What the selection allocates is claimed in claims (memlimit.h; the
+ * mount's), which must outlive it. On failure writes one line naming the
+ * option and the culprit to err. @return 0 or a negative errno; *out is
+ * then empty but safe to free. */
 int rfs_selection_build(const struct rfs_config *c, struct rfs_dataset *d,
-			struct rfs_selection *out, char *err, size_t errlen);
+			struct rfs_claims *claims, struct rfs_selection *out,
+			char *err, size_t errlen);
 
 /* Accepts a zeroed or half-built selection. */
 void rfs_selection_free(struct rfs_selection *s);

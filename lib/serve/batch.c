@@ -31,6 +31,7 @@ struct rfs_batch {
 	struct rfs_planner *planner; /* borrowed */
 	const struct rfs_selection *selection; /* borrowed: labels */
 	struct rfs_stats *stats; /* borrowed; NULL: not timed */
+	struct rfs_bigbuf *pool; /* borrowed: scratch (bigbuf.h) */
 	enum rfs_dtype out_dtype; /* of batch files */
 	int sparse; /* CSR source: dense .npy built from CSR, and .npz */
 	uint64_t file_size[RFS_KIND_NPZ][2]; /* [kind][0 full, 1 last] */
@@ -87,7 +88,8 @@ static struct rfs_npz_csr npz_shape(const struct rfs_batch *b,
 				d[i * ncols + (uint64_t)csr->cols[k]] += s[k]; \
 	} while (0)
 
-static int scatter_add(enum rfs_dtype t, unsigned char *dst, const void *values,
+static int scatter_add(struct rfs_bigbuf *pool, enum rfs_dtype t,
+		       unsigned char *dst, const void *values,
 		       const struct rfs_csr *csr, uint64_t n, uint64_t ncols)
 {
 	switch (t) {
@@ -119,10 +121,10 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst, const void *values,
 		 * faulted in page by page at each batch. */
 		uint64_t cells = n * ncols, nnz = csr->start[n];
 		size_t acc_bytes = (cells ? cells : 1) * sizeof(float);
-		float *acc = rfs_bigbuf_alloc(acc_bytes);
+		float *acc = rfs_bigbuf_alloc(pool, acc_bytes);
 		float *v = malloc((nnz ? nnz : 1) * sizeof(float));
 		if (!acc || !v) {
-			rfs_bigbuf_free(acc, acc_bytes);
+			rfs_bigbuf_free(pool, acc, acc_bytes);
 			free(v);
 			return -ENOMEM;
 		}
@@ -130,7 +132,7 @@ static int scatter_add(enum rfs_dtype t, unsigned char *dst, const void *values,
 		rfs_convert(RFS_FLOAT32, v, t, values, nnz);
 		SCATTER_ADD(float, acc, v);
 		rfs_convert(t, dst, RFS_FLOAT32, acc, cells);
-		rfs_bigbuf_free(acc, acc_bytes);
+		rfs_bigbuf_free(pool, acc, acc_bytes);
 		free(v);
 	}
 	}
@@ -199,12 +201,12 @@ static int dense_rows(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 		return rfs_dataset_read_rows(b->dataset, rows, n, dst);
 	if (!b->sparse) { /* pooled, as scatter_add()'s sums */
 		size_t raw_bytes = cells * rfs_dtype_size(info->dtype) + 1;
-		void *raw = rfs_bigbuf_alloc(raw_bytes);
+		void *raw = rfs_bigbuf_alloc(b->pool, raw_bytes);
 		int rc = raw ? rfs_dataset_read_rows(b->dataset, rows, n, raw) :
 			       -ENOMEM;
 		if (rc == 0)
 			rfs_convert(b->out_dtype, dst, info->dtype, raw, cells);
-		rfs_bigbuf_free(raw, raw_bytes);
+		rfs_bigbuf_free(b->pool, raw, raw_bytes);
 		return rc;
 	}
 	/* CSR: zeros, then every stored value added at its column. */
@@ -220,7 +222,8 @@ static int dense_rows(struct rfs_batch *b, const int64_t *rows, uint64_t n,
 	rfs_convert(b->out_dtype, values, info->dtype, csr.values,
 		    csr.start[n]);
 	memset(dst, 0, cells * out_elem);
-	rc = scatter_add(b->out_dtype, dst, values, &csr, n, info->cols);
+	rc = scatter_add(b->pool, b->out_dtype, dst, values, &csr, n,
+			 info->cols);
 	free(values);
 	rfs_source_csr_free(&csr);
 	return rc;
@@ -402,7 +405,8 @@ static void size_files(struct rfs_batch *b)
 
 int rfs_batch_create(struct rfs_dataset *d, struct rfs_planner *p,
 		     const struct rfs_selection *s, enum rfs_dtype out_dtype,
-		     struct rfs_stats *stats, struct rfs_batch **out)
+		     struct rfs_stats *stats, struct rfs_bigbuf *pool,
+		     struct rfs_batch **out)
 {
 	struct rfs_batch *b = calloc(1, sizeof(*b));
 	if (!b)
@@ -411,6 +415,7 @@ int rfs_batch_create(struct rfs_dataset *d, struct rfs_planner *p,
 				 .planner = p,
 				 .selection = s,
 				 .stats = stats,
+				 .pool = pool,
 				 .out_dtype = out_dtype,
 				 .sparse = rfs_dataset_info(d)->sparse };
 	size_files(b);

@@ -31,11 +31,13 @@ int rfs_batch_check_sizes(const struct rfs_config *c,
 			  char *err, size_t errlen);
 
 /* Batches of d's rows as p plans them, served in out_dtype, with the
- * labels of s. d, p, s and stats (NULL: generation not timed) are
- * borrowed and must outlive the batch. @return 0 or -ENOMEM. */
+ * labels of s, their scratch from pool (bigbuf.h; NULL: none). d, p, s,
+ * stats (NULL: generation not timed) and pool are borrowed and must
+ * outlive the batch. @return 0 or -ENOMEM. */
 int rfs_batch_create(struct rfs_dataset *d, struct rfs_planner *p,
 		     const struct rfs_selection *s, enum rfs_dtype out_dtype,
-		     struct rfs_stats *stats, struct rfs_batch **out);
+		     struct rfs_stats *stats, struct rfs_bigbuf *pool,
+		     struct rfs_batch **out);
 
 /* Accepts NULL. No fill may be running. */
 void rfs_batch_destroy(struct rfs_batch *b);

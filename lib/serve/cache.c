@@ -32,6 +32,7 @@ struct rfs_cache {
 	size_t capacity;
 	rfs_cache_fill_fn fill;
 	void *ctx;
+	struct rfs_bigbuf *pool; /* borrowed: entries' buffers */
 	pthread_mutex_t lock;
 	pthread_cond_t filled;
 	pthread_cond_t room; /* an entry was put back or a fill failed */
@@ -46,7 +47,7 @@ struct rfs_cache {
 };
 
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
-		     struct rfs_cache **out)
+		     struct rfs_bigbuf *pool, struct rfs_cache **out)
 {
 	struct rfs_cache *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -54,6 +55,7 @@ int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 	c->capacity = capacity;
 	c->fill = fill;
 	c->ctx = ctx;
+	c->pool = pool;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->filled, NULL);
 	pthread_cond_init(&c->room, NULL);
@@ -121,7 +123,7 @@ static void drop(struct rfs_cache *c, struct rfs_cache_entry *e)
 	table_remove(c, e);
 	c->bytes -= held(e);
 	c->entries--;
-	rfs_bigbuf_free(e->data, e->len);
+	rfs_bigbuf_free(c->pool, e->data, e->len);
 	free(e);
 }
 
@@ -171,7 +173,7 @@ void rfs_cache_destroy(struct rfs_cache *c)
 		struct rfs_cache_entry *e = c->buckets[i];
 		while (e) {
 			struct rfs_cache_entry *next = e->next_in_bucket;
-			rfs_bigbuf_free(e->data, e->len);
+			rfs_bigbuf_free(c->pool, e->data, e->len);
 			free(e);
 			e = next;
 		}
@@ -236,7 +238,7 @@ void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 		pthread_cond_broadcast(&c->room); /* the next in line */
 	pthread_mutex_unlock(&c->lock);
 	/* Pooled (bigbuf.c), else mapped: outside the lock. */
-	void *data = rfs_bigbuf_alloc(len);
+	void *data = rfs_bigbuf_alloc(c->pool, len);
 	pthread_mutex_lock(&c->lock);
 	f->scratch = scratch;
 	if (data) {
@@ -271,7 +273,7 @@ static void fill_locked(struct rfs_cache *c, struct rfs_cache_entry *e)
 		c->entries--;
 		if (e->data) {
 			c->bytes -= held(e);
-			rfs_bigbuf_free(e->data, e->len);
+			rfs_bigbuf_free(c->pool, e->data, e->len);
 			e->data = NULL;
 			e->len = 0;
 			pthread_cond_broadcast(&c->room);

@@ -30,6 +30,7 @@ struct rfs_cache_key {
 	uint64_t kind;
 };
 
+struct rfs_bigbuf;
 struct rfs_cache;
 struct rfs_cache_entry;
 struct rfs_cache_fill; /* one entry being filled */
@@ -48,8 +49,10 @@ typedef int (*rfs_cache_fill_fn)(void *ctx, const struct rfs_cache_key *key,
 void *rfs_cache_fill_buffer(struct rfs_cache_fill *f, size_t len,
 			    size_t scratch);
 
+/* Entries' buffers come from and go back to pool (bigbuf.h; NULL: none),
+ * which must outlive the cache. */
 int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
-		     struct rfs_cache **out);
+		     struct rfs_bigbuf *pool, struct rfs_cache **out);
 
 /* All entries must have been put back. Accepts NULL. */
 void rfs_cache_destroy(struct rfs_cache *c);

@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "serve/lookahead.h"
 #include "os/memlimit.h"
+#include "os/watch.h"
 #include "plan/plan.h"
 #include "plan/sampler.h"
 #include "plan/selection.h"
@@ -37,6 +38,9 @@
 struct rfs_view {
 	struct rfs_config config;
 	struct rfs_dataset *dataset;
+	/* What the sources borrow (source.h): the view's own, so that two
+	 * views in a process share none of it; made first, freed last. */
+	struct rfs_source_env env;
 	struct rfs_selection selection;
 	struct rfs_planner *planner;
 	struct rfs_batch *batch; /* the cache's fill */
@@ -289,13 +293,14 @@ static int absolute_log_file(struct rfs_config *c)
  * given is the default for now, and yields to the claims the mount needs
  * (only the daemon's own is set aside for them) until settle_cache()
  * knows them. */
-static int fit_cache(struct rfs_config *c, int given,
+static int fit_cache(struct rfs_config *c, struct rfs_claims *claims, int given,
 		     struct rfs_memlimit *limit, char *err, size_t errlen)
 {
 	rfs_memlimit_read("", limit);
 	int rc = rfs_memlimit_fit(&c->cache_mb, limit, err, errlen);
 	if (rc == 0)
-		rfs_memlimit_reserve(c->cache_mb, given ? c->cache_mb : 0);
+		rfs_memlimit_reserve(claims, c->cache_mb,
+				     given ? c->cache_mb : 0);
 	return rc;
 }
 
@@ -323,7 +328,7 @@ static int settle_cache(struct rfs_view *v, int given,
 	uint64_t want = c->cache_mb, least;
 	if (!given) {
 		struct rfs_memlimit_peak peak;
-		rfs_memlimit_peak(&peak);
+		rfs_memlimit_peak(v->env.claims, &peak);
 		struct rfs_budget_claims claims = {
 			.default_mb = want,
 			.limit = limit->bytes,
@@ -366,7 +371,7 @@ static int settle_cache(struct rfs_view *v, int given,
 				RFS_MEMLIMIT_DEFAULT_MB, limit->where,
 				RFS_MEMLIMIT_OVERHEAD_MB);
 	}
-	rfs_memlimit_reserve(c->cache_mb, c->cache_mb);
+	rfs_memlimit_reserve(v->env.claims, c->cache_mb, c->cache_mb);
 	return 0;
 }
 
@@ -376,7 +381,7 @@ static int split_cache(struct rfs_view *v)
 {
 	int rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
 	if (rc == 0)
-		rfs_bigbuf_limit(v->budget.pool);
+		rfs_bigbuf_limit(v->env.pool, v->budget.pool);
 	return rc;
 }
 
@@ -386,10 +391,15 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 {
 	struct rfs_view *v = calloc(1, sizeof(*v));
 	int rc = -ENOMEM;
-	if (!v || rfs_config_copy(&v->config, c) != 0)
+	if (!v || rfs_config_copy(&v->config, c) != 0 ||
+	    rfs_watch_create(&v->env.watch) != 0 ||
+	    rfs_bigbuf_create(&v->env.pool) != 0 ||
+	    rfs_deadline_create((unsigned)v->config.open_timeout,
+				&v->env.deadline) != 0 ||
+	    rfs_claims_create(NULL, &v->env.claims) != 0)
 		goto oom;
 	rfs_source_opening(); /* before any step's watchdog thread */
-	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
+	rfs_deadline_set_limit((unsigned)v->config.open_timeout); /* strings */
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc == 0)
 		rc = resolve_columns(&v->config);
@@ -399,7 +409,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail;
 	struct rfs_memlimit limit;
 	int cache_given = v->config.cache_mb != RFS_UNSET;
-	rc = fit_cache(&v->config, cache_given, &limit, err, errlen);
+	rc = fit_cache(&v->config, v->env.claims, cache_given, &limit, err,
+		       errlen);
 	if (rc != 0)
 		goto fail;
 	/* Every share of cache_mb comes from one split (budget.c); the
@@ -420,8 +431,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail;
 	uint64_t before = resident_bytes();
 	rc = rfs_dataset_open_joined(sources, nsources, v->config.dataset,
-				     v->budget.chunks, &join, &v->dataset, err,
-				     errlen);
+				     &v->env, v->budget.chunks, &join,
+				     &v->dataset, err, errlen);
 	uint64_t after = resident_bytes();
 	v->sources_bytes = after > before ? after - before : 0;
 	if (rc != 0)
@@ -443,8 +454,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	rc = rfs_batch_check_sizes(&v->config, v->dataset, v->out_dtype, err,
 				   errlen);
 	if (rc == 0)
-		rc = rfs_selection_build(&v->config, v->dataset, &v->selection,
-					 err, errlen);
+		rc = rfs_selection_build(&v->config, v->dataset, v->env.claims,
+					 &v->selection, err, errlen);
 	if (rc == 0)
 		rc = check_total_size(v, err, errlen);
 	if (rc != 0)
@@ -463,13 +474,14 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	rc = rfs_stats_create(v->config.world_size, &v->stats);
 	if (rc == 0)
 		rc = rfs_batch_create(v->dataset, v->planner, &v->selection,
-				      v->out_dtype, v->stats, &v->batch);
+				      v->out_dtype, v->stats, v->env.pool,
+				      &v->batch);
 	if (rc != 0)
 		goto oom;
 	/* Its claim the last of the mount's, before cache_mb settles: a
 	 * default's leaves no room for claims after it. */
-	rc = rfs_view_json_var_names(v->dataset, &v->var_names_txt,
-				     &v->var_names_txt_len,
+	rc = rfs_view_json_var_names(v->env.claims, v->dataset,
+				     &v->var_names_txt, &v->var_names_txt_len,
 				     &v->var_names_claimed, err, errlen);
 	if (rc == 0)
 		rc = settle_cache(v, cache_given, &limit, err, errlen);
@@ -500,7 +512,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	if (rc != 0)
 		goto fail_cache_mb;
 	rc = rfs_cache_create(v->budget.batches, rfs_batch_fill, v->batch,
-			      &v->cache);
+			      v->env.pool, &v->cache);
 	if (rc == 0)
 		rc = start_lookahead(v, v->budget.prefetch);
 	if (rc == 0)
@@ -541,7 +553,6 @@ void rfs_view_destroy(struct rfs_view *v)
 	 * first. */
 	rfs_lookahead_destroy(v->lookahead);
 	rfs_cache_destroy(v->cache);
-	rfs_bigbuf_drain();
 	rfs_batch_destroy(v->batch);
 	rfs_stats_destroy(v->stats);
 	rfs_plan_destroy(v->planner);
@@ -551,7 +562,11 @@ void rfs_view_destroy(struct rfs_view *v)
 	free(v->config_json);
 	free(v->dataset_json);
 	free(v->var_names_txt);
-	rfs_memlimit_release(&v->var_names_claimed);
+	rfs_memlimit_release(v->env.claims, &v->var_names_claimed);
+	rfs_watch_destroy(v->env.watch);
+	rfs_bigbuf_destroy(v->env.pool);
+	rfs_deadline_destroy(v->env.deadline);
+	rfs_claims_destroy(v->env.claims);
 	free(v);
 }
 

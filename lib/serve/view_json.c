@@ -142,7 +142,8 @@ int rfs_view_json_dataset(const struct rfs_config *c,
 	return rfs_buf_finish(&b, out, len);
 }
 
-int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
+int rfs_view_json_var_names(struct rfs_claims *claims,
+			    const struct rfs_dataset *d, char **out,
 			    size_t *len, uint64_t *claimed, char *err,
 			    size_t errlen)
 {
@@ -164,7 +165,7 @@ int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
 		bytes += strlen(name) + 1;
 	}
 	/* Kept for the mount, as long as the names the metadata gave. */
-	int rc = rfs_memlimit_claim("var_names.txt",
+	int rc = rfs_memlimit_claim(claims, "var_names.txt",
 				    "the served var names (a byte per "
 				    "character, one a line)",
 				    bytes + 1, 1, &held, err, errlen);
@@ -172,7 +173,7 @@ int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
 		return rc;
 	char *text = malloc(bytes + 1);
 	if (!text) {
-		rfs_memlimit_release(&held);
+		rfs_memlimit_release(claims, &held);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}

@@ -40,11 +40,12 @@ int rfs_view_json_dataset(const struct rfs_config *c,
 
 /* var_names.txt: d's served var names, one per line; *out NULL (len 0)
  * when d has none, or a name is empty or holds a line break (logged).
- * *out is the caller's, its bytes claimed (memlimit.c: as many names as
- * the sources' metadata says) and added to *claimed, to be released
- * once it is freed. @return 0, or -ENOMEM with err set (out of memory,
- * or the claim refused). */
-int rfs_view_json_var_names(const struct rfs_dataset *d, char **out,
+ * *out is the caller's, its bytes claimed in claims (memlimit.c: as
+ * many names as the sources' metadata says) and added to *claimed, to be
+ * released once it is freed. @return 0, or -ENOMEM with err set (out of
+ * memory, or the claim refused). */
+int rfs_view_json_var_names(struct rfs_claims *claims,
+			    const struct rfs_dataset *d, char **out,
 			    size_t *len, uint64_t *claimed, char *err,
 			    size_t errlen);
 

@@ -63,6 +63,7 @@ struct rfs_source {
 	const struct rfs_source_ops *ops;
 	struct rfs_source_info info;
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
+	struct rfs_source_env env; /* what the mount lent, set by open */
 	/* Bytes claimed (memlimit.c) for what the source keeps (indptr, a
 	 * table of chunk addresses), held until it is closed, and for the
 	 * var names last read, released when they are freed
@@ -124,11 +125,11 @@ int rfs_source_read_nullable(struct rfs_source *s, const char *group,
 void rfs_hdf5_opening(void);
 void rfs_hdf5_opened(void);
 int rfs_hdf5_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  const struct rfs_source_env *env, struct rfs_source **out,
 		  char *err, size_t errlen);
 /* A directory: a zarr store (zarr_source.c). */
 int rfs_zarr_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  const struct rfs_source_env *env, struct rfs_source **out,
 		  char *err, size_t errlen);
 
 #endif

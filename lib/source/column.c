@@ -16,7 +16,7 @@ void rfs_column_free(struct rfs_column *c)
 	rfs_buf_free_strings(c->categories, c->ncategories);
 	free(c->codes);
 	free(c->reals);
-	rfs_memlimit_release(&c->claimed);
+	rfs_memlimit_release(c->claims, &c->claimed);
 	*c = (struct rfs_column){ 0 };
 }
 
@@ -178,11 +178,11 @@ static int claimed_to_real(struct rfs_column *c, int before, const char *file,
 		return 0;
 	snprintf(why, sizeof(why), "%s%s made float (a double per row)", what,
 		 before ? " of the files before it" : "");
-	int rc = rfs_memlimit_claim(file, why, c->rows, sizeof(double), &held,
-				    err, errlen);
+	int rc = rfs_memlimit_claim(c->claims, file, why, c->rows,
+				    sizeof(double), &held, err, errlen);
 	if (rc == 0 && (rc = to_real(c)) != 0)
 		snprintf(err, errlen, "out of memory");
-	rfs_memlimit_release(&held);
+	rfs_memlimit_release(c->claims, &held);
 	return rc;
 }
 
@@ -200,11 +200,11 @@ static int claimed_unite(struct rfs_column *dst, struct rfs_column *src,
 		 "of the files before it",
 		 what, (unsigned long long)n2, (unsigned long long)n1);
 	/* Counts in memory: no sum wraps. */
-	int rc = rfs_memlimit_claim(file, why, 3 * n1 + 2 * n2, sizeof(int64_t),
-				    &held, err, errlen);
+	int rc = rfs_memlimit_claim(src->claims, file, why, 3 * n1 + 2 * n2,
+				    sizeof(int64_t), &held, err, errlen);
 	if (rc == 0 && (rc = unite(dst, src)) != 0)
 		snprintf(err, errlen, "out of memory");
-	rfs_memlimit_release(&held);
+	rfs_memlimit_release(src->claims, &held);
 	return rc;
 }
 
@@ -240,8 +240,8 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src,
 	uint64_t held = 0, n = dst->rows + src->rows;
 	snprintf(why, sizeof(why),
 		 "%s: its rows appended to the files before it", what);
-	rc = rfs_memlimit_claim(file, why, src->rows, sizeof(int64_t), &held,
-				err, errlen);
+	rc = rfs_memlimit_claim(src->claims, file, why, src->rows,
+				sizeof(int64_t), &held, err, errlen);
 	if (rc != 0)
 		return rc;
 	if (dst->kind == RFS_COLUMN_REAL) {
@@ -263,7 +263,7 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src,
 	}
 	if (rc != 0) {
 		snprintf(err, errlen, "out of memory");
-		rfs_memlimit_release(&held);
+		rfs_memlimit_release(src->claims, &held);
 		return rc;
 	}
 	dst->boolean = dst->boolean && src->boolean;
@@ -271,8 +271,8 @@ int rfs_column_append(struct rfs_column *dst, struct rfs_column *src,
 	dst->rows = n;
 	dst->claimed += src->claimed; /* its rows are dst's now */
 	src->claimed = 0;
+	rfs_memlimit_release(src->claims, &held);
 	rfs_column_free(src);
-	rfs_memlimit_release(&held);
 	return 0;
 }
 
@@ -618,6 +618,7 @@ int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
 				  .codes = codes,
 				  .categories = cats,
 				  .ncategories = k,
-				  .claimed = c->claimed };
+				  .claimed = c->claimed,
+				  .claims = c->claims };
 	return 0;
 }

@@ -28,8 +28,10 @@ struct rfs_column {
 	char **categories; /* CODES; owned, each owned */
 	uint64_t ncategories;
 	int boolean; /* CODES from a bool: categories "False", "True" */
-	/* Bytes its reading claimed (memlimit.c), released when freed. */
+	/* Bytes its reading claimed (memlimit.c) in the ledger claims (the
+	 * source's), released when freed. */
 	uint64_t claimed;
+	struct rfs_claims *claims;
 };
 
 /* Why a backend refuses (-ERANGE) an integer column: its values are

@@ -20,6 +20,7 @@
 
 struct rfs_dataset {
 	struct rfs_chunk_cache *chunks; /* decoded chunks of every file */
+	struct rfs_source_env env; /* lent to the sources, with chunks */
 	size_t nfiles;
 	struct rfs_source **files;
 	uint64_t *starts; /* nfiles + 1: first global row of each file */
@@ -319,7 +320,7 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 		 char *err, size_t errlen)
 {
 	enum rfs_varjoin_mode mode = join ? join->mode : RFS_VARJOIN_NONE;
-	int rc = rfs_dataset_var_build(&d->var, mode,
+	int rc = rfs_dataset_var_build(&d->var, &d->env, mode,
 				       join ? join->names_file : NULL, d->files,
 				       d->nfiles, err, errlen);
 	if (rc != 0)
@@ -353,7 +354,9 @@ static int serve(struct rfs_dataset *d, const struct rfs_dataset_join *join,
 }
 
 int rfs_dataset_open_joined(char *const *paths, size_t npaths,
-			    const char *dataset, size_t chunk_cache_bytes,
+			    const char *dataset,
+			    const struct rfs_source_env *env,
+			    size_t chunk_cache_bytes,
 			    const struct rfs_dataset_join *join,
 			    struct rfs_dataset **out, char *err, size_t errlen)
 {
@@ -361,8 +364,11 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
 	int rc;
-	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0)
+	if (d && env)
+		d->env = *env;
+	if (!d || rfs_chunks_create(chunk_cache_bytes, d->env.pool, &d->chunks))
 		goto oom;
+	d->env.chunks = d->chunks;
 	rc = expand(paths, npaths, &list, err, errlen);
 	if (rc == 0)
 		rc = check_descriptors(list.count, err, errlen);
@@ -377,10 +383,10 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 		char what[PATH_MAX + 32];
 		snprintf(what, sizeof(what), "source %s: opening it",
 			 list.items[i]);
-		rfs_deadline_begin(what);
-		rc = rfs_source_open(list.items[i], dataset, d->chunks,
+		rfs_deadline_begin(d->env.deadline, what);
+		rc = rfs_source_open(list.items[i], dataset, &d->env,
 				     &d->files[i], err, errlen);
-		rfs_deadline_end();
+		rfs_deadline_end(d->env.deadline);
 		if (rc != 0)
 			goto fail;
 		/* The chunks its fingerprint decoded (its first and last
@@ -638,7 +644,7 @@ int rfs_dataset_read_csr(struct rfs_dataset *d, const int64_t *rows, size_t n,
 			malloc(rfs_varjoin_row_scratch(d->var.widest, elem)) :
 			NULL;
 	int rc = -ENOMEM;
-	*out = (struct rfs_csr){ .rows = n };
+	*out = (struct rfs_csr){ .rows = n, .pool = d->env.pool };
 	out->start = calloc(n + 1, sizeof(*out->start));
 	if (!w || !local || !out->start || (d->var.join && !scratch))
 		goto out;
@@ -711,10 +717,10 @@ int rfs_dataset_read_column(struct rfs_dataset *d, const char *name,
 		char what[PATH_MAX + 300];
 		snprintf(what, sizeof(what), "source %s: reading column %.256s",
 			 path, name);
-		rfs_deadline_begin(what);
+		rfs_deadline_begin(d->env.deadline, what);
 		int rc = rfs_source_read_column(d->files[i], name, &part, err,
 						errlen);
-		rfs_deadline_end();
+		rfs_deadline_end(d->env.deadline);
 		snprintf(what, sizeof(what), "column '%.256s'", name);
 		if (rc == 0 && (rc = rfs_column_append(out, &part, path, what,
 						       err, errlen)) != 0)

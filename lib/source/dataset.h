@@ -24,15 +24,18 @@ struct rfs_dataset_join {
 };
 
 /* paths: the SOURCE arguments, each a file or a directory (its *.h5ad and
- * *.h5 files in name order). dataset as for rfs_source_open().
- * chunk_cache_bytes bounds the decoded chunks kept for chunked files.
+ * *.h5 files in name order). dataset as for rfs_source_open(), env too
+ * (its chunks aside: the dataset's own, of chunk_cache_bytes, bound the
+ * decoded chunks kept for chunked files).
  * The columns are joined on var names as join says (NULL or mode NONE:
  * files must have the same var names). On failure writes one line naming
  * the culprit to err. @return 0 or a negative errno. Joined,
  * rfs_dataset_info()'s cols, nnz, max_row_nnz and var_fingerprint are
  * the served ones, and rows are read onto the served columns. */
 int rfs_dataset_open_joined(char *const *paths, size_t npaths,
-			    const char *dataset, size_t chunk_cache_bytes,
+			    const char *dataset,
+			    const struct rfs_source_env *env,
+			    size_t chunk_cache_bytes,
 			    const struct rfs_dataset_join *join,
 			    struct rfs_dataset **out, char *err, size_t errlen);
 

@@ -17,15 +17,15 @@
 #define COUNT_ROWS 4096
 #define COUNT_VALUES (1 << 20)
 
-static int read_names(struct rfs_source *s, char ***names, uint64_t *n,
-		      char *err, size_t errlen)
+static int read_names(struct rfs_dataset_var *v, struct rfs_source *s,
+		      char ***names, uint64_t *n, char *err, size_t errlen)
 {
 	char what[PATH_MAX + 64];
 	snprintf(what, sizeof(what), "source %s: reading its var names",
 		 rfs_source_info(s)->path);
-	rfs_deadline_begin(what);
+	rfs_deadline_begin(v->env->deadline, what);
 	int rc = rfs_source_read_var_names(s, names, n, err, errlen);
-	rfs_deadline_end();
+	rfs_deadline_end(v->env->deadline);
 	return rc;
 }
 
@@ -35,7 +35,7 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 {
 	const struct rfs_source_info *info = rfs_source_info(s);
 	/* Kept for the mount, as many as the rows the metadata says. */
-	int rc = rfs_memlimit_claim(info->path,
+	int rc = rfs_memlimit_claim(v->env->claims, info->path,
 				    "a count of served values per row "
 				    "(var_join)",
 				    info->rows, sizeof(uint32_t), &v->claimed,
@@ -74,11 +74,11 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 			break;
 		}
 		struct rfs_csr csr;
-		rfs_deadline_begin(what);
+		rfs_deadline_begin(v->env->deadline, what);
 		rc = rfs_source_read_csr(s, rows, m, NULL, &csr);
-		rfs_deadline_end();
+		rfs_deadline_end(v->env->deadline);
 		if (rc != 0) {
-			rfs_memlimit_release(&held);
+			rfs_memlimit_release(v->env->claims, &held);
 			break;
 		}
 		for (uint64_t i = 0; i < m; i++) {
@@ -97,7 +97,7 @@ static int count_served(struct rfs_dataset_var *v, size_t f,
 				v->max_dropped = all - kept;
 		}
 		rfs_source_csr_free(&csr);
-		rfs_memlimit_release(&held);
+		rfs_memlimit_release(v->env->claims, &held);
 	}
 	if (rc != 0) {
 		free(counts);
@@ -172,37 +172,41 @@ static int build_join(struct rfs_dataset_var *v, const char *names_file,
 			rc = -EINVAL;
 			break;
 		}
-		rc = read_names(files[f], &names[f], &counts[f], err, errlen);
+		rc = read_names(v, files[f], &names[f], &counts[f], err,
+				errlen);
 	}
 	if (rc == 0 && v->mode == RFS_VARJOIN_NAMES)
-		rc = rfs_varjoin_read_file(names_file, &wanted, &nwanted,
-					   &wanted_claimed, err, errlen);
+		rc = rfs_varjoin_read_file(v->env->claims, names_file, &wanted,
+					   &nwanted, &wanted_claimed, err,
+					   errlen);
 	if (rc == 0)
-		rc = rfs_varjoin_create(v->mode, (char *const *const *)names,
-					counts, paths, n, wanted, nwanted,
-					names_file, &v->join, err, errlen);
+		rc = rfs_varjoin_create(v->env->claims, v->mode,
+					(char *const *const *)names, counts,
+					paths, n, wanted, nwanted, names_file,
+					&v->join, err, errlen);
 	for (size_t f = 0; names && f < n; f++)
 		rfs_source_free_var_names(files[f], names[f], counts[f]);
 	free(names);
 	free(counts);
 	free(paths);
 	rfs_buf_free_strings(wanted, nwanted);
-	rfs_memlimit_release(&wanted_claimed);
+	rfs_memlimit_release(v->env->claims, &wanted_claimed);
 	return rc;
 }
 
-int rfs_dataset_var_build(struct rfs_dataset_var *v, enum rfs_varjoin_mode mode,
-			  const char *names_file,
+int rfs_dataset_var_build(struct rfs_dataset_var *v,
+			  const struct rfs_source_env *env,
+			  enum rfs_varjoin_mode mode, const char *names_file,
 			  struct rfs_source *const *files, size_t n, char *err,
 			  size_t errlen)
 {
-	*v = (struct rfs_dataset_var){ .mode = mode };
+	*v = (struct rfs_dataset_var){ .mode = mode, .env = env };
 	if (mode == RFS_VARJOIN_NONE) {
 		/* The files agree (dataset.c): the first one's names. */
 		if (!rfs_source_info(files[0])->has_var)
 			return 0;
-		int rc =
-			read_names(files[0], &v->names, &v->count, err, errlen);
+		int rc = read_names(v, files[0], &v->names, &v->count, err,
+				    errlen);
 		if (rc == -EINVAL) {
 			/* A var of another length than X's width: such a
 			 * file mounted before var_names.txt, and still does,
@@ -233,6 +237,6 @@ void rfs_dataset_var_free(struct rfs_dataset_var *v, size_t nfiles)
 		free(v->served_nnz[f]);
 	free(v->served_nnz);
 	rfs_varjoin_destroy(v->join);
-	rfs_memlimit_release(&v->claimed);
+	rfs_memlimit_release(v->env ? v->env->claims : NULL, &v->claimed);
 	*v = (struct rfs_dataset_var){ 0 };
 }

@@ -27,6 +27,7 @@ struct rfs_dataset_var {
 	uint64_t max_dropped; /* CSR, join: most values a row loses */
 	uint64_t widest; /* CSR, join: the fullest row of any file, stored */
 	uint64_t claimed; /* served_nnz (memlimit.c) */
+	const struct rfs_source_env *env; /* borrowed: the dataset's */
 };
 
 /* Builds v for files[0..n): mode NONE reads the first file's names (if
@@ -34,8 +35,9 @@ struct rfs_dataset_var {
  * a join reads every file's (each must have them) and, for var_names,
  * names_file. On failure writes one line naming the file to err.
  * @return 0, -EINVAL, -ENOENT, -ENOMEM, -EIO. */
-int rfs_dataset_var_build(struct rfs_dataset_var *v, enum rfs_varjoin_mode mode,
-			  const char *names_file,
+int rfs_dataset_var_build(struct rfs_dataset_var *v,
+			  const struct rfs_source_env *env,
+			  enum rfs_varjoin_mode mode, const char *names_file,
 			  struct rfs_source *const *files, size_t n, char *err,
 			  size_t errlen);
 

@@ -44,14 +44,17 @@ const char *rfs_source_read_path_name(enum rfs_read_path p)
 }
 
 int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		    const struct rfs_source_env *env, struct rfs_source **out,
 		    char *err, size_t errlen)
 {
+	static const struct rfs_source_env none;
 	/* A directory is a zarr store; a file, HDF5. */
 	struct stat st;
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return rfs_zarr_open(path, dataset, chunks, out, err, errlen);
-	return rfs_hdf5_open(path, dataset, chunks, out, err, errlen);
+		return rfs_zarr_open(path, dataset, env ? env : &none, out, err,
+				     errlen);
+	return rfs_hdf5_open(path, dataset, env ? env : &none, out, err,
+			     errlen);
 }
 
 void rfs_source_opening(void)
@@ -168,7 +171,7 @@ int rfs_source_claim_csr_read(const struct rfs_source *s, const char *what,
 {
 	/* rfs_source_read_scratch()'s bytes per stored value. */
 	size_t elem = rfs_dtype_size(s->info.dtype);
-	return rfs_memlimit_claim(s->info.path, what, nnz,
+	return rfs_memlimit_claim(s->env.claims, s->info.path, what, nnz,
 				  2 * elem +
 					  rfs_dtype_size(s->info.index_dtype) +
 					  sizeof(int64_t),
@@ -183,7 +186,7 @@ uint64_t rfs_source_row_nnz(const struct rfs_source *s, uint64_t row)
 int rfs_source_csr_alloc_cols(struct rfs_csr *c)
 {
 	c->cols_bytes = c->start[c->rows] * sizeof(int64_t) + 1;
-	c->cols = rfs_bigbuf_alloc(c->cols_bytes);
+	c->cols = rfs_bigbuf_alloc(c->pool, c->cols_bytes);
 	return c->cols ? 0 : -ENOMEM;
 }
 
@@ -192,7 +195,7 @@ void rfs_source_csr_free(struct rfs_csr *c)
 	free(c->start);
 	if (!c->values_borrowed)
 		free(c->values);
-	rfs_bigbuf_free(c->cols, c->cols_bytes);
+	rfs_bigbuf_free(c->pool, c->cols, c->cols_bytes);
 	*c = (struct rfs_csr){ 0 };
 }
 
@@ -284,7 +287,7 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	unsigned char *values = NULL, *raw_cols = NULL;
 	uint64_t total = 0;
 
-	*out = (struct rfs_csr){ .rows = n };
+	*out = (struct rfs_csr){ .rows = n, .pool = s->env.pool };
 	out->start = calloc(n + 1, sizeof(*out->start));
 	if (!w || !out->start)
 		goto out;
@@ -297,8 +300,8 @@ int rfs_source_read_csr(struct rfs_source *s, const int64_t *rows, size_t n,
 	out->values_borrowed = dst != NULL;
 	rfs_source_csr_alloc_cols(out);
 	/* Pooled and populated: these are megabytes per batch. */
-	values = rfs_bigbuf_alloc(total * elem + 1);
-	raw_cols = rfs_bigbuf_alloc(total * index_elem + 1);
+	values = rfs_bigbuf_alloc(s->env.pool, total * elem + 1);
+	raw_cols = rfs_bigbuf_alloc(s->env.pool, total * index_elem + 1);
 	if (!out->values || !out->cols || !values || !raw_cols)
 		goto out;
 	rc = unchanged_or_log(s, w, n);
@@ -310,8 +313,8 @@ out:
 	if (rc != 0)
 		rfs_source_csr_free(out);
 	free(w);
-	rfs_bigbuf_free(values, total * elem + 1);
-	rfs_bigbuf_free(raw_cols, total * index_elem + 1);
+	rfs_bigbuf_free(s->env.pool, values, total * elem + 1);
+	rfs_bigbuf_free(s->env.pool, raw_cols, total * index_elem + 1);
 	return rc;
 }
 
@@ -439,7 +442,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	snprintf(row_what, sizeof(row_what),
 		 "%.200s's first and last rows (read for its fingerprint)",
 		 in->dataset);
-	int rc = rfs_memlimit_claim(in->path, row_what,
+	int rc = rfs_memlimit_claim(s->env.claims, in->path, row_what,
 				    row_bytes > (1u << 20) ? in->cols : 0,
 				    rfs_dtype_size(in->dtype), &row_held, err,
 				    errlen);
@@ -475,7 +478,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 			if (rc != 0)
 				goto out;
 			rc = rfs_source_read_csr(s, &ends[i], 1, NULL, &csr);
-			rfs_memlimit_release(&held);
+			rfs_memlimit_release(s->env.claims, &held);
 			if (rc == 0) {
 				XXH3_64bits_update(
 					st, csr.values,
@@ -499,7 +502,7 @@ int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
 	s->info.fingerprint = XXH3_64bits_digest(st);
 out:
 	free(row);
-	rfs_memlimit_release(&row_held);
+	rfs_memlimit_release(s->env.claims, &row_held);
 	XXH3_freeState(st);
 	return rc;
 }
@@ -557,13 +560,13 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
 {
 	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&s->var_claimed);
+	rfs_memlimit_release(s->env.claims, &s->var_claimed);
 }
 
 void rfs_source_release_claims(struct rfs_source *s)
 {
-	rfs_memlimit_release(&s->claimed);
-	rfs_memlimit_release(&s->var_claimed);
+	rfs_memlimit_release(s->env.claims, &s->claimed);
+	rfs_memlimit_release(s->env.claims, &s->var_claimed);
 }
 
 void rfs_source_destroy(struct rfs_source *s)

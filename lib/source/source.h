@@ -15,6 +15,10 @@
 
 struct rfs_source;
 struct rfs_chunk_cache;
+struct rfs_watch;
+struct rfs_bigbuf;
+struct rfs_deadline;
+struct rfs_claims;
 struct rfs_column;
 
 /* How a source's rows reach memory (dataset.json's read_path). */
@@ -48,15 +52,32 @@ struct rfs_source_info {
 	uint64_t var_fingerprint; /* XXH3 of the var names, if has_var */
 };
 
+/* What a mount lends the sources it opens (the view's, so that two
+ * mounts in one process share none of it); each must outlive them. */
+struct rfs_source_env {
+	/* The ledger mount-time reads claim memory in (memlimit.h); NULL:
+	 * each claim checked alone. */
+	struct rfs_claims *claims;
+	/* Where chunked arrays register for direct chunk reads; NULL: a
+	 * zarr source keeps its own, HDF5 reads through the library. */
+	struct rfs_chunk_cache *chunks;
+	/* Watches on the files read (watch.h); NULL: changes are told by
+	 * size, mtime and names alone. */
+	struct rfs_watch *watch;
+	/* Large scratch buffers' pool (bigbuf.h); NULL: none. */
+	struct rfs_bigbuf *pool;
+	/* The watchdog of mount-time steps (deadline.h); NULL: none. */
+	struct rfs_deadline *deadline;
+};
+
 /* Opens path read-only with the backend of its format. dataset NULL means
  * automatic: "/X" for AnnData files, an error otherwise; it may name a
- * dense dataset or a csr_matrix group. chunks (may be NULL) is where
- * chunked arrays register for direct chunk reads; it must outlive the
- * source. On failure writes one line naming the file and what is wrong to
+ * dense dataset or a csr_matrix group. env (NULL: all members NULL) is
+ * copied. On failure writes one line naming the file and what is wrong to
  * err (no "rankfs:" prefix).
  * @return 0, -ENOENT, -EACCES, -EINVAL (not usable), -ENOTSUP, -ENOMEM. */
 int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		    const struct rfs_source_env *env, struct rfs_source **out,
 		    char *err, size_t errlen);
 
 /* Brackets the opens of a mount: rfs_source_opening(), called while the
@@ -100,11 +121,12 @@ struct rfs_csr {
 	void *values;
 	int64_t *cols;
 	size_t cols_bytes; /* as rfs_source_csr_alloc_cols() took them */
+	struct rfs_bigbuf *pool; /* cols' (bigbuf.h), NULL: none */
 	int values_borrowed; /* values is the caller's: not freed */
 };
 
 /* Allocates c->cols for the c->start[c->rows] entries c->start counts
- * (pooled: megabytes per batch). @return 0 or -ENOMEM. */
+ * (from c->pool: megabytes per batch). @return 0 or -ENOMEM. */
 int rfs_source_csr_alloc_cols(struct rfs_csr *c);
 
 /* Reads the entries of rows[0..n) of a CSR source. values: where the

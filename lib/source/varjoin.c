@@ -24,9 +24,10 @@ struct rfs_varjoin {
 	uint64_t fingerprint;
 	size_t nsources;
 	struct map *maps;
-	/* The served names and the maps, claimed (memlimit.c) until
-	 * destroy. */
+	/* The served names and the maps, claimed (memlimit.c) in claims
+	 * until destroy. */
 	uint64_t claimed;
+	struct rfs_claims *claims;
 };
 
 const char *rfs_varjoin_mode_name(enum rfs_varjoin_mode m)
@@ -65,7 +66,8 @@ struct index {
 	char *const *names; /* borrowed */
 	uint64_t mask;
 	int64_t *slot; /* position in names, or -1 */
-	uint64_t claimed; /* slot's bytes (memlimit.c) */
+	uint64_t claimed; /* slot's bytes (memlimit.c), in claims */
+	struct rfs_claims *claims;
 };
 
 /* The slots of an index of n names: a power of two, at least 2n and 16
@@ -82,20 +84,20 @@ static uint64_t index_slots(uint64_t n)
 
 /* An empty index for n names, claimed for file's what before it is
  * allocated. @return 0, or -ENOMEM with err set. */
-static int index_init(struct index *x, char *const *names, uint64_t n,
-		      const char *file, const char *what, char *err,
-		      size_t errlen)
+static int index_init(struct index *x, struct rfs_claims *claims,
+		      char *const *names, uint64_t n, const char *file,
+		      const char *what, char *err, size_t errlen)
 {
 	uint64_t cap = index_slots(n);
-	*x = (struct index){ .names = names };
-	int rc = rfs_memlimit_claim(file, what, cap, sizeof(*x->slot),
+	*x = (struct index){ .names = names, .claims = claims };
+	int rc = rfs_memlimit_claim(claims, file, what, cap, sizeof(*x->slot),
 				    &x->claimed, err, errlen);
 	if (rc != 0)
 		return rc;
 	x->mask = cap - 1;
 	x->slot = malloc(cap * sizeof(*x->slot));
 	if (!x->slot) {
-		rfs_memlimit_release(&x->claimed);
+		rfs_memlimit_release(claims, &x->claimed);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -108,7 +110,7 @@ static void index_free(struct index *x)
 {
 	free(x->slot);
 	x->slot = NULL;
-	rfs_memlimit_release(&x->claimed);
+	rfs_memlimit_release(x->claims, &x->claimed);
 }
 
 /* The slot holding name, or the empty one where it would go. */
@@ -137,10 +139,11 @@ static int64_t index_add(struct index *x, uint64_t i)
 
 /* An index of names[0..n), the var names of what (a file), refusing a
  * name given twice. */
-static int index_build(struct index *x, char *const *names, uint64_t n,
-		       const char *what, char *err, size_t errlen)
+static int index_build(struct index *x, struct rfs_claims *claims,
+		       char *const *names, uint64_t n, const char *what,
+		       char *err, size_t errlen)
 {
-	int rc = index_init(x, names, n, what,
+	int rc = index_init(x, claims, names, n, what,
 			    "var_join's hash index of its var names", err,
 			    errlen);
 	if (rc != 0)
@@ -161,8 +164,9 @@ static int index_build(struct index *x, char *const *names, uint64_t n,
 	return 0;
 }
 
-int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
-			  uint64_t *claimed, char *err, size_t errlen)
+int rfs_varjoin_read_file(struct rfs_claims *claims, const char *path,
+			  char ***names, uint64_t *n, uint64_t *claimed,
+			  char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
 	char **list = NULL, *line = NULL;
@@ -206,7 +210,7 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 			/* Claimed as the list grows, a heap string per
 			 * slot: the slots left empty are released below. */
 			size_t more = cap ? 2 * cap : 64;
-			rc = rfs_memlimit_claim(what, "its var names",
+			rc = rfs_memlimit_claim(claims, what, "its var names",
 						more - cap,
 						RFS_MEMLIMIT_STRING_BYTES,
 						&held, err, errlen);
@@ -240,17 +244,17 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
 	}
 	free(line);
 	fclose(f);
-	rfs_memlimit_release_part(&held,
+	rfs_memlimit_release_part(claims, &held,
 				  (cap - count) * RFS_MEMLIMIT_STRING_BYTES);
 	if (rc == 0) {
 		struct index x;
-		rc = index_build(&x, list, count, what, err, errlen);
+		rc = index_build(&x, claims, list, count, what, err, errlen);
 		if (rc == 0)
 			index_free(&x);
 	}
 	if (rc != 0) {
 		rfs_buf_free_strings(list, count);
-		rfs_memlimit_release(&held);
+		rfs_memlimit_release(claims, &held);
 		return rc;
 	}
 	*names = list;
@@ -269,7 +273,7 @@ void rfs_varjoin_destroy(struct rfs_varjoin *j)
 	}
 	free(j->maps);
 	rfs_buf_free_strings(j->names, j->cols);
-	rfs_memlimit_release(&j->claimed);
+	rfs_memlimit_release(j->claims, &j->claimed);
 	free(j);
 }
 
@@ -299,7 +303,7 @@ static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 						       0;
 	for (size_t f = 0; j->mode == RFS_VARJOIN_OUTER && f < j->nsources; f++)
 		most += counts[f];
-	int rc = rfs_memlimit_claim(option,
+	int rc = rfs_memlimit_claim(j->claims, option,
 				    "a list of the served var names, before "
 				    "they are copied",
 				    most, sizeof(**pick), pick_claimed, err,
@@ -330,7 +334,7 @@ static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 	} else if (j->mode == RFS_VARJOIN_OUTER) {
 		/* One index of the names picked so far, over p. */
 		struct index seen;
-		rc = index_init(&seen, p, most, option,
+		rc = index_init(&seen, j->claims, p, most, option,
 				"a hash index of every file's var names", err,
 				errlen);
 		for (size_t f = 0; f < j->nsources && rc == 0; f++) {
@@ -367,9 +371,9 @@ static int choose_names(struct rfs_varjoin *j, const struct index *idx,
 static int copy_names(struct rfs_varjoin *j, char *const *pick,
 		      const char *option, char *err, size_t errlen)
 {
-	int rc = rfs_memlimit_claim(option, "the served var names", j->cols,
-				    RFS_MEMLIMIT_STRING_BYTES, &j->claimed, err,
-				    errlen);
+	int rc = rfs_memlimit_claim(j->claims, option, "the served var names",
+				    j->cols, RFS_MEMLIMIT_STRING_BYTES,
+				    &j->claimed, err, errlen);
 	if (rc != 0)
 		return rc;
 	uint64_t i = 0;
@@ -389,7 +393,7 @@ static int build_map(struct rfs_varjoin *j, struct map *m,
 		     const struct index *x, uint64_t cols, const char *path,
 		     char *err, size_t errlen)
 {
-	int rc = rfs_memlimit_claim(path,
+	int rc = rfs_memlimit_claim(j->claims, path,
 				    "var_join's map of its columns onto the "
 				    "served ones",
 				    j->cols + cols, sizeof(*m->from),
@@ -419,9 +423,10 @@ static int build_map(struct rfs_varjoin *j, struct map *m,
 	return 0;
 }
 
-int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
-		       const uint64_t *counts, const char *const *paths,
-		       size_t nsources, char *const *wanted, uint64_t nwanted,
+int rfs_varjoin_create(struct rfs_claims *claims, enum rfs_varjoin_mode mode,
+		       char *const *const *names, const uint64_t *counts,
+		       const char *const *paths, size_t nsources,
+		       char *const *wanted, uint64_t nwanted,
 		       const char *wanted_from, struct rfs_varjoin **out,
 		       char *err, size_t errlen)
 {
@@ -438,11 +443,12 @@ int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 		goto out;
 	}
 	j->mode = mode;
+	j->claims = claims;
 	j->nsources = nsources;
 	option_name(mode, wanted_from, option, sizeof(option));
 	for (; built < nsources; built++) {
-		rc = index_build(&idx[built], names[built], counts[built],
-				 paths[built], err, errlen);
+		rc = index_build(&idx[built], claims, names[built],
+				 counts[built], paths[built], err, errlen);
 		if (rc != 0)
 			goto out;
 	}
@@ -452,7 +458,7 @@ int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
 	if (rc == 0)
 		rc = copy_names(j, pick, option, err, errlen);
 	free(pick);
-	rfs_memlimit_release(&pick_claimed);
+	rfs_memlimit_release(claims, &pick_claimed);
 	for (size_t f = 0; f < nsources && rc == 0; f++)
 		rc = build_map(j, &j->maps[f], &idx[f], counts[f], paths[f],
 			       err, errlen);

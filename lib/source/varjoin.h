@@ -19,6 +19,7 @@ enum rfs_varjoin_mode {
 };
 
 struct rfs_varjoin;
+struct rfs_claims; /* memlimit.h: the ledger claims are made in */
 
 /* "none", "inner", "outer" or "names". */
 const char *rfs_varjoin_mode_name(enum rfs_varjoin_mode m);
@@ -34,8 +35,9 @@ uint64_t rfs_varjoin_fingerprint_of(char *const *names, uint64_t n);
  * grows) and added to *claimed, to be released once they are freed.
  * @return 0, -EINVAL, -ENOENT/-EACCES (cannot be read), -ENOMEM (a claim
  * refused: err says so). */
-int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
-			  uint64_t *claimed, char *err, size_t errlen);
+int rfs_varjoin_read_file(struct rfs_claims *claims, const char *path,
+			  char ***names, uint64_t *n, uint64_t *claimed,
+			  char *err, size_t errlen);
 
 /* Builds the mapping of nsources sources: names[f] holds counts[f]
  * names, paths[f] names source f in errors. wanted (NAMES mode only) is
@@ -51,9 +53,10 @@ int rfs_varjoin_read_file(const char *path, char ***names, uint64_t *n,
  * source's map (8 bytes a served column and a column of its own) until
  * rfs_varjoin_destroy(). A claim refused: -ENOMEM with err naming the
  * file (or the option) and the table. @return 0, -EINVAL, -ENOMEM. */
-int rfs_varjoin_create(enum rfs_varjoin_mode mode, char *const *const *names,
-		       const uint64_t *counts, const char *const *paths,
-		       size_t nsources, char *const *wanted, uint64_t nwanted,
+int rfs_varjoin_create(struct rfs_claims *claims, enum rfs_varjoin_mode mode,
+		       char *const *const *names, const uint64_t *counts,
+		       const char *const *paths, size_t nsources,
+		       char *const *wanted, uint64_t nwanted,
 		       const char *wanted_from, struct rfs_varjoin **out,
 		       char *err, size_t errlen);
 

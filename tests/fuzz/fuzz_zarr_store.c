@@ -38,6 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static char root[256];
+/* What the sources borrow, as a mount's: the ledger of claims. */
+static struct rfs_source_env env;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -50,7 +52,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	 * so that a claim it refuses is no finding, one it lets by is. */
 	struct rfs_memlimit limit = { .bytes = UINT64_C(1) << 30 };
 	snprintf(limit.where, sizeof(limit.where), "the fuzz target's limit");
-	rfs_memlimit_set_claims(&limit);
+	if (rfs_claims_create(&limit, &env.claims) != 0)
+		abort();
 	/* scripts/fuzz names a scratch directory it removes. */
 	const char *scratch = getenv("RANKFS_FUZZ_DIR");
 	snprintf(root, sizeof(root), "%s/rfs-fuzz-store-%d",
@@ -219,7 +222,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	struct rfs_source *s = NULL;
 	err[0] = '\0';
-	int rc = rfs_source_open(root, dataset, NULL, &s, err, sizeof(err));
+	int rc = rfs_source_open(root, dataset, &env, &s, err, sizeof(err));
 	if (rc == 0) {
 		read_source(s, json_is_object(nodes) ? nodes : NULL, mode == 1);
 		rfs_source_destroy(s);
@@ -231,7 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *paths[1] = { root };
 	struct rfs_dataset_join none = { RFS_VARJOIN_NONE, NULL };
 	if (rc == 0 &&
-	    rfs_dataset_open_joined(paths, 1, dataset, 1u << 20, &none, &d, err,
+	    rfs_dataset_open_joined(paths, 1, dataset, &env, 1u << 20, &none, &d, err,
 				    sizeof(err)) == 0) {
 		for (uint64_t i = 0; i < rfs_dataset_var_count(d); i++)
 			if (!rfs_dataset_var_name(d, i))
@@ -248,7 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	/* Every claim for the store is given back with it (memlimit.c):
 	 * one kept would refuse later inputs' claims, and a mount's. */
-	if (rfs_memlimit_claimed() != 0)
+	if (rfs_memlimit_claimed(env.claims) != 0)
 		abort();
 	json_decref(j);
 	return 0;

@@ -90,7 +90,8 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base)
 	if (!gone && now.st_size == was->st_size &&
 	    now.st_mtim.tv_sec == was->st_mtim.tv_sec &&
 	    now.st_mtim.tv_nsec == was->st_mtim.tv_nsec &&
-	    (s->watch < 0 || !rfs_watch_any_written(&s->watch, 1)))
+	    (s->watch < 0 ||
+	     !rfs_watch_any_written(s->base.env.watch, &s->watch, 1)))
 		return 0;
 	if (atomic_exchange(&s->changed, 1) == 0)
 		log_written(s, gone ? NULL : &now);

@@ -371,8 +371,8 @@ int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
 {
 	char name[512] = "?";
 	H5Iget_name(dset, name, sizeof(name));
-	return rfs_memlimit_claim(s->path, name, n, entry_bytes(dset, as),
-				  claimed, err, errlen);
+	return rfs_memlimit_claim(s->base.env.claims, s->path, name, n,
+				  entry_bytes(dset, as), claimed, err, errlen);
 }
 
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
@@ -384,7 +384,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 	hid_t obj = -1, codes = -1, cats = -1;
 	int rc = -EINVAL;
 
-	*out = (struct rfs_column){ 0 };
+	*out = (struct rfs_column){ .claims = s->base.env.claims };
 	rfs_hdf5_quiet();
 	column_name(name, what, sizeof(what));
 	if (name[0] != '/' && !s->anndata) {

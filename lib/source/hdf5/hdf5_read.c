@@ -132,7 +132,7 @@ static int claim_locations(const struct hdf5_source *s, const struct array *a,
 {
 	char what[300], err[1024];
 	snprintf(what, sizeof(what), "%s (its chunks' addresses)", a->name);
-	if (rfs_memlimit_claim_spare(s->path, what, n,
+	if (rfs_memlimit_claim_spare(s->base.env.claims, s->path, what, n,
 				     sizeof(struct rfs_chunk_loc), claimed, err,
 				     sizeof(err)) == 0)
 		return 0;
@@ -170,7 +170,7 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 		return -ENOTSUP;
 	*locs = calloc(grid_rows * c->grid_cols, sizeof(**locs));
 	if (!*locs) {
-		rfs_memlimit_release(claimed);
+		rfs_memlimit_release(s->base.env.claims, claimed);
 		return -ENOMEM;
 	}
 	for (uint64_t r = 0; r < grid_rows; r++) {
@@ -192,7 +192,8 @@ static int locate_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl,
 			    found != size) {
 				free(*locs);
 				*locs = NULL;
-				rfs_memlimit_release(claimed);
+				rfs_memlimit_release(s->base.env.claims,
+						     claimed);
 				return -ENOTSUP; /* unallocated: fill values */
 			}
 			loc->addr = base + addr;
@@ -304,7 +305,7 @@ static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 	}
 	if (rc != 0) {
 		free(locs);
-		rfs_memlimit_release(&claimed);
+		rfs_memlimit_release(s->base.env.claims, &claimed);
 		return rc;
 	}
 	s->base.claimed += claimed; /* held with the source */
@@ -375,7 +376,8 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 				a->path = RFS_READ_CHUNKS;
 				s->base.claimed += claimed;
 			} else {
-				rfs_memlimit_release(&claimed);
+				rfs_memlimit_release(s->base.env.claims,
+						     &claimed);
 			}
 		}
 	}

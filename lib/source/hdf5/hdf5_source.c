@@ -497,7 +497,7 @@ static void close_source(struct rfs_source *base)
 	free(s->indptr);
 	if (s->file >= 0)
 		H5Fclose(s->file);
-	rfs_watch_forget(s->watch);
+	rfs_watch_forget(s->base.env.watch, s->watch);
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->dataset);
@@ -518,7 +518,7 @@ static const struct rfs_source_ops ops = {
 };
 
 int rfs_hdf5_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  const struct rfs_source_env *env, struct rfs_source **out,
 		  char *err, size_t errlen)
 {
 	struct hdf5_source *s = calloc(1, sizeof(*s));
@@ -536,7 +536,8 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	rfs_log_limit_init(&s->base.read_failures);
 	s->fd = -1;
 	s->watch = -1;
-	s->chunks = chunks;
+	s->base.env = *env;
+	s->chunks = env->chunks;
 	rfs_hdf5_quiet();
 	hbool_t threadsafe = 0;
 	if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
@@ -567,7 +568,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 		goto fail;
 	}
 	s->base.info.mtime = s->opened.st_mtime;
-	s->watch = rfs_watch_add(s->fd);
+	s->watch = rfs_watch_add(env->watch, s->fd);
 	if (s->watch < 0)
 		rfs_log("source %s: no inotify watch (%s): a write that puts "
 			"the file's mtime back would go unseen; its size and "

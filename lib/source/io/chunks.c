@@ -30,6 +30,7 @@ struct reservation {
 };
 
 struct rfs_chunk_cache {
+	struct rfs_bigbuf *pool; /* the units' buffers; outlives the cache */
 	size_t capacity; /* the share: chunks and reservations */
 	size_t keep; /* capacity mappings leave to chunks */
 	struct reservation *res; /* in the order made */
@@ -100,7 +101,7 @@ static void drop(struct rfs_chunk_cache *cc, struct unit *u)
 	lru_unlink(u);
 	unlist(cc, u);
 	cc->bytes -= rfs_bigbuf_footprint(u->len);
-	rfs_bigbuf_free(u->data, u->len);
+	rfs_bigbuf_free(cc->pool, u->data, u->len);
 	free(u);
 }
 
@@ -155,7 +156,7 @@ static void load_locked(struct rfs_chunk_cache *cc, struct unit *u)
 	if (cc->next_ticket != cc->turn)
 		pthread_cond_broadcast(&cc->room); /* the next in line */
 	pthread_mutex_unlock(&cc->lock);
-	void *data = rfs_bigbuf_alloc(len);
+	void *data = rfs_bigbuf_alloc(cc->pool, len);
 	int rc = data ? c->load(c->ctx, k,
 				(r.first - gr * c->chunk_rows) * row_bytes,
 				data, len) :
@@ -170,7 +171,7 @@ static void load_locked(struct rfs_chunk_cache *cc, struct unit *u)
 	} else { /* unlisted: new gets try again, waiters see the error */
 		unlist(cc, u);
 		cc->bytes -= rfs_bigbuf_footprint(len);
-		rfs_bigbuf_free(data, len);
+		rfs_bigbuf_free(cc->pool, data, len);
 	}
 	pthread_cond_broadcast(&cc->room);
 	pthread_cond_broadcast(&cc->loaded);
@@ -233,7 +234,8 @@ static void put(struct rfs_chunk_cache *cc, struct unit *u)
 	pthread_mutex_unlock(&cc->lock);
 }
 
-int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
+int rfs_chunks_create(size_t capacity, struct rfs_bigbuf *pool,
+		      struct rfs_chunk_cache **out)
 {
 	struct rfs_chunk_cache *cc = calloc(1, sizeof(*cc));
 	if (!cc)
@@ -245,6 +247,7 @@ int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
 	pthread_cond_init(&cc->loaded, NULL);
 	pthread_cond_init(&cc->room, NULL);
 	cc->lru.lru_next = cc->lru.lru_prev = &cc->lru;
+	cc->pool = pool;
 	*out = cc;
 	return 0;
 }
@@ -298,7 +301,7 @@ void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 	for (size_t i = 0; i < BUCKETS; i++) {
 		for (struct unit *u = cc->buckets[i], *next; u; u = next) {
 			next = u->next;
-			rfs_bigbuf_free(u->data, u->len);
+			rfs_bigbuf_free(cc->pool, u->data, u->len);
 			free(u);
 		}
 	}

@@ -37,11 +37,14 @@ struct rfs_chunked {
 	uint64_t part_rows;
 };
 
+struct rfs_bigbuf;
 struct rfs_chunk_cache;
 
-/* capacity: bytes of decoded chunks kept while unused.
+/* capacity: bytes of decoded chunks kept while unused; their buffers
+ * from pool (bigbuf.h; NULL: none), which must outlive the cache.
  * @return 0 or -ENOMEM. */
-int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out);
+int rfs_chunks_create(size_t capacity, struct rfs_bigbuf *pool,
+		      struct rfs_chunk_cache **out);
 
 /* Stops the use of memory reserved with ctx (rfs_chunks_limit()). */
 typedef void rfs_chunks_give_back_fn(void *ctx);

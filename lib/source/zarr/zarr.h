@@ -114,6 +114,7 @@ struct rfs_zarr_store {
 			       * root's consolidated_metadata.metadata */
 	json_t *root_meta; /* v3: the root zarr.json; v2: NULL */
 	char *meta_file; /* the consolidated file, or NULL */
+	struct rfs_claims *claims; /* the source's ledger (memlimit.h) */
 };
 
 /* zarr_meta.c */
@@ -177,8 +178,10 @@ struct rfs_zarr_array {
 	struct rfs_zarr_file *files;
 	size_t nfiles;
 	int watched; /* files and meta_id hold the mount's view */
-	/* inotify watches of the array's directories (watch.h), or NULL
-	 * (none could be added): each chunk file looked up instead */
+	/* inotify watches of the array's directories in the mount's table
+	 * watch (watch.h), or NULL (none could be added): each chunk file
+	 * looked up instead */
+	struct rfs_watch *watch;
 	int *dir_watches;
 	size_t ndir_watches;
 	char *meta_file;
@@ -198,6 +201,7 @@ struct rfs_zarr_array {
 	unsigned char *index_buf;
 	uint64_t index_buf_f;
 	uint64_t index_claimed;
+	struct rfs_claims *claims; /* the store's, index_claimed's */
 	int lock_init;
 };
 
@@ -236,12 +240,13 @@ int rfs_zarr_array_read_all(struct rfs_zarr_array *a, void *dst);
 int rfs_zarr_array_read_strings(struct rfs_zarr_array *a, char ***strings);
 
 /* zarr_files.c */
-/* Watches the array's directories (inotify) and records the identity of
+/* Watches the array's directories (inotify, in w) and records the identity of
  * the metadata and of every chunk file present, for
  * rfs_zarr_array_check() and the reads. Costs what the directories hold,
  * not what the shape claims: 2^24 chunk files claimed and none written
  * were 2^24 stats. @return 0, -ENOMEM, -EIO (err set). */
-int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen);
+int rfs_zarr_array_watch(struct rfs_zarr_array *a, struct rfs_watch *w,
+			 char *err, size_t errlen);
 /* Checks the chunk files that hold rows [first, last] of a watched array
  * against their identity at mount: a difference sets the sticky flag
  * and is logged. With directory watches (a->dir_watches) any change in

@@ -120,7 +120,8 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 		/* The buffer of one index read (its CRC's 4 bytes aside). */
 		char claim[1200];
 		snprintf(claim, sizeof(claim), "%s (a shard's index)", a->name);
-		return rfs_memlimit_claim(st->root, claim,
+		a->claims = st->claims;
+		return rfs_memlimit_claim(a->claims, st->root, claim,
 					  a->per[0] * a->per[1], 16,
 					  &a->index_claimed, err, errlen);
 	}
@@ -140,7 +141,7 @@ static void forget_indexes(void *ctx)
 	struct rfs_zarr_array *a = ctx;
 	pthread_mutex_lock(&a->lock);
 	for (uint64_t f = 0; f < a->grid[0] * a->grid[1]; f++) {
-		rfs_bigbuf_free(a->index[f], shard_index_size(a));
+		rfs_bigbuf_free(NULL, a->index[f], shard_index_size(a));
 		a->index[f] = NULL;
 	}
 	a->index_bytes = 0;
@@ -169,12 +170,12 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a)
 {
 	if (a->index)
 		for (uint64_t f = 0; f < a->grid[0] * a->grid[1]; f++)
-			rfs_bigbuf_free(a->index[f], shard_index_size(a));
+			rfs_bigbuf_free(NULL, a->index[f], shard_index_size(a));
 	free(a->index);
-	rfs_bigbuf_free(a->index_buf, shard_index_size(a));
-	rfs_memlimit_release(&a->index_claimed);
+	rfs_bigbuf_free(NULL, a->index_buf, shard_index_size(a));
+	rfs_memlimit_release(a->claims, &a->index_claimed);
 	for (size_t i = 0; i < a->ndir_watches; i++)
-		rfs_watch_forget(a->dir_watches[i]);
+		rfs_watch_forget(a->watch, a->dir_watches[i]);
 	free(a->dir_watches);
 	free(a->files);
 	free(a->meta_file);
@@ -204,8 +205,8 @@ static int read_index(struct rfs_zarr_array *a, uint64_t f, int fd,
 		return -EIO;
 	}
 	/* Kept for the mount's life: mapped where big (bigbuf.c), not in
-	 * the heap between fills' temporaries (fs/main.c). */
-	if (!a->index_buf && !(a->index_buf = rfs_bigbuf_alloc(total)))
+	 * the heap between fills' temporaries (fs/main.c); not pooled. */
+	if (!a->index_buf && !(a->index_buf = rfs_bigbuf_alloc(NULL, total)))
 		return -ENOMEM;
 	unsigned char *raw = a->index_buf;
 	a->index_buf_f = 0;
@@ -268,7 +269,7 @@ static int shard_entry(struct rfs_zarr_array *a, uint64_t f, uint64_t p, int fd,
 		pthread_mutex_lock(&a->lock);
 		uint64_t *copy = NULL;
 		if (!a->index[f] && a->index_bytes + total <= a->index_cap &&
-		    (copy = rfs_bigbuf_alloc(total))) {
+		    (copy = rfs_bigbuf_alloc(NULL, total))) {
 			memcpy(copy, idx, total);
 			a->index[f] = copy;
 			a->index_bytes += total;

@@ -13,7 +13,7 @@
 #include "source/zarr/zarr.h"
 
 #include <errno.h>
-#include <ftw.h>
+#include <fts.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,20 +134,6 @@ static int add_file(struct rfs_zarr_array *a, uint64_t f, const char *path,
 	return 0;
 }
 
-/* nftw() passes no context: the walk in progress, one at a time. */
-static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	struct rfs_zarr_array *a;
-	size_t watch_room, file_room;
-	int watch; /* add the directories' watches */
-	int unwatched; /* a watch could not be added */
-	int unlisted; /* a directory the walk cannot list or enter */
-	size_t root_len; /* of the array's directory as nftw spells it */
-	int rc;
-	char *err;
-	size_t errlen;
-} walk;
-
 /* Whether zarr reads name in an array's directories: a chunk key part
  * (digits, '.' between them; v3's "c", or "c." before them with the '.'
  * separator), or metadata. A lock file or a note beside the chunks is no
@@ -165,55 +151,27 @@ static int read_by_zarr(const char *name)
 	return name[0] && strspn(name, "0123456789.") == strlen(name);
 }
 
-static int watch_dir(const char *path)
+/* Adds a watch on the directory at path, unless one could not be added
+ * before (*unwatched): reads then look every file up. */
+static int watch_dir(struct rfs_zarr_array *a, const char *path, size_t *room,
+		     int *unwatched)
 {
-	struct rfs_zarr_array *a = walk.a;
-	if (walk.unwatched)
+	if (*unwatched)
 		return 0;
-	if (a->ndir_watches >= walk.watch_room) {
-		size_t room = a->ndir_watches ? 2 * a->ndir_watches : 16;
-		int *more = realloc(a->dir_watches, room * sizeof(*more));
-		if (!more)
+	if (a->ndir_watches >= *room) {
+		size_t more = a->ndir_watches ? 2 * a->ndir_watches : 16;
+		int *p = realloc(a->dir_watches, more * sizeof(*p));
+		if (!p)
 			return -ENOMEM;
-		a->dir_watches = more;
-		walk.watch_room = room;
+		a->dir_watches = p;
+		*room = more;
 	}
-	int wd = rfs_watch_add_dir(path, read_by_zarr);
+	int wd = rfs_watch_add_dir(a->watch, path, read_by_zarr);
 	if (wd < 0)
-		walk.unwatched = 1;
+		*unwatched = 1;
 	else
 		a->dir_watches[a->ndir_watches++] = wd;
-	return 0;
-}
-
-/* Each directory watched, each chunk file recorded. */
-static int walk_entry(const char *path, const struct stat *st, int type,
-		      struct FTW *ftw)
-{
-	(void)st;
-	struct rfs_zarr_array *a = walk.a;
-	struct stat target;
-	/* nftw strips the directory's trailing slashes ("obs/x/" from a
-	 * column named "/obs/x/"): the keys are what follows its spelling. */
-	if (ftw->level == 0)
-		walk.root_len = strlen(path);
-	size_t len = walk.root_len;
-	if (type == FTW_D) {
-		walk.rc = walk.watch ? watch_dir(path) : 0;
-	} else if (type == FTW_DNR || type == FTW_NS ||
-		   (type == FTW_SL && stat(path, &target) == 0 &&
-		    S_ISDIR(target.st_mode))) {
-		walk.unlisted = 1; /* a linked directory is not entered */
-	} else if (ftw->level > 0 && path[len] == '/') {
-		int64_t f = key_position(a, path + len + 1);
-		if (f >= 0)
-			walk.rc = add_file(a, (uint64_t)f, path,
-					   &walk.file_room, walk.err,
-					   walk.errlen);
-	} else if (ftw->level > 0) {
-		walk.unlisted = 1; /* not where it should be: look up each */
-	}
-	return walk.rc ? -1 : 0;
+	return wd >= 0;
 }
 
 /* Lists the chunk files present under the array's directory into
@@ -224,30 +182,71 @@ static int walk_entry(const char *path, const struct stat *st, int type,
  * read need not look every chunk file up by name to tell it is as at
  * mount: a stat by name per row was a third of the daemon's CPU for a
  * CSR store. Without inotify (or past fs.inotify.max_user_watches) the
- * reads look files up. */
+ * reads look files up. fts, not nftw: its state is the walk's own. */
 static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
 		     size_t errlen)
 {
-	pthread_mutex_lock(&walk_lock);
 	free(a->files); /* a walk before: listed again */
 	a->files = NULL;
 	a->nfiles = 0;
-	walk.a = a;
-	walk.watch = watch;
-	walk.watch_room = walk.file_room = 0;
-	walk.unwatched = walk.unlisted = walk.rc = 0;
-	walk.err = err;
-	walk.errlen = errlen;
-	int failed = nftw(a->dir, walk_entry, 16, FTW_PHYS) != 0;
-	int rc = walk.rc;
+	size_t room = 0, watch_room = 0;
+	int unwatched = 0, unlisted = 0, rc = 0, failed;
+	/* Trailing slashes stripped ("obs/x/" from a column named
+	 * "/obs/x/"): the keys are what follows the directory's spelling. */
+	char root[4200];
+	size_t len = strlen(a->dir);
+	while (len > 1 && a->dir[len - 1] == '/')
+		len--;
+	snprintf(root, sizeof(root), "%.*s", (int)len, a->dir);
+	char *roots[] = { root, NULL };
+	FTS *fts = fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
+	FTSENT *e = NULL;
+	for (failed = !fts; !failed && rc == 0;) {
+		errno = 0;
+		if (!(e = fts_read(fts))) {
+			failed = errno != 0;
+			break;
+		}
+		struct stat target;
+		const char *path = e->fts_path;
+		int info = e->fts_info, top = e->fts_level == 0;
+		if (info == FTS_D && watch) {
+			rc = watch_dir(a, path, &watch_room, &unwatched);
+			e->fts_number = rc > 0; /* its watch is the last one */
+			rc = rc < 0 ? rc : 0;
+		} else if (info == FTS_ERR || (info == FTS_NS && top) ||
+			   (info == FTS_DNR && e->fts_errno != EACCES)) {
+			errno = e->fts_errno; /* as nftw's: the walk fails */
+			failed = 1;
+		} else if (info == FTS_DNR || info == FTS_NS ||
+			   ((info == FTS_SL || info == FTS_SLNONE) &&
+			    stat(path, &target) == 0 &&
+			    S_ISDIR(target.st_mode))) {
+			if (info == FTS_DNR && e->fts_number) /* not read */
+				rfs_watch_forget(
+					a->watch,
+					a->dir_watches[--a->ndir_watches]);
+			unlisted = 1; /* a linked directory is not entered */
+		} else if (info == FTS_D || info == FTS_DP || info == FTS_DC) {
+		} else if (!top && path[len] == '/') {
+			int64_t f = key_position(a, path + len + 1);
+			if (f >= 0)
+				rc = add_file(a, (uint64_t)f, path, &room, err,
+					      errlen);
+		} else if (!top) {
+			unlisted = 1; /* not where it should be: look up each */
+		}
+	}
+	int walk_errno = errno;
+	if (fts)
+		fts_close(fts);
 	/* No directory (metadata consolidated, no chunk written): no file. */
-	if (failed && rc == 0 && errno != ENOENT) {
+	if (failed && rc == 0 && walk_errno != ENOENT) {
 		snprintf(err, errlen, "%s: cannot be listed (%s)", a->dir,
-			 strerror(errno));
+			 strerror(walk_errno));
 		rc = -EIO;
 	}
-	size_t room = walk.file_room;
-	if (rc == 0 && walk.unlisted) {
+	if (rc == 0 && unlisted) {
 		a->nfiles = 0;
 		char path[4200];
 		for (uint64_t f = 0; f < a->grid[0] * a->grid[1] && rc == 0;
@@ -256,21 +255,22 @@ static int walk_dirs(struct rfs_zarr_array *a, int watch, char *err,
 			rc = add_file(a, f, path, &room, err, errlen);
 		}
 	}
-	if (walk.unwatched) { /* not all: reads would miss a directory */
+	if (unwatched) { /* not all: reads would miss a directory */
 		for (size_t i = 0; i < a->ndir_watches; i++)
-			rfs_watch_forget(a->dir_watches[i]);
+			rfs_watch_forget(a->watch, a->dir_watches[i]);
 		free(a->dir_watches);
 		a->dir_watches = NULL;
 		a->ndir_watches = 0;
 	}
-	pthread_mutex_unlock(&walk_lock);
 	if (rc == 0 && a->nfiles)
 		qsort(a->files, a->nfiles, sizeof(*a->files), cmp_file);
 	return rc;
 }
 
-int rfs_zarr_array_watch(struct rfs_zarr_array *a, char *err, size_t errlen)
+int rfs_zarr_array_watch(struct rfs_zarr_array *a, struct rfs_watch *w,
+			 char *err, size_t errlen)
 {
+	a->watch = w;
 	struct stat st;
 	if (stat(a->meta_file, &st) != 0) {
 		snprintf(err, errlen, "%s: %s", a->meta_file, strerror(errno));
@@ -328,7 +328,8 @@ int rfs_zarr_array_check(struct rfs_zarr_array *a, uint64_t first,
 	if (!a->watched)
 		return 0;
 	if (a->dir_watches) {
-		if (!rfs_watch_any_written(a->dir_watches, a->ndir_watches))
+		if (!rfs_watch_any_written(a->watch, a->dir_watches,
+					   a->ndir_watches))
 			return 0;
 		/* Seen once (the flag is sticky): name the file for the log,
 		 * else the directory (a new name, its attributes). */

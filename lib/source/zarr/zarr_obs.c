@@ -111,8 +111,8 @@ static int claim(const struct zarr_source *s, const struct rfs_zarr_array *a,
 				(names ? RFS_MEMLIMIT_STRING_BYTES : 0) :
 		as == RFS_MEMLIMIT_CODES ? RFS_MEMLIMIT_CODED_STRING_BYTES :
 					   RFS_MEMLIMIT_STRING_BYTES;
-	return rfs_memlimit_claim(s->path, a->name, a->m.shape[0], each,
-				  claimed, err, errlen);
+	return rfs_memlimit_claim(s->base.env.claims, s->path, a->name,
+				  a->m.shape[0], each, claimed, err, errlen);
 }
 
 /* Releases the stored values of numbers read into out (freed once made
@@ -120,7 +120,7 @@ static int claim(const struct zarr_source *s, const struct rfs_zarr_array *a,
 static void stored_freed(const struct rfs_zarr_array *a, struct rfs_column *out)
 {
 	if (a->m.kind != RFS_ZARR_STRING)
-		rfs_memlimit_release_part(&out->claimed,
+		rfs_memlimit_release_part(out->claims, &out->claimed,
 					  a->m.shape[0] * a->m.elem);
 }
 
@@ -258,7 +258,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	char path[1100], what[300];
 	json_t *attrs;
 	uint64_t n = s->base.info.rows;
-	*out = (struct rfs_column){ 0 };
+	*out = (struct rfs_column){ .claims = s->base.env.claims };
 	/* As the .h5ad backend names them. */
 	if (name[0] == '/')
 		snprintf(what, sizeof(what), "array %s", name);

@@ -8,7 +8,7 @@
  * whole at open and checked.
  */
 #include <errno.h>
-#include <ftw.h>
+#include <fts.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,33 +32,42 @@ static int cmp_id(const void *a, const void *b)
 	return (x->ino > y->ino) - (x->ino < y->ino);
 }
 
-/* nftw has no user pointer: the walk in progress, one per thread. */
-static __thread struct zarr_source *walking;
-
-static int add_file(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)path, (void)ftw;
-	struct zarr_source *s = walking;
-	if (type != FTW_F && type != FTW_D) /* a new file in one is a change */
-		return 0;
-	if ((s->nfiles & (s->nfiles - 1)) == 0) { /* 0, 1, 2, 4 ...: grow */
-		size_t cap = s->nfiles ? 2 * s->nfiles : 1;
-		void *p = realloc(s->files, cap * sizeof(*s->files));
-		if (!p)
-			return -1;
-		s->files = p;
-	}
-	rfs_zarr_id_of(st, &s->files[s->nfiles++]);
-	return 0;
-}
-
 /* Every file and directory of the store, for rfs_source_reads_file(). */
 static int list_files(struct zarr_source *s, char *err, size_t errlen)
 {
-	walking = s;
-	int rc = nftw(s->path, add_file, 16, FTW_PHYS);
-	walking = NULL;
+	char *roots[] = { s->path, NULL };
+	FTS *fts = fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
+	FTSENT *e = NULL;
+	int rc = fts ? 0 : -1;
+	while (rc == 0 && (errno = 0, e = fts_read(fts))) {
+		int info = e->fts_info;
+		/* As nftw's walk: what it cannot stat or read fails it. */
+		if (info == FTS_ERR || (info == FTS_NS && !e->fts_level) ||
+		    (info == FTS_DNR && e->fts_errno != EACCES))
+			rc = -1;
+		else if (info == FTS_DNR && e->fts_number) /* not a file */
+			s->nfiles--;
+		/* A new file in a link or an unread directory is a change. */
+		if (rc ||
+		    (info != FTS_F && info != FTS_DEFAULT && info != FTS_D))
+			continue;
+		if ((s->nfiles & (s->nfiles - 1)) == 0) { /* 0, 1, 2, 4 ... */
+			size_t cap = s->nfiles ? 2 * s->nfiles : 1;
+			void *p = realloc(s->files, cap * sizeof(*s->files));
+			if (!p)
+				rc = -1;
+			else
+				s->files = p;
+		}
+		if (rc == 0) {
+			e->fts_number = 1;
+			rfs_zarr_id_of(e->fts_statp, &s->files[s->nfiles++]);
+		}
+	}
+	if (!e && errno)
+		rc = -1;
+	if (fts)
+		fts_close(fts);
 	if (rc != 0) {
 		snprintf(err, errlen, "%s: cannot list the store's files",
 			 s->path);
@@ -72,7 +81,7 @@ static int list_files(struct zarr_source *s, char *err, size_t errlen)
 static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 		 char *err, size_t errlen)
 {
-	int rc = rfs_zarr_array_watch(a, err, errlen);
+	int rc = rfs_zarr_array_watch(a, s->base.env.watch, err, errlen);
 	if (rc != 0)
 		return rc;
 	a->failures = &s->base.read_failures;
@@ -143,8 +152,8 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 		rc = -EINVAL;
 	}
 	if (rc == 0) /* as stored, and as int64 */
-		rc = rfs_memlimit_claim(s->path, p.name, rows + 1,
-					p.m.elem + sizeof(*s->indptr),
+		rc = rfs_memlimit_claim(s->base.env.claims, s->path, p.name,
+					rows + 1, p.m.elem + sizeof(*s->indptr),
 					&s->base.claimed, err, errlen);
 	if (rc == 0) {
 		raw = malloc((rows + 1) * p.m.elem);
@@ -186,7 +195,7 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 		rc = -EINVAL;
 	}
 	if (raw) /* the offsets as stored go; the int64 ones stay */
-		rfs_memlimit_release_part(&s->base.claimed,
+		rfs_memlimit_release_part(s->base.env.claims, &s->base.claimed,
 					  (rows + 1) * p.m.elem);
 	free(raw);
 	rfs_zarr_array_close(&p);
@@ -393,7 +402,7 @@ static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
 }
 
 int rfs_zarr_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		  const struct rfs_source_env *env, struct rfs_source **out,
 		  char *err, size_t errlen)
 {
 	struct zarr_source *s = calloc(1, sizeof(*s));
@@ -421,15 +430,18 @@ int rfs_zarr_open(const char *path, const char *dataset,
 			 path);
 		goto fail;
 	}
-	s->chunks = chunks;
-	if (!chunks) {
-		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, &s->own_chunks);
+	s->base.env = *env;
+	s->chunks = env->chunks;
+	if (!s->chunks) {
+		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, env->pool,
+				       &s->own_chunks);
 		if (rc != 0)
 			goto fail;
 		s->chunks = s->own_chunks;
 	}
 	int root_kind = 0;
 	rc = rfs_zarr_store_open(s->path, &s->st, err, errlen);
+	s->st.claims = env->claims;
 	if (rc == 0)
 		rc = is_anndata(s, &root_kind, err, errlen);
 	if (rc < 0)

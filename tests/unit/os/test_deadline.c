@@ -17,13 +17,51 @@
 static void test_steps_within_the_limit(void **state)
 {
 	(void)state;
-	rfs_deadline_set_limit(5);
+	struct rfs_deadline *d;
+	assert_int_equal(rfs_deadline_create(5, &d), 0);
 	for (int i = 0; i < 100; i++) {
-		assert_int_equal(rfs_deadline_begin("a quick step"), 0);
-		rfs_deadline_end();
+		assert_int_equal(rfs_deadline_begin(d, "a quick step"), 0);
+		rfs_deadline_end(d);
 	}
-	rfs_deadline_end(); /* nothing begun: fine */
-	rfs_deadline_set_limit(120);
+	rfs_deadline_end(d); /* nothing begun: fine */
+	assert_int_equal(rfs_deadline_begin(NULL, "no deadline"), 0);
+	rfs_deadline_end(NULL);
+	rfs_deadline_destroy(d);
+	rfs_deadline_destroy(NULL);
+}
+
+/* Two deadlines (two mounts in one process) are independent: each has
+ * its own limit and step, one ended leaves the other running, and the
+ * one that overruns names its own step. */
+static void test_deadlines_are_independent(void **state)
+{
+	(void)state;
+	int out[2];
+	assert_int_equal(pipe(out), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(out[1], 2);
+		struct rfs_deadline *slow, *quick;
+		if (rfs_deadline_create(1, &quick) != 0 ||
+		    rfs_deadline_create(60, &slow) != 0)
+			_exit(2);
+		rfs_deadline_begin(quick, "source /quick.h5: opening it");
+		rfs_deadline_begin(slow, "source /slow.h5: opening it");
+		rfs_deadline_end(slow); /* leaves quick's step running */
+		sleep(30);
+		_exit(0);
+	}
+	close(out[1]);
+	char text[512] = "";
+	ssize_t n = read(out[0], text, sizeof(text) - 1);
+	close(out[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	assert_true(n > 0);
+	assert_non_null(strstr(text, "rankfs: source /quick.h5: opening it: "
+				     "no answer after 1 s"));
 }
 
 static void test_overrun_exits_naming_the_step(void **state)
@@ -37,8 +75,10 @@ static void test_overrun_exits_naming_the_step(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		dup2(out[1], 2);
-		rfs_deadline_set_limit(1);
-		rfs_deadline_begin("source /x.h5: opening it");
+		struct rfs_deadline *d;
+		if (rfs_deadline_create(1, &d) != 0)
+			_exit(2);
+		rfs_deadline_begin(d, "source /x.h5: opening it");
 		sleep(30); /* a step that never ends */
 		_exit(0);
 	}
@@ -61,6 +101,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_steps_within_the_limit),
 		cmocka_unit_test(test_overrun_exits_naming_the_step),
+		cmocka_unit_test(test_deadlines_are_independent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

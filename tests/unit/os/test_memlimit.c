@@ -22,6 +22,16 @@
 
 #define MIB (UINT64_C(1) << 20)
 
+/* The ledger the tests claim in, made anew for each limit they set. */
+static struct rfs_claims *claims;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	rfs_claims_destroy(claims);
+	claims = NULL;
+	assert_int_equal(rfs_claims_create(l, &claims), 0);
+}
+
 static const char meminfo[] = "MemTotal:       24684084 kB\n"
 			      "MemFree:         1000000 kB\n";
 
@@ -213,30 +223,32 @@ static void test_claims_within_the_limit(void **state)
 	(void)state;
 	char err[512];
 	struct rfs_memlimit l = limit_of(256);
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 	uint64_t claimed = 0;
-	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/w", 32 * MIB, 8,
-					    &claimed, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/s.zarr", "obs/w",
+					    32 * MIB, 8, &claimed, err,
+					    sizeof(err)),
 			 0);
 	assert_int_equal(claimed, 256 * MIB);
-	rfs_memlimit_release(&claimed);
+	rfs_memlimit_release(claims, &claimed);
 	assert_int_equal(claimed, 0);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
-	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/w", 32 * MIB + 1,
-					    8, NULL, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claimed(claims), 0);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/s.zarr", "obs/w",
+					    32 * MIB + 1, 8, NULL, err,
+					    sizeof(err)),
 			 -ENOMEM);
-	assert_int_equal(rfs_memlimit_claim("/d/s.zarr", "obs/ct/categories",
-					    UINT64_C(1) << 31,
-					    RFS_MEMLIMIT_STRING_BYTES, NULL,
-					    err, sizeof(err)),
-			 -ENOMEM);
+	assert_int_equal(
+		rfs_memlimit_claim(claims, "/d/s.zarr", "obs/ct/categories",
+				   UINT64_C(1) << 31, RFS_MEMLIMIT_STRING_BYTES,
+				   NULL, err, sizeof(err)),
+		-ENOMEM);
 	assert_string_equal(err,
 			    "/d/s.zarr: obs/ct/categories claims 2147483648 "
 			    "entries: at least 81920 MiB at mount, more than "
 			    "the 256 MiB of the limit of its memory cgroup "
 			    "(/g/memory.max)");
 	/* A size that wraps 64 bits is not the small one it wraps to. */
-	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/f.h5", "/lab",
 					    (UINT64_C(1) << 61) + 1, 8, NULL,
 					    err, sizeof(err)),
 			 -ENOMEM);
@@ -244,12 +256,12 @@ static void test_claims_within_the_limit(void **state)
 				    "entries: over 2^64 bytes at mount"));
 	/* No limit known: only what no address space holds. */
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
-	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
+	use_limit(&none);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/f.h5", "/lab",
 					    UINT64_C(1) << 40, 40, NULL, err,
 					    sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claim("/d/f.h5", "/lab",
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/f.h5", "/lab",
 					    UINT64_C(1) << 62, 8, NULL, err,
 					    sizeof(err)),
 			 -ENOMEM);
@@ -264,17 +276,17 @@ static void test_claims_add_up(void **state)
 	(void)state;
 	char err[512];
 	struct rfs_memlimit l = limit_of(256);
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 	uint64_t a = 0, b = 0, c = 0;
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 100 * MIB, 1,
-					    &a, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
+					    100 * MIB, 1, &a, err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/lab", 100 * MIB, 1,
-					    &b, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/2.h5", "/obs/lab",
+					    100 * MIB, 1, &b, err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claimed(), 200 * MIB);
-	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", 100 * MIB, 1,
-					    &c, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claimed(claims), 200 * MIB);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/3.h5", "/obs/lab",
+					    100 * MIB, 1, &c, err, sizeof(err)),
 			 -ENOMEM);
 	assert_int_equal(c, 0);
 	assert_string_equal(err, "/d/3.h5: /obs/lab claims 104857600 "
@@ -283,33 +295,34 @@ static void test_claims_add_up(void **state)
 				 "cgroup (/g/memory.max) leaves beside the "
 				 "200 MiB claimed before it");
 	/* What is freed makes room again. */
-	rfs_memlimit_release(&a);
-	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", 100 * MIB, 1,
-					    &c, err, sizeof(err)),
+	rfs_memlimit_release(claims, &a);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/3.h5", "/obs/lab",
+					    100 * MIB, 1, &c, err, sizeof(err)),
 			 0);
 	/* Into one total, as a column of several files is. */
-	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/w", 50 * MIB, 1,
-					    &c, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/3.h5", "/obs/w",
+					    50 * MIB, 1, &c, err, sizeof(err)),
 			 0);
 	assert_int_equal(c, 150 * MIB);
-	assert_int_equal(rfs_memlimit_claimed(), 250 * MIB);
+	assert_int_equal(rfs_memlimit_claimed(claims), 250 * MIB);
 	/* Part of it freed (values as stored, once converted); never more
 	 * than it holds. */
-	rfs_memlimit_release_part(&c, 50 * MIB);
+	rfs_memlimit_release_part(claims, &c, 50 * MIB);
 	assert_int_equal(c, 100 * MIB);
-	assert_int_equal(rfs_memlimit_claimed(), 200 * MIB);
-	rfs_memlimit_release_part(&b, 200 * MIB);
+	assert_int_equal(rfs_memlimit_claimed(claims), 200 * MIB);
+	rfs_memlimit_release_part(claims, &b, 200 * MIB);
 	assert_int_equal(b, 0);
-	assert_int_equal(rfs_memlimit_claimed(), 100 * MIB);
-	rfs_memlimit_release(&b);
-	rfs_memlimit_release(&c);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(claims), 100 * MIB);
+	rfs_memlimit_release(claims, &b);
+	rfs_memlimit_release(claims, &c);
+	assert_int_equal(rfs_memlimit_claimed(claims), 0);
 	/* Held for the process's life: nothing to give back. */
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/X/indptr", 256 * MIB,
-					    1, NULL, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/X/indptr",
+					    256 * MIB, 1, NULL, err,
+					    sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 1, 1, NULL,
-					    err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab", 1, 1,
+					    NULL, err, sizeof(err)),
 			 -ENOMEM);
 }
 
@@ -320,18 +333,18 @@ static void test_cache_set_aside_first(void **state)
 	(void)state;
 	char err[512];
 	struct rfs_memlimit l = limit_of(256);
-	rfs_memlimit_set_claims(&l);
-	rfs_memlimit_reserve(112, 112);
+	use_limit(&l);
+	rfs_memlimit_reserve(claims, 112, 112);
 	uint64_t a = 0, b = 0;
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 112 * MIB, 1,
-					    &a, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
+					    112 * MIB, 1, &a, err, sizeof(err)),
 			 0);
-	rfs_memlimit_release(&a);
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 100 * MIB, 1,
-					    &a, err, sizeof(err)),
+	rfs_memlimit_release(claims, &a);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
+					    100 * MIB, 1, &a, err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/lab", 20 * MIB, 1,
-					    &b, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/2.h5", "/obs/lab",
+					    20 * MIB, 1, &b, err, sizeof(err)),
 			 -ENOMEM);
 	assert_string_equal(err, "/d/2.h5: /obs/lab claims 20971520 entries: "
 				 "at least 20 MiB at mount, more than the 256 "
@@ -340,28 +353,28 @@ static void test_cache_set_aside_first(void **state)
 				 "claimed before it and cache_mb=112 with the "
 				 "daemon's own 32 MiB; give cache_mb=104 or "
 				 "less");
-	rfs_memlimit_release(&a);
+	rfs_memlimit_release(claims, &a);
 	/* Nothing before it: the cache alone. */
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 200 * MIB, 1,
-					    &a, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
+					    200 * MIB, 1, &a, err, sizeof(err)),
 			 -ENOMEM);
 	assert_non_null(strstr(err, "(/g/memory.max) leaves beside "
 				    "cache_mb=112 with the daemon's own 32 "
 				    "MiB; give cache_mb=24 or less"));
 	/* No cache_mb leaves room: none suggested. */
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 250 * MIB, 1,
-					    &a, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
+					    250 * MIB, 1, &a, err, sizeof(err)),
 			 -ENOMEM);
 	assert_null(strstr(err, "give cache_mb"));
 	/* No limit known: nothing to set aside from. */
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
-	rfs_memlimit_reserve(1 << 20, 1 << 20);
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab",
+	use_limit(&none);
+	rfs_memlimit_reserve(claims, 1 << 20, 1 << 20);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
 					    UINT64_C(1) << 40, 1, &a, err,
 					    sizeof(err)),
 			 0);
-	rfs_memlimit_release(&a);
+	rfs_memlimit_release(claims, &a);
 }
 
 /* A cache_mb not given sets aside only its least for the claims the
@@ -372,30 +385,31 @@ static void test_default_yields_to_claims(void **state)
 	(void)state;
 	char err[512];
 	struct rfs_memlimit l = limit_of(256);
-	rfs_memlimit_set_claims(&l);
-	rfs_memlimit_reserve(112, 0);
+	use_limit(&l);
+	rfs_memlimit_reserve(claims, 112, 0);
 	uint64_t a = 0, b = 0;
 	/* Over what 112 would leave (the given one's refusal, above). */
-	assert_int_equal(rfs_memlimit_claim("/d/1.h5", "/obs/lab", 150 * MIB, 1,
-					    &a, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/1.h5", "/obs/lab",
+					    150 * MIB, 1, &a, err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/w", 50 * MIB, 1,
-					    &b, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/2.h5", "/obs/w",
+					    50 * MIB, 1, &b, err, sizeof(err)),
 			 0);
-	rfs_memlimit_release(&b);
-	assert_int_equal(rfs_memlimit_claim("/d/2.h5", "/obs/w", 20 * MIB, 1,
-					    &b, err, sizeof(err)),
+	rfs_memlimit_release(claims, &b);
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/2.h5", "/obs/w",
+					    20 * MIB, 1, &b, err, sizeof(err)),
 			 0);
 	struct rfs_memlimit_peak p;
-	rfs_memlimit_peak(&p);
+	rfs_memlimit_peak(claims, &p);
 	assert_true(p.held == 200 * MIB); /* not the 170 held now */
 	assert_true(p.biggest == 150 * MIB);
 	assert_string_equal(p.what, "/d/1.h5: /obs/lab");
 	/* A spare claim must fit beside all of cache_mb. */
 	uint64_t c = 0;
-	assert_int_equal(rfs_memlimit_claim_spare(
-				 "/d/1.h5", "/X (its chunks' addresses)", MIB,
-				 24, &c, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim_spare(claims, "/d/1.h5",
+						  "/X (its chunks' addresses)",
+						  MIB, 24, &c, err,
+						  sizeof(err)),
 			 -ENOMEM);
 	assert_string_equal(err, "/d/1.h5: /X (its chunks' addresses) claims "
 				 "1048576 entries: at least 24 MiB at mount, "
@@ -404,13 +418,14 @@ static void test_default_yields_to_claims(void **state)
 				 "the 170 MiB claimed before it and "
 				 "cache_mb=112 with the daemon's own 32 MiB; "
 				 "give cache_mb=30 or less");
-	assert_int_equal(rfs_memlimit_claim_spare("/d/1.h5", "/X", 10 * MIB, 1,
-						  &c, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim_spare(claims, "/d/1.h5", "/X",
+						  10 * MIB, 1, &c, err,
+						  sizeof(err)),
 			 -ENOMEM);
 	/* One the mount needs, over what the daemon's own leaves: no
 	 * cache_mb to name. */
-	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", 60 * MIB, 1,
-					    &c, err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/3.h5", "/obs/lab",
+					    60 * MIB, 1, &c, err, sizeof(err)),
 			 -ENOMEM);
 	assert_string_equal(err, "/d/3.h5: /obs/lab claims 62914560 entries: "
 				 "at least 60 MiB at mount, more than the 256 "
@@ -420,25 +435,26 @@ static void test_default_yields_to_claims(void **state)
 				 "MiB");
 	assert_int_equal(c, 0);
 	/* Settled: all of it set aside, the peak counted from there. */
-	rfs_memlimit_reserve(54, 54);
-	rfs_memlimit_peak(&p);
+	rfs_memlimit_reserve(claims, 54, 54);
+	rfs_memlimit_peak(claims, &p);
 	assert_true(p.held == 170 * MIB && p.biggest == 0);
 	assert_string_equal(p.what, "");
-	assert_int_equal(rfs_memlimit_claim("/d/3.h5", "/obs/lab", MIB, 1, &c,
-					    err, sizeof(err)),
+	assert_int_equal(rfs_memlimit_claim(claims, "/d/3.h5", "/obs/lab", MIB,
+					    1, &c, err, sizeof(err)),
 			 -ENOMEM);
-	rfs_memlimit_release(&a);
-	rfs_memlimit_release(&b);
+	rfs_memlimit_release(claims, &a);
+	rfs_memlimit_release(claims, &b);
 	/* No limit known: nothing set aside, the peak counted still. */
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
-	rfs_memlimit_reserve(1024, 0);
-	assert_int_equal(rfs_memlimit_claim_spare("/d/1.h5", "/X", 5 * MIB, 1,
-						  &a, err, sizeof(err)),
+	use_limit(&none);
+	rfs_memlimit_reserve(claims, 1024, 0);
+	assert_int_equal(rfs_memlimit_claim_spare(claims, "/d/1.h5", "/X",
+						  5 * MIB, 1, &a, err,
+						  sizeof(err)),
 			 0);
-	rfs_memlimit_peak(&p);
+	rfs_memlimit_peak(claims, &p);
 	assert_true(p.held == 5 * MIB);
-	rfs_memlimit_release(&a);
+	rfs_memlimit_release(claims, &a);
 }
 
 enum { CLAIMERS = 8, CLAIMS = 20000 };
@@ -449,13 +465,13 @@ static void *claim_and_release(void *arg)
 	uint64_t *kept = arg, c = 0;
 	for (int i = 0; i < CLAIMS; i++) {
 		/* cmocka's asserts are the main thread's: counted here. */
-		if (rfs_memlimit_claim("/d/1.h5", "/a", 3, 1, &c, err,
+		if (rfs_memlimit_claim(claims, "/d/1.h5", "/a", 3, 1, &c, err,
 				       sizeof(err)) != 0) {
 			*kept = UINT64_MAX;
 			return NULL;
 		}
 		if (i % 2) /* every other claim given back */
-			rfs_memlimit_release(&c);
+			rfs_memlimit_release(claims, &c);
 	}
 	*kept = c;
 	return NULL;
@@ -466,7 +482,7 @@ static void test_claims_from_threads(void **state)
 {
 	(void)state;
 	struct rfs_memlimit l = limit_of(256);
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 	pthread_t t[CLAIMERS];
 	uint64_t kept[CLAIMERS];
 	for (int i = 0; i < CLAIMERS; i++)
@@ -477,7 +493,52 @@ static void test_claims_from_threads(void **state)
 		pthread_join(t[i], NULL);
 	for (int i = 0; i < CLAIMERS; i++)
 		assert_int_equal(kept[i], 0);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(claims), 0);
+}
+
+/* Two ledgers (two mounts in one process) are independent: claims in
+ * one do not count in the other, nor what one sets aside, nor its
+ * peak; one destroyed leaves the other's. */
+static void test_ledgers_are_independent(void **state)
+{
+	(void)state;
+	char err[512];
+	struct rfs_memlimit l = limit_of(256);
+	struct rfs_claims *a, *b;
+	assert_int_equal(rfs_claims_create(&l, &a), 0);
+	assert_int_equal(rfs_claims_create(&l, &b), 0);
+	uint64_t in_a = 0, in_b = 0;
+	assert_int_equal(rfs_memlimit_claim(a, "/a.h5", "/X", 200 * MIB, 1,
+					    &in_a, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claimed(b), 0);
+	/* b's room is all of its own: a's 200 MiB are not before it. */
+	assert_int_equal(rfs_memlimit_claim(b, "/b.h5", "/X", 200 * MIB, 1,
+					    &in_b, err, sizeof(err)),
+			 0);
+	rfs_memlimit_reserve(a, 112, 112);
+	struct rfs_memlimit_peak peak;
+	rfs_memlimit_peak(b, &peak);
+	assert_int_equal(peak.held, 200 * MIB);
+	assert_string_equal(peak.what, "/b.h5: /X");
+	rfs_memlimit_release(b, &in_b);
+	/* b set nothing aside: 200 MiB fit it again, not a. */
+	assert_int_equal(rfs_memlimit_claim(b, "/b.h5", "/X", 200 * MIB, 1,
+					    &in_b, err, sizeof(err)),
+			 0);
+	rfs_claims_destroy(b);
+	assert_int_equal(rfs_memlimit_claimed(a), 200 * MIB);
+	rfs_memlimit_release(a, &in_a);
+	assert_int_equal(rfs_memlimit_claimed(a), 0);
+	rfs_claims_destroy(a);
+	rfs_claims_destroy(NULL); /* accepted */
+	/* No ledger: each claim alone, against the address space. */
+	assert_int_equal(rfs_memlimit_claim(NULL, "/c.h5", "/X", 1 << 20, 1,
+					    NULL, err, sizeof(err)),
+			 0);
+	assert_int_equal(rfs_memlimit_claim(NULL, "/c.h5", "/X", UINT64_MAX, 2,
+					    NULL, err, sizeof(err)),
+			 -ENOMEM);
 }
 
 /* This machine's own: whatever it says, a real amount and a source. */
@@ -513,7 +574,11 @@ int main(void)
 		cmocka_unit_test(test_cache_set_aside_first),
 		cmocka_unit_test(test_default_yields_to_claims),
 		cmocka_unit_test(test_claims_from_threads),
+		cmocka_unit_test(test_ledgers_are_independent),
 		cmocka_unit_test(test_this_machine),
 	};
-	return cmocka_run_group_tests(tests, fake_root_make, fake_root_remove);
+	int failed =
+		cmocka_run_group_tests(tests, fake_root_make, fake_root_remove);
+	rfs_claims_destroy(claims);
+	return failed;
 }

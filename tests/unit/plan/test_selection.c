@@ -28,6 +28,21 @@ struct fixture {
 	struct rfs_dataset *one, *three;
 };
 
+/* What the sources borrow, as a mount's: a ledger of claims, made anew
+ * for each limit a test sets (use_limit()). */
+static struct rfs_source_env env;
+
+/* Ledgers set aside: what was opened in them may still be open. */
+static struct rfs_claims *retired[64];
+static size_t nretired;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	assert_true(nretired < sizeof(retired) / sizeof(*retired));
+	retired[nretired++] = env.claims;
+	assert_int_equal(rfs_claims_create(l, &env.claims), 0);
+}
+
 /* split: row % 4 == 3 is "val", else "train". ct: 10 x a, 6 x b, 4 x c,
  * with rows 0 and 1 missing (-1). weight: row + 1, row 7 weight 0. */
 static int8_t split_of(int r)
@@ -105,10 +120,10 @@ static int setup(void **state)
 	}
 	char *one[] = { f->path };
 	char *three[] = { f->part[0], f->part[1], f->part[2] };
-	if (rfs_dataset_open_joined(one, 1, NULL, 1 << 20, NULL, &f->one, err,
-				    sizeof(err)) != 0 ||
-	    rfs_dataset_open_joined(three, 3, NULL, 1 << 20, NULL, &f->three,
-				    err, sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(one, 1, NULL, &env, 1 << 20, NULL, &f->one,
+				    err, sizeof(err)) != 0 ||
+	    rfs_dataset_open_joined(three, 3, NULL, &env, 1 << 20, NULL,
+				    &f->three, err, sizeof(err)) != 0)
 		goto fail;
 	*state = f;
 	return 0;
@@ -145,7 +160,7 @@ static int build(struct rfs_dataset *d, const char *const *kv,
 {
 	struct rfs_config c;
 	config(&c, kv);
-	int rc = rfs_selection_build(&c, d, s, err, errlen);
+	int rc = rfs_selection_build(&c, d, env.claims, s, err, errlen);
 	rfs_config_free(&c);
 	return rc;
 }
@@ -295,30 +310,51 @@ static void test_claims_held_until_freed(void **state)
 	const char *kv[] = { "strategy", "weighted", "weights",
 			     "weight",	 "filter",   "split:train",
 			     "label",	 "ct",	     NULL };
+	/* Each limit a ledger of its own, and the file opened in it: the
+	 * fixture's datasets keep the ledger they were opened in. */
+	struct rfs_claims *fixture_claims = env.claims;
+	char *path[] = { f->path };
+	struct rfs_dataset *d = NULL;
 	struct rfs_memlimit l = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), 0);
+	env.claims = NULL;
+	use_limit(&l);
+	assert_int_equal(rfs_dataset_open_joined(path, 1, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
+			 0);
+	uint64_t open = rfs_memlimit_claimed(env.claims);
+	assert_int_equal(build(d, kv, &s, err, sizeof(err)), 0);
 	uint64_t kept = 15 * 8, sums = 15 * 8;
 	assert_true(s.kept_rows == 15 && s.label.claimed > 0);
 	assert_int_equal(s.claimed, kept + sums);
-	uint64_t held = rfs_memlimit_claimed();
+	uint64_t held = rfs_memlimit_claimed(env.claims) - open;
 	assert_int_equal(held, s.claimed + s.label.claimed);
 	rfs_selection_free(&s);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), open);
+	rfs_dataset_destroy(d);
 	/* The sums need room beside the 20 doubles of the weights. */
-	l.bytes = held + 20 * 8 - 1;
-	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), -ENOMEM);
-	assert_non_null(strstr(err, "option strategy=weighted: a weight sum "
-				    "per sampled row claims 15 entries"));
-	assert_int_equal(rfs_memlimit_claimed(), 0);
-	l.bytes = held + 20 * 8;
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(build(f->one, kv, &s, err, sizeof(err)), 0);
-	rfs_selection_free(&s);
-	l.bytes = UINT64_MAX;
-	rfs_memlimit_set_claims(&l);
+	for (int room = 0; room < 2; room++) {
+		l.bytes = open + held + 20 * 8 - 1 + (uint64_t)room;
+		snprintf(l.where, sizeof(l.where), "the test's limit");
+		use_limit(&l);
+		assert_int_equal(rfs_dataset_open_joined(path, 1, NULL, &env,
+							 1 << 20, NULL, &d, err,
+							 sizeof(err)),
+				 0);
+		assert_int_equal(build(d, kv, &s, err, sizeof(err)),
+				 room ? 0 : -ENOMEM);
+		if (!room)
+			assert_non_null(strstr(err,
+					       "option strategy=weighted: a "
+					       "weight sum per sampled row "
+					       "claims 15 entries"));
+		assert_int_equal(rfs_memlimit_claimed(env.claims),
+				 room ? open + s.claimed + s.label.claimed :
+					open);
+		rfs_selection_free(&s);
+		rfs_dataset_destroy(d);
+	}
+	rfs_claims_destroy(env.claims);
+	env.claims = fixture_claims;
 }
 
 static void test_file_partition(void **state)
@@ -413,8 +449,8 @@ static void test_digest(void **state)
 		h5fx_add_categorical(renamed, "ct2", codes, ROWS, names, 3), 0);
 	char *paths[] = { renamed };
 	struct rfs_dataset *d;
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	const char *ct2[] = { "label", "ct2", NULL };
 	assert_true(digest_of(d, ct) == h[2]);
@@ -434,5 +470,11 @@ int main(void)
 		cmocka_unit_test(test_file_partition),
 		cmocka_unit_test(test_digest),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int failed = cmocka_run_group_tests(tests, setup, teardown);
+	while (nretired)
+		rfs_claims_destroy(retired[--nretired]);
+	rfs_claims_destroy(env.claims);
+	return failed;
 }

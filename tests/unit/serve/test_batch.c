@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "os/memlimit.h"
 #include "serve/batch.h"
 #include "serve/cache.h"
 #include "core/config.h"
@@ -31,6 +32,9 @@ struct fixture {
 	char dir[PATH_MAX];
 	char path[PATH_MAX + 32]; /* N x D float32 at /X, obs/cell_type */
 };
+
+/* What the sources borrow, as a mount's: a ledger of claims. */
+static struct rfs_source_env env;
 
 /* A file's size through rfs_batch_file_size(), which must succeed. */
 static uint64_t size_of(struct rfs_batch *b, const struct rfs_cache_key *k)
@@ -121,8 +125,8 @@ static void gen_open(struct gen *g, const char *path, const char *strategy,
 	set(&g->c, "seed", "5");
 	set(&g->c, "label", "cell_type");
 	char *paths[] = { (char *)path };
-	if (rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL, &g->d, err,
-				    sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, 1, "/X", &env, 1 << 20, NULL, &g->d,
+				    err, sizeof(err)) != 0)
 		fail_msg("open %s: %s", path, err);
 	enum rfs_dtype out = rfs_dataset_info(g->d)->dtype;
 	if (dtype) { /* config's dtype: 0 the source's, else enum + 1 */
@@ -131,14 +135,17 @@ static void gen_open(struct gen *g, const char *path, const char *strategy,
 	}
 	assert_int_equal(
 		rfs_batch_check_sizes(&g->c, g->d, out, err, sizeof(err)), 0);
-	assert_int_equal(
-		rfs_selection_build(&g->c, g->d, &g->s, err, sizeof(err)), 0);
+	assert_int_equal(rfs_selection_build(&g->c, g->d, env.claims, &g->s,
+					     err, sizeof(err)),
+			 0);
 	assert_int_equal(rfs_plan_create(&g->c, g->s.seqs, &g->p), 0);
 	assert_int_equal(rfs_stats_create(2, &g->stats), 0);
-	assert_int_equal(
-		rfs_batch_create(g->d, g->p, &g->s, out, g->stats, &g->b), 0);
-	assert_int_equal(
-		rfs_cache_create(1 << 20, rfs_batch_fill, g->b, &g->cache), 0);
+	assert_int_equal(rfs_batch_create(g->d, g->p, &g->s, out, g->stats,
+					  NULL, &g->b),
+			 0);
+	assert_int_equal(rfs_cache_create(1 << 20, rfs_batch_fill, g->b, NULL,
+					  &g->cache),
+			 0);
 }
 
 static void gen_close(struct gen *g)
@@ -343,5 +350,9 @@ int main(void)
 		cmocka_unit_test(test_one_dimensional_source),
 		cmocka_unit_test(test_check_sizes),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int failed = cmocka_run_group_tests(tests, setup, teardown);
+	rfs_claims_destroy(env.claims);
+	return failed;
 }

@@ -126,7 +126,7 @@ static void test_get_put_and_counters(void **state)
 	(void)state;
 	struct filler f = { .size = 100 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, NULL, &c), 0);
 	struct rfs_cache_counters k = counters(c);
 	assert_true(k.hits == 0 && k.misses == 0 && k.bytes == 0 &&
 		    k.entries == 0);
@@ -195,7 +195,7 @@ static void test_same_key_held_twice(void **state)
 	(void)state;
 	struct filler f = { .size = 64 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k = key_of(7);
 	struct rfs_cache_entry *a, *b;
 	assert_int_equal(rfs_cache_get(c, &k, &a), 0);
@@ -216,7 +216,7 @@ static void test_lru_eviction(void **state)
 	/* Room for three 100-byte entries. */
 	struct filler f = { .size = 100 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(300, fill, &f, NULL, &c), 0);
 	assert_int_equal(get_put(c, &f, 1), 1);
 	assert_int_equal(get_put(c, &f, 2), 1);
 	assert_int_equal(get_put(c, &f, 3), 1);
@@ -249,7 +249,7 @@ static void test_retired_entries_leave_first(void **state)
 	struct filler f = { .size = 100 };
 	struct rfs_cache *c;
 	/* 1000 bytes: ten entries; retired ones keep at most 125. */
-	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1000, fill, &f, NULL, &c), 0);
 	for (uint64_t b = 1; b <= 10; b++)
 		assert_int_equal(get_put(c, &f, b), 1);
 	retire(c, 9);
@@ -296,7 +296,7 @@ static void test_entry_bigger_than_capacity(void **state)
 	(void)state;
 	struct filler f = { .size = 500 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(300, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k = key_of(1);
 	struct rfs_cache_entry *e;
 	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
@@ -328,7 +328,7 @@ static void test_held_entries_not_evicted(void **state)
 	(void)state;
 	struct filler f = { .size = 100 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(200, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(200, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k1 = key_of(1);
 	struct rfs_cache_entry *held;
 	assert_int_equal(rfs_cache_get(c, &k1, &held), 0);
@@ -356,7 +356,7 @@ static void test_failed_fill_is_retried(void **state)
 	(void)state;
 	struct filler f = { .size = 10, .fail_next = EIO };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1000, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k = key_of(5);
 	struct rfs_cache_entry *e = (struct rfs_cache_entry *)&f;
 	assert_int_equal(rfs_cache_get(c, &k, &e), -EIO);
@@ -447,7 +447,7 @@ static void test_concurrent_gets_fill_once(void **state)
 	(void)state;
 	struct filler f = { .size = 4096, .sleep_ms = 30 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, NULL, &c), 0);
 	struct getter g[8];
 	run_getters(c, g, 8, key_of(41));
 	assert_int_equal(atomic_load(&f.calls), 1);
@@ -468,7 +468,7 @@ static void test_concurrent_gets_share_failure(void **state)
 	/* Waiters on a failing fill see its error; nothing is cached. */
 	struct filler f = { .size = 16, .sleep_ms = 30, .fail_next = EIO };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, NULL, &c), 0);
 	struct getter g[8];
 	run_getters(c, g, 8, key_of(3));
 	int failed = 0, calls = atomic_load(&f.calls);
@@ -527,7 +527,7 @@ static void *room_thread(void *arg)
 static struct rfs_cache *get_eight_in_room_for_three(struct filler *f)
 {
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(3 * f->size, fill, f, &c), 0);
+	assert_int_equal(rfs_cache_create(3 * f->size, fill, f, NULL, &c), 0);
 	struct getter g[8];
 	run_distinct(c, f, g, 8, room_thread);
 	for (int i = 0; i < 8; i++) {
@@ -599,7 +599,7 @@ static void test_fill_waits_for_held_entry(void **state)
 	 * waits until it is put back, then evicts it. */
 	struct filler f = { .size = 200 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(300, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(300, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k1 = key_of(1);
 	struct rfs_cache_entry *held;
 	assert_int_equal(rfs_cache_get(c, &k1, &held), 0);
@@ -674,7 +674,7 @@ static void test_big_fill_not_starved_by_small_ones(void **state)
 	 * before fills took turns it waited until they stopped. */
 	struct filler f = { .size = 100, .big_size = 900 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(1000, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(1000, fill, &f, NULL, &c), 0);
 	atomic_int stop = 0;
 	struct getter g[7];
 	for (int i = 0; i < 7; i++)
@@ -697,7 +697,7 @@ static void test_concurrent_churn(void **state)
 	 * while held (ASan) and bytes must be right. */
 	struct filler f = { .size = 256 };
 	struct rfs_cache *c;
-	assert_int_equal(rfs_cache_create(256 * 8, fill, &f, &c), 0);
+	assert_int_equal(rfs_cache_create(256 * 8, fill, &f, NULL, &c), 0);
 	struct getter g[8];
 	run_distinct(c, &f, g, 8, churn_thread);
 	for (int i = 0; i < 8; i++)

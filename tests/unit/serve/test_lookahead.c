@@ -42,7 +42,7 @@ static void make(uint64_t depth, uint64_t room_batches,
 		 struct rfs_cache **cache, struct rfs_lookahead **l)
 {
 	atomic_store(&fills, 0);
-	assert_int_equal(rfs_cache_create(1 << 20, fill, NULL, cache), 0);
+	assert_int_equal(rfs_cache_create(1 << 20, fill, NULL, NULL, cache), 0);
 	struct rfs_lookahead_params p = { .ranks = 2,
 					  .batches_per_rank = BATCHES,
 					  .depth = depth,

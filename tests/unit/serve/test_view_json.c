@@ -29,6 +29,21 @@ struct fixture {
 	char other[PATH_MAX + 32]; /* 1001 rows */
 };
 
+/* What the sources borrow, as a mount's: a ledger of claims, made anew
+ * for each limit a test sets (use_limit()). */
+static struct rfs_source_env env;
+
+/* Ledgers set aside: what was opened in them may still be open. */
+static struct rfs_claims *retired[64];
+static size_t nretired;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	assert_true(nretired < sizeof(retired) / sizeof(*retired));
+	retired[nretired++] = env.claims;
+	assert_int_equal(rfs_claims_create(l, &env.claims), 0);
+}
+
 static int write_source(const char *path, uint64_t rows)
 {
 	return h5fx_write_f32(path, rows, COLS, 2, 1);
@@ -83,11 +98,12 @@ static void open_source(struct opened *o, const char *path, const char *seed)
 	set(&o->c, "seed", seed);
 	set(&o->c, "dataset", "/X");
 	char *paths[] = { (char *)path };
-	if (rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL, &o->d, err,
-				    sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, 1, "/X", &env, 1 << 20, NULL, &o->d,
+				    err, sizeof(err)) != 0)
 		fail_msg("open %s: %s", path, err);
-	assert_int_equal(
-		rfs_selection_build(&o->c, o->d, &o->s, err, sizeof(err)), 0);
+	assert_int_equal(rfs_selection_build(&o->c, o->d, env.claims, &o->s,
+					     err, sizeof(err)),
+			 0);
 }
 
 static void close_source(struct opened *o)
@@ -238,45 +254,45 @@ static void test_var_names_claimed(void **state)
 	const uint64_t text = 4 * 3 + 5; /* "g0\n" .. "CD19\n" */
 	struct rfs_memlimit l = { .bytes = names + text };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 	struct rfs_dataset *d;
 	char *paths[] = { path };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_memlimit_claimed(), names);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), names);
 	char *out = (char *)1;
 	size_t len = 1;
 	uint64_t claimed = 0;
-	assert_int_equal(rfs_view_json_var_names(d, &out, &len, &claimed, err,
-						 sizeof(err)),
+	assert_int_equal(rfs_view_json_var_names(env.claims, d, &out, &len,
+						 &claimed, err, sizeof(err)),
 			 -ENOMEM);
 	assert_null(out);
 	assert_int_equal(claimed, 0);
 	assert_non_null(strstr(err, "var_names.txt: the served var names (a "
 				    "byte per character, one a line) claims "
 				    "18 entries"));
-	assert_int_equal(rfs_memlimit_claimed(), names);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), names);
 	rfs_dataset_destroy(d);
 
 	l.bytes = names + text + 1;
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	use_limit(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
-	assert_int_equal(rfs_view_json_var_names(d, &out, &len, &claimed, err,
-						 sizeof(err)),
+	assert_int_equal(rfs_view_json_var_names(env.claims, d, &out, &len,
+						 &claimed, err, sizeof(err)),
 			 0);
 	assert_int_equal(len, text);
 	assert_memory_equal(out, "g0\ng1\ng2\ng3\nCD19\n", text);
 	assert_int_equal(claimed, text + 1);
-	assert_int_equal(rfs_memlimit_claimed(), names + text + 1);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), names + text + 1);
 	free(out);
-	rfs_memlimit_release(&claimed);
+	rfs_memlimit_release(env.claims, &claimed);
 	rfs_dataset_destroy(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 	remove(path);
 }
 
@@ -288,5 +304,11 @@ int main(void)
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_var_names_claimed),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int failed = cmocka_run_group_tests(tests, setup, teardown);
+	while (nretired)
+		rfs_claims_destroy(retired[--nretired]);
+	rfs_claims_destroy(env.claims);
+	return failed;
 }

@@ -11,8 +11,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "source/source.h"
 #include "source/column.h"
 #include "os/memlimit.h"
+
+/* What the sources borrow, as a mount's: a ledger of claims, made anew
+ * for each limit a test sets (use_limit()). */
+static struct rfs_source_env env;
+
+/* Ledgers set aside: what was opened in them may still be open. */
+static struct rfs_claims *retired[64];
+static size_t nretired;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	assert_true(nretired < sizeof(retired) / sizeof(*retired));
+	retired[nretired++] = env.claims;
+	assert_int_equal(rfs_claims_create(l, &env.claims), 0);
+}
 
 /* A categorical column of heap copies. */
 static struct rfs_column cat(const char *const *names, uint64_t ncat,
@@ -20,7 +36,8 @@ static struct rfs_column cat(const char *const *names, uint64_t ncat,
 {
 	struct rfs_column c = { .kind = RFS_COLUMN_CODES,
 				.rows = rows,
-				.ncategories = ncat };
+				.ncategories = ncat,
+				.claims = env.claims };
 	c.categories = calloc(ncat ? ncat : 1, sizeof(char *));
 	c.codes = malloc(rows * sizeof(int64_t));
 	assert_non_null(c.categories);
@@ -33,7 +50,9 @@ static struct rfs_column cat(const char *const *names, uint64_t ncat,
 
 static struct rfs_column ints(const int64_t *v, uint64_t rows)
 {
-	struct rfs_column c = { .kind = RFS_COLUMN_INT, .rows = rows };
+	struct rfs_column c = { .kind = RFS_COLUMN_INT,
+				.rows = rows,
+				.claims = env.claims };
 	c.codes = malloc(rows * sizeof(int64_t));
 	memcpy(c.codes, v, rows * sizeof(int64_t));
 	return c;
@@ -41,7 +60,9 @@ static struct rfs_column ints(const int64_t *v, uint64_t rows)
 
 static struct rfs_column reals(const double *v, uint64_t rows)
 {
-	struct rfs_column c = { .kind = RFS_COLUMN_REAL, .rows = rows };
+	struct rfs_column c = { .kind = RFS_COLUMN_REAL,
+				.rows = rows,
+				.claims = env.claims };
 	c.reals = malloc(rows * sizeof(double));
 	memcpy(c.reals, v, rows * sizeof(double));
 	return c;
@@ -128,7 +149,7 @@ static void set_limit(uint64_t bytes)
 {
 	struct rfs_memlimit l = { .bytes = bytes };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 }
 
 /* A categorical column of n categories "<prefix>0".. and 4 rows, its
@@ -137,10 +158,11 @@ static struct rfs_column many(const char *prefix, uint64_t n)
 {
 	struct rfs_column c = { .kind = RFS_COLUMN_CODES,
 				.rows = 4,
-				.ncategories = n };
+				.ncategories = n,
+				.claims = env.claims };
 	char err[512];
-	assert_int_equal(rfs_memlimit_claim("a.h5ad", "categories", n,
-					    RFS_MEMLIMIT_STRING_BYTES,
+	assert_int_equal(rfs_memlimit_claim(env.claims, "a.h5ad", "categories",
+					    n, RFS_MEMLIMIT_STRING_BYTES,
 					    &c.claimed, err, sizeof(err)),
 			 0);
 	c.categories = calloc(n, sizeof(char *));
@@ -164,7 +186,7 @@ static void expect_refused(struct rfs_column *d, struct rfs_column *y,
 		fail_msg("'%s' does not say '%s'", append_err, says);
 	rfs_column_free(d);
 	rfs_column_free(y);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 }
 
 /* What uniting parts allocates beside them is claimed (memlimit.c), for
@@ -194,9 +216,9 @@ static void test_append_claims(void **state)
 	assert_true(d.rows == 8 && d.ncategories == 2 * N);
 	/* The parts' claims, moved to d; the tables' released. */
 	assert_int_equal(d.claimed, 2 * N * RFS_MEMLIMIT_STRING_BYTES);
-	assert_int_equal(rfs_memlimit_claimed(), d.claimed);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), d.claimed);
 	rfs_column_free(&d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 
 	static int64_t v[ROWS];
 	set_limit(64 << 10);
@@ -220,7 +242,7 @@ static void test_append_claims(void **state)
 	y = ints(v, ROWS);
 	assert_int_equal(append(&d, &y), 0);
 	assert_true(d.rows == 2 * ROWS);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	rfs_column_free(&d);
 	set_limit(UINT64_MAX);
 }
@@ -469,5 +491,11 @@ int main(void)
 		cmocka_unit_test(test_bool_categories_take_bool_spellings),
 		cmocka_unit_test(test_apply_mask),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int failed = cmocka_run_group_tests(tests, NULL, NULL);
+	while (nretired)
+		rfs_claims_destroy(retired[--nretired]);
+	rfs_claims_destroy(env.claims);
+	return failed;
 }

@@ -26,6 +26,21 @@ struct fixture {
 	char path[3][PATH_MAX + 32]; /* rows 5, 3, 4: global 0-4, 5-7, 8-11 */
 };
 
+/* What the sources borrow, as a mount's: a ledger of claims, made anew
+ * for each limit a test sets (use_limit()). */
+static struct rfs_source_env env;
+
+/* Ledgers set aside: what was opened in them may still be open. */
+static struct rfs_claims *retired[64];
+static size_t nretired;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	assert_true(nretired < sizeof(retired) / sizeof(*retired));
+	retired[nretired++] = env.claims;
+	assert_int_equal(rfs_claims_create(l, &env.claims), 0);
+}
+
 static const uint64_t file_rows[3] = { 5, 3, 4 };
 static const uint64_t file_first[3] = { 0, 5, 8 };
 
@@ -113,8 +128,8 @@ static void test_files_in_order(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	int rc = rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL, &d, err,
-					 sizeof(err));
+	int rc = rfs_dataset_open_joined(paths, 3, NULL, &env, 1 << 20, NULL,
+					 &d, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("open: %s", err);
 	assert_int_equal(rfs_dataset_files(d), 3);
@@ -128,8 +143,8 @@ static void test_files_in_order(void **state)
 	/* Several files stage their rows: the bound a fill reserves holds
 	 * the batch again, beside one file's own. */
 	struct rfs_dataset *one;
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &one, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, &env, 1 << 20,
+						 NULL, &one, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_read_scratch(one, 12, 0) > 0);
 	assert_true(rfs_dataset_read_scratch(d, 12, 0) >=
@@ -149,8 +164,8 @@ static void test_directory_in_name_order(void **state)
 	fclose(t);
 	struct rfs_dataset *d;
 	char *paths[] = { f->dir };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_files(d), 3);
 	for (size_t i = 0; i < 3; i++)
@@ -159,8 +174,8 @@ static void test_directory_in_name_order(void **state)
 	/* The same files given one by one: the same fingerprint. */
 	struct rfs_dataset *e;
 	char *each[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(each, 3, "/X", 1 << 20, NULL,
-						 &e, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(each, 3, "/X", &env, 1 << 20,
+						 NULL, &e, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_fingerprint(d) == rfs_dataset_fingerprint(e));
 	rfs_dataset_destroy(e);
@@ -174,8 +189,8 @@ static void test_column_across_files(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	struct rfs_column c;
 	assert_int_equal(
@@ -187,13 +202,13 @@ static void test_column_across_files(void **state)
 	/* Held once read: each file's codes (8 bytes a row) and its two
 	 * names, variable-length strings, 80 bytes each: 40 here and 40 in
 	 * the child that reads them (hdf5_strings.c). */
-	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	uint64_t open = rfs_memlimit_claimed(env.claims);
 	assert_int_equal(
 		rfs_dataset_read_column(d, "kind", &c, err, sizeof(err)), 0);
-	assert_int_equal(rfs_memlimit_claimed(), 12 * 8 + 3 * 2 * 80);
+	assert_int_equal(rfs_memlimit_claimed(env.claims),
+			 open + 12 * 8 + 3 * 2 * 80);
 	rfs_column_free(&c);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), open);
 	assert_int_equal(rfs_dataset_read_column(d, "nope", &c, err,
 						 sizeof(err)),
 			 -EINVAL);
@@ -210,16 +225,16 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(other, sizeof(other), "%s/wide.h5ad", f->dir);
 	assert_int_equal(write_part(other, 0, 2, COLS + 1, "g0"), 0);
 	char *paths[] = { f->path[0], other };
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(d);
 	assert_non_null(strstr(err, "wide.h5ad"));
 	assert_non_null(strstr(err, "4 columns"));
 	/* Same width, other genes. */
 	assert_int_equal(write_part(other, 0, 2, COLS, "CD19"), 0);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "wide.h5ad: var names differ"));
 	remove(other);
@@ -228,26 +243,28 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(empty, sizeof(empty), "%s/empty", f->dir);
 	assert_int_equal(mkdir(empty, 0700), 0);
 	char *none[] = { empty };
-	assert_int_equal(rfs_dataset_open_joined(none, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(none, 1, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "no *.h5ad or *.h5 files"));
 	rmdir(empty);
 	char *missing[] = { f->path[0], "/nonexistent/x.h5ad" };
-	assert_int_equal(rfs_dataset_open_joined(missing, 2, NULL, 1 << 20,
-						 NULL, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(missing, 2, NULL, &env,
+						 1 << 20, NULL, &d, err,
+						 sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/x.h5ad"));
 	/* A file given twice, also through its directory: its rows would
 	 * be served twice. */
 	char *twice[] = { f->path[1], f->path[0], f->path[1] };
-	assert_int_equal(rfs_dataset_open_joined(twice, 3, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(twice, 3, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "the same file as"));
 	char *through_dir[] = { f->path[2], f->dir };
-	assert_int_equal(rfs_dataset_open_joined(through_dir, 2, NULL, 1 << 20,
-						 NULL, &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(through_dir, 2, NULL, &env,
+						 1 << 20, NULL, &d, err,
+						 sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, f->path[2]));
 	/* A dangling link among a directory's files fails the open. */
@@ -255,8 +272,8 @@ static void test_mismatches_name_the_file(void **state)
 	snprintf(link, sizeof(link), "%s/zz.h5", f->dir);
 	assert_int_equal(symlink("/nonexistent/target.h5", link), 0);
 	char *dir[] = { f->dir };
-	assert_int_equal(rfs_dataset_open_joined(dir, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(dir, 1, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "zz.h5"));
 	remove(link);
@@ -269,8 +286,8 @@ static struct rfs_dataset *open_joined(char **paths, size_t n,
 	struct rfs_dataset_join join = { mode, names_file };
 	struct rfs_dataset *d = NULL;
 	char err[512] = "";
-	if (rfs_dataset_open_joined(paths, n, NULL, 1 << 20, &join, &d, err,
-				    sizeof(err)) != 0)
+	if (rfs_dataset_open_joined(paths, n, NULL, &env, 1 << 20, &join, &d,
+				    err, sizeof(err)) != 0)
 		fail_msg("open: %s", err);
 	return d;
 }
@@ -304,15 +321,16 @@ static void test_chunk_table_claimed(void **state)
 	const size_t table = N / 3 * 24;
 	for (int fits = 1; fits >= 0; fits--) {
 		struct rfs_memlimit l = { .bytes = fits ? 1 << 20 : 16 << 10 };
-		rfs_memlimit_set_claims(&l);
+		use_limit(&l);
 		struct rfs_dataset *d;
-		assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X",
+		assert_int_equal(rfs_dataset_open_joined(paths, 1, "/X", &env,
 							 1 << 20, NULL, &d, err,
 							 sizeof(err)),
 				 0);
 		assert_int_equal(rfs_dataset_info(d)->read_path,
 				 fits ? RFS_READ_CHUNKS : RFS_READ_LIBRARY);
-		assert_int_equal(rfs_memlimit_claimed(), fits ? table : 0);
+		assert_int_equal(rfs_memlimit_claimed(env.claims),
+				 fits ? table : 0);
 		const int64_t rows[] = { 2999, 0, 1500, 1501 };
 		float out[4 * 2];
 		assert_int_equal(rfs_dataset_read_rows(d, rows, 4, out), 0);
@@ -322,10 +340,10 @@ static void test_chunk_table_claimed(void **state)
 					out[i * 2 + c] ==
 					value((uint64_t)rows[i], (uint64_t)c));
 		rfs_dataset_destroy(d);
-		assert_int_equal(rfs_memlimit_claimed(), 0);
+		assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	}
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 }
 
 /* cache_mb settled smaller after the open (view.c): the mappings made
@@ -337,8 +355,8 @@ static void test_limit_gives_mappings_back(void **state)
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_MMAP);
 	rfs_dataset_limit_chunks(d, 2 << 20); /* more: kept */
@@ -396,8 +414,9 @@ static void test_joined_dense(void **state)
 	struct rfs_dataset *plain;
 	char err[512];
 	d = open_joined(paths, 1, RFS_VARJOIN_OUTER, NULL);
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &plain, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, &env, 1 << 20,
+						 NULL, &plain, err,
+						 sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_read_scratch(d, 3, 0) ==
 		    rfs_dataset_read_scratch(plain, 3, 0));
@@ -455,12 +474,12 @@ static void test_joined_csr(void **state)
 	write_csr_part(b, 10, gb);
 	char *paths[] = { a, b };
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 	struct rfs_dataset *d = open_joined(paths, 2, RFS_VARJOIN_INNER, NULL);
 	/* Two files of 2 rows: 3 offsets of 8 bytes, 2 counts of 4 each;
 	 * the served names a and c, and each file's map of 2 served and 3
 	 * own columns, 8 bytes each. */
-	assert_int_equal(rfs_memlimit_claimed(),
+	assert_int_equal(rfs_memlimit_claimed(env.claims),
 			 2 * (3 * 8 + 2 * 4) + 2 * RFS_MEMLIMIT_STRING_BYTES +
 				 2 * (2 + 3) * 8);
 	assert_true(rfs_dataset_info(d)->cols == 2);
@@ -489,7 +508,7 @@ static void test_joined_csr(void **state)
 	assert_memory_equal(values, want_values, sizeof(want_values));
 	rfs_source_csr_free(&c);
 	rfs_dataset_destroy(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 
 	/* outer drops nothing: the files' own counts. */
 	d = open_joined(paths, 2, RFS_VARJOIN_OUTER, NULL);
@@ -517,8 +536,8 @@ static void test_join_errors(void **state)
 	char *paths[] = { f->path[0], bare };
 	struct rfs_dataset *d = NULL;
 	struct rfs_dataset_join join = { RFS_VARJOIN_OUTER, NULL };
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(d);
 	assert_non_null(strstr(err, "bare.h5ad: /X has no var names"));
@@ -528,8 +547,8 @@ static void test_join_errors(void **state)
 	fputs("g2\nnope\n", t);
 	fclose(t);
 	join = (struct rfs_dataset_join){ RFS_VARJOIN_NAMES, names };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, &env, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "names.txt: 'nope' (line 2)"));
 	remove(names);
@@ -539,16 +558,16 @@ static void test_join_errors(void **state)
 	assert_int_equal(h5fx_add_var(bare, genes, 2), 0);
 	paths[0] = bare;
 	join = (struct rfs_dataset_join){ RFS_VARJOIN_OUTER, NULL };
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, &env, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "bare.h5ad: 2 var names for 3 columns"));
-	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 1, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_var_count(d) == 0);
 	/* The names read and refused hold no claim for the mount's life. */
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	rfs_dataset_destroy(d);
 	remove(bare);
 }
@@ -585,9 +604,9 @@ static void test_join_claims_name_the_file(void **state)
 	struct rfs_dataset *d = NULL;
 	struct rfs_memlimit l = { .bytes = 360 << 10 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	use_limit(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 -ENOMEM);
 	assert_null(d);
 	char says[PATH_MAX + 200];
@@ -598,22 +617,22 @@ static void test_join_claims_name_the_file(void **state)
 		 wide);
 	if (!strstr(err, says))
 		fail_msg("'%s' does not say '%s'", err, says);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 
 	l.bytes = 2 << 20;
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, &join,
-						 &d, err, sizeof(err)),
+	use_limit(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 &join, &d, err, sizeof(err)),
 			 0);
 	assert_true(rfs_dataset_var_count(d) == COLS + W);
 	/* g0..g2 and w0..; maps of the served columns and each file's. */
-	assert_int_equal(rfs_memlimit_claimed(),
+	assert_int_equal(rfs_memlimit_claimed(env.claims),
 			 (COLS + W) * RFS_MEMLIMIT_STRING_BYTES +
 				 ((COLS + W) * 2 + COLS + W) * 8);
 	rfs_dataset_destroy(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 	remove(wide);
 }
 
@@ -656,10 +675,10 @@ static void test_column_unite_claimed(void **state)
 	char *paths[] = { a, b };
 	struct rfs_memlimit l = { .bytes = 700 << 10 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 	struct rfs_dataset *d;
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	struct rfs_column c;
 	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
@@ -671,23 +690,23 @@ static void test_column_unite_claimed(void **state)
 		 b);
 	if (!strstr(err, says))
 		fail_msg("'%s' does not say '%s'", err, says);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	rfs_dataset_destroy(d);
 
 	l.bytes = 1 << 20;
-	rfs_memlimit_set_claims(&l);
-	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, 1 << 20, NULL,
-						 &d, err, sizeof(err)),
+	use_limit(&l);
+	assert_int_equal(rfs_dataset_open_joined(paths, 2, NULL, &env, 1 << 20,
+						 NULL, &d, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_dataset_read_column(d, "ct", &c, err, sizeof(err)),
 			 0);
 	assert_true(c.rows == 4 && c.ncategories == 2 * 4096);
 	assert_string_equal(c.categories[c.codes[3]], "b1");
 	rfs_column_free(&c);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	rfs_dataset_destroy(d);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 	remove(a);
 	remove(b);
 }
@@ -737,10 +756,10 @@ static int open_at(char **paths, size_t n, struct rfs_dataset_join *join,
 {
 	struct rfs_memlimit l = { .bytes = limit };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 	*d = NULL;
-	return rfs_dataset_open_joined(paths, n, NULL, 1 << 20, join, d, err,
-				       errlen);
+	return rfs_dataset_open_joined(paths, n, NULL, &env, 1 << 20, join, d,
+				       err, errlen);
 }
 
 /* CSR rows read at mount hold as many values as indptr says, which the
@@ -776,11 +795,11 @@ static void test_csr_reads_at_mount_claimed(void **state)
 	if (!strstr(err, says))
 		fail_msg("'%s' does not say '%s'", err, says);
 	assert_null(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	assert_int_equal(open_at(one, 1, NULL, 4 << 20, &d, err, sizeof(err)),
 			 0);
 	rfs_dataset_destroy(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 
 	write_csr_rows(a, (const uint64_t[]){ 1, BIG, 1 }, ga);
 	write_csr_rows(b, (const uint64_t[]){ 1, 1, 1 }, gb);
@@ -795,7 +814,7 @@ static void test_csr_reads_at_mount_claimed(void **state)
 	if (!strstr(err, says))
 		fail_msg("'%s' does not say '%s'", err, says);
 	assert_null(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	assert_int_equal(
 		open_at(both, 2, &inner, 4 << 20, &d, err, sizeof(err)), 0);
 	/* a's row 1 (values 1 to BIG) keeps its a and c, b dropped. */
@@ -804,9 +823,9 @@ static void test_csr_reads_at_mount_claimed(void **state)
 		kept += k % 3 != 1;
 	assert_true(rfs_dataset_row_nnz(d, 1) == kept);
 	rfs_dataset_destroy(d);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 	remove(a);
 	remove(b);
 }
@@ -827,5 +846,11 @@ int main(void)
 		cmocka_unit_test(test_column_unite_claimed),
 		cmocka_unit_test(test_csr_reads_at_mount_claimed),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int failed = cmocka_run_group_tests(tests, setup, teardown);
+	while (nretired)
+		rfs_claims_destroy(retired[--nretired]);
+	rfs_claims_destroy(env.claims);
+	return failed;
 }

@@ -24,8 +24,12 @@
 #include "core/log.h"
 #include "source/column.h"
 #include "core/buf.h"
+#include "os/watch.h"
 #include "source/source.h"
 #include "source/varjoin.h"
+
+/* What the sources borrow: a watch table, as a mount's. */
+static struct rfs_source_env env;
 
 /* rfs_log goes to a file so tests can check what failures log. */
 static char log_dir[PATH_MAX];
@@ -145,7 +149,7 @@ static struct rfs_source *open_ok(const char *path, const char *dataset)
 {
 	struct rfs_source *s = NULL;
 	char err[512] = "";
-	int rc = rfs_source_open(path, dataset, NULL, &s, err, sizeof(err));
+	int rc = rfs_source_open(path, dataset, &env, &s, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("open %s: %d %s", path, rc, err);
 	assert_non_null(s);
@@ -415,7 +419,7 @@ static void expect_open_error(const char *path, const char *dataset,
 {
 	struct rfs_source *s = (struct rfs_source *)&s;
 	char err[512] = "";
-	int rc = rfs_source_open(path, dataset, NULL, &s, err, sizeof(err));
+	int rc = rfs_source_open(path, dataset, &env, &s, err, sizeof(err));
 	if (rc != want_rc)
 		fail_msg("open %s (%s): rc %d, want %d (%s)", path,
 			 dataset ? dataset : "auto", rc, want_rc, err);
@@ -694,7 +698,7 @@ static void test_csr_rows(void **state)
 	char err[512];
 	/* The fingerprint reads the last row: open fails already. */
 	assert_int_equal(
-		rfs_source_open(path, NULL, NULL, &b, err, sizeof(err)), -EIO);
+		rfs_source_open(path, NULL, &env, &b, err, sizeof(err)), -EIO);
 	assert_null(b);
 	/* In a middle row (value 2 of row 2): its read fails, and the log
 	 * names the id and the value. */
@@ -1022,7 +1026,10 @@ int main(void)
 	if (rfs_log_set_fd(
 		    open(log_path, O_WRONLY | O_APPEND | O_CREAT, 0666)) != 0)
 		return 1;
+	if (rfs_watch_create(&env.watch) != 0)
+		return 1;
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
+	rfs_watch_destroy(env.watch);
 	h5fx_rmtree(log_dir);
 	return failed;
 }

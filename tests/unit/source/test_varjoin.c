@@ -14,9 +14,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "source/source.h"
 #include "core/buf.h"
 #include "os/memlimit.h"
 #include "source/varjoin.h"
+
+/* What the sources borrow, as a mount's: a ledger of claims, made anew
+ * for each limit a test sets (use_limit()). */
+static struct rfs_source_env env;
+
+/* Ledgers set aside: what was opened in them may still be open. */
+static struct rfs_claims *retired[64];
+static size_t nretired;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	assert_true(nretired < sizeof(retired) / sizeof(*retired));
+	retired[nretired++] = env.claims;
+	assert_int_equal(rfs_claims_create(l, &env.claims), 0);
+}
 
 static char *a_names[] = { "g1", "g2", "g3", "g4" };
 static char *b_names[] = { "g4", "g5", "g2", "g1" };
@@ -30,9 +46,9 @@ static struct rfs_varjoin *make(enum rfs_varjoin_mode mode, size_t n,
 {
 	struct rfs_varjoin *j = NULL;
 	char err[512] = "";
-	int rc = rfs_varjoin_create(mode, three, three_counts, three_paths, n,
-				    wanted, nwanted, "names.txt", &j, err,
-				    sizeof(err));
+	int rc = rfs_varjoin_create(env.claims, mode, three, three_counts,
+				    three_paths, n, wanted, nwanted,
+				    "names.txt", &j, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("create: %s", err);
 	return j;
@@ -123,9 +139,9 @@ static void expect_error(enum rfs_varjoin_mode mode, char *const *const *names,
 {
 	struct rfs_varjoin *j = (struct rfs_varjoin *)1;
 	char err[512] = "";
-	assert_int_equal(rfs_varjoin_create(mode, names, counts, three_paths, n,
-					    wanted, nwanted, "names.txt", &j,
-					    err, sizeof(err)),
+	assert_int_equal(rfs_varjoin_create(env.claims, mode, names, counts,
+					    three_paths, n, wanted, nwanted,
+					    "names.txt", &j, err, sizeof(err)),
 			 -EINVAL);
 	assert_null(j);
 	if (!strstr(err, needle))
@@ -157,7 +173,7 @@ static void set_limit(uint64_t bytes)
 {
 	struct rfs_memlimit l = { .bytes = bytes };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 }
 
 /* n distinct heap names "<prefix>0".. */
@@ -182,20 +198,20 @@ static void test_claims_held(void **state)
 	set_limit(UINT64_MAX);
 	struct rfs_varjoin *j = make(RFS_VARJOIN_INNER, 3, NULL, 0);
 	/* g2, g4; maps of 2 served columns and 4, 4 and 3 of their own. */
-	assert_int_equal(rfs_memlimit_claimed(),
+	assert_int_equal(rfs_memlimit_claimed(env.claims),
 			 2 * RFS_MEMLIMIT_STRING_BYTES + (3 * 2 + 11) * 8);
 	rfs_varjoin_destroy(j);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	j = make(RFS_VARJOIN_OUTER, 3, NULL, 0);
-	assert_int_equal(rfs_memlimit_claimed(),
+	assert_int_equal(rfs_memlimit_claimed(env.claims),
 			 6 * RFS_MEMLIMIT_STRING_BYTES + (3 * 6 + 11) * 8);
 	rfs_varjoin_destroy(j);
 	char *wanted[] = { "g6", "g1", "g5" };
 	j = make(RFS_VARJOIN_NAMES, 3, wanted, 3);
-	assert_int_equal(rfs_memlimit_claimed(),
+	assert_int_equal(rfs_memlimit_claimed(env.claims),
 			 3 * RFS_MEMLIMIT_STRING_BYTES + (3 * 3 + 11) * 8);
 	rfs_varjoin_destroy(j);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 }
 
 /* Two files of N names each, none shared, outer: every table is claimed
@@ -238,30 +254,30 @@ static void test_claims_refused_in_order(void **state)
 		set_limit(cases[k].limit_kib << 10);
 		struct rfs_varjoin *j = (struct rfs_varjoin *)1;
 		char err[512] = "";
-		assert_int_equal(rfs_varjoin_create(RFS_VARJOIN_OUTER, both,
-						    counts, three_paths, 2,
-						    NULL, 0, NULL, &j, err,
-						    sizeof(err)),
-				 -ENOMEM);
+		assert_int_equal(
+			rfs_varjoin_create(env.claims, RFS_VARJOIN_OUTER, both,
+					   counts, three_paths, 2, NULL, 0,
+					   NULL, &j, err, sizeof(err)),
+			-ENOMEM);
 		assert_null(j);
 		if (!strstr(err, cases[k].says))
 			fail_msg("at %llu KiB: '%s' does not say '%s'",
 				 (unsigned long long)cases[k].limit_kib, err,
 				 cases[k].says);
-		assert_int_equal(rfs_memlimit_claimed(), 0);
+		assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	}
 	/* 640 KiB: the maps with the indexes; 512 held after. */
 	set_limit(640 << 10);
 	struct rfs_varjoin *j = NULL;
 	char err[512] = "";
-	assert_int_equal(rfs_varjoin_create(RFS_VARJOIN_OUTER, both, counts,
-					    three_paths, 2, NULL, 0, NULL, &j,
-					    err, sizeof(err)),
+	assert_int_equal(rfs_varjoin_create(env.claims, RFS_VARJOIN_OUTER, both,
+					    counts, three_paths, 2, NULL, 0,
+					    NULL, &j, err, sizeof(err)),
 			 0);
 	assert_int_equal(rfs_varjoin_cols(j), 2 * N);
-	assert_int_equal(rfs_memlimit_claimed(), 512 << 10);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 512 << 10);
 	rfs_varjoin_destroy(j);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	set_limit(UINT64_MAX);
 	rfs_buf_free_strings(a, N);
 	rfs_buf_free_strings(b, N);
@@ -337,8 +353,8 @@ static void read_expect(const char *text, int want_rc, const char *needle)
 	char *path = write_file(text);
 	char **names = NULL, err[512] = "";
 	uint64_t n = 0, claimed = 0;
-	int rc = rfs_varjoin_read_file(path, &names, &n, &claimed, err,
-				       sizeof(err));
+	int rc = rfs_varjoin_read_file(env.claims, path, &names, &n, &claimed,
+				       err, sizeof(err));
 	assert_int_equal(rc, want_rc);
 	if (want_rc != 0) {
 		assert_null(names);
@@ -348,8 +364,8 @@ static void read_expect(const char *text, int want_rc, const char *needle)
 				 needle);
 	}
 	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&claimed);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	rfs_memlimit_release(env.claims, &claimed);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	unlink(path);
 	free(path);
 }
@@ -360,14 +376,14 @@ static void read_g3_g1(const char *text)
 	char *path = write_file(text);
 	char **names = NULL, err[512] = "";
 	uint64_t n = 0, claimed = 0;
-	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
-					       sizeof(err)),
+	assert_int_equal(rfs_varjoin_read_file(env.claims, path, &names, &n,
+					       &claimed, err, sizeof(err)),
 			 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(names[0], "g3");
 	assert_string_equal(names[1], "g1");
 	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&claimed);
+	rfs_memlimit_release(env.claims, &claimed);
 	unlink(path);
 	free(path);
 }
@@ -378,8 +394,8 @@ static void test_read_file(void **state)
 	char *path = write_file("g3\ng1\nCD4 antigen\n");
 	char **names = NULL, err[512];
 	uint64_t n = 0, claimed = 0;
-	assert_int_equal(rfs_varjoin_read_file(path, &names, &n, &claimed, err,
-					       sizeof(err)),
+	assert_int_equal(rfs_varjoin_read_file(env.claims, path, &names, &n,
+					       &claimed, err, sizeof(err)),
 			 0);
 	assert_int_equal(n, 3);
 	assert_string_equal(names[0], "g3");
@@ -387,9 +403,9 @@ static void test_read_file(void **state)
 	/* Claimed, a heap string each, until freed (none of the slots
 	 * the list grew by and left empty). */
 	assert_int_equal(claimed, 3 * RFS_MEMLIMIT_STRING_BYTES);
-	assert_int_equal(rfs_memlimit_claimed(), claimed);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), claimed);
 	rfs_buf_free_strings(names, n);
-	rfs_memlimit_release(&claimed);
+	rfs_memlimit_release(env.claims, &claimed);
 	unlink(path);
 	free(path);
 	read_expect("g1\ng2", 0, NULL); /* no final newline */
@@ -419,13 +435,14 @@ static void test_read_file(void **state)
 		    "mount, more than the 0 MiB of the test's limit leaves "
 		    "beside the 1 MiB claimed before it");
 	set_limit(UINT64_MAX);
-	assert_int_equal(rfs_varjoin_read_file("/nonexistent/names.txt", &names,
+	assert_int_equal(rfs_varjoin_read_file(env.claims,
+					       "/nonexistent/names.txt", &names,
 					       &n, &claimed, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "var_names=/nonexistent/names.txt"));
 	/* A directory opens, but is not read: why, not 'read error'. */
-	assert_int_equal(rfs_varjoin_read_file("/tmp", &names, &n, &claimed,
-					       err, sizeof(err)),
+	assert_int_equal(rfs_varjoin_read_file(env.claims, "/tmp", &names, &n,
+					       &claimed, err, sizeof(err)),
 			 -EISDIR);
 	assert_non_null(strstr(err, "var_names=/tmp: Is a directory"));
 	assert_int_equal(claimed, 0);
@@ -445,5 +462,11 @@ int main(void)
 		cmocka_unit_test(test_remap_csr),
 		cmocka_unit_test(test_read_file),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int failed = cmocka_run_group_tests(tests, NULL, NULL);
+	while (nretired)
+		rfs_claims_destroy(retired[--nretired]);
+	rfs_claims_destroy(env.claims);
+	return failed;
 }

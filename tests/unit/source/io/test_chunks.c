@@ -150,7 +150,7 @@ static void test_rows_across_chunks(void **state)
 	struct fixture *f = *state;
 	struct rfs_chunk_cache *cc;
 	uint64_t id = 99;
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_true(id == 0);
 	uint64_t cols = f->c.cols;
@@ -184,7 +184,7 @@ static void test_truncated_file_is_eio(void **state)
 	struct rfs_chunk_cache *cc;
 	uint64_t id;
 	off_t cut = (off_t)f->h.locs[4].addr;
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &f->c, &id), 0);
 	assert_int_equal(truncate(f->path, cut), 0);
 	uint16_t out[ROWS * COLS_MAX];
@@ -242,7 +242,7 @@ static void test_loader(void **state)
 	uint16_t got[3][7];
 	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
 				 (void *)got[2] };
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	assert_int_equal(rfs_chunks_read_rows(cc, id, rows, 3, to), 0);
 	for (int i = 0; i < 3; i++)
@@ -292,7 +292,7 @@ static void test_parts(void **state)
 	uint16_t got[6][7];
 	unsigned char *to[3] = { (void *)got[0], (void *)got[1],
 				 (void *)got[2] };
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	/* Rows 2..6: parts rows 0-2 and 3 of chunk 0, 4-6 of chunk 1. */
 	assert_int_equal(rfs_chunks_read(cc, id, 2, 5, got), 0);
@@ -334,7 +334,7 @@ static void test_arrays_apart(void **state)
 	struct rfs_chunked b = loaded(7, load_part, &l[1]);
 	uint64_t id[2];
 	uint16_t got[2][7];
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &a, &id[0]), 0);
 	assert_int_equal(rfs_chunks_register(cc, &b, &id[1]), 0);
 	for (int pass = 0; pass < 2; pass++) {
@@ -358,7 +358,7 @@ static void test_least_recently_used_goes(void **state)
 	struct rfs_chunked c = loaded(7, load_part, &l);
 	uint64_t id;
 	uint16_t got[CR][7];
-	assert_int_equal(rfs_chunks_create(200, &cc), 0);
+	assert_int_equal(rfs_chunks_create(200, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	/* 2 evicts 1, not 0, read since; then 1 evicts 2. */
 	uint64_t chunks[] = { 0, 1, 0, 2, 0, 1 };
@@ -431,7 +431,7 @@ static void test_one_load_shared(void **state)
 		struct rfs_chunked c = loaded(7, load_gated, &g);
 		struct reader r[3];
 		uint64_t id;
-		assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
+		assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 		assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 		for (int i = 0; i < 3; i++) {
 			r[i] = (struct reader){ .cc = cc,
@@ -489,7 +489,7 @@ static void test_limit_gives_back(void **state)
 	struct holder h[3] = { { 0 } };
 	uint64_t id;
 	uint16_t got[ROWS][7];
-	assert_int_equal(rfs_chunks_create(8000, &cc), 0);
+	assert_int_equal(rfs_chunks_create(8000, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
 	assert_int_equal(rfs_chunks_reserve(cc, 7001, give_back, &h[0]),
 			 -ENOSPC); /* its eighth stays */

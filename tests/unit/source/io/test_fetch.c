@@ -101,22 +101,24 @@ static void check_runs(int uring)
 static void test_bigbuf_reuses(void **state)
 {
 	(void)state;
+	struct rfs_bigbuf *pool;
+	assert_int_equal(rfs_bigbuf_create(&pool), 0);
 	size_t big = 1 << 20;
-	unsigned char *a = rfs_bigbuf_alloc(big);
+	unsigned char *a = rfs_bigbuf_alloc(pool, big);
 	assert_non_null(a);
 	memset(a, 1, big);
-	rfs_bigbuf_free(a, big);
-	unsigned char *b = rfs_bigbuf_alloc(big);
+	rfs_bigbuf_free(pool, a, big);
+	unsigned char *b = rfs_bigbuf_alloc(pool, big);
 	assert_ptr_equal(a, b); /* from the pool, pages still there */
-	unsigned char *c = rfs_bigbuf_alloc(big);
+	unsigned char *c = rfs_bigbuf_alloc(pool, big);
 	assert_ptr_not_equal(b, c);
-	rfs_bigbuf_free(b, big);
-	rfs_bigbuf_free(c, big);
-	void *small = rfs_bigbuf_alloc(100);
+	rfs_bigbuf_free(pool, b, big);
+	rfs_bigbuf_free(pool, c, big);
+	void *small = rfs_bigbuf_alloc(pool, 100);
 	assert_non_null(small);
-	rfs_bigbuf_free(small, 100);
-	rfs_bigbuf_free(NULL, big);
-	rfs_bigbuf_drain();
+	rfs_bigbuf_free(pool, small, 100);
+	rfs_bigbuf_free(pool, NULL, big);
+	rfs_bigbuf_destroy(pool);
 }
 
 /* A lower bound (cache_mb settled smaller at mount) frees the pooled
@@ -124,28 +126,32 @@ static void test_bigbuf_reuses(void **state)
 static void test_bigbuf_lower_limit_frees(void **state)
 {
 	(void)state;
+	struct rfs_bigbuf *pool;
+	assert_int_equal(rfs_bigbuf_create(&pool), 0);
 	size_t big = 1 << 20;
-	unsigned char *a = rfs_bigbuf_alloc(big), *b = rfs_bigbuf_alloc(big);
+	unsigned char *a = rfs_bigbuf_alloc(pool, big),
+		      *b = rfs_bigbuf_alloc(pool, big);
 	assert_non_null(a);
 	assert_non_null(b);
 	memset(a, 1, big);
 	memset(b, 1, big);
-	rfs_bigbuf_free(a, big);
-	rfs_bigbuf_free(b, big);
+	rfs_bigbuf_free(pool, a, big);
+	rfs_bigbuf_free(pool, b, big);
 	/* One stays: pooled pages keep their bytes, fresh ones are 0. */
-	rfs_bigbuf_limit(big);
-	unsigned char *c = rfs_bigbuf_alloc(big), *d = rfs_bigbuf_alloc(big);
+	rfs_bigbuf_limit(pool, big);
+	unsigned char *c = rfs_bigbuf_alloc(pool, big),
+		      *d = rfs_bigbuf_alloc(pool, big);
 	assert_int_equal(c[0] + d[0], 1);
 	memset(c, 1, big);
 	memset(d, 1, big);
-	rfs_bigbuf_free(c, big);
-	rfs_bigbuf_free(d, big); /* over the bound: unmapped */
-	rfs_bigbuf_limit(0);
-	unsigned char *e = rfs_bigbuf_alloc(big);
+	rfs_bigbuf_free(pool, c, big);
+	rfs_bigbuf_free(pool, d, big); /* over the bound: unmapped */
+	rfs_bigbuf_limit(pool, 0);
+	unsigned char *e = rfs_bigbuf_alloc(pool, big);
 	assert_int_equal(e[0], 0);
-	rfs_bigbuf_free(e, big);
-	rfs_bigbuf_limit(RFS_BIGBUF_POOL_MAX);
-	rfs_bigbuf_drain();
+	rfs_bigbuf_free(pool, e, big);
+	rfs_bigbuf_limit(pool, RFS_BIGBUF_POOL_MAX);
+	rfs_bigbuf_destroy(pool);
 }
 
 /* Sizes a few KiB apart (a mount's .npz files) share pooled buffers:
@@ -153,21 +159,51 @@ static void test_bigbuf_lower_limit_frees(void **state)
 static void test_bigbuf_nearly_equal_sizes_share(void **state)
 {
 	(void)state;
+	struct rfs_bigbuf *pool;
+	assert_int_equal(rfs_bigbuf_create(&pool), 0);
 	assert_true(rfs_bigbuf_footprint(100) == 100);
 	assert_true(rfs_bigbuf_footprint(400000) == 7 * 65536);
 	assert_true(rfs_bigbuf_footprint(7 * 65536) == 7 * 65536);
 	assert_true(rfs_bigbuf_footprint(7 * 65536 + 1) == 8 * 65536);
-	unsigned char *a = rfs_bigbuf_alloc(400000);
+	unsigned char *a = rfs_bigbuf_alloc(pool, 400000);
 	assert_non_null(a);
 	memset(a, 2, 7 * 65536); /* the whole footprint is ours */
-	rfs_bigbuf_free(a, 400000);
-	unsigned char *b = rfs_bigbuf_alloc(410000);
+	rfs_bigbuf_free(pool, a, 400000);
+	unsigned char *b = rfs_bigbuf_alloc(pool, 410000);
 	assert_ptr_equal(a, b);
-	rfs_bigbuf_free(b, 410000);
-	unsigned char *c = rfs_bigbuf_alloc(460000); /* the next step */
+	rfs_bigbuf_free(pool, b, 410000);
+	unsigned char *c = rfs_bigbuf_alloc(pool, 460000); /* the next step */
 	assert_ptr_not_equal(a, c);
-	rfs_bigbuf_free(c, 460000);
-	rfs_bigbuf_drain();
+	rfs_bigbuf_free(pool, c, 460000);
+	rfs_bigbuf_destroy(pool);
+}
+
+/* Two pools (two mounts in one process) share nothing: a buffer one
+ * pooled is not handed out by the other, nor without a pool. */
+static void test_bigbuf_pools_are_independent(void **state)
+{
+	(void)state;
+	size_t big = 1 << 20;
+	struct rfs_bigbuf *pool, *other;
+	assert_int_equal(rfs_bigbuf_create(&pool), 0);
+	assert_int_equal(rfs_bigbuf_create(&other), 0);
+	unsigned char *a = rfs_bigbuf_alloc(pool, big);
+	assert_non_null(a);
+	memset(a, 1, big);
+	rfs_bigbuf_free(pool, a, big);
+	unsigned char *b = rfs_bigbuf_alloc(other, big);
+	unsigned char *c = rfs_bigbuf_alloc(NULL, big);
+	assert_true(b && c && b[0] == 0 && c[0] == 0); /* fresh pages */
+	rfs_bigbuf_free(NULL, c, big); /* unmapped */
+	rfs_bigbuf_limit(other, 0); /* leaves pool's alone */
+	rfs_bigbuf_destroy(other);
+	unsigned char *d = rfs_bigbuf_alloc(pool, big);
+	assert_ptr_equal(a, d);
+	assert_int_equal(d[0], 1);
+	rfs_bigbuf_free(pool, d, big);
+	rfs_bigbuf_free(pool, b, big); /* a buffer moves between pools */
+	rfs_bigbuf_destroy(pool);
+	rfs_bigbuf_destroy(NULL); /* accepted */
 }
 
 int main(void)
@@ -178,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_bigbuf_reuses),
 		cmocka_unit_test(test_bigbuf_lower_limit_frees),
 		cmocka_unit_test(test_bigbuf_nearly_equal_sizes_share),
+		cmocka_unit_test(test_bigbuf_pools_are_independent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

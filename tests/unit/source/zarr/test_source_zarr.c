@@ -33,11 +33,26 @@
 #include "source/io/chunks.h"
 #include "source/column.h"
 #include "os/memlimit.h"
+#include "os/watch.h"
 #include "source/source.h"
 #include "source/zarr/zarr.h"
 
 #define R 10
 #define C 6
+
+/* What the sources borrow: a watch table, as a mount's. */
+static struct rfs_source_env env;
+
+/* Ledgers set aside: what was opened in them may still be open. */
+static struct rfs_claims *retired[64];
+static size_t nretired;
+
+static void use_limit(const struct rfs_memlimit *l)
+{
+	assert_true(nretired < sizeof(retired) / sizeof(*retired));
+	retired[nretired++] = env.claims;
+	assert_int_equal(rfs_claims_create(l, &env.claims), 0);
+}
 
 static char root[64];
 
@@ -101,7 +116,7 @@ static int open_store(const char *store, const char *dataset,
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", root, store);
-	return rfs_source_open(path, dataset, NULL, s, err, 512);
+	return rfs_source_open(path, dataset, &env, s, err, 512);
 }
 
 /* Chunk (i, j) of 4 x 4 of the R x C float32 matrix, full-size. */
@@ -533,7 +548,7 @@ static void claims_limit(unsigned mb)
 {
 	struct rfs_memlimit l = { .bytes = (uint64_t)mb << 20 };
 	snprintf(l.where, sizeof(l.where), "the test's limit");
-	rfs_memlimit_set_claims(&l);
+	use_limit(&l);
 }
 
 /* An AnnData store of 2^20 x 1 float32 rows, no chunk written, and an
@@ -682,7 +697,7 @@ static void test_claims_refused_unread(void **state)
 	assert_non_null(strstr(err, "claimptr.zarr: X/indptr claims 1048577 "
 				    "entries"));
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 }
 
 /* A string column is made codes: its claim counts, beside each heap
@@ -706,10 +721,10 @@ static void test_string_column_claims_its_codes(void **state)
 	assert_non_null(strstr(err, "strings.zarr: obs/s claims 1048576 "
 				    "entries: at least 64 MiB at mount"));
 	assert_null(col.codes);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	rfs_source_destroy(s);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 }
 
 /* Claims add up (memlimit.c): columns each within the limit fail once
@@ -730,13 +745,13 @@ static void test_claims_add_up_and_are_released(void **state)
 	claim_array("adds.zarr", "obs/v", n, 65536, "<i4"); /* 12 MiB */
 	assert_int_equal(open_store("adds.zarr", NULL, &s, err), 0);
 	uint64_t indptr = (n + 1) * 8; /* its int32 offsets given back */
-	assert_int_equal(rfs_memlimit_claimed(), indptr);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), indptr);
 	assert_int_equal(rfs_source_read_column(s, "v", &v, err, 512), 0);
 	assert_int_equal(v.claimed, n * 8);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(
 			rfs_source_read_column(s, "w", &w[i], err, 512), 0);
-	assert_int_equal(rfs_memlimit_claimed(), indptr + 4 * n * 8);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), indptr + 4 * n * 8);
 	/* 8 + 32 MiB held (and 8 bytes): not the 16 MiB a read of w needs
 	 * at once. */
 	assert_int_equal(rfs_source_read_column(s, "w", &w[3], err, 512),
@@ -752,22 +767,22 @@ static void test_claims_add_up_and_are_released(void **state)
 					   "column 'w'", err, 512),
 			 0);
 	assert_int_equal(w[0].claimed, 2 * n * 8);
-	assert_int_equal(rfs_memlimit_claimed(), indptr + 4 * n * 8);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), indptr + 4 * n * 8);
 	rfs_column_free(&v);
 	rfs_column_free(&w[2]);
-	assert_int_equal(rfs_memlimit_claimed(), indptr + 2 * n * 8);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), indptr + 2 * n * 8);
 	assert_int_equal(rfs_source_read_column(s, "w", &w[3], err, 512), 0);
 	rfs_column_free(&w[0]);
 	rfs_column_free(&w[3]);
 	rfs_source_destroy(s);
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	/* An open that fails once its indptr is read gives it back. */
 	claims_csr("ends.zarr", "<i4", 5);
 	assert_int_equal(open_store("ends.zarr", NULL, &s, err), -EINVAL);
 	assert_non_null(strstr(err, "must start at 0 and end at the 5"));
-	assert_int_equal(rfs_memlimit_claimed(), 0);
+	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
-	rfs_memlimit_set_claims(&none);
+	use_limit(&none);
 }
 
 /* A v3 shard of 4 x C rows (2 inner chunks of 2 x C), blosc inside;
@@ -973,8 +988,9 @@ static void test_kept_indexes_given_back(void **state)
 	char path[PATH_MAX], err[512];
 	write_v3("giveback.zarr", 0, 0);
 	snprintf(path, sizeof(path), "%s/giveback.zarr", root);
-	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
-	assert_int_equal(rfs_source_open(path, NULL, cc, &s, err, 512), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
+	struct rfs_source_env lent = { .chunks = cc, .watch = env.watch };
+	assert_int_equal(rfs_source_open(path, NULL, &lent, &s, err, 512), 0);
 	check_v3_rows(s); /* every index kept */
 	rfs_chunks_limit(cc, 0);
 	check_v3_rows(s);
@@ -1146,5 +1162,13 @@ int main(void)
 		cmocka_unit_test(test_int_fill_value_out_of_range),
 		cmocka_unit_test(test_bad_root_metadata_refused),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	if (rfs_watch_create(&env.watch) != 0 ||
+	    rfs_claims_create(NULL, &env.claims) != 0)
+		return 1;
+	int rc = cmocka_run_group_tests(tests, setup, teardown);
+	rfs_watch_destroy(env.watch);
+	while (nretired)
+		rfs_claims_destroy(retired[--nretired]);
+	rfs_claims_destroy(env.claims);
+	return rc;
 }
