@@ -56,8 +56,8 @@ int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
  * @return 0, or -ENOSPC (the capacity left as it was). */
 int rfs_cache_reserve(struct rfs_cache *c, size_t bytes, size_t keep);
 
-/* Sets the capacity (a share settled once the sources are open, or memory
- * given back by what reserved it), evicting unused entries to fit. */
+/* Sets the capacity (a share settled once the sources are open),
+ * evicting unused entries to fit. */
 void rfs_cache_resize(struct rfs_cache *c, size_t capacity);
 
 /* Evicts every entry nobody holds. */

@@ -9,21 +9,11 @@
 #include "source/io/fetch.h"
 #include "core/log.h"
 
-/* Memory reserved from the capacity, and how to stop its use. */
-struct reservation {
-	size_t bytes;
-	rfs_chunks_give_back_fn *give_back;
-	void *ctx;
-};
-
 /* The cache holds decoded chunks only; a key is (dataset id, chunk
  * index) in its rank and batch fields. */
 struct rfs_chunk_cache {
-	struct rfs_cache *cache; /* its capacity: capacity - reserved */
-	size_t capacity; /* the share: chunks and reservations */
-	size_t keep; /* capacity mappings leave to chunks */
-	struct reservation *res; /* in the order made */
-	size_t nres, res_cap, reserved;
+	struct rfs_cache *cache; /* its capacity: the share less reservations */
+	size_t keep; /* of the share, what reservations leave to chunks */
 	struct rfs_chunked *sets; /* registry; read-only after mount */
 	size_t count, cap;
 };
@@ -124,7 +114,6 @@ int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
 	if (!cc)
 		return -ENOMEM;
 	/* Chunked files of a dataset whose other files are mapped. */
-	cc->capacity = capacity;
 	cc->keep = capacity / 8;
 	int rc = rfs_cache_create(capacity, decode, cc, &cc->cache);
 	if (rc != 0) {
@@ -135,36 +124,15 @@ int rfs_chunks_create(size_t capacity, struct rfs_chunk_cache **out)
 	return 0;
 }
 
-int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes,
-		       rfs_chunks_give_back_fn *give_back, void *ctx)
+int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes)
 {
-	if (cc->nres == cc->res_cap) {
-		size_t cap = cc->res_cap ? 2 * cc->res_cap : 4;
-		struct reservation *res = realloc(cc->res, cap * sizeof(*res));
-		if (!res)
-			return -ENOMEM;
-		cc->res = res;
-		cc->res_cap = cap;
-	}
-	int rc = rfs_cache_reserve(cc->cache, bytes, cc->keep);
-	if (rc != 0)
-		return rc;
-	cc->res[cc->nres++] = (struct reservation){ bytes, give_back, ctx };
-	cc->reserved += bytes;
-	return 0;
+	return rfs_cache_reserve(cc->cache, bytes, cc->keep);
 }
 
 void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity)
 {
-	cc->capacity = capacity;
 	cc->keep = capacity / 8;
-	while (cc->nres && (cc->reserved > capacity ||
-			    capacity - cc->reserved < cc->keep)) {
-		struct reservation *r = &cc->res[--cc->nres];
-		r->give_back(r->ctx);
-		cc->reserved -= r->bytes;
-	}
-	rfs_cache_resize(cc->cache, capacity - cc->reserved);
+	rfs_cache_resize(cc->cache, capacity);
 }
 
 void rfs_chunks_drop(struct rfs_chunk_cache *cc)
@@ -180,7 +148,6 @@ void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 	for (size_t i = 0; i < cc->count; i++)
 		free(cc->sets[i].locs);
 	free(cc->sets);
-	free(cc->res);
 	free(cc);
 }
 
