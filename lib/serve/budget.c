@@ -2,9 +2,10 @@
 #include "serve/budget.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 #include "core/bigbuf.h"
-#include "os/memlimit.h"
+#include "core/log.h"
 
 int rfs_budget_split(uint64_t cache_mb, size_t plan, struct rfs_budget *out)
 {
@@ -61,4 +62,81 @@ int rfs_budget_default(const struct rfs_budget_claims *c, uint64_t *cache_mb,
 		return 0;
 	*cache_mb = left;
 	return left >= *least_mb ? 0 : -ENOSPC;
+}
+
+int rfs_budget_fit(struct rfs_claims *claims, uint64_t *cache_mb, int given,
+		   struct rfs_memlimit *limit, char *err, size_t errlen)
+{
+	rfs_memlimit_read("", limit);
+	int rc = rfs_memlimit_fit(cache_mb, limit, err, errlen);
+	if (rc == 0)
+		rfs_memlimit_reserve(claims, *cache_mb, given ? *cache_mb : 0);
+	return rc;
+}
+
+/* What the mount's claims held at their most, for messages. */
+static void describe_claims(const struct rfs_memlimit_peak *p, char *out,
+			    size_t len)
+{
+	int n = snprintf(out, len, "%llu MiB at most at once",
+			 (unsigned long long)((p->held + (1 << 20) - 1) >> 20));
+	if (p->what[0] && n >= 0 && (size_t)n < len)
+		snprintf(out + n, len - (size_t)n,
+			 " (the biggest: %s, %llu MiB)", p->what,
+			 (unsigned long long)((p->biggest + (1 << 20) - 1) >>
+					      20));
+}
+
+int rfs_budget_settle(struct rfs_claims *claims, uint64_t *cache_mb, int given,
+		      const struct rfs_memlimit *limit, size_t plan_least,
+		      size_t batch_cost, char *err, size_t errlen)
+{
+	uint64_t want = *cache_mb, least;
+	if (!given) {
+		struct rfs_memlimit_peak peak;
+		rfs_memlimit_peak(claims, &peak);
+		struct rfs_budget_claims known = {
+			.default_mb = want,
+			.limit = limit->bytes,
+			.claimed = peak.held,
+			.plan_least = plan_least,
+			.batch_cost = batch_cost,
+		};
+		int rc = rfs_budget_default(&known, cache_mb, &least);
+		char held[4600];
+		describe_claims(&peak, held, sizeof(held));
+		if (rc != 0) {
+			snprintf(
+				err, errlen,
+				"the mount's claims, %s, leave %llu MiB of the "
+				"%llu MiB of %s beside the daemon's own %d "
+				"MiB, less than the cache_mb=%llu it needs for "
+				"its fetch windows and a prefetched batch; "
+				"raise the limit, or lower batch_size or "
+				"fetch_factor",
+				held, (unsigned long long)*cache_mb,
+				(unsigned long long)(limit->bytes >> 20),
+				limit->where, RFS_MEMLIMIT_OVERHEAD_MB,
+				(unsigned long long)least);
+			return -ENOMEM;
+		}
+		if (*cache_mb < want)
+			rfs_log("cache_mb=%llu, not %llu: the mount's claims, "
+				"%s, leave that of the %llu MiB of %s beside "
+				"the daemon's own %d MiB; give cache_mb to "
+				"choose",
+				(unsigned long long)*cache_mb,
+				(unsigned long long)want, held,
+				(unsigned long long)(limit->bytes >> 20),
+				limit->where, RFS_MEMLIMIT_OVERHEAD_MB);
+		else if (*cache_mb < RFS_MEMLIMIT_DEFAULT_MB)
+			rfs_log("cache_mb=%llu, not %d: half of what %s leaves "
+				"beside the daemon's own %d MiB (the readers "
+				"may share it); give cache_mb to choose",
+				(unsigned long long)*cache_mb,
+				RFS_MEMLIMIT_DEFAULT_MB, limit->where,
+				RFS_MEMLIMIT_OVERHEAD_MB);
+	}
+	rfs_memlimit_reserve(claims, *cache_mb, *cache_mb);
+	return 0;
 }

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* The memory budget: cache_mb split into its shares, in one place.
- * docs/design.md ("Memory budget") says what each share is for. */
+/* The memory budget: cache_mb settled once and split into its shares, in
+ * one place. docs/design.md ("Memory budget") says what each share is
+ * for. */
 #ifndef RFS_BUDGET_H
 #define RFS_BUDGET_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "os/memlimit.h"
+
 struct rfs_budget {
 	size_t total; /* cache_mb in bytes */
-	/* Decoded chunks and the mapped rows of contiguous sources (a
-	 * mapping is reserved out of it, source.c): half. */
+	/* Decoded chunks, and what sources keep out of it (a mapping, zarr
+	 * shard indexes: rfs_source_take_share()): half. */
 	size_t chunks;
 	/* The most the planner's row ids may take: half of the rest. */
 	size_t plan_limit;
@@ -55,5 +58,27 @@ struct rfs_budget_claims {
  * leave, less than *least_mb). */
 int rfs_budget_default(const struct rfs_budget_claims *c, uint64_t *cache_mb,
 		       uint64_t *least_mb);
+
+/* cache_mb against the memory this process may use (*limit, read here),
+ * before the mount claims anything: a given one checked, one not given
+ * the default from the limit alone, the most it settles to
+ * (rfs_memlimit_fit). Then set aside for the mount's claims
+ * (rfs_memlimit_reserve): a given one whole; a default only for claims
+ * the mount can do without, since it yields to the others
+ * (rfs_budget_settle()), in the ledger claims. @return 0, or -EINVAL with
+ * err set. */
+int rfs_budget_fit(struct rfs_claims *claims, uint64_t *cache_mb, int given,
+		   struct rfs_memlimit *limit, char *err, size_t errlen);
+
+/* Settles cache_mb once, when the mount's claims are known (the most held
+ * at once since rfs_budget_fit(): rfs_memlimit_peak()) and before any
+ * share of it is handed out: a given one stays; a default yields to the
+ * claims (rfs_budget_default()), said in the log. Then all of it is set
+ * aside for later claims. plan_least and batch_cost as in struct
+ * rfs_budget_claims. @return 0, or -ENOMEM with err naming the claims,
+ * the limit and the cache_mb the mount needs. */
+int rfs_budget_settle(struct rfs_claims *claims, uint64_t *cache_mb, int given,
+		      const struct rfs_memlimit *limit, size_t plan_least,
+		      size_t batch_cost, char *err, size_t errlen);
 
 #endif

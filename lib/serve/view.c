@@ -288,101 +288,42 @@ static int absolute_log_file(struct rfs_config *c)
 	return 0;
 }
 
-/* cache_mb within the memory this process may use (memlimit.c), and set
- * aside before what the mount claims: the cache fills after it. One not
- * given is the default for now, and yields to the claims the mount needs
- * (only the daemon's own is set aside for them) until settle_cache()
- * knows them. */
-static int fit_cache(struct rfs_config *c, struct rfs_claims *claims, int given,
-		     struct rfs_memlimit *limit, char *err, size_t errlen)
+static int cannot_split(const struct rfs_view *v, char *err, size_t errlen)
 {
-	rfs_memlimit_read("", limit);
-	int rc = rfs_memlimit_fit(&c->cache_mb, limit, err, errlen);
-	if (rc == 0)
-		rfs_memlimit_reserve(claims, c->cache_mb,
-				     given ? c->cache_mb : 0);
-	return rc;
+	snprintf(err, errlen, "cache_mb=%llu cannot be split on this machine",
+		 (unsigned long long)v->config.cache_mb);
+	return -EINVAL;
 }
 
-/* What the mount's claims held at their most, for messages. */
-static void describe_claims(const struct rfs_memlimit_peak *p, char *out,
-			    size_t len)
+/* Hands out cache_mb's shares, once it has settled: the planner's row
+ * ids first (they come out of the batches' half, and may take half of
+ * it: fewer windows are built at once if need be), then the decoded
+ * chunks and what the sources keep of them, and the buffer pool; the
+ * batch cache and its prefetch room follow (rfs_view_create()). */
+static int hand_out(struct rfs_view *v, char *err, size_t errlen)
 {
-	int n = snprintf(out, len, "%llu MiB at most at once",
-			 (unsigned long long)((p->held + (1 << 20) - 1) >> 20));
-	if (p->what[0] && n >= 0 && (size_t)n < len)
-		snprintf(out + n, len - (size_t)n,
-			 " (the biggest: %s, %llu MiB)", p->what,
-			 (unsigned long long)((p->biggest + (1 << 20) - 1) >>
-					      20));
-}
-
-/* Settles cache_mb once the mount's claims are known: one not given
- * yields to them (rfs_budget_default(), said in the log); then all of it
- * is set aside for later claims. */
-static int settle_cache(struct rfs_view *v, int given,
-			const struct rfs_memlimit *limit, char *err,
-			size_t errlen)
-{
-	struct rfs_config *c = &v->config;
-	uint64_t want = c->cache_mb, least;
-	if (!given) {
-		struct rfs_memlimit_peak peak;
-		rfs_memlimit_peak(v->env.claims, &peak);
-		struct rfs_budget_claims claims = {
-			.default_mb = want,
-			.limit = limit->bytes,
-			.claimed = peak.held,
-			.plan_least = rfs_plan_least(v->planner),
-			.batch_cost = rfs_batch_cost(v->batch),
-		};
-		int rc = rfs_budget_default(&claims, &c->cache_mb, &least);
-		char held[4600];
-		describe_claims(&peak, held, sizeof(held));
-		if (rc != 0) {
-			snprintf(
-				err, errlen,
-				"the mount's claims, %s, leave %llu MiB of the "
-				"%llu MiB of %s beside the daemon's own %d "
-				"MiB, less than the cache_mb=%llu it needs for "
-				"its fetch windows and a prefetched batch; "
-				"raise the limit, or lower batch_size or "
-				"fetch_factor",
-				held, (unsigned long long)c->cache_mb,
-				(unsigned long long)(limit->bytes >> 20),
-				limit->where, RFS_MEMLIMIT_OVERHEAD_MB,
-				(unsigned long long)least);
-			return -ENOMEM;
-		}
-		if (c->cache_mb < want)
-			rfs_log("cache_mb=%llu, not %llu: the mount's claims, "
-				"%s, leave that of the %llu MiB of %s beside "
-				"the daemon's own %d MiB; give cache_mb to "
-				"choose",
-				(unsigned long long)c->cache_mb,
-				(unsigned long long)want, held,
-				(unsigned long long)(limit->bytes >> 20),
-				limit->where, RFS_MEMLIMIT_OVERHEAD_MB);
-		else if (c->cache_mb < RFS_MEMLIMIT_DEFAULT_MB)
-			rfs_log("cache_mb=%llu, not %d: half of what %s leaves "
-				"beside the daemon's own %d MiB (the readers "
-				"may share it); give cache_mb to choose",
-				(unsigned long long)c->cache_mb,
-				RFS_MEMLIMIT_DEFAULT_MB, limit->where,
-				RFS_MEMLIMIT_OVERHEAD_MB);
+	struct rfs_budget *b = &v->budget;
+	size_t least;
+	int rc = rfs_budget_split(v->config.cache_mb, 0, b);
+	if (rc == 0 && rfs_plan_limit(v->planner, b->plan_limit, &least)) {
+		snprintf(err, errlen,
+			 "cache_mb=%llu is too small for the fetch windows: "
+			 "planning needs %llu MiB of row ids, and may take a "
+			 "quarter of cache_mb (fetch_factor x world_size x "
+			 "batch_size rows per window); raise cache_mb or lower "
+			 "fetch_factor",
+			 (unsigned long long)v->config.cache_mb,
+			 (unsigned long long)((least + (1 << 20) - 1) >> 20));
+		return -EINVAL;
 	}
-	rfs_memlimit_reserve(v->env.claims, c->cache_mb, c->cache_mb);
-	return 0;
-}
-
-/* cache_mb's shares before the planner's is known, and the buffer pool
- * held to its share. */
-static int split_cache(struct rfs_view *v)
-{
-	int rc = rfs_budget_split(v->config.cache_mb, 0, &v->budget);
 	if (rc == 0)
-		rfs_bigbuf_limit(v->env.pool, v->budget.pool);
-	return rc;
+		rc = rfs_budget_split(v->config.cache_mb,
+				      rfs_plan_memory_bound(v->planner), b);
+	if (rc != 0)
+		return cannot_split(v, err, errlen);
+	rfs_dataset_share_chunks(v->dataset, b->chunks);
+	rfs_bigbuf_limit(v->env.pool, b->pool);
+	return 0;
 }
 
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
@@ -409,16 +350,19 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail;
 	struct rfs_memlimit limit;
 	int cache_given = v->config.cache_mb != RFS_UNSET;
-	rc = fit_cache(&v->config, v->env.claims, cache_given, &limit, err,
-		       errlen);
+	rc = rfs_budget_fit(v->env.claims, &v->config.cache_mb, cache_given,
+			    &limit, err, errlen);
 	if (rc != 0)
 		goto fail;
-	/* Every share of cache_mb comes from one split (budget.c); the
-	 * planner's is known once it is limited, and a default's size once
-	 * the claims are, below. */
-	rc = split_cache(v);
-	if (rc != 0)
-		goto fail_cache_mb;
+	/* Reads at mount keep decoded chunks and free buffers within the
+	 * shares of cache_mb as fitted, the most it settles to; the shares
+	 * are handed out once it has (hand_out()). */
+	struct rfs_budget most;
+	if (rfs_budget_split(v->config.cache_mb, 0, &most) != 0) {
+		rc = cannot_split(v, err, errlen);
+		goto fail;
+	}
+	rfs_bigbuf_limit(v->env.pool, most.pool);
 	struct rfs_dataset_join join;
 	rc = absolute_log_file(&v->config);
 	if (rc != 0) {
@@ -431,8 +375,8 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		goto fail;
 	uint64_t before = resident_bytes();
 	rc = rfs_dataset_open_joined(sources, nsources, v->config.dataset,
-				     &v->env, v->budget.chunks, &join,
-				     &v->dataset, err, errlen);
+				     &v->env, most.chunks, &join, &v->dataset,
+				     err, errlen);
 	uint64_t after = resident_bytes();
 	v->sources_bytes = after > before ? after - before : 0;
 	if (rc != 0)
@@ -484,33 +428,14 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 				     &v->var_names_txt, &v->var_names_txt_len,
 				     &v->var_names_claimed, err, errlen);
 	if (rc == 0)
-		rc = settle_cache(v, cache_given, &limit, err, errlen);
+		rc = rfs_budget_settle(v->env.claims, &v->config.cache_mb,
+				       cache_given, &limit,
+				       rfs_plan_least(v->planner),
+				       rfs_batch_cost(v->batch), err, errlen);
+	if (rc == 0)
+		rc = hand_out(v, err, errlen);
 	if (rc != 0)
 		goto fail;
-	rc = split_cache(v);
-	if (rc != 0)
-		goto fail_cache_mb;
-	/* What the open was handed from the default's split follows. */
-	rfs_dataset_limit_chunks(v->dataset, v->budget.chunks);
-	/* The planner's row ids come out of the batches' half, and may
-	 * take half of it: fewer windows are built at once if need be. */
-	size_t least;
-	if (rfs_plan_limit(v->planner, v->budget.plan_limit, &least)) {
-		snprintf(err, errlen,
-			 "cache_mb=%llu is too small for the fetch windows: "
-			 "planning needs %llu MiB of row ids, and may take a "
-			 "quarter of cache_mb (fetch_factor x world_size x "
-			 "batch_size rows per window); raise cache_mb or lower "
-			 "fetch_factor",
-			 (unsigned long long)v->config.cache_mb,
-			 (unsigned long long)((least + (1 << 20) - 1) >> 20));
-		rc = -EINVAL;
-		goto fail;
-	}
-	rc = rfs_budget_split(v->config.cache_mb,
-			      rfs_plan_memory_bound(v->planner), &v->budget);
-	if (rc != 0)
-		goto fail_cache_mb;
 	rc = rfs_cache_create(v->budget.batches, rfs_batch_fill, v->batch,
 			      v->env.pool, &v->cache);
 	if (rc == 0)
@@ -536,9 +461,6 @@ oom:
 	rc = -ENOMEM;
 	snprintf(err, errlen, "out of memory");
 	goto fail;
-fail_cache_mb:
-	snprintf(err, errlen, "cache_mb=%llu cannot be split on this machine",
-		 (unsigned long long)v->config.cache_mb);
 fail:
 	rfs_source_opened();
 	rfs_view_destroy(v);

@@ -55,6 +55,8 @@ struct rfs_source_ops {
 	int (*reads_file)(const struct rfs_source *s, dev_t dev, ino_t ino);
 	/* Bytes a read_rows of one row allocates for itself. */
 	size_t (*row_scratch)(const struct rfs_source *s);
+	/* As rfs_source_take_share(). */
+	void (*take_share)(struct rfs_source *s);
 	/* Frees everything; called once, on a source its open returned. */
 	void (*close)(struct rfs_source *s);
 };

@@ -421,11 +421,12 @@ out:
 	return rc;
 }
 
-void rfs_dataset_limit_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes)
+void rfs_dataset_share_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes)
 {
 	rfs_chunks_limit(d->chunks, chunk_cache_bytes);
-	/* The first file's, as at open: a mapping given back is read with
-	 * pread. */
+	for (size_t i = 0; i < d->nfiles; i++)
+		rfs_source_take_share(d->files[i]);
+	/* The first file's, as at open. */
 	d->info.read_path = rfs_source_info(d->files[0])->read_path;
 }
 

@@ -26,7 +26,8 @@ struct rfs_dataset_join {
 /* paths: the SOURCE arguments, each a file or a directory (its *.h5ad and
  * *.h5 files in name order). dataset as for rfs_source_open(), env too
  * (its chunks aside: the dataset's own, of chunk_cache_bytes, bound the
- * decoded chunks kept for chunked files).
+ * decoded chunks that reads at mount keep, until the share is handed out:
+ * rfs_dataset_share_chunks).
  * The columns are joined on var names as join says (NULL or mode NONE:
  * files must have the same var names). On failure writes one line naming
  * the culprit to err. @return 0 or a negative errno. Joined,
@@ -39,12 +40,11 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 			    const struct rfs_dataset_join *join,
 			    struct rfs_dataset **out, char *err, size_t errlen);
 
-/* Sets the bytes of decoded chunks (and of mappings, reserved from
- * them) to chunk_cache_bytes, once cache_mb is settled after the open
- * (view.c): mappings and kept zarr shard indexes that no longer fit are
- * given back (rfs_chunks_limit()), read_path saying so. At mount time,
- * before reads. */
-void rfs_dataset_limit_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes);
+/* Hands out the decoded chunks' share of cache_mb, once it has settled
+ * (view.c): the chunk cache's bytes, and out of them, file by file, the
+ * mappings and kept zarr shard indexes that fit (rfs_source_take_share),
+ * read_path saying so. Mount time, once, before reads are served. */
+void rfs_dataset_share_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes);
 
 /* Accepts NULL. */
 void rfs_dataset_destroy(struct rfs_dataset *d);

@@ -318,6 +318,11 @@ out:
 	return rc;
 }
 
+void rfs_source_take_share(struct rfs_source *s)
+{
+	s->ops->take_share(s);
+}
+
 int rfs_source_reads_file(const struct rfs_source *s, dev_t dev, ino_t ino)
 {
 	return s->ops->reads_file(s, dev, ino);

@@ -197,6 +197,12 @@ const char *rfs_source_state_name(enum rfs_source_state st);
  * (fs/main.c). Thread-safe. */
 int rfs_source_reads_file(const struct rfs_source *s, dev_t dev, ino_t ino);
 
+/* Takes what the source keeps out of the chunk cache's share of
+ * cache_mb (rfs_chunks_reserve: a mapping, zarr shard indexes), once the
+ * share is handed out (rfs_chunks_limit), read_path saying so. Mount
+ * time, once, before reads are served. */
+void rfs_source_take_share(struct rfs_source *s);
+
 /* Accepts NULL. */
 void rfs_source_destroy(struct rfs_source *s);
 

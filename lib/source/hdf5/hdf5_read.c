@@ -248,41 +248,6 @@ size_t rfs_hdf5_chunk_scratch(void *ctx, uint64_t k)
 	return h->locs[k].size + h->chunk_bytes;
 }
 
-/* Gives a mapping back (rfs_chunks_limit(): cache_mb settled smaller
- * after the open): the rows are read with pread, as dataset.json says. */
-static void unmap_x(void *ctx)
-{
-	struct hdf5_source *s = ctx;
-	rfs_rowmap_close(&s->x.map);
-	s->base.info.read_path = s->x.path;
-}
-
-static void unmap_indices(void *ctx)
-{
-	struct hdf5_source *s = ctx;
-	rfs_rowmap_close(&s->indices.map);
-}
-
-/* Keeps a's mapping, just made, where the chunk memory has room for it. */
-static void reserve_map(struct hdf5_source *s, struct array *a)
-{
-	if (rfs_chunks_reserve(s->chunks, a->map.map_len,
-			       a == &s->x ? unmap_x : unmap_indices, s) != 0)
-		rfs_rowmap_close(&a->map);
-}
-
-/* Maps a contiguous array when the chunk memory of cache_mb has room for
- * all of it and an eighth to spare (a chunk-less array leaves that memory
- * unused); the mapped pages then count against cache_mb. */
-static void map_array(struct hdf5_source *s, struct array *a)
-{
-	uint64_t len;
-	if (!s->chunks || __builtin_mul_overflow(a->rows, a->row_bytes, &len) ||
-	    len == 0 || rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
-		return;
-	reserve_map(s, a);
-}
-
 /* A 1-D chunked array with no filters: its chunks' addresses, for reads
  * straight from the file (a->locs, a->chunk_rows; a->offset the lowest
  * address). @return 0, or -ENOTSUP where a chunk is unallocated or not
@@ -315,19 +280,35 @@ static int locate_raw_chunks(struct hdf5_source *s, struct array *a, hid_t dcpl)
 	return 0;
 }
 
-/* Maps the stretch of the file from a chunked array's first chunk to the
- * end of its last, on map_array's terms (what lies between, other
- * arrays' chunks, counts too). */
-static void map_chunks(struct hdf5_source *s, struct array *a)
+/* Maps an array read with pread where the chunk share of cache_mb has
+ * room for it and an eighth to spare (a chunk-less array leaves that
+ * memory unused); the mapped pages then count against cache_mb. A chunked
+ * one maps the stretch from its first chunk to the end of its last (what
+ * lies between, other arrays' chunks, counts too). */
+static void map_array(struct hdf5_source *s, struct array *a)
 {
-	uint64_t n = (a->rows + a->chunk_rows - 1) / a->chunk_rows, end = 0;
-	for (uint64_t k = 0; k < n; k++)
-		if (a->locs[k].addr + a->locs[k].size > end)
-			end = a->locs[k].addr + a->locs[k].size;
-	if (!s->chunks ||
-	    rfs_rowmap_open(&a->map, s->fd, a->offset, end - a->offset) != 0)
+	uint64_t len = 0, n = 0;
+	if (a->path != RFS_READ_PREAD || !s->chunks)
 		return;
-	reserve_map(s, a);
+	if (a->locs)
+		n = (a->rows + a->chunk_rows - 1) / a->chunk_rows;
+	else if (__builtin_mul_overflow(a->rows, a->row_bytes, &len))
+		return;
+	for (uint64_t k = 0; k < n; k++)
+		if (a->locs[k].addr + a->locs[k].size > a->offset + len)
+			len = a->locs[k].addr + a->locs[k].size - a->offset;
+	if (len == 0 || rfs_rowmap_open(&a->map, s->fd, a->offset, len) != 0)
+		return;
+	if (rfs_chunks_reserve(s->chunks, a->map.map_len) != 0)
+		rfs_rowmap_close(&a->map);
+}
+
+void rfs_hdf5_take_share(struct rfs_source *base)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	map_array(s, &s->x);
+	map_array(s, &s->indices);
+	s->base.info.read_path = s->x.map.map ? RFS_READ_MMAP : s->x.path;
 }
 
 /* Picks how the array's bytes are read: pread, direct chunks or HDF5. */
@@ -347,12 +328,10 @@ void rfs_hdf5_choose_read_path(struct hdf5_source *s, struct array *a,
 		if (offset != HADDR_UNDEF) {
 			a->offset = offset;
 			a->path = RFS_READ_PREAD;
-			map_array(s, a);
 		}
 	} else if (direct && layout == H5D_CHUNKED && a->ndims == 1 &&
 		   pipe->count == 0 && locate_raw_chunks(s, a, dcpl) == 0) {
 		a->path = RFS_READ_PREAD;
-		map_chunks(s, a);
 	} else if (direct && layout == H5D_CHUNKED && s->chunks &&
 		   pipe->count <= RFS_FILTERS_MAX &&
 		   rfs_inflate_supported(pipe)) {

@@ -438,7 +438,7 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 		return rc;
 	s->base.info.dtype = s->x.dtype;
 	s->base.info.layout = s->x.layout;
-	s->base.info.read_path = s->x.map.map ? RFS_READ_MMAP : s->x.path;
+	s->base.info.read_path = s->x.path; /* mapped once given a share */
 	return 0;
 }
 
@@ -514,6 +514,7 @@ static const struct rfs_source_ops ops = {
 	.state = rfs_hdf5_state,
 	.reads_file = rfs_hdf5_reads_file,
 	.row_scratch = rfs_hdf5_row_scratch,
+	.take_share = rfs_hdf5_take_share,
 	.close = close_source,
 };
 

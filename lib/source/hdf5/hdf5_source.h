@@ -113,6 +113,7 @@ int rfs_hdf5_read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 int rfs_hdf5_read_csr_ranges(struct rfs_source *base,
 			     const struct rfs_csr_range *r, size_t n);
 size_t rfs_hdf5_row_scratch(const struct rfs_source *base);
+void rfs_hdf5_take_share(struct rfs_source *base);
 
 /* hdf5_checks.c */
 /* Refuses dataset dset (named what) when its data is not in s's file:

@@ -22,26 +22,16 @@ struct unit {
 	struct unit *lru_prev, *lru_next; /* listed only while refs == 0 */
 };
 
-/* Memory reserved from the capacity, and how to stop its use. */
-struct reservation {
-	size_t bytes;
-	rfs_chunks_give_back_fn *give_back;
-	void *ctx;
-};
-
 struct rfs_chunk_cache {
 	struct rfs_bigbuf *pool; /* the units' buffers; outlives the cache */
-	size_t capacity; /* the share: chunks and reservations */
-	size_t keep; /* capacity mappings leave to chunks */
-	struct reservation *res; /* in the order made */
-	size_t nres, res_cap, reserved;
+	size_t keep; /* of the share, what reservations leave to chunks */
 	struct rfs_chunked *sets; /* registry; read-only after mount */
 	size_t count, cap;
 	pthread_mutex_t lock;
 	pthread_cond_t loaded;
 	pthread_cond_t room; /* a unit was put back, or memory freed */
 	/* All below protected by lock. */
-	size_t limit; /* capacity - reserved: the units' */
+	size_t limit; /* the share less reservations: the units' */
 	size_t bytes; /* of every unit, loaded or not, and loads' scratch */
 	struct unit *buckets[BUCKETS];
 	struct unit lru; /* sentinel: next is the most recent */
@@ -241,7 +231,7 @@ int rfs_chunks_create(size_t capacity, struct rfs_bigbuf *pool,
 	if (!cc)
 		return -ENOMEM;
 	/* Chunked files of a dataset whose other files are mapped. */
-	cc->capacity = cc->limit = capacity;
+	cc->limit = capacity;
 	cc->keep = capacity / 8;
 	pthread_mutex_init(&cc->lock, NULL);
 	pthread_cond_init(&cc->loaded, NULL);
@@ -252,37 +242,19 @@ int rfs_chunks_create(size_t capacity, struct rfs_bigbuf *pool,
 	return 0;
 }
 
-int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes,
-		       rfs_chunks_give_back_fn *give_back, void *ctx)
+int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes)
 {
-	if (cc->nres == cc->res_cap) {
-		size_t cap = cc->res_cap ? 2 * cc->res_cap : 4;
-		struct reservation *res = realloc(cc->res, cap * sizeof(*res));
-		if (!res)
-			return -ENOMEM;
-		cc->res = res;
-		cc->res_cap = cap;
-	}
-	size_t limit = cc->capacity - cc->reserved;
+	size_t limit = cc->limit; /* set once, at mount: no lock */
 	if (bytes > limit || limit - bytes < cc->keep)
 		return -ENOSPC;
 	set_limit(cc, limit - bytes);
-	cc->res[cc->nres++] = (struct reservation){ bytes, give_back, ctx };
-	cc->reserved += bytes;
 	return 0;
 }
 
 void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity)
 {
-	cc->capacity = capacity;
 	cc->keep = capacity / 8;
-	while (cc->nres && (cc->reserved > capacity ||
-			    capacity - cc->reserved < cc->keep)) {
-		struct reservation *r = &cc->res[--cc->nres];
-		r->give_back(r->ctx);
-		cc->reserved -= r->bytes;
-	}
-	set_limit(cc, capacity - cc->reserved);
+	set_limit(cc, capacity);
 }
 
 void rfs_chunks_drop(struct rfs_chunk_cache *cc)
@@ -309,7 +281,6 @@ void rfs_chunks_destroy(struct rfs_chunk_cache *cc)
 	pthread_cond_destroy(&cc->room);
 	pthread_mutex_destroy(&cc->lock);
 	free(cc->sets);
-	free(cc->res);
 	free(cc);
 }
 

@@ -46,22 +46,18 @@ struct rfs_chunk_cache;
 int rfs_chunks_create(size_t capacity, struct rfs_bigbuf *pool,
 		      struct rfs_chunk_cache **out);
 
-/* Stops the use of memory reserved with ctx (rfs_chunks_limit()). */
-typedef void rfs_chunks_give_back_fn(void *ctx);
-
 /* Takes bytes of the capacity for a mapping of a contiguous dataset
  * (rowmap.h), or other memory held beside decoded chunks, which shares
- * this budget with them; an eighth of it always stays for chunks (of
- * other files of the same dataset). give_back(ctx), should the capacity
- * shrink under it, stops that use. Not thread-safe: call at mount time.
- * @return 0, or -ENOSPC when fewer are left, -ENOMEM. */
-int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes,
-		       rfs_chunks_give_back_fn *give_back, void *ctx);
+ * this budget with them, for the mount's life; an eighth of it always
+ * stays for chunks (of other files of the same dataset). Not thread-safe:
+ * call at mount time, once the capacity is the share (rfs_chunks_limit).
+ * @return 0, or -ENOSPC when fewer are left. */
+int rfs_chunks_reserve(struct rfs_chunk_cache *cc, size_t bytes);
 
-/* Sets the capacity (the share of a cache_mb settled once the sources
- * are open: view.c): reservations that no longer leave an eighth of it to
- * chunks are given back, the latest first, and decoded chunks over what
- * is left evicted. Not thread-safe: call at mount time, before reads. */
+/* Sets the capacity to the share of cache_mb, once it has settled
+ * (view.c; until then the capacity bounds what reads at mount keep),
+ * before any reservation: decoded chunks over it are evicted. Not
+ * thread-safe: call at mount time, before reads. */
 void rfs_chunks_limit(struct rfs_chunk_cache *cc, size_t capacity);
 
 /* Evicts every decoded chunk nobody holds. */

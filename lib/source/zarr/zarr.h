@@ -217,8 +217,8 @@ void rfs_zarr_array_close(struct rfs_zarr_array *a);
  * from the decoded chunks' share of cache_mb (rfs_chunks_reserve): all of
  * them where they fit in 64 MiB and the share allows, else as many as do
  * (none: a read of a shard not kept reads its index again, unless it was
- * the last read); none once the share shrinks under them
- * (rfs_chunks_limit()). Call once, at mount, before reads. */
+ * the last read). Call once, at mount, once the share is handed out
+ * (rfs_chunks_limit()), before reads are served. */
 void rfs_zarr_array_keep_indexes(struct rfs_zarr_array *a,
 				 struct rfs_chunk_cache *cc);
 /* Bytes [at, at + len) of decoded inner chunk k (row-major over igrid;

@@ -134,21 +134,6 @@ static size_t shard_index_size(const struct rfs_zarr_array *a)
 	return (size_t)(16 * a->per[0] * a->per[1]) + (a->m.index_crc ? 4 : 0);
 }
 
-/* Frees the indexes kept, and keeps none from then on: their bytes are
- * taken back (rfs_chunks_limit()). */
-static void forget_indexes(void *ctx)
-{
-	struct rfs_zarr_array *a = ctx;
-	pthread_mutex_lock(&a->lock);
-	for (uint64_t f = 0; f < a->grid[0] * a->grid[1]; f++) {
-		rfs_bigbuf_free(NULL, a->index[f], shard_index_size(a));
-		a->index[f] = NULL;
-	}
-	a->index_bytes = 0;
-	a->index_cap = 0;
-	pthread_mutex_unlock(&a->lock);
-}
-
 void rfs_zarr_array_keep_indexes(struct rfs_zarr_array *a,
 				 struct rfs_chunk_cache *cc)
 {
@@ -160,8 +145,7 @@ void rfs_zarr_array_keep_indexes(struct rfs_zarr_array *a,
 						      files;
 	/* As many as the share leaves room for, beside its eighth kept for
 	 * chunks. */
-	while (n > 0 &&
-	       rfs_chunks_reserve(cc, (size_t)n * each, forget_indexes, a) != 0)
+	while (n > 0 && rfs_chunks_reserve(cc, (size_t)n * each) != 0)
 		n /= 2;
 	a->index_cap = (size_t)n * each;
 }

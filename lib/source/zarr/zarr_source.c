@@ -85,7 +85,6 @@ static int serve(struct zarr_source *s, struct rfs_zarr_array *a, uint64_t *id,
 	if (rc != 0)
 		return rc;
 	a->failures = &s->base.read_failures;
-	rfs_zarr_array_keep_indexes(a, s->chunks);
 	struct rfs_chunked c = { .cols = a->m.shape[1],
 				 .chunk_rows = a->m.inner[0],
 				 .chunk_cols = a->m.inner[1],
@@ -368,6 +367,13 @@ static void close_source(struct rfs_source *base)
 	free(s);
 }
 
+static void take_share(struct rfs_source *base)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	rfs_zarr_array_keep_indexes(&s->x, s->chunks);
+	rfs_zarr_array_keep_indexes(&s->indices, s->chunks);
+}
+
 static const struct rfs_source_ops ops = {
 	.read_rows = read_rows,
 	.read_csr_ranges = read_csr_ranges,
@@ -377,6 +383,7 @@ static const struct rfs_source_ops ops = {
 	.state = state,
 	.reads_file = reads_file,
 	.row_scratch = row_scratch,
+	.take_share = take_share,
 	.close = close_source,
 };
 

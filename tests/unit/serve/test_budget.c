@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for lib/serve/budget.c: every share of cache_mb from one split. */
+/* Unit tests for lib/serve/budget.c: cache_mb settled once, every share of
+ * it from one split. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,6 +8,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "core/bigbuf.h"
 #include "serve/budget.h"
@@ -114,6 +117,51 @@ static void test_default_yields_to_claims(void **state)
 	assert_true(least == UINT64_MAX);
 }
 
+/* Settled once the claims are known, cache_mb is set aside whole for any
+ * claim after it: a default yields to the claims at their most, a given
+ * one stays; a default that cannot hold what the mount needs fails it,
+ * naming the claims, the limit and that least. */
+static void test_settle(void **state)
+{
+	(void)state;
+	struct rfs_memlimit l = { .bytes = 256 * MIB, .where = "the test's" };
+	uint64_t held = 0, mb = 112, later = 0;
+	char err[1024] = "", want[1024];
+	struct rfs_claims *c;
+	assert_int_equal(rfs_claims_create(&l, &c), 0);
+	rfs_memlimit_reserve(c, mb, 0); /* rfs_budget_fit()'s, for a default */
+	assert_int_equal(rfs_memlimit_claim(c, "f", "lab", 128 * MIB + 1, 1,
+					    &held, err, sizeof(err)),
+			 0);
+	/* Windows of 40 MiB need a quarter of 160. */
+	assert_int_equal(rfs_budget_settle(c, &mb, 0, &l, 40 * MIB, 0, err,
+					   sizeof(err)),
+			 -ENOMEM);
+	snprintf(want, sizeof(want),
+		 "the mount's claims, 129 MiB at most at once (the biggest: f: "
+		 "lab, 129 MiB), leave 95 MiB of the 256 MiB of the test's "
+		 "beside the daemon's own %d MiB, less than the cache_mb=160 "
+		 "it needs for its fetch windows and a prefetched batch; raise "
+		 "the limit, or lower batch_size or fetch_factor",
+		 RFS_MEMLIMIT_OVERHEAD_MB);
+	assert_string_equal(err, want);
+	mb = 112;
+	assert_int_equal(
+		rfs_budget_settle(c, &mb, 0, &l, 0, 0, err, sizeof(err)), 0);
+	assert_true(mb == 95);
+	/* Set aside: what is left beside it is under a MiB. */
+	assert_int_equal(rfs_memlimit_claim(c, "f", "more", MIB, 1, &later, err,
+					    sizeof(err)),
+			 -ENOMEM);
+	assert_non_null(strstr(err, "cache_mb=95 with the daemon's own"));
+	mb = 112;
+	assert_int_equal(
+		rfs_budget_settle(c, &mb, 1, &l, 0, 0, err, sizeof(err)), 0);
+	assert_true(mb == 112);
+	rfs_memlimit_release(c, &held);
+	rfs_claims_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -121,6 +169,7 @@ int main(void)
 		cmocka_unit_test(test_small_and_odd),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_default_yields_to_claims),
+		cmocka_unit_test(test_settle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

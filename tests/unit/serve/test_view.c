@@ -18,6 +18,7 @@
 
 #include "core/config.h"
 #include "h5_fixture.h"
+#include "os/memlimit.h"
 #include "serve/npy.h"
 #include "serve/view.h"
 
@@ -494,6 +495,53 @@ static void test_view_id(void **state)
 	rfs_config_free(&c4);
 }
 
+/* The shares are handed out from cache_mb as settled: the default from
+ * the memory limit (claims this small leave it), or a given one, whose
+ * chunk share maps the source (800,000 bytes) where an eighth of it
+ * stays beside the mapping. */
+static void test_shares_from_settled(void **state)
+{
+	struct fixture *f = *state;
+	struct rfs_config c;
+	struct rfs_memlimit l;
+	char err[256], path[PATH_MAX + 32], want[128];
+	uint64_t mb = RFS_UNSET;
+	rfs_memlimit_read("", &l);
+	assert_int_equal(rfs_memlimit_fit(&mb, &l, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/wide.h5ad", f->dir);
+	assert_int_equal(write_source_cols(path, 40000, 2, COLS), 0);
+	for (const char *given = NULL;; given = given ? "2" : "1") {
+		make_config(&c, "shuffle", "5");
+		if (!given)
+			c.cache_mb = RFS_UNSET;
+		else
+			assert_int_equal(rfs_config_set(&c, "cache_mb", given,
+							err, sizeof(err)),
+					 0);
+		struct rfs_view *v = create_ok(&c, path);
+		uint64_t settled = rfs_view_config(v)->cache_mb;
+		assert_true(settled ==
+			    (given ? strtoull(given, NULL, 10) : mb));
+		size_t len;
+		char *sj;
+		assert_int_equal(rfs_view_stats_json(v, &sj, &len), 0);
+		snprintf(want, sizeof(want),
+			 "\"total_bytes\": %llu, \"chunks_bytes\": %llu, ",
+			 (unsigned long long)settled << 20,
+			 (unsigned long long)settled << 19);
+		assert_non_null(strstr(sj, want));
+		free(sj);
+		const char *dj = rfs_view_dataset_json(v, &len);
+		assert_non_null(strstr(dj, settled == 1 ?
+						   "\"read_path\": \"pread\"" :
+						   "\"read_path\": \"mmap\""));
+		rfs_view_destroy(v);
+		rfs_config_free(&c);
+		if (given && given[0] == '2')
+			break;
+	}
+}
+
 static void test_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -554,6 +602,7 @@ int main(void)
 		cmocka_unit_test(test_opened_prefetches_ahead),
 		cmocka_unit_test(test_prefetch_depth_shared_by_readers),
 		cmocka_unit_test(test_view_id),
+		cmocka_unit_test(test_shares_from_settled),
 		cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -346,29 +346,32 @@ static void test_chunk_table_claimed(void **state)
 	use_limit(&none);
 }
 
-/* cache_mb settled smaller after the open (view.c): the mappings made
- * from the chunks' share are given back, the rows read with pread, and
- * read_path says so. */
-static void test_limit_gives_mappings_back(void **state)
+/* The open hands out no share of cache_mb (it settles after the open,
+ * view.c): nothing is mapped until the chunks' share is, then each file
+ * that fits in it, read_path saying so. */
+static void test_share_maps_once(void **state)
 {
 	struct fixture *f = *state;
 	char err[512] = "";
 	struct rfs_dataset *d;
 	char *paths[] = { f->path[0], f->path[1], f->path[2] };
-	assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, &env, 1 << 20,
-						 NULL, &d, err, sizeof(err)),
-			 0);
-	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_MMAP);
-	rfs_dataset_limit_chunks(d, 2 << 20); /* more: kept */
-	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_MMAP);
-	check_rows(d);
-	rfs_dataset_limit_chunks(d, 0);
-	assert_int_equal(rfs_dataset_info(d)->read_path, RFS_READ_PREAD);
-	for (size_t i = 0; i < 3; i++)
-		assert_int_equal(rfs_dataset_file(d, i)->read_path,
+	for (int fits = 0; fits < 2; fits++) {
+		assert_int_equal(rfs_dataset_open_joined(paths, 3, NULL, &env,
+							 1 << 20, NULL, &d, err,
+							 sizeof(err)),
+				 0);
+		assert_int_equal(rfs_dataset_info(d)->read_path,
 				 RFS_READ_PREAD);
-	check_rows(d);
-	rfs_dataset_destroy(d);
+		check_rows(d);
+		rfs_dataset_share_chunks(d, fits ? 1 << 20 : 0);
+		enum rfs_read_path want = fits ? RFS_READ_MMAP : RFS_READ_PREAD;
+		assert_int_equal(rfs_dataset_info(d)->read_path, want);
+		for (size_t i = 0; i < 3; i++)
+			assert_int_equal(rfs_dataset_file(d, i)->read_path,
+					 want);
+		check_rows(d);
+		rfs_dataset_destroy(d);
+	}
 }
 
 static void test_joined_dense(void **state)
@@ -837,7 +840,7 @@ int main(void)
 		cmocka_unit_test(test_directory_in_name_order),
 		cmocka_unit_test(test_column_across_files),
 		cmocka_unit_test(test_chunk_table_claimed),
-		cmocka_unit_test(test_limit_gives_mappings_back),
+		cmocka_unit_test(test_share_maps_once),
 		cmocka_unit_test(test_mismatches_name_the_file),
 		cmocka_unit_test(test_joined_dense),
 		cmocka_unit_test(test_joined_csr),

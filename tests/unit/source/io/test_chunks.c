@@ -466,64 +466,44 @@ static void test_one_load_shared(void **state)
 	}
 }
 
-/* A reservation's holder, told when its bytes are taken back. */
-struct holder {
-	int given_back;
-};
-
-static void give_back(void *ctx)
-{
-	((struct holder *)ctx)->given_back++;
-}
-
-/* The share settled smaller after the open (view.c): reservations that
- * no longer leave an eighth of it to chunks are given back, the latest
- * first, and the chunks kept fit what is left; a larger share keeps
- * them. */
-static void test_limit_gives_back(void **state)
+/* The share, handed out once cache_mb has settled (view.c), after reads
+ * at mount: the chunks they decoded over it are evicted, and what is
+ * reserved out of it for the mount's life leaves an eighth of it to
+ * chunks. */
+static void test_share(void **state)
 {
 	(void)state;
 	struct rfs_chunk_cache *cc;
 	struct loads l = { 0, UINT64_MAX };
 	struct rfs_chunked c = loaded(3, load_chunk, &l);
-	struct holder h[3] = { { 0 } };
 	uint64_t id;
 	uint16_t got[ROWS][7];
-	assert_int_equal(rfs_chunks_create(8000, NULL, &cc), 0);
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
 	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
-	assert_int_equal(rfs_chunks_reserve(cc, 7001, give_back, &h[0]),
+	assert_int_equal(rfs_chunks_read(cc, id, 0, ROWS, got), 0);
+	assert_int_equal(l.calls, 9);
+	rfs_chunks_limit(cc, 8000);
+	assert_int_equal(rfs_chunks_reserve(cc, 7001),
 			 -ENOSPC); /* its eighth stays */
-	assert_int_equal(rfs_chunks_reserve(cc, 4000, give_back, &h[0]), 0);
-	assert_int_equal(rfs_chunks_reserve(cc, 2000, give_back, &h[1]), 0);
-	assert_int_equal(rfs_chunks_reserve(cc, 1001, give_back, &h[2]),
-			 -ENOSPC);
-	assert_int_equal(rfs_chunks_reserve(cc, 1000, give_back, &h[2]), 0);
+	assert_int_equal(rfs_chunks_reserve(cc, 4000), 0);
+	assert_int_equal(rfs_chunks_reserve(cc, 2000), 0);
+	assert_int_equal(rfs_chunks_reserve(cc, 1001), -ENOSPC);
+	assert_int_equal(rfs_chunks_reserve(cc, 1000), 0);
 	/* 1000 left, all nine chunks held. */
 	assert_int_equal(rfs_chunks_read(cc, id, 0, ROWS, got), 0);
 	assert_int_equal(l.calls, 9);
-	rfs_chunks_limit(cc, 9000); /* larger: nothing given back */
-	assert_int_equal(h[0].given_back + h[1].given_back + h[2].given_back,
-			 0);
-	/* 7000 keeps 6125 for reservations: the 1000 goes, 6000 stay. */
-	rfs_chunks_limit(cc, 7000);
-	assert_int_equal(h[2].given_back, 1);
-	assert_int_equal(h[0].given_back + h[1].given_back, 0);
-	/* 6000: its eighth, 750, is not left beside 6000: the 2000 goes. */
-	rfs_chunks_limit(cc, 6000);
-	assert_int_equal(h[1].given_back, 1);
-	assert_int_equal(h[0].given_back + h[2].given_back, 1);
-	/* 4600 leaves its eighth beside the 4000: kept. */
-	rfs_chunks_limit(cc, 4600);
-	assert_int_equal(h[0].given_back, 0);
-	/* 100: the 4000 goes too, and the chunks over 100 bytes (the
-	 * first, read first) decode again. */
+	rfs_chunks_destroy(cc);
+	/* A share of 100: the chunks over 100 bytes (the first, read
+	 * first) decode again. */
+	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
+	assert_int_equal(rfs_chunks_register(cc, &c, &id), 0);
+	assert_int_equal(rfs_chunks_read(cc, id, 0, ROWS, got), 0);
 	rfs_chunks_limit(cc, 100);
-	assert_int_equal(h[0].given_back, 1);
 	assert_int_equal(rfs_chunks_read(cc, id, 0, ROWS, got), 0);
 	for (int r = 0; r < ROWS; r++)
 		for (int k = 0; k < 7; k++)
 			assert_int_equal(got[r][k], value(r, k));
-	assert_true(l.calls > 9);
+	assert_true(l.calls > 18);
 	/* Dropped: every chunk decodes again. */
 	int calls = l.calls;
 	rfs_chunks_drop(cc);
@@ -535,8 +515,8 @@ static void test_limit_gives_back(void **state)
 	assert_int_equal(rfs_chunks_read(cc, id, 8, 2, got), 0);
 	assert_int_equal(l.calls, calls + 6);
 	/* All 100 free again, its eighth kept. */
-	assert_int_equal(rfs_chunks_reserve(cc, 88, give_back, &h[0]), 0);
-	assert_int_equal(rfs_chunks_reserve(cc, 1, give_back, &h[0]), -ENOSPC);
+	assert_int_equal(rfs_chunks_reserve(cc, 88), 0);
+	assert_int_equal(rfs_chunks_reserve(cc, 1), -ENOSPC);
 	rfs_chunks_destroy(cc);
 }
 
@@ -556,7 +536,7 @@ int main(void)
 		cmocka_unit_test(test_arrays_apart),
 		cmocka_unit_test(test_least_recently_used_goes),
 		cmocka_unit_test(test_one_load_shared),
-		cmocka_unit_test(test_limit_gives_back),
+		cmocka_unit_test(test_share),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

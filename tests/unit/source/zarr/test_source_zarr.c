@@ -977,26 +977,31 @@ static void test_v3_sharded_2d(void **state)
 	rfs_source_destroy(s);
 }
 
-/* The share settled smaller after the open (rfs_chunks_limit): the
- * shard indexes kept are freed and none kept from then on; reads go on,
- * each reading its shard's index. */
-static void test_kept_indexes_given_back(void **state)
+/* Shard indexes are kept only out of the chunks' share, handed out after
+ * the open (rfs_source_take_share): until then, and with a share that has
+ * no room for them, each read reads its shard's index. */
+static void test_indexes_kept_from_the_share(void **state)
 {
 	(void)state;
 	struct rfs_source *s;
 	struct rfs_chunk_cache *cc;
 	char path[PATH_MAX], err[512];
-	write_v3("giveback.zarr", 0, 0);
-	snprintf(path, sizeof(path), "%s/giveback.zarr", root);
-	assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
-	struct rfs_source_env lent = { .chunks = cc, .watch = env.watch };
-	assert_int_equal(rfs_source_open(path, NULL, &lent, &s, err, 512), 0);
-	check_v3_rows(s); /* every index kept */
-	rfs_chunks_limit(cc, 0);
-	check_v3_rows(s);
-	check_v3_rows(s);
-	rfs_source_destroy(s);
-	rfs_chunks_destroy(cc);
+	write_v3("share.zarr", 0, 0);
+	snprintf(path, sizeof(path), "%s/share.zarr", root);
+	for (size_t share = 0; share <= 1 << 20; share += 1 << 20) {
+		assert_int_equal(rfs_chunks_create(1 << 20, NULL, &cc), 0);
+		struct rfs_source_env lent = { .chunks = cc,
+					       .watch = env.watch };
+		assert_int_equal(
+			rfs_source_open(path, NULL, &lent, &s, err, 512), 0);
+		check_v3_rows(s);
+		rfs_chunks_limit(cc, share);
+		rfs_source_take_share(s);
+		check_v3_rows(s);
+		check_v3_rows(s);
+		rfs_source_destroy(s);
+		rfs_chunks_destroy(cc);
+	}
 }
 
 static void test_shard_index_past_end(void **state)
@@ -1156,7 +1161,7 @@ int main(void)
 		cmocka_unit_test(test_v3_sharded),
 		cmocka_unit_test(test_linked_chunk_directories),
 		cmocka_unit_test(test_v3_sharded_2d),
-		cmocka_unit_test(test_kept_indexes_given_back),
+		cmocka_unit_test(test_indexes_kept_from_the_share),
 		cmocka_unit_test(test_shard_index_past_end),
 		cmocka_unit_test(test_collection_members),
 		cmocka_unit_test(test_int_fill_value_out_of_range),
