@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -50,38 +51,54 @@ static void raise_readahead(const char *mountpoint)
 static void say_mount_failed(const char *mountpoint)
 {
 	if (access("/dev/fuse", F_OK) != 0)
-		fprintf(stderr,
-			"rankfs: cannot mount on %s: there is no /dev/fuse "
-			"(load the fuse module; in a container, pass the "
-			"device in)\n",
+		rfs_log_say(
+			"cannot mount on %s: there is no /dev/fuse (load the fuse module; in a container, pass the device in)",
 			mountpoint);
 	else if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0)
-		fprintf(stderr,
-			"rankfs: cannot mount on %s: this user cannot open "
-			"/dev/fuse (%s): mount as root, or give the user "
-			"read and write access to it\n",
+		rfs_log_say(
+			"cannot mount on %s: this user cannot open /dev/fuse (%s): mount as root, or give the user read and write access to it",
 			mountpoint, strerror(errno));
 	else
-		fprintf(stderr,
-			"rankfs: cannot mount on %s (the line above says "
-			"why)\n",
-			mountpoint);
+		rfs_log_say("cannot mount on %s (the line above says why)",
+			    mountpoint);
+}
+
+/* A rankfs mount on the device (major:minor) in *arg, found in *arg. */
+static int find_rankfs_on(const struct rfs_mount_entry *e, void *arg)
+{
+	struct rfs_mount_entry *q = arg;
+	if (strcmp(e->fstype, "fuse.rankfs") || strcmp(e->majmin, q->majmin))
+		return 0;
+	*q = *e;
+	return 1;
 }
 
 /* A mount on a mount point would hide what is mounted there (another
  * rankfs mount, a tmpfs), which goes on living unseen: refused, naming
- * it. Checked before the fork, and again just before mounting, since the
- * sources may take long to open. @return 0 or -1 (said on stderr). */
+ * it; so is one on a directory of a rankfs mount (its epoch/), found by
+ * its device, which would hide that mount's files. Checked before the
+ * fork, and again just before mounting, since the sources may take long
+ * to open. @return 0 or -1 (said on stderr). */
 static int refuse_mount_point(const char *mountpoint)
 {
-	struct rfs_mount_entry e;
-	if (rfs_mountinfo_find(NULL, mountpoint, &e) != 0)
-		return 0;
-	fprintf(stderr,
-		"rankfs: mountpoint %s is already a mount point (%s from %s); "
-		"unmount it first or mount elsewhere\n",
-		mountpoint, e.fstype, e.source);
-	return -1;
+	struct rfs_mount_entry *e = calloc(1, sizeof(*e));
+	struct stat st;
+	int on = e && rfs_mountinfo_find(NULL, mountpoint, e) == 0, in = 0;
+	if (on)
+		rfs_log_say(
+			"mountpoint %s is already a mount point (%s from %s); unmount it first or mount elsewhere",
+			mountpoint, e->fstype, e->source);
+	else if (e && stat(mountpoint, &st) == 0) {
+		snprintf(e->majmin, sizeof(e->majmin), "%u:%u",
+			 major(st.st_dev), minor(st.st_dev));
+		in = rfs_mountinfo_each(NULL, find_rankfs_on, e) == 1;
+	}
+	if (in)
+		rfs_log_say(
+			"mountpoint %s is inside the rankfs mount %s (of %s), whose files it would hide; mount elsewhere",
+			mountpoint, e->point, e->source);
+	free(e);
+	return on || in ? -1 : 0;
 }
 
 /* fuse3 mounts over a directory that holds files (fuse2 wanted -o
@@ -98,38 +115,36 @@ static void warn_not_empty(const char *mountpoint)
 	if (d)
 		closedir(d);
 	if (!empty)
-		fprintf(stderr,
-			"rankfs: mountpoint %s is not empty: what it holds is "
-			"hidden while rankfs is mounted there\n",
+		rfs_log_say(
+			"mountpoint %s is not empty: what it holds is hidden while rankfs is mounted there",
 			mountpoint);
 }
 
-/* Whether st, log_file's file, may not take log lines: anything but a
- * regular file (a FIFO, a device, a directory), or a file the view
- * reads. @return 0, or -1 said on stderr. */
+/* Whether st, log_file's own file (not followed), may not take log lines:
+ * a link (planted where the log is written, it would send root's lines
+ * into any file), anything but a regular file (a FIFO, a device, a
+ * directory), or a file the view reads, a link's target included.
+ * @return 0, or -1 said on stderr. */
 static int refuse_log_file(const char *path, const struct stat *st,
 			   const struct rfs_view *view)
 {
-	if (!S_ISREG(st->st_mode)) {
-		fprintf(stderr,
-			"rankfs: option log_file=%s: not a regular file\n",
-			path);
-		return -1;
-	}
-	const char *src = rfs_view_source_reading(view, st->st_dev, st->st_ino);
-	if (!src)
-		return 0;
+	const char *why = S_ISLNK(st->st_mode) ?
+				  " is a symbolic link; give the file itself" :
+			  !S_ISREG(st->st_mode) ? ": not a regular file" :
+						  NULL;
+	const char *src =
+		why ? NULL :
+		      rfs_view_source_reading(view, st->st_dev, st->st_ino);
 	struct stat s;
-	if (stat(src, &s) == 0 && s.st_dev == st->st_dev &&
-	    s.st_ino == st->st_ino)
-		fprintf(stderr, "rankfs: option log_file=%s is the source %s\n",
-			path, src);
-	else
-		fprintf(stderr,
-			"rankfs: option log_file=%s is a file the source %s "
-			"reads rows from\n",
-			path, src);
-	return -1;
+	int whole = src && stat(src, &s) == 0 && s.st_dev == st->st_dev &&
+		    s.st_ino == st->st_ino;
+	if (why)
+		rfs_log_say("option log_file=%s%s", path, why);
+	else if (src)
+		rfs_log_say("option log_file=%s is %s %s%s", path,
+			    whole ? "the source" : "a file the source", src,
+			    whole ? "" : " reads");
+	return why || src ? -1 : 0;
 }
 
 /* A log file made in a zarr store's directory would change the store
@@ -145,55 +160,42 @@ static int refuse_log_dir(const char *path, const struct rfs_view *view)
 			NULL;
 	free(copy);
 	if (src)
-		fprintf(stderr,
-			"rankfs: option log_file=%s is inside the source %s\n",
-			path, src);
+		rfs_log_say("option log_file=%s is inside the source %s", path,
+			    src);
 	return src ? -1 : 0;
 }
 
-/* log_file: a regular file, or a new one, that no source is. The source
- * is never opened for writing, so it is looked at first (through links);
- * and an open that would block (a FIFO without a reader) must not hang
- * the mount: O_NONBLOCK, which changes nothing for a regular file. What
- * was opened is looked at again, in case the name changed in between.
- * @return 0, or -1 said on stderr. */
+/* log_file: a regular file, or a new one, that no source reads. A source
+ * is never opened for writing, so the name is looked at first; O_NOFOLLOW
+ * refuses a link put there in between, O_NONBLOCK a FIFO that would hang
+ * the open, and what was opened is looked at again, in case the name
+ * changed in between. @return 0, or -1 said on stderr. */
 static int open_log_file(const char *path, const struct rfs_view *view)
 {
 	struct stat st;
-	if (refuse_log_dir(path, view) != 0)
+	if (refuse_log_dir(path, view) != 0 ||
+	    (lstat(path, &st) == 0 && refuse_log_file(path, &st, view) != 0))
 		return -1;
-	if (stat(path, &st) == 0) {
-		if (refuse_log_file(path, &st, view) != 0)
-			return -1;
-	} else if (lstat(path, &st) == 0) {
-		/* A link to nothing: the open would make its target,
-		 * wherever it is (a zarr store's directory, say),
-		 * unchecked. */
-		fprintf(stderr,
-			"rankfs: option log_file=%s is a symbolic link to "
-			"nothing: name the file itself\n",
-			path);
-		return -1;
-	} /* else a new file, or the open says why not */
 	int fd = open(path,
-		      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY |
-			      O_CLOEXEC,
+		      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+			      O_NOCTTY | O_CLOEXEC,
 		      0666);
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
-			strerror(errno));
+	if (fd < 0 && errno == ELOOP)
+		st.st_mode = S_IFLNK;
+	else if (fd < 0 || fstat(fd, &st) != 0) {
+		rfs_log_say("option log_file=%s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	if (refuse_log_file(path, &st, view) != 0) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	int rc = rfs_log_set_fd(fd);
 	if (rc != 0)
-		fprintf(stderr, "rankfs: option log_file=%s: %s\n", path,
-			strerror(-rc));
+		rfs_log_say("option log_file=%s: %s", path, strerror(-rc));
 	return rc == 0 ? 0 : -1;
 }
 
@@ -300,7 +302,7 @@ int main(int argc, char *argv[])
 		goto out_opts;
 	if (rfs_view_create(&cli.config, cli.sources, cli.nsources, &fs.view,
 			    err, sizeof(err)) != 0) {
-		fprintf(stderr, "rankfs: %s\n", err);
+		rfs_log_say("%s", err);
 		goto out_opts;
 	}
 	/* Once the sources are open, to know them. */
@@ -315,10 +317,8 @@ int main(int argc, char *argv[])
 				 cli.config.epochs) != 0) {
 		/* world_size x batches per rank is about rows / batch_size,
 		 * whatever world_size is. */
-		fprintf(stderr,
-			"rankfs: %llu batches per epoch (world_size x batches "
-			"per rank) are too many to number every file of every "
-			"epoch; raise batch_size\n",
+		rfs_log_say(
+			"%llu batches per epoch (world_size x batches per rank) are too many to number every file of every epoch; raise batch_size",
 			(unsigned long long)(cli.config.world_size *
 					     rfs_view_batches_per_rank(
 						     fs.view)));
@@ -336,8 +336,8 @@ int main(int argc, char *argv[])
 	 * mount, finds the mount gone (daemon.h). */
 	struct stat under;
 	if (stat(cli.mountpoint, &under) != 0) {
-		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli.mountpoint,
-			strerror(errno));
+		rfs_log_say("mountpoint %s: %s", cli.mountpoint,
+			    strerror(errno));
 		goto out_signals;
 	}
 	if (refuse_mount_point(cli.mountpoint) != 0)
@@ -348,13 +348,12 @@ int main(int argc, char *argv[])
 	}
 	pages.se = se;
 	if ((rc = rfs_page_drop_create(se, &pages.drop)) != 0) {
-		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
-			strerror(-rc));
+		rfs_log_say("cannot start a thread: %s", strerror(-rc));
 		goto out_unmount;
 	}
 	if ((rc = rfs_page_store_create(&page_ops, &pages, &fs.page_store)) !=
 	    0) {
-		fprintf(stderr, "rankfs: %s\n", strerror(-rc));
+		rfs_log_say("%s", strerror(-rc));
 		goto out_pages;
 	}
 	/* A user's mount cannot raise readahead: said in the log, not on
@@ -370,8 +369,7 @@ int main(int argc, char *argv[])
 		     -ENOMEM;
 	free(probe);
 	if (rc != 0) {
-		fprintf(stderr, "rankfs: cannot start a thread: %s\n",
-			strerror(-rc));
+		rfs_log_say("cannot start a thread: %s", strerror(-rc));
 		goto out_pages;
 	}
 
@@ -399,15 +397,12 @@ out_unmount:
 	 * signal came first) leaves the parent waiting for our exit. */
 	if (!rfs_daemon_end()) {
 		if (looped && status != 0)
-			fprintf(stderr,
-				"rankfs: %s: the FUSE session ended before the "
-				"mount answered (%s)\n",
+			rfs_log_say(
+				"%s: the FUSE session ended before the mount answered (%s)",
 				cli.mountpoint, strerror(rc < 0 ? -rc : EIO));
 		else if (looped)
-			fprintf(stderr,
-				"rankfs: %s: stopped before the mount "
-				"answered\n",
-				cli.mountpoint);
+			rfs_log_say("%s: stopped before the mount answered",
+				    cli.mountpoint);
 		status = 1;
 	}
 out_signals:

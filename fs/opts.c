@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/buf.h"
+#include "core/log.h"
 #include "core/mountopt.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_LOG_FILE };
@@ -145,7 +146,7 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 		if (rfs_config_set(&st->cli->config, "log_file",
 				   arg + strlen("--log-file="), err,
 				   sizeof(err)) != 0) {
-			fprintf(stderr, "rankfs: --log-file: %s\n", err);
+			rfs_log_say("--log-file: %s", err);
 			return -1;
 		}
 		return 0;
@@ -165,10 +166,8 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *out)
 		    strcmp(arg, "-s") == 0)
 			return 1; /* for fuse_parse_cmdline */
 		if (arg[0] == '-') {
-			fprintf(stderr,
-				"rankfs: unknown option '%s'; rankfs takes -f, "
-				"-d, -s, -o OPTION[,OPTION...], "
-				"--log-file=PATH, -h, -V\n",
+			rfs_log_say(
+				"unknown option '%s'; rankfs takes -f, -d, -s, -o OPTION[,OPTION...], --log-file=PATH, -h, -V",
 				arg);
 			return -1;
 		}
@@ -204,13 +203,12 @@ static int resolve_mountpoint(struct rfs_cli *cli)
 	struct stat st;
 	char *real = realpath(cli->mountpoint, NULL);
 	if (!real || stat(real, &st) != 0) {
-		fprintf(stderr, "rankfs: mountpoint %s: %s\n", cli->mountpoint,
-			strerror(errno));
+		rfs_log_say("mountpoint %s: %s", cli->mountpoint,
+			    strerror(errno));
 		goto fail;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "rankfs: mountpoint %s: not a directory\n",
-			cli->mountpoint);
+		rfs_log_say("mountpoint %s: not a directory", cli->mountpoint);
 		goto fail;
 	}
 	size_t len = strlen(real);
@@ -221,9 +219,8 @@ static int resolve_mountpoint(struct rfs_cli *cli)
 			      strcmp(real, "/") == 0);
 		free(src);
 		if (hidden) {
-			fprintf(stderr,
-				"rankfs: mountpoint %s: source %s lies under "
-				"it, and the mount would hide it\n",
+			rfs_log_say(
+				"mountpoint %s: source %s lies under it, and the mount would hide it",
 				cli->mountpoint, cli->sources[i]);
 			goto fail;
 		}
@@ -276,8 +273,7 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 	for (int i = 1; i < argc - 1; i++)
 		named |= strcmp(argv[i], "--") == 0;
 	if (argc > 1 && !named && strcmp(argv[argc - 1], "-o") == 0) {
-		fprintf(stderr,
-			"rankfs: -o needs a value: -o OPTION[,OPTION...]\n");
+		rfs_log_say("-o needs a value: -o OPTION[,OPTION...]");
 		return -1;
 	}
 	if (fuse_opt_parse(&cli->args, &st, templates, proc) != 0)
@@ -287,8 +283,9 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 	if (fuse_parse_cmdline(&cli->args, &cli->fuse) != 0)
 		return -1;
 	if (cli->nsources < 2) {
-		fprintf(stderr, "rankfs: missing %s\n",
-			cli->nsources ? "MOUNTPOINT" : "SOURCE and MOUNTPOINT");
+		rfs_log_say("missing %s", cli->nsources ?
+						  "MOUNTPOINT" :
+						  "SOURCE and MOUNTPOINT");
 		usage(stderr);
 		return -1;
 	}
@@ -296,7 +293,7 @@ int rfs_opts_parse(int argc, char *argv[], struct rfs_cli *cli)
 	if (resolve_mountpoint(cli) != 0)
 		return -1;
 	if (add_fixed_options(cli, st.has_fsname, st.has_subtype) != 0) {
-		fprintf(stderr, "rankfs: out of memory\n");
+		rfs_log_say("out of memory");
 		return -1;
 	}
 	return 0;

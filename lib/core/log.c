@@ -34,31 +34,55 @@ void rfs_log_silence_stderr(void)
 	silenced = 1;
 }
 
-static void log_line(const char *fmt, va_list ap)
+/* Writes s to out with its control characters escaped (\n, \t, \xHH):
+ * a name holding a newline (a source's, say) cannot forge a line. */
+static void put_escaped(FILE *out, const char *s)
 {
-	FILE *out = log_stream ? log_stream : (silenced ? NULL : stderr);
-	if (!out)
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+		if (*c >= 0x20 && *c != 0x7f)
+			fputc(*c, out);
+		else if (*c == '\n' || *c == '\t')
+			fprintf(out, "\\%c", *c == '\n' ? 'n' : 't');
+		else
+			fprintf(out, "\\x%02x", *c);
+}
+
+/* One line to out, stamped (the log) or not (an error on stderr). */
+static void log_line(FILE *out, int stamped, const char *fmt, va_list ap)
+{
+	char *line, stamp[32] = "";
+	if (!out || vasprintf(&line, fmt, ap) < 0)
 		return;
-	char stamp[32];
 	struct timespec ts;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (stamped)
+		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ ", &tm);
 
 	pthread_mutex_lock(&log_lock);
-	fprintf(out, "%s rankfs: ", stamp);
-	vfprintf(out, fmt, ap);
+	fprintf(out, "%srankfs: ", stamp);
+	put_escaped(out, line);
 	fputc('\n', out);
 	fflush(out);
 	pthread_mutex_unlock(&log_lock);
+	free(line);
+}
+
+void rfs_log_say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_line(stderr, 0, fmt, ap);
+	va_end(ap);
 }
 
 void rfs_log(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_line(fmt, ap);
+	log_line(log_stream ? log_stream : (silenced ? NULL : stderr), 1, fmt,
+		 ap);
 	va_end(ap);
 }
 

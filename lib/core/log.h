@@ -17,6 +17,10 @@ void rfs_log_silence_stderr(void);
 /* Thread-safe; prefixes a timestamp and "rankfs: ". */
 void rfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* An error on stderr, one line: "rankfs: " and the message, its control
+ * characters escaped as in the log's lines (it may name a path). */
+void rfs_log_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Lines that may repeat at any rate (one per failed read): within a
  * minute each distinct line (a cause: a chunk, a range of rows) is logged
  * once, up to RFS_LOG_CAUSES of them, and its repeats and any further

@@ -123,31 +123,31 @@ def test_cmake_install_then_mount_t_fuse(installed, fashion, tmp_path):
 def rankfs_in_usr_local(installed):
     """`cmake --install` to /usr/local, as usage.md tells: mount -t
     fuse.rankfs finds `rankfs` only in the default PATH where mount(8)
-    clears PATH. A link to the binary just installed stands in for the
-    installation and is removed afterwards. An install of one's own found
-    there is not touched; it must then be this build, or the test fails
-    saying so."""
-    link = "/usr/local/bin/rankfs"
-    ours = os.path.join(installed, "bin", "rankfs")
-    # One left by a run of this test that was killed: replaced.
-    if os.path.islink(link) and "/pytest-of-" in os.readlink(link):
-        os.unlink(link)
-    made = False
-    if not os.path.lexists(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ours, link)
-        made = True
-    elif not os.path.exists(link) or \
-            open(link, "rb").read() != open(ours, "rb").read():
-        target = os.path.realpath(link)
-        pytest.fail(f"{link} (-> {target}) is not this build of rankfs: "
-                    "install this one (cmake --install build) or remove "
-                    "it to run this test")
-    try:
-        yield link
-    finally:
-        if made:
-            os.unlink(link)
+    clears PATH. The test must not depend on what is installed there (a
+    rankfs of an older checkout stopped scripts/test), nor change it: its
+    mount(8) calls run in a private mount namespace of their own, where
+    this build's bin/ is bound over /usr/local/bin; nothing outside it
+    sees that, and it goes with the namespace's last process, however the
+    test ends."""
+    return str(installed / "bin")
+
+
+def mount8_seeing(bin_dir, args, mnt, ranks, mounts_line=None):
+    """As mount8, in a private mount namespace where bin_dir is
+    /usr/local/bin: the mount is made, looked at and unmounted there."""
+    script = ('mount --bind "$0" /usr/local/bin || exit 9; mount "$@" || '
+              'exit 8; ls "$MNT/epoch/0/rank"; echo; cat /proc/self/mounts;'
+              ' fusermount3 -u "$MNT"')
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+                        "sh", "-c", script, bin_dir] + args,
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, MNT=str(mnt)))
+    assert r.returncode == 0, r.stderr
+    listed, mounts = r.stdout.split("\n\n", 1)
+    assert sorted(listed.split(), key=int) == [str(k) for k in range(ranks)]
+    if mounts_line:
+        assert mounts_line in mounts
+    assert not is_mounted(mnt)
 
 
 def test_mount_t_fuse_rankfs_and_fstab(rankfs_in_usr_local, fashion,
@@ -156,13 +156,15 @@ def test_mount_t_fuse_rankfs_and_fstab(rankfs_in_usr_local, fashion,
     fuse.rankfs, and an fstab line of that type."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    mount8(["-t", "fuse.rankfs", fashion, str(mnt),
-            "-o", "dataset=/images,world_size=2,defaults"], mnt, 2,
-           f"{fashion} {mnt} fuse.rankfs ro,")
+    mount8_seeing(rankfs_in_usr_local,
+                  ["-t", "fuse.rankfs", fashion, str(mnt),
+                   "-o", "dataset=/images,world_size=2,defaults"], mnt, 2,
+                  f"{fashion} {mnt} fuse.rankfs ro,")
     fstab = tmp_path / "fstab"
     fstab.write_text(f"{fashion} {mnt} fuse.rankfs "
                      "dataset=/images,world_size=3,noauto,nofail 0 0\n")
-    mount8(["-T", str(fstab), str(mnt)], mnt, 3)
+    mount8_seeing(rankfs_in_usr_local, ["-T", str(fstab), str(mnt)], mnt,
+                  3)
 
 
 def test_man_page_renders_every_option():

@@ -827,6 +827,88 @@ def test_a_mount_point_is_refused(mounts, files, tmp_path, foreground):
             subprocess.run(["umount", str(t)], check=True)
 
 
+@pytest.mark.parametrize("foreground", [True, False],
+                         ids=["foreground", "background"])
+def test_a_mount_point_inside_a_rankfs_mount_is_refused(mounts, files,
+                                                        foreground):
+    """A mount on a directory of a live rankfs mount (its epoch/) was
+    accepted and hid that mount's epochs: refused, naming the mount it is
+    in, and the outer mount serves on."""
+    import subprocess
+    outer = mounts(files["good"], "dataset=/x,batch_size=10")
+    before = np.load(outer.file("batch", 0, 0, 1))
+    for inner in (outer.path("epoch"), outer.path("epoch", 0, "rank")):
+        r = run_rankfs((["-f"] if foreground else []) +
+                       ["-o", "dataset=/x", files["good"], inner])
+        if is_mounted(inner):
+            subprocess.run(["fusermount3", "-u", inner])
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == (f"rankfs: mountpoint {inner} is inside the "
+                            f"rankfs mount {outer.mnt} (of "
+                            f"{files['good']}), whose files it would "
+                            "hide; mount elsewhere\n"), r.stderr
+    assert np.array_equal(np.load(outer.file("batch", 0, 0, 1)), before)
+    assert outer.proc.poll() is None
+
+
+def test_log_file_planted_link_refused(files, tmp_path):
+    """A link planted at log_file's path by someone who can write its
+    directory once had root's daemon append to the file it named (a 0600
+    file of root's): the log is opened without following a link, which
+    is refused, whatever it names, and the file is left as it was."""
+    import subprocess
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root only\n")
+    os.chmod(secret, 0o600)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for target in (secret, tmp_path / "absent"):
+        link = tmp_path / "rankfs.log"
+        os.symlink(target, link)
+        r = run_rankfs(["-o", f"dataset=/x,log_file={link}", files["good"],
+                        mnt])
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)])
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == (f"rankfs: option log_file={link} is a "
+                            "symbolic link; give the file itself\n"), \
+            r.stderr
+        os.unlink(link)
+    assert secret.read_bytes() == b"root only\n"
+    assert not os.path.exists(tmp_path / "absent")
+
+
+FORGED = "\n2026-01-01T00:00:00Z rankfs: forged\tline\x1b[2K"
+ESCAPED = "\\n2026-01-01T00:00:00Z rankfs: forged\\tline\\x1b[2K"
+
+
+def test_control_characters_in_names_are_escaped(mounts, files, tmp_path):
+    """A source named with a newline once wrote forged, timestamped lines
+    into the log, and into the errors on the terminal: control characters
+    are escaped (\\n, \\t, \\xHH) in both, each message one line."""
+    import shutil
+    bad = tmp_path / f"bad{FORGED}.h5"
+    bad.write_bytes(b"not HDF5")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = run_rankfs(["-f", "-o", "dataset=/x", bad, mnt])
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("rankfs: "), \
+        r.stderr
+    assert f"bad{ESCAPED}.h5" in r.stderr, r.stderr
+    # In the log: a source so named, removed while mounted, is logged.
+    src = tmp_path / f"src{FORGED}.h5"
+    shutil.copyfile(files["good"], src)
+    m = mounts(src, "dataset=/x,batch_size=10")
+    os.unlink(src)
+    assert m.json("stats.json")["sources"][0]["state"].startswith(
+        "replaced")
+    log = m.log_text()
+    line = [x for x in log.splitlines() if "was replaced" in x]
+    assert len(line) == 1 and f"src{ESCAPED}.h5" in line[0], log
+    assert "forged" not in log.replace(line[0], ""), log
+
+
 def test_remount_says_it_cannot(mounts, files):
     """mount -o remount,rw MNT runs mount.fuse3, which runs rankfs SOURCE
     MNT -o remount,rw,...: one line saying a mount cannot be remounted
@@ -873,7 +955,8 @@ def test_log_file_only_a_regular_file_not_a_source(files, tmp_path,
     mnt.mkdir()
     fg = ["-f"] if foreground else []
     for log, why in [(src, f"is the source {src}"),
-                     (tmp_path / "link.h5", f"is the source {src}"),
+                     (tmp_path / "link.h5",
+                      "is a symbolic link; give the file itself"),
                      (tmp_path / "fifo", ": not a regular file"),
                      (tmp_path / "dir", ": not a regular file")]:
         for spelling in (["-o", f"dataset=/x,log_file={log}"],

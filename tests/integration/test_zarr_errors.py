@@ -487,11 +487,39 @@ def test_log_file_in_the_store_refused(mounts, tmp_path, x):
     os.symlink(f"{p}/X/new.log", tmp_path / "link.log")
     err = mount_error(tmp_path, p, f"log_file={tmp_path}/link.log")
     assert err == f"rankfs: option log_file={tmp_path}/link.log is a " \
-        "symbolic link to nothing: name the file itself\n", err
+        "symbolic link; give the file itself\n", err
     assert not os.path.exists(f"{p}/X/new.log")
     m = mounts(p, f"batch_size=40,log_file={tmp_path}/rankfs.log")
     np.testing.assert_array_equal(m.load("batch", 0, 0, 1),
                                   x[m.load("index", 0, 0, 1)])
+
+
+@pytest.mark.parametrize("linked", ["chunk", "array"])
+def test_log_file_read_through_a_link_refused(tmp_path, x, linked):
+    """log_file once appended to a file the store reaches through a link
+    out of its directories (a chunk file, an array's directory: its
+    .zarray and chunks), which the mount reads: refused, naming the
+    store, and the file left as it was."""
+    p = write_dense(tmp_path / "s.zarr", x)
+    away = tmp_path / "away"
+    if linked == "chunk":
+        away.mkdir()
+        os.rename(f"{p}/X/1.0", away / "1.0")
+        os.symlink(away / "1.0", f"{p}/X/1.0")
+        targets = [away / "1.0"]
+        why = "is a file the source"
+    else:  # the directory is the store's: so is a new file in it
+        os.rename(f"{p}/X", away)
+        os.symlink(away, f"{p}/X")
+        targets = [away / ".zarray", away / "1.0", away / "new.log"]
+        why = "is inside the source"
+    for t in targets:
+        before = t.read_bytes() if t.exists() else None
+        err = mount_error(tmp_path, p, f"log_file={t}")
+        real = os.path.realpath(p)
+        assert err == f"rankfs: option log_file={t} {why} {real}" + \
+            (" reads\n" if linked == "chunk" else "\n"), err
+        assert (t.read_bytes() if t.exists() else None) == before
 
 
 @WATCHED

@@ -260,6 +260,11 @@ int rfs_zarr_array_check_meta(struct rfs_zarr_array *a);
 /* The path of the chunk (shard) file at grid position f into out. */
 void rfs_zarr_chunk_path(const struct rfs_zarr_array *a, uint64_t f, char *out,
 			 size_t n);
+/* 1 when the array reads the file (dev, ino) as it was at mount,
+ * through links too (a chunk file or the array's directory that is one):
+ * its metadata, a chunk file listed, or its directory. */
+int rfs_zarr_array_reads_file(const struct rfs_zarr_array *a, dev_t dev,
+			      ino_t ino);
 /* The identity at mount of chunk file f (present 0: absent, or not
  * listed). */
 const struct rfs_zarr_id *rfs_zarr_file_id(const struct rfs_zarr_array *a,

@@ -368,3 +368,14 @@ int rfs_zarr_files_list(struct rfs_zarr_array *a)
 	a->nfiles = 0;
 	return 0;
 }
+
+int rfs_zarr_array_reads_file(const struct rfs_zarr_array *a, dev_t dev,
+			      ino_t ino)
+{
+	struct stat st;
+	int yes = a->dir && a->meta_id.dev == dev && a->meta_id.ino == ino;
+	for (size_t i = 0; i < a->nfiles && !yes; i++)
+		yes = a->files[i].id.dev == dev && a->files[i].id.ino == ino;
+	return yes || (a->dir && stat(a->dir, &st) == 0 && st.st_dev == dev &&
+		       st.st_ino == ino);
+}

@@ -341,7 +341,9 @@ static int reads_file(const struct rfs_source *base, dev_t dev, ino_t ino)
 {
 	const struct zarr_source *s = (const struct zarr_source *)base;
 	struct rfs_zarr_id key = { .dev = dev, .ino = ino };
-	return bsearch(&key, s->files, s->nfiles, sizeof(key), cmp_id) != NULL;
+	return bsearch(&key, s->files, s->nfiles, sizeof(key), cmp_id) ||
+	       rfs_zarr_array_reads_file(&s->x, dev, ino) ||
+	       rfs_zarr_array_reads_file(&s->indices, dev, ino);
 }
 
 static size_t row_scratch(const struct rfs_source *base)

@@ -75,6 +75,18 @@ static void test_line_format(void **state)
 	free(text);
 }
 
+/* A name holding control characters (a source's) cannot forge a line:
+ * escaped as \\n, \\t, \\xHH, the line still one. */
+static void test_control_characters_escaped(void **state)
+{
+	(void)state;
+	rfs_log("source %s", "a\n2026 rankfs: forged\tb\x1b\x7f\xc3\xa9");
+	char *text = new_lines();
+	assert_string_equal(text + 20, " rankfs: source a\\n2026 rankfs: "
+				       "forged\\tb\\x1b\\x7f\xc3\xa9\n");
+	free(text);
+}
+
 static void test_limit_logs_each_cause_once_a_minute(void **state)
 {
 	(void)state;
@@ -257,6 +269,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_line_format),
+		cmocka_unit_test(test_control_characters_escaped),
 		cmocka_unit_test(test_limit_logs_each_cause_once_a_minute),
 		cmocka_unit_test(test_limited_by_cause),
 		cmocka_unit_test(test_limits_are_separate),
