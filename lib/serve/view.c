@@ -388,7 +388,6 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 	int rc = -ENOMEM;
 	if (!v || rfs_config_copy(&v->config, c) != 0)
 		goto oom;
-	rfs_source_opening(); /* before any step's watchdog thread */
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout);
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc == 0)
@@ -517,7 +516,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					   &v->dataset_json_len);
 	if (rc != 0)
 		goto oom;
-	rfs_source_opened();
+	rfs_dataset_opened(v->dataset);
 	*out = v;
 	return 0;
 oom:
@@ -528,7 +527,6 @@ fail_cache_mb:
 	snprintf(err, errlen, "cache_mb=%llu cannot be split on this machine",
 		 (unsigned long long)v->config.cache_mb);
 fail:
-	rfs_source_opened();
 	rfs_view_destroy(v);
 	return rc;
 }

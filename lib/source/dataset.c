@@ -13,6 +13,7 @@
 
 #include "core/buf.h"
 #include "source/io/chunks.h"
+#include "os/helper.h"
 #include "source/dataset_var.h"
 #include "os/deadline.h"
 #include "core/log.h"
@@ -20,6 +21,7 @@
 
 struct rfs_dataset {
 	struct rfs_chunk_cache *chunks; /* decoded chunks of every file */
+	struct rfs_helper *strings; /* HDF5's string reader, for every file */
 	size_t nfiles;
 	struct rfs_source **files;
 	uint64_t *starts; /* nfiles + 1: first global row of each file */
@@ -361,7 +363,8 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	struct path_list list = { 0 };
 	struct rfs_dataset *d = calloc(1, sizeof(*d));
 	int rc;
-	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0)
+	if (!d || rfs_chunks_create(chunk_cache_bytes, &d->chunks) != 0 ||
+	    rfs_helper_create(&d->strings) != 0)
 		goto oom;
 	rc = expand(paths, npaths, &list, err, errlen);
 	if (rc == 0)
@@ -379,7 +382,7 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 			 list.items[i]);
 		rfs_deadline_begin(what);
 		rc = rfs_source_open(list.items[i], dataset, d->chunks,
-				     &d->files[i], err, errlen);
+				     d->strings, &d->files[i], err, errlen);
 		rfs_deadline_end();
 		if (rc != 0)
 			goto fail;
@@ -423,6 +426,11 @@ void rfs_dataset_limit_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes)
 	d->info.read_path = rfs_source_info(d->files[0])->read_path;
 }
 
+void rfs_dataset_opened(struct rfs_dataset *d)
+{
+	rfs_helper_stop(d->strings);
+}
+
 void rfs_dataset_destroy(struct rfs_dataset *d)
 {
 	if (!d)
@@ -432,6 +440,7 @@ void rfs_dataset_destroy(struct rfs_dataset *d)
 	for (size_t i = 0; i < d->nfiles; i++)
 		rfs_source_destroy(d->files[i]);
 	rfs_chunks_destroy(d->chunks);
+	rfs_helper_destroy(d->strings);
 	free(d->files);
 	free(d->starts);
 	free(d);

@@ -44,24 +44,14 @@ const char *rfs_source_read_path_name(enum rfs_read_path p)
 }
 
 int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
-		    char *err, size_t errlen)
+		    struct rfs_chunk_cache *chunks, struct rfs_helper *strings,
+		    struct rfs_source **out, char *err, size_t errlen)
 {
 	/* A directory is a zarr store; a file, HDF5. */
 	struct stat st;
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return rfs_zarr_open(path, dataset, chunks, out, err, errlen);
-	return rfs_hdf5_open(path, dataset, chunks, out, err, errlen);
-}
-
-void rfs_source_opening(void)
-{
-	rfs_hdf5_opening();
-}
-
-void rfs_source_opened(void)
-{
-	rfs_hdf5_opened();
+	return rfs_hdf5_open(path, dataset, chunks, strings, out, err, errlen);
 }
 
 const struct rfs_source_info *rfs_source_info(const struct rfs_source *s)

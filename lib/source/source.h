@@ -16,6 +16,7 @@
 struct rfs_source;
 struct rfs_chunk_cache;
 struct rfs_column;
+struct rfs_helper;
 
 /* How a source's rows reach memory (dataset.json's read_path). */
 enum rfs_read_path {
@@ -51,20 +52,16 @@ struct rfs_source_info {
 /* Opens path read-only with the backend of its format. dataset NULL means
  * automatic: "/X" for AnnData files, an error otherwise; it may name a
  * dense dataset or a csr_matrix group. chunks (may be NULL) is where
- * chunked arrays register for direct chunk reads; it must outlive the
- * source. On failure writes one line naming the file and what is wrong to
- * err (no "rankfs:" prefix).
+ * chunked arrays register for direct chunk reads; strings (may be NULL:
+ * such strings cannot be read then) the process that reads HDF5's
+ * variable-length strings, at open and in later reads of columns and
+ * var names (os/helper.h). Both must outlive the source. On failure
+ * writes one line naming the file and what is wrong to err (no "rankfs:"
+ * prefix).
  * @return 0, -ENOENT, -EACCES, -EINVAL (not usable), -ENOTSUP, -ENOMEM. */
 int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
-		    char *err, size_t errlen);
-
-/* Brackets the opens of a mount: rfs_source_opening(), called while the
- * process has one thread, lets backends start what they keep for that
- * (HDF5's string reader); rfs_source_opened() lets it go. Opens outside
- * them still work. */
-void rfs_source_opening(void);
-void rfs_source_opened(void);
+		    struct rfs_chunk_cache *chunks, struct rfs_helper *strings,
+		    struct rfs_source **out, char *err, size_t errlen);
 
 /* 1 if dir is a zarr store directory (.zgroup, .zarray, .zmetadata or
  * zarr.json), which rfs_source_open() opens as one source. */

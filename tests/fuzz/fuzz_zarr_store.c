@@ -219,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	struct rfs_source *s = NULL;
 	err[0] = '\0';
-	int rc = rfs_source_open(root, dataset, NULL, &s, err, sizeof(err));
+	int rc = rfs_source_open(root, dataset, NULL, NULL, &s, err, sizeof(err));
 	if (rc == 0) {
 		read_source(s, json_is_object(nodes) ? nodes : NULL, mode == 1);
 		rfs_source_destroy(s);

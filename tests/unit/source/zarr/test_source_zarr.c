@@ -101,7 +101,7 @@ static int open_store(const char *store, const char *dataset,
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", root, store);
-	return rfs_source_open(path, dataset, NULL, s, err, 512);
+	return rfs_source_open(path, dataset, NULL, NULL, s, err, 512);
 }
 
 /* Chunk (i, j) of 4 x 4 of the R x C float32 matrix, full-size. */
@@ -974,7 +974,8 @@ static void test_kept_indexes_given_back(void **state)
 	write_v3("giveback.zarr", 0, 0);
 	snprintf(path, sizeof(path), "%s/giveback.zarr", root);
 	assert_int_equal(rfs_chunks_create(1 << 20, &cc), 0);
-	assert_int_equal(rfs_source_open(path, NULL, cc, &s, err, 512), 0);
+	assert_int_equal(rfs_source_open(path, NULL, cc, NULL, &s, err, 512),
+			 0);
 	check_v3_rows(s); /* every index kept */
 	rfs_chunks_limit(cc, 0);
 	check_v3_rows(s);
