@@ -91,7 +91,7 @@ static int start(struct rfs_helper *h, const char *program)
 log:
 	if (!h->not_found_logged)
 		rfs_log("%s: not started: %s (looked for beside this program, "
-			"in ../libexec/rankfs/ from it and in %s)",
+			"one folder up, in ../libexec/rankfs/ and in %s)",
 			program, strerror(-rc), RFS_LIBEXECDIR);
 	h->not_found_logged = 1;
 	return rc;
