@@ -22,7 +22,6 @@ struct rfs_helper {
 	pthread_mutex_t lock; /* held from begin to end */
 	int sock; /* our end, -1 when no process runs */
 	pid_t pid;
-	int not_found_logged;
 };
 
 int rfs_helper_create(struct rfs_helper **out)
@@ -36,34 +35,33 @@ int rfs_helper_create(struct rfs_helper **out)
 	return 0;
 }
 
-/* The first of the places helper.h lists that holds program. */
-static int find(const char *program, char *path, size_t size)
+/* The first of the places helper.h lists that holds program, else this
+ * program, which serves when started as it (hdf5_strings.c). */
+static void find(const char *program, char *path, size_t size)
 {
 	static const char *const near[] = { "", "/..", "/../libexec/rankfs" };
 	char exe[PATH_MAX];
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (len > 0) {
-		exe[len] = '\0';
-		*strrchr(exe, '/') = '\0';
-	}
-	for (size_t i = 0; len > 0 && i < sizeof(near) / sizeof(*near); i++) {
+	exe[len > 0 ? len : 0] = '\0';
+	char *slash = strrchr(exe, '/');
+	for (size_t i = 0; slash && i < 3; i++) {
+		*slash = '\0';
 		snprintf(path, size, "%s%s/%s", exe, near[i], program);
 		if (access(path, X_OK) == 0)
-			return 0;
+			return;
 	}
 	snprintf(path, size, "%s/%s", RFS_LIBEXECDIR, program);
-	return access(path, X_OK) == 0 ? 0 : -ENOENT;
+	if (access(path, X_OK) != 0)
+		snprintf(path, size, "/proc/self/exe");
 }
 
 static int start(struct rfs_helper *h, const char *program)
 {
 	char path[PATH_MAX + 64];
-	int sv[2], rc = find(program, path, sizeof(path));
-	if (rc == 0 &&
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-		rc = -errno;
-	if (rc != 0)
-		goto log;
+	int sv[2], rc;
+	find(program, path, sizeof(path));
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return -errno;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, deflt;
@@ -88,12 +86,7 @@ static int start(struct rfs_helper *h, const char *program)
 		return 0;
 	}
 	close(sv[0]);
-log:
-	if (!h->not_found_logged)
-		rfs_log("%s: not started: %s (looked for beside this program, "
-			"one folder up, in ../libexec/rankfs/ and in %s)",
-			program, strerror(-rc), RFS_LIBEXECDIR);
-	h->not_found_logged = 1;
+	rfs_log("%s: not started: %s", path, strerror(-rc));
 	return rc;
 }
 

@@ -1,11 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * rankfs-h5strings: reads HDF5 variable-length strings for the daemon
- * (hdf5_strings.c says why in a process of its own), one request at a
- * time from the socket on descriptor 3, until it closes. A crash in
- * HDF5 ends this process, and a loop its alarm; the daemon starts
- * another (os/helper.c).
- */
+/* rankfs-h5strings: reads HDF5 variable-length strings for the daemon
+ * (hdf5_strings.c says why), one request at a time from the socket on
+ * descriptor 3. A crash in HDF5 ends it, and a loop its alarm. */
 #include "source/hdf5/hdf5_source.h"
 
 #include <errno.h>
@@ -87,7 +83,7 @@ static int receive(int sock, struct h5strings_request *rq, int *fd)
 	return 0;
 }
 
-int main(void)
+int rfs_hdf5_strings_serve(void)
 {
 	struct h5strings_request rq;
 	int fd, rc = 0;
@@ -101,3 +97,10 @@ int main(void)
 	}
 	return 0;
 }
+
+#ifdef RFS_H5STRINGS_MAIN
+int main(void)
+{
+	return rfs_hdf5_strings_serve();
+}
+#endif

@@ -133,6 +133,8 @@ int rfs_hdf5_read_vlen(const struct hdf5_source *s, hid_t obj, const char *attr,
 /* What rfs_hdf5_read_vlen() asks rankfs-h5strings (h5strings_main.c)
  * for, with the file's descriptor. Answered with an int, 0 or 1 (not
  * read), then if 0 the n strings, each its length (uint64_t), bytes. */
+/* h5strings_main.c: serves them on descriptor 3 until it closes. */
+int rfs_hdf5_strings_serve(void);
 struct h5strings_request {
 	uint64_t n;
 	haddr_t addr; /* of the object's header */
