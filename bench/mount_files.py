@@ -4,8 +4,9 @@
 
 Sharded atlases come as one file per sample: hundreds or thousands of
 files. Opening each reads its variable-length strings (var names, the
-encoding attributes, a label's categories) in a child process
-(lib/source/hdf5/hdf5_strings.c), so what a fork costs decides the mount's time.
+encoding attributes, a label's categories) in another process
+(lib/source/hdf5/hdf5_strings.c), so what asking it costs decides the
+mount's time.
 This writes FILES files of 20 cells x 50 genes each (var names, an obs
 categorical 'ct', as anndata writes them) once under --dir, then times
 `rankfs-cat DIR dataset.json` (all of a mount's opening, without FUSE)

@@ -339,7 +339,6 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 				&v->env.deadline) != 0 ||
 	    rfs_claims_create(NULL, &v->env.claims) != 0)
 		goto oom;
-	rfs_source_opening(); /* before any step's watchdog thread */
 	rfs_deadline_set_limit((unsigned)v->config.open_timeout); /* strings */
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc == 0)
@@ -454,7 +453,7 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 					   &v->dataset_json_len);
 	if (rc != 0)
 		goto oom;
-	rfs_source_opened();
+	rfs_dataset_opened(v->dataset);
 	*out = v;
 	return 0;
 oom:
@@ -462,7 +461,6 @@ oom:
 	snprintf(err, errlen, "out of memory");
 	goto fail;
 fail:
-	rfs_source_opened();
 	rfs_view_destroy(v);
 	return rc;
 }

@@ -19,9 +19,8 @@
 struct rfs_view;
 
 /* Opens the sources (files or directories, rfs_dataset_open_joined()) and
- * checks that c can be served from them. c is copied. Call it before the
- * process starts threads (rfs_source_opening()). On failure writes one
- * line naming the culprit to err. @return 0 or a negative errno. */
+ * checks that c can be served from them. c is copied. On failure writes
+ * one line naming the culprit to err. @return 0 or a negative errno. */
 int rfs_view_create(const struct rfs_config *c, char *const *sources,
 		    size_t nsources, struct rfs_view **out, char *err,
 		    size_t errlen);

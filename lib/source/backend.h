@@ -121,11 +121,6 @@ int rfs_source_read_nullable(struct rfs_source *s, const char *group,
 			     char *err, size_t errlen);
 
 /* The backends: open as rfs_source_open(). */
-/* Mount-time reads begin (the process has one thread) and are over: the
- * HDF5 backend starts and ends the process it forks string readers from
- * (hdf5_strings.c). */
-void rfs_hdf5_opening(void);
-void rfs_hdf5_opened(void);
 int rfs_hdf5_open(const char *path, const char *dataset,
 		  const struct rfs_source_env *env, struct rfs_source **out,
 		  char *err, size_t errlen);

@@ -13,6 +13,7 @@
 
 #include "core/buf.h"
 #include "source/io/chunks.h"
+#include "os/helper.h"
 #include "source/dataset_var.h"
 #include "os/deadline.h"
 #include "core/log.h"
@@ -21,6 +22,7 @@
 struct rfs_dataset {
 	struct rfs_chunk_cache *chunks; /* decoded chunks of every file */
 	struct rfs_source_env env; /* lent to the sources, with chunks */
+	struct rfs_helper *strings; /* HDF5's string reader, for every file */
 	size_t nfiles;
 	struct rfs_source **files;
 	uint64_t *starts; /* nfiles + 1: first global row of each file */
@@ -366,9 +368,12 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 	int rc;
 	if (d && env)
 		d->env = *env;
-	if (!d || rfs_chunks_create(chunk_cache_bytes, d->env.pool, &d->chunks))
+	if (!d ||
+	    rfs_chunks_create(chunk_cache_bytes, d->env.pool, &d->chunks) ||
+	    rfs_helper_create(&d->strings) != 0)
 		goto oom;
 	d->env.chunks = d->chunks;
+	d->env.strings = d->strings;
 	rc = expand(paths, npaths, &list, err, errlen);
 	if (rc == 0)
 		rc = check_descriptors(list.count, err, errlen);
@@ -430,6 +435,11 @@ void rfs_dataset_share_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes)
 	d->info.read_path = rfs_source_info(d->files[0])->read_path;
 }
 
+void rfs_dataset_opened(struct rfs_dataset *d)
+{
+	rfs_helper_stop(d->strings);
+}
+
 void rfs_dataset_destroy(struct rfs_dataset *d)
 {
 	if (!d)
@@ -439,6 +449,7 @@ void rfs_dataset_destroy(struct rfs_dataset *d)
 	for (size_t i = 0; i < d->nfiles; i++)
 		rfs_source_destroy(d->files[i]);
 	rfs_chunks_destroy(d->chunks);
+	rfs_helper_destroy(d->strings);
 	free(d->files);
 	free(d->starts);
 	free(d);

@@ -46,6 +46,10 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
  * read_path saying so. Mount time, once, before reads are served. */
 void rfs_dataset_share_chunks(struct rfs_dataset *d, size_t chunk_cache_bytes);
 
+/* The mount's reads at open are over (rfs_view_create()): the process
+ * that read HDF5's strings ends; a later read starts it again. */
+void rfs_dataset_opened(struct rfs_dataset *d);
+
 /* Accepts NULL. */
 void rfs_dataset_destroy(struct rfs_dataset *d);
 

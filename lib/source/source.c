@@ -57,16 +57,6 @@ int rfs_source_open(const char *path, const char *dataset,
 			     errlen);
 }
 
-void rfs_source_opening(void)
-{
-	rfs_hdf5_opening();
-}
-
-void rfs_source_opened(void)
-{
-	rfs_hdf5_opened();
-}
-
 const struct rfs_source_info *rfs_source_info(const struct rfs_source *s)
 {
 	return &s->info;

@@ -20,6 +20,7 @@ struct rfs_bigbuf;
 struct rfs_deadline;
 struct rfs_claims;
 struct rfs_column;
+struct rfs_helper;
 
 /* How a source's rows reach memory (dataset.json's read_path). */
 enum rfs_read_path {
@@ -68,6 +69,10 @@ struct rfs_source_env {
 	struct rfs_bigbuf *pool;
 	/* The watchdog of mount-time steps (deadline.h); NULL: none. */
 	struct rfs_deadline *deadline;
+	/* The process that reads HDF5's variable-length strings, at open
+	 * and in later reads of columns and var names (os/helper.h); NULL:
+	 * such strings cannot be read. */
+	struct rfs_helper *strings;
 };
 
 /* Opens path read-only with the backend of its format. dataset NULL means
@@ -79,13 +84,6 @@ struct rfs_source_env {
 int rfs_source_open(const char *path, const char *dataset,
 		    const struct rfs_source_env *env, struct rfs_source **out,
 		    char *err, size_t errlen);
-
-/* Brackets the opens of a mount: rfs_source_opening(), called while the
- * process has one thread, lets backends start what they keep for that
- * (HDF5's string reader); rfs_source_opened() lets it go. Opens outside
- * them still work. */
-void rfs_source_opening(void);
-void rfs_source_opened(void);
 
 /* 1 if dir is a zarr store directory (.zgroup, .zarray, .zmetadata or
  * zarr.json), which rfs_source_open() opens as one source. */

@@ -118,7 +118,8 @@ static int read_integers(hid_t dset, uint64_t n, int64_t *out)
 
 /* Reads a 1-D string dataset (variable or fixed length) into n heap
  * strings. */
-int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out)
+int rfs_hdf5_read_strings(const struct hdf5_source *s, hid_t dset, uint64_t n,
+			  char ***out)
 {
 	hid_t ftype = H5Dget_type(dset);
 	char **strings = calloc(n ? n : 1, sizeof(*strings));
@@ -127,14 +128,10 @@ int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out)
 		goto out;
 	rc = -EIO;
 	if (H5Tis_variable_str(ftype) > 0) {
-		hid_t mem = H5Tcopy(H5T_C_S1);
 		free(strings);
 		strings = NULL;
-		if (mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 &&
-		    H5Tset_cset(mem, H5Tget_cset(ftype)) >= 0)
-			rc = rfs_hdf5_read_vlen(dset, NULL, mem, n, &strings);
-		if (mem >= 0)
-			H5Tclose(mem);
+		rc = rfs_hdf5_read_vlen(s, dset, NULL, H5Tget_cset(ftype), n,
+					&strings);
 	} else {
 		size_t size = H5Tget_size(ftype);
 		char *raw = n < (SIZE_MAX - 1) / (size ? size : 1) ?
@@ -161,11 +158,13 @@ out:
 	return rc;
 }
 
-static int read_values(hid_t dset, uint64_t n, struct rfs_column *out);
+static int read_values(const struct hdf5_source *s, hid_t dset, uint64_t n,
+		       struct rfs_column *out);
 
 /* Category names of a categorical column: strings, bools (enums), or
  * numbers as text. *out and *count are set only on success. */
-static int read_categories(hid_t dset, char ***out, uint64_t *count)
+static int read_categories(const struct hdf5_source *s, hid_t dset, char ***out,
+			   uint64_t *count)
 {
 	int64_t n = rfs_hdf5_length_1d(dset);
 	hid_t type = H5Dget_type(dset);
@@ -175,12 +174,12 @@ static int read_categories(hid_t dset, char ***out, uint64_t *count)
 	if (type >= 0)
 		H5Tclose(type);
 	if (n >= 0 && cls == H5T_STRING) {
-		rc = rfs_hdf5_read_strings(dset, (uint64_t)n, out);
+		rc = rfs_hdf5_read_strings(s, dset, (uint64_t)n, out);
 	} else if (n >= 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT ||
 			      cls == H5T_ENUM)) {
 		/* Their values: categories that name categories of their
 		 * own (themselves, say) would recurse. */
-		rc = read_values(dset, (uint64_t)n, &c);
+		rc = read_values(s, dset, (uint64_t)n, &c);
 		if (rc == 0)
 			rc = rfs_column_names(&c, out);
 		rfs_column_free(&c);
@@ -289,12 +288,13 @@ static hid_t referenced_categories(hid_t dset)
 	return target;
 }
 
-static int categorical(hid_t codes, hid_t cats, uint64_t n,
-		       struct rfs_column *out)
+static int categorical(const struct hdf5_source *s, hid_t codes, hid_t cats,
+		       uint64_t n, struct rfs_column *out)
 {
 	int rc = read_codes(codes, n, out);
 	if (rc == 0)
-		rc = read_categories(cats, &out->categories, &out->ncategories);
+		rc = read_categories(s, cats, &out->categories,
+				     &out->ncategories);
 	for (uint64_t i = 0; i < n && rc == 0; i++)
 		if (out->codes[i] >= (int64_t)out->ncategories ||
 		    out->codes[i] < -1)
@@ -303,7 +303,8 @@ static int categorical(hid_t codes, hid_t cats, uint64_t n,
 }
 
 /* A dataset's values as they are: numbers, an enum's, or strings. */
-static int read_values(hid_t dset, uint64_t n, struct rfs_column *out)
+static int read_values(const struct hdf5_source *s, hid_t dset, uint64_t n,
+		       struct rfs_column *out)
 {
 	hid_t type = H5Dget_type(dset);
 	H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
@@ -331,7 +332,7 @@ static int read_values(hid_t dset, uint64_t n, struct rfs_column *out)
 		return read_enum(dset, n, out);
 	case H5T_STRING: {
 		char **strings;
-		rc = rfs_hdf5_read_strings(dset, n, &strings);
+		rc = rfs_hdf5_read_strings(s, dset, n, &strings);
 		return rc ? rc : rfs_column_from_strings(out, strings, n);
 	}
 	default:
@@ -342,8 +343,8 @@ static int read_values(hid_t dset, uint64_t n, struct rfs_column *out)
 /* What reading dset whole takes per entry, at least: a number's int64 or
  * double (and an enum's stored value), a heap string (made codes: its
  * index, code and category too; and a fixed-length string's stored
- * bytes, or a variable-length one's heap string in the child that reads
- * it, hdf5_strings.c, held until this process has them all: 40
+ * bytes, or a variable-length one's heap string in the helper that
+ * reads it, hdf5_strings.c, held until this process has them all: 40
  * bytes a row measured for 2^20 and 3.5 x 2^20 short strings); as
  * category names, a number's text too. */
 static uint64_t entry_bytes(hid_t dset, enum rfs_memlimit_as as)
@@ -402,7 +403,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		goto not_found;
 	if (info.type == H5O_TYPE_GROUP) {
 		obj = H5Gopen2(s->file, path, H5P_DEFAULT);
-		rfs_hdf5_read_string_attr(obj, "encoding-type", kind,
+		rfs_hdf5_read_string_attr(s, obj, "encoding-type", kind,
 					  sizeof(kind));
 		if (rfs_source_is_nullable(kind)) {
 			rc = rfs_source_read_nullable(base, path, what, out,
@@ -498,8 +499,8 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 				    errlen);
 	if (rc != 0)
 		goto out;
-	rc = cats >= 0 ? categorical(codes, cats, (uint64_t)n, out) :
-			 read_values(codes, (uint64_t)n, out);
+	rc = cats >= 0 ? categorical(s, codes, cats, (uint64_t)n, out) :
+			 read_values(s, codes, (uint64_t)n, out);
 	if (rc == -ENOTSUP)
 		snprintf(err, errlen,
 			 "%s: %s has a type rankfs cannot read as a column "

@@ -36,7 +36,8 @@ int rfs_hdf5_ends_with(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n)
+int rfs_hdf5_read_string_attr(const struct hdf5_source *s, hid_t obj,
+			      const char *name, char *out, size_t n)
 {
 	int rc = -EINVAL;
 	if (H5Aexists(obj, name) <= 0)
@@ -47,17 +48,13 @@ int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n)
 		goto close;
 	if (H5Tis_variable_str(type) > 0) {
 		char **value = NULL;
-		hid_t mem = H5Tcopy(H5T_C_S1);
-		H5Tset_size(mem, H5T_VARIABLE);
-		/* HDF5 converts no strings between ASCII and UTF-8. */
-		H5Tset_cset(mem, H5Tget_cset(type));
-		if (rfs_hdf5_read_vlen(obj, name, mem, 1, &value) == 0) {
+		if (rfs_hdf5_read_vlen(s, obj, name, H5Tget_cset(type), 1,
+				       &value) == 0) {
 			snprintf(out, n, "%s", value[0]);
 			free(value[0]);
 			free(value);
 			rc = 0;
 		}
-		H5Tclose(mem);
 	} else {
 		size_t size = H5Tget_size(type);
 		char *value = calloc(1, size + 1);
@@ -75,12 +72,12 @@ close:
 	return rc;
 }
 
-static int is_anndata(hid_t file, const char *path)
+static int is_anndata(const struct hdf5_source *s)
 {
 	char kind[64];
-	if (rfs_hdf5_ends_with(path, ".h5ad"))
+	if (rfs_hdf5_ends_with(s->path, ".h5ad"))
 		return 1;
-	return rfs_hdf5_read_string_attr(file, "encoding-type", kind,
+	return rfs_hdf5_read_string_attr(s, s->file, "encoding-type", kind,
 					 sizeof(kind)) == 0 &&
 	       strcmp(kind, "anndata") == 0;
 }
@@ -396,7 +393,7 @@ static int open_group(struct hdf5_source *s, char *err, size_t errlen)
 	int rc = -ENOTSUP;
 	hid_t group = H5Gopen2(s->file, s->dataset, H5P_DEFAULT);
 	if (group >= 0)
-		rfs_hdf5_read_string_attr(group, "encoding-type", kind,
+		rfs_hdf5_read_string_attr(s, group, "encoding-type", kind,
 					  sizeof(kind));
 	if (strcmp(kind, "csr_matrix") == 0)
 		rc = open_csr(s, group, err, errlen);
@@ -442,8 +439,8 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* The var index of s's rows, read as a 1-D string dataset (in a child:
- * hdf5_strings.c; mount time only, when no other thread is in HDF5).
+/* The var index of s's rows, read as a 1-D string dataset (by
+ * rankfs-h5strings: hdf5_strings.c; mount time only).
  * @return 0, -ENOENT (no var table), -E2BIG (more names than columns:
  * *n their count, none read), or a negative errno with err set. */
 static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
@@ -456,7 +453,7 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
 	if (group < 0)
 		return -ENOENT;
-	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
+	rfs_hdf5_read_string_attr(s, group, "_index", index, sizeof(index));
 	hid_t names_dset = H5Dopen2(group, index, H5P_DEFAULT);
 	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
 	int rc = len >= 0 ? 0 : -ENOENT;
@@ -473,8 +470,9 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 		rc = rfs_hdf5_claim(s, names_dset, (uint64_t)len,
 				    RFS_MEMLIMIT_VALUES, &s->base.var_claimed,
 				    err, errlen);
-		if (rc == 0 && (rc = rfs_hdf5_read_strings(
-					names_dset, (uint64_t)len, names)) != 0)
+		if (rc == 0 &&
+		    (rc = rfs_hdf5_read_strings(s, names_dset, (uint64_t)len,
+						names)) != 0)
 			snprintf(err, errlen,
 				 "%s: the var names (%s) cannot be read: %s",
 				 s->path, what, strerror(-rc));
@@ -539,6 +537,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	s->watch = -1;
 	s->base.env = *env;
 	s->chunks = env->chunks;
+	s->strings = env->strings;
 	rfs_hdf5_quiet();
 	hbool_t threadsafe = 0;
 	if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
@@ -595,7 +594,7 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 		snprintf(err, errlen, "%s: cannot open as HDF5", path);
 		goto fail;
 	}
-	s->anndata = is_anndata(s->file, s->path);
+	s->anndata = is_anndata(s);
 	if (!dataset && !s->anndata) {
 		char found[512];
 		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));

@@ -87,6 +87,7 @@ struct hdf5_source {
 	struct array indices; /* CSR only */
 	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* fd's file as it was at open */
+	struct rfs_helper *strings; /* env's, may be NULL: hdf5_strings.c */
 	int anndata; /* obs columns can be named without a path */
 	atomic_int changed; /* sticky: the file was written after open */
 	atomic_int replaced_logged;
@@ -96,9 +97,10 @@ struct hdf5_source {
  * (HDF5's error stack is per thread in threadsafe builds). */
 void rfs_hdf5_quiet(void);
 int rfs_hdf5_ends_with(const char *s, const char *suffix);
-/* Reads a string attribute (fixed or variable length) into out.
+/* Reads obj's string attribute (fixed or variable length) into out.
  * @return 0 or -1. */
-int rfs_hdf5_read_string_attr(hid_t obj, const char *name, char *out, size_t n);
+int rfs_hdf5_read_string_attr(const struct hdf5_source *s, hid_t obj,
+			      const char *name, char *out, size_t n);
 /* Lists the file's datasets (for error lines), cut to n bytes. */
 void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n);
 
@@ -127,12 +129,27 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);
 
-/* hdf5_strings.c: n variable-length strings of a dataset (attr
- * NULL) or of obj's attribute named attr, read as mem, in a child process
- * (a damaged global heap crashes or hangs HDF5). *out: n heap strings.
- * @return 0, -EIO (the read failed, crashed or hung: logged), -ENOMEM. */
-int rfs_hdf5_read_vlen(hid_t obj, const char *attr, hid_t mem, uint64_t n,
-		       char ***out);
+/* hdf5_strings.c: n variable-length strings of a dataset (attr NULL)
+ * or of obj's attribute named attr, in s's file, stored in cset, read
+ * by the program rankfs-h5strings (a damaged global heap crashes or
+ * hangs HDF5). *out: n heap strings. @return 0, -EIO (the read failed,
+ * crashed or hung: logged), -ENOMEM. */
+int rfs_hdf5_read_vlen(const struct hdf5_source *s, hid_t obj, const char *attr,
+		       H5T_cset_t cset, uint64_t n, char ***out);
+
+/* What rfs_hdf5_read_vlen() asks rankfs-h5strings (h5strings_main.c)
+ * for, with the file's descriptor. Answered with an int, 0 or 1 (not
+ * read), then if 0 the n strings, each its length (uint64_t), bytes. */
+/* h5strings_main.c: serves them on descriptor 3 until it closes. */
+int rfs_hdf5_strings_serve(void);
+struct h5strings_request {
+	uint64_t n;
+	haddr_t addr; /* of the object's header */
+	int32_t cset;
+	int32_t attr; /* 1: the object's attribute named name */
+	uint32_t limit; /* seconds for the read (open_timeout), 0: none */
+	char name[256];
+};
 
 /* hdf5_obs.c */
 int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
@@ -140,7 +157,8 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 /* Length of a 1-D dataset, or -1 when it is not 1-D. */
 int64_t rfs_hdf5_length_1d(hid_t dset);
 /* Reads a 1-D string dataset into n heap strings. @return 0 or -errno. */
-int rfs_hdf5_read_strings(hid_t dset, uint64_t n, char ***out);
+int rfs_hdf5_read_strings(const struct hdf5_source *s, hid_t dset, uint64_t n,
+			  char ***out);
 /* Checks n entries of dset, to be read whole at mount (as: values,
  * category names, or values whose strings are made codes), against the
  * memory the daemon may use (rfs_memlimit_claim, adding it to *claimed).

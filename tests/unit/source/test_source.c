@@ -15,13 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "h5_fixture.h"
 #include "core/log.h"
+#include "os/helper.h"
 #include "source/column.h"
 #include "core/buf.h"
 #include "os/watch.h"
@@ -63,6 +63,8 @@ herr_t __wrap_H5Dread(hid_t dset, hid_t mem_type, hid_t mem_space,
 
 static int h5dread_fail;
 static int h5dread_calls;
+/* Each test's reader of HDF5's strings, as a mount's dataset has one. */
+static struct rfs_helper *helper;
 
 herr_t __wrap_H5Dread(hid_t dset, hid_t mem_type, hid_t mem_space,
 		      hid_t file_space, hid_t plist, void *buf)
@@ -90,6 +92,11 @@ static int setup(void **state)
 	}
 	h5dread_fail = 0;
 	h5dread_calls = 0;
+	if (rfs_helper_create(&helper) != 0) {
+		free(f);
+		return -1;
+	}
+	env.strings = helper;
 	*state = f;
 	return 0;
 }
@@ -101,6 +108,8 @@ static int teardown(void **state)
 		return -1;
 	h5fx_rmtree(f->dir);
 	free(f);
+	rfs_helper_destroy(helper);
+	helper = env.strings = NULL;
 	return 0;
 }
 
@@ -892,8 +901,8 @@ static void test_data_outside_the_file_refused(void **state)
 	free(link);
 }
 
-/* Processes this process has forked and not reaped, from every thread
- * (the string reader's zygote: hdf5_strings.c). */
+/* Processes this process started and has not reaped, from every thread
+ * (the reader of strings: os/helper.c). */
 static int children(pid_t *pids, int max)
 {
 	char path[64];
@@ -908,6 +917,19 @@ static int children(pid_t *pids, int max)
 	return n;
 }
 
+/* The one process this one started: the program rankfs-h5strings, not a
+ * fork of this one. */
+static pid_t the_reader(void)
+{
+	pid_t pids[8];
+	char path[64], exe[PATH_MAX] = "";
+	assert_int_equal(children(pids, 8), 1);
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pids[0]);
+	assert_true(readlink(path, exe, sizeof(exe) - 1) > 0);
+	assert_non_null(strstr(exe, "/rankfs-h5strings"));
+	return pids[0];
+}
+
 static void check_var_names(struct rfs_source *s, const char *const *want)
 {
 	char **names = NULL, err[512];
@@ -920,20 +942,11 @@ static void check_var_names(struct rfs_source *s, const char *const *want)
 	rfs_buf_free_strings(names, n);
 }
 
-/* Page faults of this process's reaped children: they grow only when
- * this process forked the reading child itself. */
-static long reaped_faults(void)
-{
-	struct rusage ru;
-	assert_int_equal(getrusage(RUSAGE_CHILDREN, &ru), 0);
-	return ru.ru_minflt;
-}
-
-/* Strings are read in a child of a process started before the mount opens
- * its sources (a fork of a daemon with many files open costs their
- * memory's page tables), which ends when it has opened them; a read
- * outside them, or after it died, forks the child from this process. */
-static void test_strings_read_beside_the_daemon(void **state)
+/* Strings are read by one process, the program rankfs-h5strings, started
+ * at the first read (never a fork of this one: its page tables, with many
+ * files open, cost a fork their size), reading in turn; killed, it is
+ * started again at the next read; stopped or destroyed, none is left. */
+static void test_strings_read_by_a_helper(void **state)
 {
 	struct fixture *f = *state;
 	const char *path =
@@ -943,22 +956,16 @@ static void test_strings_read_beside_the_daemon(void **state)
 	assert_int_equal(h5fx_add_strings(path, "/obs/split", words, 4), 0);
 	assert_int_equal(h5fx_add_var(path, genes, COLS), 0);
 	pid_t pids[8];
-	rfs_source_opened();
 	assert_int_equal(children(pids, 8), 0);
-	rfs_source_opening();
-	assert_int_equal(children(pids, 8), 1); /* the zygote */
-	rfs_source_opening(); /* one at a time */
-	assert_int_equal(children(pids, 8), 1);
-	long faults = reaped_faults();
-	struct rfs_source *s = open_ok(path, NULL);
+	struct rfs_source *s = open_ok(path, NULL); /* reads var names */
+	pid_t reader = the_reader();
 	check_var_names(s, genes);
-	assert_int_equal(reaped_faults(), faults); /* the zygote's children */
-	assert_int_equal(children(pids, 8), 1); /* kept */
-	/* Killed, its reads are forked from here, and it is not replaced. */
-	kill(pids[0], SIGKILL);
-	while (waitpid(pids[0], NULL, 0) < 0 && errno == EINTR)
-		;
-	faults = reaped_faults();
+	assert_int_equal(the_reader(), reader); /* the same one */
+	/* Killed (and not reaped here): started again. */
+	siginfo_t info;
+	assert_int_equal(kill(reader, SIGKILL), 0);
+	assert_int_equal(waitid(P_PID, (id_t)reader, &info, WEXITED | WNOWAIT),
+			 0);
 	struct rfs_column c;
 	char err[512];
 	assert_int_equal(
@@ -966,19 +973,16 @@ static void test_strings_read_beside_the_daemon(void **state)
 	const int64_t want_split[] = { 2, 1, 2, 0 };
 	assert_memory_equal(c.codes, want_split, sizeof(want_split));
 	rfs_column_free(&c);
-	assert_true(reaped_faults() > faults); /* a child of this process */
+	assert_int_not_equal(the_reader(), reader);
+	/* Stopped: none is left, and a read starts one. */
+	rfs_helper_stop(helper);
 	assert_int_equal(children(pids, 8), 0);
 	check_var_names(s, genes);
-	/* Started again, ended and reaped; a read after it still reads. */
-	rfs_source_opening();
-	assert_int_equal(children(pids, 8), 1);
-	check_var_names(s, genes);
-	rfs_source_opened();
-	assert_int_equal(children(pids, 8), 0);
-	check_var_names(s, genes);
-	rfs_source_opened();
-	assert_int_equal(children(pids, 8), 0);
+	the_reader();
 	rfs_source_destroy(s);
+	rfs_helper_destroy(helper);
+	helper = env.strings = NULL;
+	assert_int_equal(children(pids, 8), 0);
 }
 
 int main(void)
@@ -1011,8 +1015,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sparse_group, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_csr_rows, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_strings_read_beside_the_daemon, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_strings_read_by_a_helper,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_injected_read_failure,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_changed_file_fails, setup,
