@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-#include <sys/stat.h>
 
 #include "core/buf.h"
 #include "core/bigbuf.h"
@@ -41,27 +40,6 @@ const char *rfs_source_read_path_name(enum rfs_read_path p)
 		break;
 	}
 	return "hdf5";
-}
-
-int rfs_source_open(const char *path, const char *dataset,
-		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
-		    char *err, size_t errlen)
-{
-	/* A directory is a zarr store; a file, HDF5. */
-	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return rfs_zarr_open(path, dataset, chunks, out, err, errlen);
-	return rfs_hdf5_open(path, dataset, chunks, out, err, errlen);
-}
-
-void rfs_source_opening(void)
-{
-	rfs_hdf5_opening();
-}
-
-void rfs_source_opened(void)
-{
-	rfs_hdf5_opened();
 }
 
 const struct rfs_source_info *rfs_source_info(const struct rfs_source *s)
@@ -338,22 +316,13 @@ const char *rfs_source_state_name(enum rfs_source_state st)
 	return "ok";
 }
 
-int rfs_source_read_column(struct rfs_source *s, const char *name,
-			   struct rfs_column *out, char *err, size_t errlen)
-{
-	return s->ops->read_column(s, name, out, err, errlen);
-}
-
-int rfs_source_is_nullable(const char *encoding)
-{
-	return encoding && (strcmp(encoding, "nullable-integer") == 0 ||
-			    strcmp(encoding, "nullable-boolean") == 0 ||
-			    strcmp(encoding, "nullable-string-array") == 0);
-}
-
-int rfs_source_read_nullable(struct rfs_source *s, const char *group,
-			     const char *what, struct rfs_column *out,
-			     char *err, size_t errlen)
+/* Reads the nullable column at group ("/obs/NAME", or "/PATH") of s:
+ * its values and mask, each through the backend's read_column as a /PATH
+ * array, the mask applied (rfs_column_apply_mask). what names the column
+ * in errors. @return as read_column. */
+static int read_nullable(struct rfs_source *s, const char *group,
+			 const char *what, struct rfs_column *out, char *err,
+			 size_t errlen)
 {
 	char path[1200];
 	struct rfs_column mask = { 0 };
@@ -389,8 +358,27 @@ int rfs_source_read_nullable(struct rfs_source *s, const char *group,
 	return rc;
 }
 
-int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
-			  size_t errlen)
+int rfs_source_read_column(struct rfs_source *s, const char *name,
+			   struct rfs_column *out, char *err, size_t errlen)
+{
+	int rc = s->ops->read_column(s, name, out, err, errlen);
+	if (rc != RFS_SOURCE_NULLABLE)
+		return rc;
+	char group[1000], what[300];
+	snprintf(group, sizeof(group), "%s%s", name[0] == '/' ? "" : "/obs/",
+		 name);
+	if (name[0] == '/')
+		snprintf(what, sizeof(what), "%s %s", s->array_noun, name);
+	else
+		snprintf(what, sizeof(what), "obs column '%s'", name);
+	return read_nullable(s, group, what, out, err, errlen);
+}
+
+/* Writes the mount error for a csc_matrix at dataset (an AnnData path:
+ * /X, /raw/X, /layers/NAME, or any other) of path, with the anndata line
+ * that rewrites it as CSR. @return -ENOTSUP. */
+static int refuse_csc(const char *path, const char *dataset, char *err,
+		      size_t errlen)
 {
 	char fix[320] = "";
 	const char *layer = "/layers/";
@@ -412,7 +400,13 @@ int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
 	return -ENOTSUP;
 }
 
-int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
+/* Refuses a matrix of no rows, no columns, or rows over 1 GiB, then sets
+ * s->info.fingerprint from what every backend describes: shape, dtype,
+ * nnz, the dataset's name and the first and last rows (read through the
+ * source, so one matrix has one fingerprint in any format). On failure
+ * writes one line naming the dataset or the row to err. @return 0,
+ * -EINVAL, -EIO, -ENOMEM. */
+static int fingerprint(struct rfs_source *s, char *err, size_t errlen)
 {
 	const struct rfs_source_info *in = &s->info;
 	/* A row must fit a batch file (1 GiB) in any served dtype (8 bytes
@@ -504,20 +498,31 @@ out:
 	return rc;
 }
 
-const char *rfs_source_var_table(const char *dataset)
+/* The backend's read_var_names of the var table naming the columns of
+ * s's dataset ("var" for /X and /layers/NAME, "raw/var" for /raw/X), or
+ * -ENOENT for a matrix AnnData gives no var. */
+static int read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
+			  char *err, size_t errlen)
 {
-	if (strcmp(dataset, "/X") == 0 || strncmp(dataset, "/layers/", 8) == 0)
-		return "var";
-	if (strcmp(dataset, "/raw/X") == 0)
-		return "raw/var";
-	return NULL;
+	const char *d = s->info.dataset, *table = NULL;
+	if (strcmp(d, "/X") == 0 || strncmp(d, "/layers/", 8) == 0)
+		table = "var";
+	else if (strcmp(d, "/raw/X") == 0)
+		table = "raw/var";
+	return s->anndata && table ?
+		       s->ops->read_var_names(s, table, names, n, err, errlen) :
+		       -ENOENT;
 }
 
-int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
+/* Sets s->info.has_var and var_fingerprint (XXH3 of the names, each
+ * followed by a NUL; of their count alone where the backend saw more than
+ * the columns: never served, rfs_source_read_var_names() refuses them).
+ * @return 0 or a negative errno with err set. */
+static int fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 {
 	char **names;
 	uint64_t n;
-	int rc = s->ops->read_var_names(s, &names, &n, err, errlen);
+	int rc = read_var_names(s, &names, &n, err, errlen);
 	if (rc == -E2BIG) {
 		/* More than the columns, not read: rfs_source_read_var_names
 		 * says so; the fingerprint is of their count. */
@@ -536,9 +541,8 @@ int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen)
 {
-	int rc = s->info.has_var ?
-			 s->ops->read_var_names(s, names, n, err, errlen) :
-			 -ENOENT;
+	int rc = s->info.has_var ? read_var_names(s, names, n, err, errlen) :
+				   -ENOENT;
 	if (rc == -ENOENT)
 		snprintf(err, errlen, "%s: no var names", s->info.path);
 	if ((rc == 0 || rc == -E2BIG) && *n != s->info.cols) {
@@ -560,14 +564,39 @@ void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
 	rfs_memlimit_release(&s->var_claimed);
 }
 
-void rfs_source_release_claims(struct rfs_source *s)
+int rfs_source_open(const char *path, const char *dataset,
+		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		    char *err, size_t errlen)
 {
-	rfs_memlimit_release(&s->claimed);
-	rfs_memlimit_release(&s->var_claimed);
+	const struct rfs_source_backend *b;
+	struct rfs_source *s = NULL;
+	if (errlen)
+		err[0] = '\0';
+	int rc = rfs_source_backend_of(path, &b, err, errlen);
+	if (rc == 0)
+		rc = b->open(path, dataset, chunks, &s, err, errlen);
+	if (s)
+		s->ops = b->ops;
+	if (rc == RFS_SOURCE_CSC)
+		rc = refuse_csc(s->info.path, s->info.dataset, err, errlen);
+	if (rc == 0)
+		rc = fingerprint(s, err, errlen);
+	if (rc == 0)
+		rc = fingerprint_var(s, err, errlen);
+	if (rc == -ENOMEM && errlen && !err[0])
+		snprintf(err, errlen, "%s: out of memory", path);
+	if (rc != 0)
+		rfs_source_destroy(s);
+	else
+		*out = s;
+	return rc;
 }
 
 void rfs_source_destroy(struct rfs_source *s)
 {
-	if (s)
-		s->ops->close(s);
+	if (!s)
+		return;
+	rfs_memlimit_release(&s->claimed);
+	rfs_memlimit_release(&s->var_claimed);
+	s->ops->close(s);
 }

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "source/column.h"
 #include "core/log.h"
 #include "os/memlimit.h"
 
@@ -387,7 +386,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 	*out = (struct rfs_column){ 0 };
 	rfs_hdf5_quiet();
 	column_name(name, what, sizeof(what));
-	if (name[0] != '/' && !s->anndata) {
+	if (name[0] != '/' && !s->base.anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData file, so it has no %s; name a "
 			 "1-D dataset as /PATH",
@@ -405,8 +404,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 		rfs_hdf5_read_string_attr(obj, "encoding-type", kind,
 					  sizeof(kind));
 		if (rfs_source_is_nullable(kind)) {
-			rc = rfs_source_read_nullable(base, path, what, out,
-						      err, errlen);
+			rc = RFS_SOURCE_NULLABLE;
 			goto out;
 		}
 		if (strcmp(kind, "categorical") != 0) {

@@ -401,7 +401,7 @@ static int open_group(struct hdf5_source *s, char *err, size_t errlen)
 	if (strcmp(kind, "csr_matrix") == 0)
 		rc = open_csr(s, group, err, errlen);
 	else if (strcmp(kind, "csc_matrix") == 0)
-		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
+		rc = RFS_SOURCE_CSC;
 	else
 		snprintf(err, errlen, "%s: %s is a group, not a dataset",
 			 s->path, s->dataset);
@@ -442,18 +442,16 @@ static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* The var index of s's rows, read as a 1-D string dataset (in a child:
+/* The var index of table, read as a 1-D string dataset (in a child:
  * hdf5_strings.c; mount time only, when no other thread is in HDF5).
  * @return 0, -ENOENT (no var table), -E2BIG (more names than columns:
  * *n their count, none read), or a negative errno with err set. */
-static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
-			  char *err, size_t errlen)
+static int read_var_names(struct rfs_source *base, const char *table,
+			  char ***names, uint64_t *n, char *err, size_t errlen)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
-					 NULL;
 	char index[128] = "_index";
-	hid_t group = table ? H5Gopen2(s->file, table, H5P_DEFAULT) : -1;
+	hid_t group = H5Gopen2(s->file, table, H5P_DEFAULT);
 	if (group < 0)
 		return -ENOENT;
 	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
@@ -487,7 +485,6 @@ static int read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
 static void close_source(struct rfs_source *base)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	rfs_source_release_claims(base);
 	rfs_log_limit_destroy(&s->base.read_failures);
 	close_array(&s->x);
 	close_array(&s->indices);
@@ -522,9 +519,9 @@ static const struct rfs_source_ops ops = {
 	.close = close_source,
 };
 
-int rfs_hdf5_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
-		  char *err, size_t errlen)
+static int open_source(const char *path, const char *dataset,
+		       struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		       char *err, size_t errlen)
 {
 	struct hdf5_source *s = calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
@@ -537,8 +534,9 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 	s->file = s->dapl = H5I_INVALID_HID;
 	s->x.dset = s->x.mem_type = H5I_INVALID_HID;
 	s->indices.dset = s->indices.mem_type = H5I_INVALID_HID;
-	s->base.ops = &ops;
 	rfs_log_limit_init(&s->base.read_failures);
+	*out = &s->base; /* closed by the caller, half-built or not */
+	s->base.array_noun = "dataset";
 	s->fd = -1;
 	s->watch = -1;
 	s->chunks = chunks;
@@ -550,26 +548,25 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 			 "%s: the HDF5 library is not built "
 			 "thread-safe (rankfs needs it)",
 			 path);
-		rc = -ENOTSUP;
-		goto fail;
+		return -ENOTSUP;
 	}
 
 	s->path = realpath(path, NULL);
 	if (!s->path || stat(s->path, &st) != 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
+		return rc;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s: not a regular file", path);
-		goto fail;
+		return rc;
 	}
 	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
 	if (s->fd < 0 || fstat(s->fd, &s->opened) != 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
+		return rc;
 	}
 	s->base.info.mtime = s->opened.st_mtime;
 	s->watch = rfs_watch_add(s->fd);
@@ -590,13 +587,13 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 								       -EINVAL;
 		snprintf(err, errlen, "%s: %s", path,
 			 rc == -EINVAL ? "not an HDF5 file" : strerror(why));
-		goto fail;
+		return rc;
 	}
 	s->file = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (s->file < 0) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s: cannot open as HDF5", path);
-		goto fail;
+		return rc;
 	}
 	/* HDF5 names external raw data files when it reads them, from the
 	 * working directory of then: the daemon's is "/". */
@@ -606,10 +603,10 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 			    H5Pset_efile_prefix(s->dapl, cwd) < 0)) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-		goto fail;
+		return rc;
 	}
-	s->anndata = is_anndata(s->file, s->path);
-	if (!dataset && !s->anndata) {
+	s->base.anndata = is_anndata(s->file, s->path);
+	if (!dataset && !s->base.anndata) {
 		char found[512];
 		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
 		rc = -EINVAL;
@@ -617,27 +614,41 @@ int rfs_hdf5_open(const char *path, const char *dataset,
 			 "%s: not an AnnData file; name the rows with "
 			 "-o dataset=/PATH (datasets: %s)",
 			 path, found);
-		goto fail;
+		return rc;
 	}
 	s->dataset = strdup(dataset ? dataset : "/X");
 	if (!s->dataset) {
 		snprintf(err, errlen, "%s: out of memory", path);
-		goto fail;
+		return rc;
 	}
 	s->base.info.path = s->path;
 	s->base.info.dataset = s->dataset;
-	rc = open_rows(s, err, errlen);
-	if (rc != 0)
-		goto fail;
-	rc = rfs_source_fingerprint(&s->base, err, errlen);
-	if (rc != 0)
-		goto fail;
-	rc = rfs_source_fingerprint_var(&s->base, err, errlen);
-	if (rc != 0)
-		goto fail;
-	*out = &s->base;
-	return 0;
-fail:
-	close_source(&s->base);
-	return rc;
+	return open_rows(s, err, errlen);
 }
+
+/* An HDF5 file: its signature where H5Fis_hdf5 looks for it, at 0 or
+ * after a user block (512, 1024, 2048 ... bytes). */
+static int probe(const char *path, const struct stat *st)
+{
+	static const unsigned char sig[8] = "\211HDF\r\n\032\n";
+	unsigned char at_off[8];
+	if (!S_ISREG(st->st_mode))
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), yes = 0;
+	if (fd < 0)
+		return -errno;
+	for (off_t at = 0; !yes && at + 8 <= st->st_size;
+	     at = at ? 2 * at : 512)
+		yes = pread(fd, at_off, 8, at) == 8 && !memcmp(at_off, sig, 8);
+	close(fd);
+	return yes;
+}
+
+const struct rfs_source_backend rfs_hdf5_backend = {
+	.name = "hdf5",
+	.probe = probe,
+	.open = open_source,
+	.ops = &ops,
+	.opening = rfs_hdf5_opening,
+	.opened = rfs_hdf5_opened,
+};

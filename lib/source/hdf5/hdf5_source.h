@@ -79,7 +79,6 @@ struct hdf5_source {
 	 * changes like the source itself. */
 	struct linked_file *linked;
 	size_t nlinked, linked_cap;
-	int anndata; /* obs columns can be named without a path */
 	atomic_int changed; /* sticky: a file was written after open */
 	atomic_int replaced_logged;
 };
@@ -120,7 +119,12 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base);
 enum rfs_source_state rfs_hdf5_state(struct rfs_source *base);
 int rfs_hdf5_reads_file(const struct rfs_source *base, dev_t dev, ino_t ino);
 
-/* hdf5_strings.c: n variable-length strings of a dataset (attr
+/* hdf5_strings.c: mount-time reads begin (the process has one thread)
+ * and are over: the process string readers are forked from starts and
+ * ends (rfs_source_opening(), rfs_source_opened()). */
+void rfs_hdf5_opening(void);
+void rfs_hdf5_opened(void);
+/* n variable-length strings of a dataset (attr
  * NULL) or of obj's attribute named attr, read as mem, in a child process
  * (a damaged global heap crashes or hangs HDF5). *out: n heap strings.
  * @return 0, -EIO (the read failed, crashed or hung: logged), -ENOMEM. */

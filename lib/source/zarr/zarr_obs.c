@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source/column.h"
 #include "core/convert.h"
 #include "os/memlimit.h"
 #include "source/zarr/zarr.h"
@@ -264,7 +263,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 		snprintf(what, sizeof(what), "array %s", name);
 	else
 		snprintf(what, sizeof(what), "obs column '%s'", name);
-	if (name[0] != '/' && !s->anndata) {
+	if (name[0] != '/' && !s->base.anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData store, so it has no %s; name a "
 			 "1-D array as /PATH",
@@ -290,10 +289,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 		snprintf(err, errlen, "%s: %s not found", s->path, what);
 		rc = -EINVAL;
 	} else if (kind == 2 && rfs_source_is_nullable(enc)) {
-		char group[1200];
-		snprintf(group, sizeof(group), "/%s", path);
-		rc = rfs_source_read_nullable(base, group, what, out, err,
-					      errlen);
+		rc = RFS_SOURCE_NULLABLE;
 	} else if (kind == 2 && (!enc || strcmp(enc, "categorical") != 0)) {
 		snprintf(err, errlen,
 			 "%s: %s is a group with encoding '%s', not a column "
@@ -351,20 +347,17 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	return rc;
 }
 
-int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
-			    char *err, size_t errlen)
+int rfs_zarr_read_var_names(struct rfs_source *base, const char *table,
+			    char ***names, uint64_t *n, char *err,
+			    size_t errlen)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
-					 NULL;
 	json_t *attrs = NULL;
 	char path[600];
-	int kind = table ? rfs_zarr_node(&s->st, table, NULL, &attrs, NULL, err,
-					 errlen) :
-			   0;
+	int kind =
+		rfs_zarr_node(&s->st, table, NULL, &attrs, NULL, err, errlen);
 	const char *index = rfs_zarr_attr_string(attrs, "_index");
-	snprintf(path, sizeof(path), "%s/%s", table ? table : "",
-		 index ? index : "_index");
+	snprintf(path, sizeof(path), "%s/%s", table, index ? index : "_index");
 	json_decref(attrs);
 	if (kind < 0)
 		return kind;

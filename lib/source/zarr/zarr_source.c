@@ -263,7 +263,7 @@ static int open_rows(struct zarr_source *s, char *err, size_t errlen)
 	} else if (enc && strcmp(enc, "csr_matrix") == 0) {
 		rc = open_csr(s, node, attrs, err, errlen);
 	} else if (enc && strcmp(enc, "csc_matrix") == 0) {
-		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
+		rc = RFS_SOURCE_CSC;
 	} else {
 		snprintf(err, errlen, "%s: %s is a group, not an array",
 			 s->path, s->dataset);
@@ -348,7 +348,6 @@ static size_t row_scratch(const struct rfs_source *base)
 static void close_source(struct rfs_source *base)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	rfs_source_release_claims(base);
 	rfs_log_limit_destroy(&s->base.read_failures);
 	/* The mount's cache keeps the registrations, never used again. */
 	rfs_chunks_destroy(s->own_chunks);
@@ -395,40 +394,28 @@ static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
 	return yes;
 }
 
-int rfs_zarr_open(const char *path, const char *dataset,
-		  struct rfs_chunk_cache *chunks, struct rfs_source **out,
-		  char *err, size_t errlen)
+static int open_source(const char *path, const char *dataset,
+		       struct rfs_chunk_cache *chunks, struct rfs_source **out,
+		       char *err, size_t errlen)
 {
 	struct zarr_source *s = calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
-	if (!s) {
-		snprintf(err, errlen, "%s: out of memory", path);
+	if (!s)
 		return rc;
-	}
 	rfs_log_limit_init(&s->base.read_failures);
-	if (errlen)
-		err[0] = '\0';
-	s->base.ops = &ops;
+	*out = &s->base; /* closed by the caller, half-built or not */
+	s->base.array_noun = "array";
 	s->path = realpath(path, NULL);
 	if (!s->path) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!rfs_zarr_is_store(s->path)) {
-		rc = -EINVAL;
-		snprintf(err, errlen,
-			 "%s: not a regular file, nor a zarr store (a "
-			 "directory without .zgroup, .zarray, .zmetadata or "
-			 "zarr.json)",
-			 path);
-		goto fail;
+		return rc;
 	}
 	s->chunks = chunks;
 	if (!chunks) {
 		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, &s->own_chunks);
 		if (rc != 0)
-			goto fail;
+			return rc;
 		s->chunks = s->own_chunks;
 	}
 	int root_kind = 0;
@@ -436,24 +423,22 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	if (rc == 0)
 		rc = is_anndata(s, &root_kind, err, errlen);
 	if (rc < 0)
-		goto fail;
-	s->anndata = rc;
+		return rc;
+	s->base.anndata = rc;
 	if (!dataset && root_kind == 1)
 		dataset = "/"; /* a store that is one array (zarr.save) */
-	if (!dataset && !s->anndata) {
+	if (!dataset && !s->base.anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData zarr store; name the rows with "
 			 "-o dataset=/PATH",
 			 path);
-		rc = -EINVAL;
-		goto fail;
+		return -EINVAL;
 	}
 	if (asprintf(&s->dataset, "%s%s",
 		     dataset && dataset[0] == '/' ? "" : "/",
 		     dataset ? dataset : "X") < 0) {
 		s->dataset = NULL;
-		rc = -ENOMEM;
-		goto fail;
+		return -ENOMEM;
 	}
 	s->base.info.path = s->path;
 	s->base.info.dataset = s->dataset;
@@ -462,20 +447,22 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	rc = open_rows(s, err, errlen);
 	if (rc == 0)
 		rc = list_files(s, err, errlen);
-	if (rc == 0)
-		rc = rfs_source_fingerprint(&s->base, err, errlen);
-	if (rc == 0)
-		rc = rfs_source_fingerprint_var(&s->base, err, errlen);
-	if (rc != 0)
-		goto fail;
 	struct stat st;
-	if (stat(s->x.meta_file, &st) == 0)
+	if (rc == 0 && stat(s->x.meta_file, &st) == 0)
 		s->base.info.mtime = st.st_mtime;
-	*out = &s->base;
-	return 0;
-fail:
-	if (rc == -ENOMEM && !err[0])
-		snprintf(err, errlen, "%s: out of memory", path);
-	close_source(&s->base);
 	return rc;
 }
+
+/* A zarr store: a directory with a group's or an array's metadata. */
+static int probe(const char *path, const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && rfs_zarr_is_store(path);
+}
+
+const struct rfs_source_backend rfs_zarr_backend = {
+	.name = "zarr",
+	.probe = probe,
+	.open = open_source,
+	.ops = &ops,
+	.members = rfs_zarr_members,
+};
