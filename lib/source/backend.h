@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* What a source backend provides (source.h is what the dataset layer
- * sees), and all a backend includes from lib/source. A backend registers
+ * sees), and all a backend includes from lib/source. anndata.c holds the
+ * AnnData layout, read through a backend's store ops. A backend registers
  * one struct rfs_source_backend (registry.c lists them); its open embeds
- * struct rfs_source first in its own struct, fills info (and indptr for
- * CSR), and its ops answer the operations below. source.c does what every
- * format shares: the fingerprints, the claims held, the refusal of a
- * csc_matrix, sorting and de-duplicating the rows asked for, the change
- * check before a read, and CSR rows from ranges of values and column ids. */
+ * struct rfs_source first in its own struct, and its ops answer the
+ * operations below. source.c does what every format shares: the
+ * fingerprints, the claims held, sorting and de-duplicating the rows
+ * asked for, the change check before a read, and CSR rows from ranges of
+ * values and column ids. */
 #ifndef RFS_SOURCE_BACKEND_H
 #define RFS_SOURCE_BACKEND_H
 
-#include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -41,21 +41,20 @@ struct rfs_source_ops {
 	 * @return 0, -EIO, -ENOMEM. */
 	int (*read_csr_ranges)(struct rfs_source *s,
 			       const struct rfs_csr_range *r, size_t n);
-	/* As rfs_source_read_column(), or RFS_SOURCE_NULLABLE where name
-	 * is a group of one of AnnData's nullable encodings
-	 * (rfs_source_is_nullable()): source.c reads its values and mask. */
+	/* As rfs_source_read_column(), where name is no group or a
+	 * categorical one (anndata.c reads the others). */
 	int (*read_column)(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen);
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
 	int (*check_unchanged)(struct rfs_source *s);
-	/* The names of the index of the var table at table ("var",
-	 * "raw/var"), however many (rfs_source_read_var_names() checks them
-	 * against the width), or -ENOENT when there is no such table. A
+	/* The var names: the 1-D strings at path (anndata.c finds the var
+	 * table's index), however many (rfs_source_read_var_names() checks
+	 * them against the width), or -ENOENT when there are none. A
 	 * backend that sees more names than the width before reading them
 	 * may return -E2BIG with *n their count and *names NULL: they cannot
 	 * be the columns'. Claimed in s->var_claimed. Mount time only. */
-	int (*read_var_names)(struct rfs_source *s, const char *table,
+	int (*read_var_names)(struct rfs_source *s, const char *path,
 			      char ***names, uint64_t *n, char *err,
 			      size_t errlen);
 	/* As rfs_source_state(). */
@@ -71,6 +70,7 @@ struct rfs_source_ops {
 
 struct rfs_source {
 	const struct rfs_source_ops *ops;
+	const struct rfs_store_ops *store;
 	struct rfs_source_info info;
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
 	int anndata; /* an AnnData file: obs columns, a var table */
@@ -88,20 +88,35 @@ struct rfs_source {
 	struct rfs_log_limit read_failures;
 };
 
-/* Returned by a backend's open where dataset is AnnData's csc_matrix (a
- * group of that encoding-type), and by read_column where the column is a
- * nullable group: source.c refuses the one, reads the other. */
-#define RFS_SOURCE_CSC 1
-#define RFS_SOURCE_NULLABLE 1
-
-/* 1 when an obs group's encoding-type is one of AnnData's nullable
- * columns (nullable-integer, -boolean, -string-array). */
-static inline int rfs_source_is_nullable(const char *encoding)
-{
-	return encoding && (strcmp(encoding, "nullable-integer") == 0 ||
-			    strcmp(encoding, "nullable-boolean") == 0 ||
-			    strcmp(encoding, "nullable-string-array") == 0);
-}
+/* What anndata.c reads the AnnData layout through, the part of a store
+ * that holds the rows. Paths are absolute ("/X", "/layers/counts"). Each
+ * @return 0 or a negative errno with err set. */
+enum { RFS_NODE_ARRAY = 1, RFS_NODE_GROUP = 2 };
+struct rfs_store_ops {
+	/* The node at path: RFS_NODE_ARRAY or RFS_NODE_GROUP, with its
+	 * string attribute key in val ("" when none); 0 when there is none
+	 * the layout can use (err says what is there), or a negative errno
+	 * (the store cannot be read). */
+	int (*node)(struct rfs_source *s, const char *path, const char *key,
+		    char *val, size_t vallen, char *err, size_t errlen);
+	/* The group's "shape" attribute: two integers, the first >= 0.
+	 * @return 0 or -EINVAL (no such attribute), err untouched. */
+	int (*shape)(struct rfs_source *s, const char *group,
+		     uint64_t shape[2]);
+	/* Opens the array at path (1-D or 2-D) as the rows served: info's
+	 * rows, cols, ndims, dtype, layout and read path set. */
+	int (*open_dense)(struct rfs_source *s, const char *path, char *err,
+			  size_t errlen);
+	/* Opens group's 1-D data and indices as the values and column ids
+	 * of a CSR: n[0] and n[1] their lengths, info's dtype and
+	 * index_dtype set. */
+	int (*open_csr)(struct rfs_source *s, const char *group, uint64_t n[2],
+			char *err, size_t errlen);
+	/* Reads group's indptr whole and checks it (rows + 1 offsets, none
+	 * falling, into data): s->indptr, info.nnz and max_row_nnz set. */
+	int (*read_indptr)(struct rfs_source *s, const char *group,
+			   uint64_t rows, char *err, size_t errlen);
+};
 
 /* One format, as registry.c lists it. */
 struct rfs_source_backend {
@@ -109,14 +124,16 @@ struct rfs_source_backend {
 	/* 1 when path (st: its stat) is of this format, else 0, or a
 	 * negative errno where it cannot tell (the file cannot be read). */
 	int (*probe)(const char *path, const struct stat *st);
-	/* Opens path, which probe claimed, as rfs_source_open(): info
-	 * filled but for the fingerprints, indptr read for CSR. On failure
-	 * err is set (or RFS_SOURCE_CSC returned) and *out, when set, is
-	 * the half-built source, which the caller destroys. */
+	/* Opens path, which probe claimed: the file or store, with
+	 * info.path, info.dataset (dataset, or "/X" in an AnnData file) and
+	 * anndata set; anndata.c opens the rows through store. On failure
+	 * err is set and *out, when set, is the half-built source, which the
+	 * caller destroys. */
 	int (*open)(const char *path, const char *dataset,
 		    struct rfs_chunk_cache *chunks, struct rfs_source **out,
 		    char *err, size_t errlen);
 	const struct rfs_source_ops *ops; /* set in each source it opens */
+	const struct rfs_store_ops *store;
 	/* May be NULL: as rfs_source_opening(), rfs_source_opened() and
 	 * rfs_source_members() (the first backend that says 1 or fails). */
 	void (*opening)(void);

@@ -17,7 +17,7 @@
 #define ENTRY(f) &rfs_##f##_backend,
 FORMATS(DECLARE)
 static const struct rfs_source_backend *const backends[] = { FORMATS(ENTRY) };
-#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+#define N (sizeof(backends) / sizeof(*backends))
 
 int rfs_source_backend_of(const char *path,
 			  const struct rfs_source_backend **out, char *err,
@@ -25,10 +25,9 @@ int rfs_source_backend_of(const char *path,
 {
 	struct stat st;
 	int rc = stat(path, &st) == 0 ? 0 : -errno;
-	for (size_t i = 0; i < NBACKENDS && rc == 0; i++) {
+	for (size_t i = 0; i < N && rc == 0; i++) {
 		*out = backends[i];
-		rc = backends[i]->probe(path, &st);
-		if (rc > 0)
+		if ((rc = backends[i]->probe(path, &st)) > 0)
 			return 0;
 	}
 	if (rc < 0)
@@ -50,39 +49,35 @@ int rfs_source_is_store(const char *dir)
 {
 	struct stat st;
 	int yes = 0;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	for (size_t i = 0; i < NBACKENDS && !yes; i++)
-		yes = backends[i]->probe(dir, &st) > 0;
+	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		for (size_t i = 0; i < N && !yes; i++)
+			yes = backends[i]->probe(dir, &st) > 0;
 	return yes;
 }
 
 int rfs_source_members(const char *path, char ***members, size_t *n, char *err,
 		       size_t errlen)
 {
+	int rc = 0;
 	*members = NULL;
 	*n = 0;
-	for (size_t i = 0; i < NBACKENDS; i++) {
-		int rc = backends[i]->members ?
-				 backends[i]->members(path, members, n, err,
-						      errlen) :
-				 0;
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
+	for (size_t i = 0; i < N && rc == 0; i++)
+		if (backends[i]->members)
+			rc = backends[i]->members(path, members, n, err,
+						  errlen);
+	return rc;
 }
 
 void rfs_source_opening(void)
 {
-	for (size_t i = 0; i < NBACKENDS; i++)
+	for (size_t i = 0; i < N; i++)
 		if (backends[i]->opening)
 			backends[i]->opening();
 }
 
 void rfs_source_opened(void)
 {
-	for (size_t i = 0; i < NBACKENDS; i++)
+	for (size_t i = 0; i < N; i++)
 		if (backends[i]->opened)
 			backends[i]->opened();
 }

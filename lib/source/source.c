@@ -19,11 +19,11 @@
 
 #include "core/buf.h"
 #include "core/bigbuf.h"
-#include "source/column.h"
 #include "core/convert.h"
 #include "core/log.h"
 #include "os/memlimit.h"
 #include "core/rowsort.h"
+#include "source/anndata.h"
 #include "source/backend.h"
 #include "source/varjoin.h"
 
@@ -316,90 +316,6 @@ const char *rfs_source_state_name(enum rfs_source_state st)
 	return "ok";
 }
 
-/* Reads the nullable column at group ("/obs/NAME", or "/PATH") of s:
- * its values and mask, each through the backend's read_column as a /PATH
- * array, the mask applied (rfs_column_apply_mask). what names the column
- * in errors. @return as read_column. */
-static int read_nullable(struct rfs_source *s, const char *group,
-			 const char *what, struct rfs_column *out, char *err,
-			 size_t errlen)
-{
-	char path[1200];
-	struct rfs_column mask = { 0 };
-	uint64_t missing;
-	snprintf(path, sizeof(path), "%s/values", group);
-	int rc = s->ops->read_column(s, path, out, err, errlen);
-	snprintf(path, sizeof(path), "%s/mask", group);
-	if (rc == 0)
-		rc = s->ops->read_column(s, path, &mask, err, errlen);
-	if (rc == 0) {
-		rc = rfs_column_apply_mask(out, &mask, &missing);
-		if (rc == -EDOM)
-			snprintf(err, errlen,
-				 "%s: %s has %llu missing values (pd.NA), "
-				 "which an %s column cannot hold: fill them "
-				 "(.fillna()) or store it as categorical",
-				 s->info.path, what,
-				 (unsigned long long)missing,
-				 rfs_column_kind_name(out));
-		else if (rc == -EINVAL)
-			snprintf(err, errlen,
-				 "%s: %s's mask is not a bool array of its "
-				 "rows",
-				 s->info.path, what);
-		else if (rc == -ENOMEM)
-			snprintf(err, errlen,
-				 "%s: %s cannot be read: no memory",
-				 s->info.path, what);
-	}
-	rfs_column_free(&mask);
-	if (rc != 0)
-		rfs_column_free(out);
-	return rc;
-}
-
-int rfs_source_read_column(struct rfs_source *s, const char *name,
-			   struct rfs_column *out, char *err, size_t errlen)
-{
-	int rc = s->ops->read_column(s, name, out, err, errlen);
-	if (rc != RFS_SOURCE_NULLABLE)
-		return rc;
-	char group[1000], what[300];
-	snprintf(group, sizeof(group), "%s%s", name[0] == '/' ? "" : "/obs/",
-		 name);
-	if (name[0] == '/')
-		snprintf(what, sizeof(what), "%s %s", s->array_noun, name);
-	else
-		snprintf(what, sizeof(what), "obs column '%s'", name);
-	return read_nullable(s, group, what, out, err, errlen);
-}
-
-/* Writes the mount error for a csc_matrix at dataset (an AnnData path:
- * /X, /raw/X, /layers/NAME, or any other) of path, with the anndata line
- * that rewrites it as CSR. @return -ENOTSUP. */
-static int refuse_csc(const char *path, const char *dataset, char *err,
-		      size_t errlen)
-{
-	char fix[320] = "";
-	const char *layer = "/layers/";
-	if (strcmp(dataset, "/X") == 0)
-		snprintf(fix, sizeof(fix), " (adata.X = adata.X.tocsr())");
-	else if (strcmp(dataset, "/raw/X") == 0)
-		snprintf(fix, sizeof(fix),
-			 " (adata.raw = anndata.AnnData(adata.raw.X.tocsr(), "
-			 "var=adata.raw.var))");
-	else if (strncmp(dataset, layer, strlen(layer)) == 0 &&
-		 !strchr(dataset + strlen(layer), '/'))
-		snprintf(fix, sizeof(fix),
-			 " (adata.layers['%s'] = adata.layers['%s'].tocsr())",
-			 dataset + strlen(layer), dataset + strlen(layer));
-	snprintf(err, errlen,
-		 "%s: %s is a csc_matrix: its rows are scattered over every "
-		 "column; rewrite it as CSR%s",
-		 path, dataset, fix);
-	return -ENOTSUP;
-}
-
 /* Refuses a matrix of no rows, no columns, or rows over 1 GiB, then sets
  * s->info.fingerprint from what every backend describes: shape, dtype,
  * nnz, the dataset's name and the first and last rows (read through the
@@ -498,22 +414,6 @@ out:
 	return rc;
 }
 
-/* The backend's read_var_names of the var table naming the columns of
- * s's dataset ("var" for /X and /layers/NAME, "raw/var" for /raw/X), or
- * -ENOENT for a matrix AnnData gives no var. */
-static int read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
-			  char *err, size_t errlen)
-{
-	const char *d = s->info.dataset, *table = NULL;
-	if (strcmp(d, "/X") == 0 || strncmp(d, "/layers/", 8) == 0)
-		table = "var";
-	else if (strcmp(d, "/raw/X") == 0)
-		table = "raw/var";
-	return s->anndata && table ?
-		       s->ops->read_var_names(s, table, names, n, err, errlen) :
-		       -ENOENT;
-}
-
 /* Sets s->info.has_var and var_fingerprint (XXH3 of the names, each
  * followed by a NUL; of their count alone where the backend saw more than
  * the columns: never served, rfs_source_read_var_names() refuses them).
@@ -522,7 +422,7 @@ static int fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 {
 	char **names;
 	uint64_t n;
-	int rc = read_var_names(s, &names, &n, err, errlen);
+	int rc = rfs_anndata_read_var_names(s, &names, &n, err, errlen);
 	if (rc == -E2BIG) {
 		/* More than the columns, not read: rfs_source_read_var_names
 		 * says so; the fingerprint is of their count. */
@@ -541,8 +441,9 @@ static int fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen)
 {
-	int rc = s->info.has_var ? read_var_names(s, names, n, err, errlen) :
-				   -ENOENT;
+	int rc = s->info.has_var ?
+			 rfs_anndata_read_var_names(s, names, n, err, errlen) :
+			 -ENOENT;
 	if (rc == -ENOENT)
 		snprintf(err, errlen, "%s: no var names", s->info.path);
 	if ((rc == 0 || rc == -E2BIG) && *n != s->info.cols) {
@@ -575,10 +476,12 @@ int rfs_source_open(const char *path, const char *dataset,
 	int rc = rfs_source_backend_of(path, &b, err, errlen);
 	if (rc == 0)
 		rc = b->open(path, dataset, chunks, &s, err, errlen);
-	if (s)
+	if (s) {
 		s->ops = b->ops;
-	if (rc == RFS_SOURCE_CSC)
-		rc = refuse_csc(s->info.path, s->info.dataset, err, errlen);
+		s->store = b->store;
+	}
+	if (rc == 0)
+		rc = rfs_anndata_open_rows(s, err, errlen);
 	if (rc == 0)
 		rc = fingerprint(s, err, errlen);
 	if (rc == 0)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The HDF5 backend's open: what the file holds (AnnData or a named
- * dataset, dense or csr_matrix), its shape and dtype, the fingerprint of
- * its rows and var names. How rows are read is hdf5_read.c's.
+ * The HDF5 backend's open: the file, whether it is AnnData, and the
+ * arrays anndata.c finds the rows in (a dataset, or a CSR's parts), with
+ * their shape and dtype. How rows are read is hdf5_read.c's.
  */
 #include "source/hdf5/hdf5_source.h"
 
@@ -284,12 +284,44 @@ static int stored_as_integers(hid_t type)
 	return yes;
 }
 
-/* Reads a 2-element integer "shape" attribute (anndata's sparse groups). */
-static int read_shape(hid_t group, uint64_t shape[2])
+/* The store ops: what anndata.c reads the layout through. */
+static int node(struct rfs_source *base, const char *path, const char *key,
+		char *val, size_t vallen, char *err, size_t errlen)
 {
-	if (H5Aexists(group, "shape") <= 0)
-		return -ENOENT;
-	hid_t attr = H5Aopen(group, "shape", H5P_DEFAULT);
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	H5O_info_t info;
+	val[0] = '\0';
+	/* H5Oget_info_by_name fails cleanly on any missing path component. */
+	if (H5Oget_info_by_name(s->file, path, &info, H5P_DEFAULT) < 0) {
+		char found[512];
+		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		snprintf(err, errlen, "%s: dataset %s not found (datasets: %s)",
+			 s->path, path, found);
+		return 0;
+	}
+	if (info.type == H5O_TYPE_DATASET)
+		return RFS_NODE_ARRAY;
+	if (info.type != H5O_TYPE_GROUP) {
+		snprintf(err, errlen, "%s: %s is not a dataset", s->path, path);
+		return 0;
+	}
+	hid_t group = H5Gopen2(s->file, path, H5P_DEFAULT);
+	if (group >= 0) {
+		rfs_hdf5_read_string_attr(group, key, val, vallen);
+		H5Gclose(group);
+	}
+	return RFS_NODE_GROUP;
+}
+
+/* A 2-element integer "shape" attribute (anndata's sparse groups). */
+static int read_shape(struct rfs_source *base, const char *path,
+		      uint64_t shape[2])
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	hid_t group = H5Gopen2(s->file, path, H5P_DEFAULT);
+	hid_t attr = group >= 0 && H5Aexists(group, "shape") > 0 ?
+			     H5Aopen(group, "shape", H5P_DEFAULT) :
+			     -1;
 	hid_t space = attr >= 0 ? H5Aget_space(attr) : -1;
 	int64_t v[2];
 	int rc = -EINVAL;
@@ -304,38 +336,54 @@ static int read_shape(hid_t group, uint64_t shape[2])
 		H5Sclose(space);
 	if (attr >= 0)
 		H5Aclose(attr);
+	if (group >= 0)
+		H5Gclose(group);
 	return rc;
 }
 
-/* anndata's csr_matrix: data, indices, indptr and a shape attribute. */
-static int open_csr(struct hdf5_source *s, hid_t group, char *err,
-		    size_t errlen)
+/* What info says of the rows (of the values, for CSR). */
+static int described(struct hdf5_source *s, int rc)
 {
+	s->base.info.dtype = s->x.dtype;
+	s->base.info.layout = s->x.layout;
+	s->base.info.read_path = s->x.map.map ? RFS_READ_MMAP : s->x.path;
+	return rc;
+}
+
+static int open_dense(struct rfs_source *base, const char *path, char *err,
+		      size_t errlen)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	int rc = open_array(s, path, 2, &s->x, err, errlen);
+	s->base.info.rows = s->x.rows;
+	s->base.info.cols = s->x.cols;
+	s->base.info.ndims = s->x.ndims;
+	return described(s, rc);
+}
+
+static int open_csr(struct rfs_source *base, const char *group, uint64_t n[2],
+		    char *err, size_t errlen)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
 	char name[600];
-	uint64_t shape[2];
-	int rc;
-	if (read_shape(group, shape) != 0) {
-		snprintf(err, errlen,
-			 "%s: %s is csr_matrix without a valid "
-			 "shape attribute",
-			 s->path, s->dataset);
-		return -EINVAL;
-	}
-	snprintf(name, sizeof(name), "%s/data", s->dataset);
-	rc = open_array(s, name, 1, &s->x, err, errlen);
-	snprintf(name, sizeof(name), "%s/indices", s->dataset);
+	snprintf(name, sizeof(name), "%s/data", group);
+	int rc = open_array(s, name, 1, &s->x, err, errlen);
+	snprintf(name, sizeof(name), "%s/indices", group);
 	if (rc == 0)
 		rc = open_array(s, name, 1, &s->indices, err, errlen);
-	if (rc == 0 &&
-	    (s->indices.dtype >= RFS_FLOAT16 || s->indices.rows != s->x.rows)) {
-		snprintf(err, errlen,
-			 "%s: %s/indices must be integers, one per value",
-			 s->path, s->dataset);
-		rc = -EINVAL;
-	}
-	if (rc != 0)
-		return rc;
-	snprintf(name, sizeof(name), "%s/indptr", s->dataset);
+	n[0] = s->x.rows;
+	n[1] = s->indices.rows;
+	s->base.info.index_dtype = s->indices.dtype;
+	return described(s, rc);
+}
+
+static int read_indptr(struct rfs_source *base, const char *group,
+		       uint64_t rows, char *err, size_t errlen)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	char name[600];
+	int rc;
+	snprintf(name, sizeof(name), "%s/indptr", group);
 	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
 	if (dset >= 0 && (rc = rfs_hdf5_check_linked_storage(
 				  s, dset, name, 0, err, errlen)) != 0) {
@@ -345,12 +393,12 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
 	rc = -EINVAL;
 	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
-	    (uint64_t)H5Sget_simple_extent_npoints(space) == shape[0] + 1 &&
+	    (uint64_t)H5Sget_simple_extent_npoints(space) == rows + 1 &&
 	    stored_as_integers(H5Dget_type(dset))) {
-		rc = rfs_hdf5_claim(s, dset, shape[0] + 1, RFS_MEMLIMIT_VALUES,
+		rc = rfs_hdf5_claim(s, dset, rows + 1, RFS_MEMLIMIT_VALUES,
 				    &s->base.claimed, err, errlen);
-		if (rc == 0 && !(s->indptr = malloc((shape[0] + 1) *
-						    sizeof(*s->indptr)))) {
+		if (rc == 0 &&
+		    !(s->indptr = malloc((rows + 1) * sizeof(*s->indptr)))) {
 			snprintf(err, errlen, "%s: %s: out of memory", s->path,
 				 name);
 			rc = -ENOMEM;
@@ -359,7 +407,7 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 				       H5P_DEFAULT, s->indptr) < 0)
 			rc = -EIO;
 	}
-	for (uint64_t r = 0; r < shape[0] && rc == 0; r++) {
+	for (uint64_t r = 0; r < rows && rc == 0; r++) {
 		if (s->indptr[r] < 0 || s->indptr[r] > s->indptr[r + 1])
 			rc = -EINVAL;
 		else if ((uint64_t)(s->indptr[r + 1] - s->indptr[r]) >
@@ -367,7 +415,7 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 			s->base.info.max_row_nnz =
 				(uint64_t)(s->indptr[r + 1] - s->indptr[r]);
 	}
-	if (rc == 0 && (uint64_t)s->indptr[shape[0]] > s->x.rows)
+	if (rc == 0 && (uint64_t)s->indptr[rows] > s->x.rows)
 		rc = -EINVAL;
 	if (space >= 0)
 		H5Sclose(space);
@@ -377,85 +425,31 @@ static int open_csr(struct hdf5_source *s, hid_t group, char *err,
 		snprintf(err, errlen,
 			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
 			 "integer offsets into data)",
-			 s->path, name, (unsigned long long)shape[0]);
+			 s->path, name, (unsigned long long)rows);
 	if (rc != 0)
 		return rc == -ENOMEM ? rc : -EINVAL;
-	s->base.info.sparse = 1;
-	s->base.info.rows = shape[0];
-	s->base.info.cols = shape[1];
-	s->base.info.ndims = 2;
-	s->base.info.nnz = (uint64_t)s->indptr[shape[0]];
-	s->base.info.index_dtype = s->indices.dtype;
+	s->base.info.nnz = (uint64_t)s->indptr[rows];
 	s->base.indptr = s->indptr;
 	return 0;
 }
 
-static int open_group(struct hdf5_source *s, char *err, size_t errlen)
-{
-	char kind[64] = "";
-	int rc = -ENOTSUP;
-	hid_t group = H5Gopen2(s->file, s->dataset, H5P_DEFAULT);
-	if (group >= 0)
-		rfs_hdf5_read_string_attr(group, "encoding-type", kind,
-					  sizeof(kind));
-	if (strcmp(kind, "csr_matrix") == 0)
-		rc = open_csr(s, group, err, errlen);
-	else if (strcmp(kind, "csc_matrix") == 0)
-		rc = RFS_SOURCE_CSC;
-	else
-		snprintf(err, errlen, "%s: %s is a group, not a dataset",
-			 s->path, s->dataset);
-	if (group >= 0)
-		H5Gclose(group);
-	return rc;
-}
+static const struct rfs_store_ops store = {
+	.node = node,
+	.shape = read_shape,
+	.open_dense = open_dense,
+	.open_csr = open_csr,
+	.read_indptr = read_indptr,
+};
 
-static int open_rows(struct hdf5_source *s, char *err, size_t errlen)
-{
-	H5O_info_t info;
-	int rc;
-	/* H5Oget_info_by_name fails cleanly on any missing path component. */
-	if (H5Oget_info_by_name(s->file, s->dataset, &info, H5P_DEFAULT) < 0) {
-		char found[512];
-		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
-		snprintf(err, errlen, "%s: dataset %s not found (datasets: %s)",
-			 s->path, s->dataset, found);
-		return -EINVAL;
-	}
-	if (info.type == H5O_TYPE_GROUP)
-		rc = open_group(s, err, errlen);
-	else if (info.type != H5O_TYPE_DATASET) {
-		snprintf(err, errlen, "%s: %s is not a dataset", s->path,
-			 s->dataset);
-		return -EINVAL;
-	} else {
-		rc = open_array(s, s->dataset, 2, &s->x, err, errlen);
-		s->base.info.rows = s->x.rows;
-		s->base.info.cols = s->x.cols;
-		s->base.info.ndims = s->x.ndims;
-	}
-	if (rc != 0)
-		return rc;
-	s->base.info.dtype = s->x.dtype;
-	s->base.info.layout = s->x.layout;
-	s->base.info.read_path = s->x.map.map ? RFS_READ_MMAP : s->x.path;
-	return 0;
-}
-
-/* The var index of table, read as a 1-D string dataset (in a child:
+/* The var index at path, read as a 1-D string dataset (in a child:
  * hdf5_strings.c; mount time only, when no other thread is in HDF5).
- * @return 0, -ENOENT (no var table), -E2BIG (more names than columns:
- * *n their count, none read), or a negative errno with err set. */
-static int read_var_names(struct rfs_source *base, const char *table,
+ * @return 0, -ENOENT (none), -E2BIG (more names than columns: *n their
+ * count, none read), or a negative errno with err set. */
+static int read_var_names(struct rfs_source *base, const char *path,
 			  char ***names, uint64_t *n, char *err, size_t errlen)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	char index[128] = "_index";
-	hid_t group = H5Gopen2(s->file, table, H5P_DEFAULT);
-	if (group < 0)
-		return -ENOENT;
-	rfs_hdf5_read_string_attr(group, "_index", index, sizeof(index));
-	hid_t names_dset = H5Dopen2(group, index, H5P_DEFAULT);
+	hid_t names_dset = H5Dopen2(s->file, path, H5P_DEFAULT);
 	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
 	int rc = len >= 0 ? 0 : -ENOENT;
 	if (rc == 0 && (uint64_t)len > s->base.info.cols) {
@@ -470,15 +464,13 @@ static int read_var_names(struct rfs_source *base, const char *table,
 		if (rc == 0 && (rc = rfs_hdf5_read_strings(
 					names_dset, (uint64_t)len, names)) != 0)
 			snprintf(err, errlen,
-				 "%s: the var names (/%s/%s) cannot be read: "
-				 "%s",
-				 s->path, table, index, strerror(-rc));
+				 "%s: the var names (%s) cannot be read: %s",
+				 s->path, path, strerror(-rc));
 	}
 	if (rc == 0 || rc == -E2BIG)
 		*n = (uint64_t)len;
 	if (names_dset >= 0)
 		H5Dclose(names_dset);
-	H5Gclose(group);
 	return rc;
 }
 
@@ -623,7 +615,7 @@ static int open_source(const char *path, const char *dataset,
 	}
 	s->base.info.path = s->path;
 	s->base.info.dataset = s->dataset;
-	return open_rows(s, err, errlen);
+	return 0;
 }
 
 /* An HDF5 file: its signature where H5Fis_hdf5 looks for it, at 0 or
@@ -649,6 +641,7 @@ const struct rfs_source_backend rfs_hdf5_backend = {
 	.probe = probe,
 	.open = open_source,
 	.ops = &ops,
+	.store = &store,
 	.opening = rfs_hdf5_opening,
 	.opened = rfs_hdf5_opened,
 };

@@ -291,7 +291,7 @@ struct zarr_source {
 /* zarr_obs.c */
 int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			 struct rfs_column *out, char *err, size_t errlen);
-int rfs_zarr_read_var_names(struct rfs_source *base, const char *table,
+int rfs_zarr_read_var_names(struct rfs_source *base, const char *path,
 			    char ***names, uint64_t *n, char *err,
 			    size_t errlen);
 
