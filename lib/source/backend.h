@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* What a source backend provides (source.h is what the dataset layer
- * sees). A backend embeds struct rfs_source first in its own struct, fills
- * info (and indptr for CSR) at open, and answers the operations below;
- * source.c does what every format shares: sorting and de-duplicating the
- * rows asked for, the change check before a read, and CSR rows from
- * ranges of values and column ids. */
+ * sees), and all a backend includes from lib/source. anndata.c holds the
+ * AnnData layout, read through a backend's store ops. A backend registers
+ * one struct rfs_source_backend (registry.c lists them); its open embeds
+ * struct rfs_source first in its own struct, and its ops answer the
+ * operations below. source.c does what every format shares: the
+ * fingerprints, the claims held, sorting and de-duplicating the rows
+ * asked for, the change check before a read, and CSR rows from ranges of
+ * values and column ids. */
 #ifndef RFS_SOURCE_BACKEND_H
 #define RFS_SOURCE_BACKEND_H
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "core/log.h"
+#include "source/column.h" /* what read_column hands back */
 #include "source/source.h"
 
 /* The two arrays of a CSR matrix besides indptr. */
@@ -36,19 +41,22 @@ struct rfs_source_ops {
 	 * @return 0, -EIO, -ENOMEM. */
 	int (*read_csr_ranges)(struct rfs_source *s,
 			       const struct rfs_csr_range *r, size_t n);
-	/* As rfs_source_read_column(). */
+	/* As rfs_source_read_column(), where name is no group or a
+	 * categorical one (anndata.c reads the others). */
 	int (*read_column)(struct rfs_source *s, const char *name,
 			   struct rfs_column *out, char *err, size_t errlen);
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
 	int (*check_unchanged)(struct rfs_source *s);
-	/* The var index's names, however many (rfs_source_read_var_names()
-	 * checks them against the width), or -ENOENT when the served matrix
-	 * has no var table. A backend that sees more names than the width
-	 * before reading them may return -E2BIG with *n their count and
-	 * *names NULL: they cannot be the columns'. Mount time only. */
-	int (*read_var_names)(struct rfs_source *s, char ***names, uint64_t *n,
-			      char *err, size_t errlen);
+	/* The var names: the 1-D strings at path (anndata.c finds the var
+	 * table's index), however many (rfs_source_read_var_names() checks
+	 * them against the width), or -ENOENT when there are none. A
+	 * backend that sees more names than the width before reading them
+	 * may return -E2BIG with *n their count and *names NULL: they cannot
+	 * be the columns'. Claimed in s->var_claimed. Mount time only. */
+	int (*read_var_names)(struct rfs_source *s, const char *path,
+			      char ***names, uint64_t *n, char *err,
+			      size_t errlen);
 	/* As rfs_source_state(). */
 	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* As rfs_source_reads_file(). */
@@ -57,15 +65,20 @@ struct rfs_source_ops {
 	size_t (*row_scratch)(const struct rfs_source *s);
 	/* As rfs_source_take_share(). */
 	void (*take_share)(struct rfs_source *s);
-	/* Frees everything; called once, on a source its open returned. */
+	/* Frees everything but the claims (source.c releases them first);
+	 * called once, on a source its open returned, half-built or not. */
 	void (*close)(struct rfs_source *s);
 };
 
 struct rfs_source {
 	const struct rfs_source_ops *ops;
+	const struct rfs_store_ops *store;
 	struct rfs_source_info info;
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
 	struct rfs_source_env env; /* what the mount lent, set by open */
+	int anndata; /* an AnnData file: obs columns, a var table */
+	/* How errors name a /PATH column: "dataset" (HDF5), "array". */
+	const char *array_noun;
 	/* Bytes claimed (memlimit.c) for what the source keeps (indptr, a
 	 * table of chunk addresses), held until it is closed, and for the
 	 * var names last read, released when they are freed
@@ -78,55 +91,63 @@ struct rfs_source {
 	struct rfs_log_limit read_failures;
 };
 
-/* Releases what s holds claimed, for a backend's close (whether its open
- * failed or not). */
-void rfs_source_release_claims(struct rfs_source *s);
-
-/* Refuses a matrix of no rows, no columns, or rows over 1 GiB, then
- * sets s->info.fingerprint from what every backend describes: shape,
- * dtype, nnz, the dataset's name and the first and last rows (read
- * through the source, so one matrix has one fingerprint in any format).
- * For a backend's open, once info is filled. On failure writes one line
- * naming the dataset or the row to err. @return 0, -EINVAL, -EIO,
- * -ENOMEM. */
-int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen);
-
-/* Sets s->info.has_var and var_fingerprint (XXH3 of the names, each
- * followed by a NUL; of their count alone where the backend saw more
- * than the columns: never served, rfs_source_read_var_names() refuses
- * them) from the backend's read_var_names, for its open.
+/* What anndata.c reads the AnnData layout through, the part of a store
+ * that holds the rows. Paths are absolute ("/X", "/layers/counts"). Each
  * @return 0 or a negative errno with err set. */
-int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen);
-
-/* Which var table names the columns of dataset, relative to the root
- * ("var", "raw/var"), or NULL for a matrix AnnData gives no var. */
-const char *rfs_source_var_table(const char *dataset);
-
-/* Writes the mount error for a csc_matrix at dataset (an AnnData path:
- * /X, /raw/X, /layers/NAME, or any other) of path, with the anndata
- * line that rewrites it as CSR. @return -ENOTSUP. */
-int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
+enum { RFS_NODE_ARRAY = 1, RFS_NODE_GROUP = 2 };
+struct rfs_store_ops {
+	/* The node at path: RFS_NODE_ARRAY or RFS_NODE_GROUP, with its
+	 * string attribute key in val ("" when none); 0 when there is none
+	 * the layout can use (err says what is there), or a negative errno
+	 * (the store cannot be read). */
+	int (*node)(struct rfs_source *s, const char *path, const char *key,
+		    char *val, size_t vallen, char *err, size_t errlen);
+	/* The group's "shape" attribute: two integers, the first >= 0.
+	 * @return 0 or -EINVAL (no such attribute), err untouched. */
+	int (*shape)(struct rfs_source *s, const char *group,
+		     uint64_t shape[2]);
+	/* Opens the array at path (1-D or 2-D) as the rows served: info's
+	 * rows, cols, ndims, dtype, layout and read path set. */
+	int (*open_dense)(struct rfs_source *s, const char *path, char *err,
 			  size_t errlen);
+	/* Opens group's 1-D data and indices as the values and column ids
+	 * of a CSR: n[0] and n[1] their lengths, info's dtype and
+	 * index_dtype set. */
+	int (*open_csr)(struct rfs_source *s, const char *group, uint64_t n[2],
+			char *err, size_t errlen);
+	/* Reads group's indptr whole and checks it (rows + 1 offsets, none
+	 * falling, into data): s->indptr, info.nnz and max_row_nnz set. */
+	int (*read_indptr)(struct rfs_source *s, const char *group,
+			   uint64_t rows, char *err, size_t errlen);
+};
 
-/* 1 when an obs group's encoding-type is one of AnnData's nullable
- * columns (nullable-integer, -boolean, -string-array). */
-int rfs_source_is_nullable(const char *encoding);
+/* One format, as registry.c lists it. */
+struct rfs_source_backend {
+	const char *name; /* "hdf5", "zarr" */
+	/* 1 when path (st: its stat) is of this format, else 0, or a
+	 * negative errno where it cannot tell (the file cannot be read). */
+	int (*probe)(const char *path, const struct stat *st);
+	/* Opens path, which probe claimed: the file or store, with
+	 * info.path, info.dataset (dataset, or "/X" in an AnnData file) and
+	 * anndata set; anndata.c opens the rows through store. On failure
+	 * err is set and *out, when set, is the half-built source, which the
+	 * caller destroys. */
+	int (*open)(const char *path, const char *dataset,
+		    const struct rfs_source_env *env, struct rfs_source **out,
+		    char *err, size_t errlen);
+	const struct rfs_source_ops *ops; /* set in each source it opens */
+	const struct rfs_store_ops *store;
+	/* May be NULL: as rfs_source_members() (the first backend that says
+	 * 1 or fails). */
+	int (*members)(const char *path, char ***members, size_t *n, char *err,
+		       size_t errlen);
+};
 
-/* Reads the nullable column at group ("/obs/NAME", or "/PATH") of s:
- * its values and mask, each through the backend's read_column as a
- * /PATH array, the mask applied (rfs_column_apply_mask). what names
- * the column in errors. @return as read_column. */
-int rfs_source_read_nullable(struct rfs_source *s, const char *group,
-			     const char *what, struct rfs_column *out,
-			     char *err, size_t errlen);
-
-/* The backends: open as rfs_source_open(). */
-int rfs_hdf5_open(const char *path, const char *dataset,
-		  const struct rfs_source_env *env, struct rfs_source **out,
-		  char *err, size_t errlen);
-/* A directory: a zarr store (zarr_source.c). */
-int rfs_zarr_open(const char *path, const char *dataset,
-		  const struct rfs_source_env *env, struct rfs_source **out,
-		  char *err, size_t errlen);
+/* registry.c: *out, the backend whose probe claims path.
+ * @return 0, or a negative errno with err set (path cannot be looked at,
+ * or is of no format rankfs reads). */
+int rfs_source_backend_of(const char *path,
+			  const struct rfs_source_backend **out, char *err,
+			  size_t errlen);
 
 #endif

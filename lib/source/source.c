@@ -16,15 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-#include <sys/stat.h>
 
 #include "core/buf.h"
 #include "core/bigbuf.h"
-#include "source/column.h"
 #include "core/convert.h"
 #include "core/log.h"
 #include "os/memlimit.h"
 #include "core/rowsort.h"
+#include "source/anndata.h"
 #include "source/backend.h"
 #include "source/varjoin.h"
 
@@ -41,20 +40,6 @@ const char *rfs_source_read_path_name(enum rfs_read_path p)
 		break;
 	}
 	return "hdf5";
-}
-
-int rfs_source_open(const char *path, const char *dataset,
-		    const struct rfs_source_env *env, struct rfs_source **out,
-		    char *err, size_t errlen)
-{
-	static const struct rfs_source_env none;
-	/* A directory is a zarr store; a file, HDF5. */
-	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return rfs_zarr_open(path, dataset, env ? env : &none, out, err,
-				     errlen);
-	return rfs_hdf5_open(path, dataset, env ? env : &none, out, err,
-			     errlen);
 }
 
 const struct rfs_source_info *rfs_source_info(const struct rfs_source *s)
@@ -336,81 +321,13 @@ const char *rfs_source_state_name(enum rfs_source_state st)
 	return "ok";
 }
 
-int rfs_source_read_column(struct rfs_source *s, const char *name,
-			   struct rfs_column *out, char *err, size_t errlen)
-{
-	return s->ops->read_column(s, name, out, err, errlen);
-}
-
-int rfs_source_is_nullable(const char *encoding)
-{
-	return encoding && (strcmp(encoding, "nullable-integer") == 0 ||
-			    strcmp(encoding, "nullable-boolean") == 0 ||
-			    strcmp(encoding, "nullable-string-array") == 0);
-}
-
-int rfs_source_read_nullable(struct rfs_source *s, const char *group,
-			     const char *what, struct rfs_column *out,
-			     char *err, size_t errlen)
-{
-	char path[1200];
-	struct rfs_column mask = { 0 };
-	uint64_t missing;
-	snprintf(path, sizeof(path), "%s/values", group);
-	int rc = s->ops->read_column(s, path, out, err, errlen);
-	snprintf(path, sizeof(path), "%s/mask", group);
-	if (rc == 0)
-		rc = s->ops->read_column(s, path, &mask, err, errlen);
-	if (rc == 0) {
-		rc = rfs_column_apply_mask(out, &mask, &missing);
-		if (rc == -EDOM)
-			snprintf(err, errlen,
-				 "%s: %s has %llu missing values (pd.NA), "
-				 "which an %s column cannot hold: fill them "
-				 "(.fillna()) or store it as categorical",
-				 s->info.path, what,
-				 (unsigned long long)missing,
-				 rfs_column_kind_name(out));
-		else if (rc == -EINVAL)
-			snprintf(err, errlen,
-				 "%s: %s's mask is not a bool array of its "
-				 "rows",
-				 s->info.path, what);
-		else if (rc == -ENOMEM)
-			snprintf(err, errlen,
-				 "%s: %s cannot be read: no memory",
-				 s->info.path, what);
-	}
-	rfs_column_free(&mask);
-	if (rc != 0)
-		rfs_column_free(out);
-	return rc;
-}
-
-int rfs_source_refuse_csc(const char *path, const char *dataset, char *err,
-			  size_t errlen)
-{
-	char fix[320] = "";
-	const char *layer = "/layers/";
-	if (strcmp(dataset, "/X") == 0)
-		snprintf(fix, sizeof(fix), " (adata.X = adata.X.tocsr())");
-	else if (strcmp(dataset, "/raw/X") == 0)
-		snprintf(fix, sizeof(fix),
-			 " (adata.raw = anndata.AnnData(adata.raw.X.tocsr(), "
-			 "var=adata.raw.var))");
-	else if (strncmp(dataset, layer, strlen(layer)) == 0 &&
-		 !strchr(dataset + strlen(layer), '/'))
-		snprintf(fix, sizeof(fix),
-			 " (adata.layers['%s'] = adata.layers['%s'].tocsr())",
-			 dataset + strlen(layer), dataset + strlen(layer));
-	snprintf(err, errlen,
-		 "%s: %s is a csc_matrix: its rows are scattered over every "
-		 "column; rewrite it as CSR%s",
-		 path, dataset, fix);
-	return -ENOTSUP;
-}
-
-int rfs_source_fingerprint(struct rfs_source *s, char *err, size_t errlen)
+/* Refuses a matrix of no rows, no columns, or rows over 1 GiB, then sets
+ * s->info.fingerprint from what every backend describes: shape, dtype,
+ * nnz, the dataset's name and the first and last rows (read through the
+ * source, so one matrix has one fingerprint in any format). On failure
+ * writes one line naming the dataset or the row to err. @return 0,
+ * -EINVAL, -EIO, -ENOMEM. */
+static int fingerprint(struct rfs_source *s, char *err, size_t errlen)
 {
 	const struct rfs_source_info *in = &s->info;
 	/* A row must fit a batch file (1 GiB) in any served dtype (8 bytes
@@ -502,20 +419,15 @@ out:
 	return rc;
 }
 
-const char *rfs_source_var_table(const char *dataset)
-{
-	if (strcmp(dataset, "/X") == 0 || strncmp(dataset, "/layers/", 8) == 0)
-		return "var";
-	if (strcmp(dataset, "/raw/X") == 0)
-		return "raw/var";
-	return NULL;
-}
-
-int rfs_source_fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
+/* Sets s->info.has_var and var_fingerprint (XXH3 of the names, each
+ * followed by a NUL; of their count alone where the backend saw more than
+ * the columns: never served, rfs_source_read_var_names() refuses them).
+ * @return 0 or a negative errno with err set. */
+static int fingerprint_var(struct rfs_source *s, char *err, size_t errlen)
 {
 	char **names;
 	uint64_t n;
-	int rc = s->ops->read_var_names(s, &names, &n, err, errlen);
+	int rc = rfs_anndata_read_var_names(s, &names, &n, err, errlen);
 	if (rc == -E2BIG) {
 		/* More than the columns, not read: rfs_source_read_var_names
 		 * says so; the fingerprint is of their count. */
@@ -535,7 +447,7 @@ int rfs_source_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			      char *err, size_t errlen)
 {
 	int rc = s->info.has_var ?
-			 s->ops->read_var_names(s, names, n, err, errlen) :
+			 rfs_anndata_read_var_names(s, names, n, err, errlen) :
 			 -ENOENT;
 	if (rc == -ENOENT)
 		snprintf(err, errlen, "%s: no var names", s->info.path);
@@ -558,14 +470,42 @@ void rfs_source_free_var_names(struct rfs_source *s, char **names, uint64_t n)
 	rfs_memlimit_release(s->env.claims, &s->var_claimed);
 }
 
-void rfs_source_release_claims(struct rfs_source *s)
+int rfs_source_open(const char *path, const char *dataset,
+		    const struct rfs_source_env *env, struct rfs_source **out,
+		    char *err, size_t errlen)
 {
-	rfs_memlimit_release(s->env.claims, &s->claimed);
-	rfs_memlimit_release(s->env.claims, &s->var_claimed);
+	static const struct rfs_source_env none;
+	const struct rfs_source_backend *b;
+	struct rfs_source *s = NULL;
+	if (errlen)
+		err[0] = '\0';
+	int rc = rfs_source_backend_of(path, &b, err, errlen);
+	if (rc == 0)
+		rc = b->open(path, dataset, env ? env : &none, &s, err, errlen);
+	if (s) {
+		s->ops = b->ops;
+		s->store = b->store;
+	}
+	if (rc == 0)
+		rc = rfs_anndata_open_rows(s, err, errlen);
+	if (rc == 0)
+		rc = fingerprint(s, err, errlen);
+	if (rc == 0)
+		rc = fingerprint_var(s, err, errlen);
+	if (rc == -ENOMEM && errlen && !err[0])
+		snprintf(err, errlen, "%s: out of memory", path);
+	if (rc != 0)
+		rfs_source_destroy(s);
+	else
+		*out = s;
+	return rc;
 }
 
 void rfs_source_destroy(struct rfs_source *s)
 {
-	if (s)
-		s->ops->close(s);
+	if (!s)
+		return;
+	rfs_memlimit_release(s->env.claims, &s->claimed);
+	rfs_memlimit_release(s->env.claims, &s->var_claimed);
+	s->ops->close(s);
 }

@@ -3,7 +3,7 @@
  * layer opens sources, reads their description and reads rows through
  * this interface; each format is a backend behind it (backend.h):
  * HDF5 in source/hdf5/, the only files that include HDF5's header (docs/style.md
- * convention 7). A new format is new files and one line in source.c. */
+ * convention 7). A new format is a folder and one line in registry.c. */
 #ifndef RFS_SOURCE_H
 #define RFS_SOURCE_H
 
@@ -85,8 +85,9 @@ int rfs_source_open(const char *path, const char *dataset,
 		    const struct rfs_source_env *env, struct rfs_source **out,
 		    char *err, size_t errlen);
 
-/* 1 if dir is a zarr store directory (.zgroup, .zarray, .zmetadata or
- * zarr.json), which rfs_source_open() opens as one source. */
+/* 1 if dir is a directory a backend claims (a zarr store: .zgroup,
+ * .zarray, .zmetadata or zarr.json), which rfs_source_open() opens as one
+ * source. */
 int rfs_source_is_store(const char *dir);
 
 /* A source argument standing for several sources: an annbatch collection

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "source/column.h"
 #include "core/log.h"
 #include "os/memlimit.h"
 
@@ -16,8 +15,8 @@
  * encoding-type "categorical" (codes + categories, anndata >= 0.8); a
  * dataset of codes whose "categories" attribute references the category
  * names (anndata 0.7); a numeric, bool (HDF5 enum) or string dataset.
- * A "/path" names any 1-D dataset of the file. Columns are read whole, at
- * mount time only.
+ * A "/path" names any 1-D dataset of the file (anndata.c reads the groups
+ * of other encodings). Columns are read whole, at mount time only.
  */
 
 static void column_name(const char *name, char *out, size_t n)
@@ -380,7 +379,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 			 struct rfs_column *out, char *err, size_t errlen)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	char path[512], what[300], kind[64] = "", filter[64];
+	char path[512], what[300], filter[64];
 	H5O_info_t info;
 	hid_t obj = -1, codes = -1, cats = -1;
 	int rc = -EINVAL;
@@ -388,7 +387,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 	*out = (struct rfs_column){ .claims = s->base.env.claims };
 	rfs_hdf5_quiet();
 	column_name(name, what, sizeof(what));
-	if (name[0] != '/' && !s->anndata) {
+	if (name[0] != '/' && !s->base.anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData file, so it has no %s; name a "
 			 "1-D dataset as /PATH",
@@ -402,23 +401,8 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
 	if (H5Oget_info_by_name(s->file, path, &info, H5P_DEFAULT) < 0)
 		goto not_found;
 	if (info.type == H5O_TYPE_GROUP) {
+		/* A categorical one: anndata.c reads the others. */
 		obj = H5Gopen2(s->file, path, H5P_DEFAULT);
-		rfs_hdf5_read_string_attr(s, obj, "encoding-type", kind,
-					  sizeof(kind));
-		if (rfs_source_is_nullable(kind)) {
-			rc = rfs_source_read_nullable(base, path, what, out,
-						      err, errlen);
-			goto out;
-		}
-		if (strcmp(kind, "categorical") != 0) {
-			snprintf(err, errlen,
-				 "%s: %s is a group with encoding '%s', not a "
-				 "column rankfs reads (categorical, numeric, "
-				 "bool, string)",
-				 s->path, what, kind[0] ? kind : "none");
-			rc = -ENOTSUP;
-			goto out;
-		}
 		codes = H5Dopen2(obj, "codes", H5P_DEFAULT);
 		cats = H5Dopen2(obj, "categories", H5P_DEFAULT);
 		if (codes < 0 || cats < 0) {

@@ -88,7 +88,6 @@ struct hdf5_source {
 	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* fd's file as it was at open */
 	struct rfs_helper *strings; /* env's, may be NULL: hdf5_strings.c */
-	int anndata; /* obs columns can be named without a path */
 	atomic_int changed; /* sticky: the file was written after open */
 	atomic_int replaced_logged;
 };

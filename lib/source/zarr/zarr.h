@@ -287,7 +287,6 @@ struct zarr_source {
 	char *path; /* the store's root, absolute */
 	char *dataset; /* "/X", "/layers/NAME", "/raw/X" ... */
 	struct rfs_zarr_store st;
-	int anndata; /* obs columns can be named without a path */
 	struct rfs_chunk_cache *chunks; /* the mount's, or own_chunks */
 	struct rfs_chunk_cache *own_chunks; /* when opened without one */
 	struct rfs_zarr_array x; /* dense rows, or a CSR's data */
@@ -302,6 +301,11 @@ struct zarr_source {
 /* zarr_obs.c */
 int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 			 struct rfs_column *out, char *err, size_t errlen);
-int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
-			    char *err, size_t errlen);
+int rfs_zarr_read_var_names(struct rfs_source *base, const char *path,
+			    char ***names, uint64_t *n, char *err,
+			    size_t errlen);
+
+/* zarr_collection.c: as rfs_source_members(). */
+int rfs_zarr_members(const char *path, char ***members, size_t *n, char *err,
+		     size_t errlen);
 #endif

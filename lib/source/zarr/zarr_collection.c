@@ -12,13 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source/source.h"
 #include "source/zarr/zarr.h"
-
-int rfs_source_is_store(const char *dir)
-{
-	return rfs_zarr_is_store(dir);
-}
 
 struct member {
 	unsigned long long n;
@@ -57,8 +51,8 @@ static int is_collection(const char *dir, char *err, size_t errlen)
 	return kind < 0 ? kind : yes;
 }
 
-int rfs_source_members(const char *path, char ***members, size_t *count,
-		       char *err, size_t errlen)
+int rfs_zarr_members(const char *path, char ***members, size_t *count,
+		     char *err, size_t errlen)
 {
 	*members = NULL;
 	*count = 0;

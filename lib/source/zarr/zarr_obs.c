@@ -4,17 +4,16 @@
  * obs column is a group with encoding-type "categorical" (codes and
  * categories arrays), a codes array whose "categories" attribute names
  * its categories array (anndata 0.7), or a numeric, bool or string array;
- * "/PATH" names any 1-D array of the store. The var names are the var
- * table's index (its "_index" attribute names the array), as in the HDF5
- * backend, and hash the same way, so the same genes in either format
- * agree.
+ * "/PATH" names any 1-D array of the store (anndata.c reads the groups of
+ * other encodings). The var names are the 1-D strings anndata.c finds, as
+ * in the HDF5 backend, and hash the same way, so the same genes in either
+ * format agree.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "source/column.h"
 #include "core/convert.h"
 #include "os/memlimit.h"
 #include "source/zarr/zarr.h"
@@ -264,7 +263,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 		snprintf(what, sizeof(what), "array %s", name);
 	else
 		snprintf(what, sizeof(what), "obs column '%s'", name);
-	if (name[0] != '/' && !s->anndata) {
+	if (name[0] != '/' && !s->base.anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData store, so it has no %s; name a "
 			 "1-D array as /PATH",
@@ -278,7 +277,6 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	snprintf(path, sizeof(path), "%s%s", name[0] == '/' ? "" : "obs/",
 		 name + (name[0] == '/'));
 	int kind = rfs_zarr_node(&s->st, path, NULL, &attrs, NULL, err, errlen);
-	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
 	int rc = kind < 0 ? kind : 0;
 	if (kind == 0 && name[0] != '/') {
 		char columns[512];
@@ -289,18 +287,7 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	} else if (kind == 0) {
 		snprintf(err, errlen, "%s: %s not found", s->path, what);
 		rc = -EINVAL;
-	} else if (kind == 2 && rfs_source_is_nullable(enc)) {
-		char group[1200];
-		snprintf(group, sizeof(group), "/%s", path);
-		rc = rfs_source_read_nullable(base, group, what, out, err,
-					      errlen);
-	} else if (kind == 2 && (!enc || strcmp(enc, "categorical") != 0)) {
-		snprintf(err, errlen,
-			 "%s: %s is a group with encoding '%s', not a column "
-			 "rankfs reads (categorical, numeric, bool, string)",
-			 s->path, what, enc ? enc : "none");
-		rc = -ENOTSUP;
-	} else if (kind == 2) {
+	} else if (kind == 2) { /* categorical: anndata.c reads the others */
 		char codes[1200], cats[1200];
 		snprintf(codes, sizeof(codes), "%s/codes", path);
 		snprintf(cats, sizeof(cats), "%s/categories", path);
@@ -351,25 +338,12 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *name,
 	return rc;
 }
 
-int rfs_zarr_read_var_names(struct rfs_source *base, char ***names, uint64_t *n,
-			    char *err, size_t errlen)
+int rfs_zarr_read_var_names(struct rfs_source *base, const char *var_path,
+			    char ***names, uint64_t *n, char *err,
+			    size_t errlen)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	const char *table = s->anndata ? rfs_source_var_table(s->dataset) :
-					 NULL;
-	json_t *attrs = NULL;
-	char path[600];
-	int kind = table ? rfs_zarr_node(&s->st, table, NULL, &attrs, NULL, err,
-					 errlen) :
-			   0;
-	const char *index = rfs_zarr_attr_string(attrs, "_index");
-	snprintf(path, sizeof(path), "%s/%s", table ? table : "",
-		 index ? index : "_index");
-	json_decref(attrs);
-	if (kind < 0)
-		return kind;
-	if (kind != 2)
-		return -ENOENT;
+	const char *path = var_path + 1;
 	struct rfs_zarr_array a;
 	int rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
 	if (rc == 0 && (a.m.ndims != 1 || a.m.kind != RFS_ZARR_STRING))

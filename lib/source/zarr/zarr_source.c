@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The zarr backend's open and reads: a directory store (v2 or v3) holding
- * an AnnData (X dense or csr_matrix, layers/NAME, raw/X) or a named array
- * (-o dataset=/PATH). Served arrays are registered in the mount's chunk
+ * The zarr backend's open and reads: a directory store (v2 or v3), and
+ * the arrays anndata.c finds the rows in (one array, or a CSR's data,
+ * indices and indptr) through the store ops. Served arrays are registered in the mount's chunk
  * cache with zarr_array.c's loader, so a batch reads and decodes, in the
  * calling thread, only the chunks its rows are in. A CSR's indptr is read
  * whole at open and checked.
@@ -121,27 +121,50 @@ static int open_numeric(struct zarr_source *s, const char *path, int want_1d,
 	return 0;
 }
 
-static int read_shape(json_t *attrs, uint64_t shape[2])
+/* The store ops: what anndata.c reads the layout through. */
+static int node(struct rfs_source *base, const char *path, const char *key,
+		char *val, size_t vallen, char *err, size_t errlen)
 {
+	struct zarr_source *s = (struct zarr_source *)base;
+	json_t *attrs;
+	int kind = rfs_zarr_node(&s->st, path + (path[0] == '/'), NULL, &attrs,
+				 NULL, err, errlen);
+	const char *v = rfs_zarr_attr_string(attrs, key);
+	snprintf(val, vallen, "%s", v ? v : "");
+	json_decref(attrs);
+	if (kind == 0)
+		snprintf(err, errlen, "%s: %s not found (no %s)", s->path, path,
+			 s->st.v3 ? "zarr.json" : ".zarray");
+	return kind;
+}
+
+static int read_shape(struct rfs_source *base, const char *group,
+		      uint64_t shape[2])
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	json_t *attrs = NULL;
+	char err[8];
+	rfs_zarr_node(&s->st, group + 1, NULL, &attrs, NULL, err, sizeof(err));
 	json_t *v = json_object_get(attrs, "shape");
-	if (!json_is_array(v) || json_array_size(v) != 2)
-		return -EINVAL;
-	for (int i = 0; i < 2; i++) {
+	int rc = json_is_array(v) && json_array_size(v) == 2 ? 0 : -EINVAL;
+	for (int i = 0; i < 2 && rc == 0; i++) {
 		json_t *d = json_array_get(v, (size_t)i);
 		if (!json_is_integer(d) || json_integer_value(d) < 0)
-			return -EINVAL;
-		shape[i] = (uint64_t)json_integer_value(d);
+			rc = -EINVAL;
+		else
+			shape[i] = (uint64_t)json_integer_value(d);
 	}
-	return 0;
+	json_decref(attrs);
+	return rc;
 }
 
 /* indptr whole, as int64: rows + 1 offsets from 0 to nnz, none falling. */
-static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
-		       uint64_t nnz, char *err, size_t errlen)
+static int indptr_of(struct zarr_source *s, const char *group, uint64_t rows,
+		     uint64_t nnz, char *err, size_t errlen)
 {
 	struct rfs_zarr_array p;
 	char path[1100];
-	snprintf(path, sizeof(path), "%s/indptr", group);
+	snprintf(path, sizeof(path), "%s/indptr", group + 1);
 	int rc = open_numeric(s, path, 1, &p, err, errlen);
 	void *raw = NULL;
 	if (rc == 0 && (p.m.dtype >= RFS_FLOAT16 || p.m.shape[0] != rows + 1)) {
@@ -201,85 +224,69 @@ static int read_indptr(struct zarr_source *s, const char *group, uint64_t rows,
 	return rc;
 }
 
-static int open_csr(struct zarr_source *s, const char *group, json_t *attrs,
+/* Once the rows are open: the store's files listed, info's mtime (of the
+ * served array's metadata). */
+static int described(struct zarr_source *s, int rc, char *err, size_t errlen)
+{
+	struct stat st;
+	if (rc == 0)
+		rc = list_files(s, err, errlen);
+	if (rc == 0 && stat(s->x.meta_file, &st) == 0)
+		s->base.info.mtime = st.st_mtime;
+	s->base.info.dtype = s->x.m.dtype;
+	return rc;
+}
+
+static int open_dense(struct rfs_source *base, const char *path, char *err,
+		      size_t errlen)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	int rc = open_numeric(s, path + 1, 0, &s->x, err, errlen);
+	if (rc == 0)
+		rc = serve(s, &s->x, &s->x_id, err, errlen);
+	s->base.info.rows = s->x.m.shape[0];
+	s->base.info.cols = s->x.m.shape[1];
+	s->base.info.ndims = s->x.m.ndims;
+	return described(s, rc, err, errlen);
+}
+
+static int open_csr(struct rfs_source *base, const char *group, uint64_t n[2],
 		    char *err, size_t errlen)
 {
+	struct zarr_source *s = (struct zarr_source *)base;
 	char path[1100];
-	uint64_t shape[2];
-	if (read_shape(attrs, shape) != 0 || shape[1] == 0) {
-		snprintf(err, errlen,
-			 "%s: %s is csr_matrix without a valid shape "
-			 "attribute",
-			 s->path, s->dataset);
-		return -EINVAL;
-	}
-	snprintf(path, sizeof(path), "%s/data", group);
+	snprintf(path, sizeof(path), "%s/data", group + 1);
 	int rc = open_numeric(s, path, 1, &s->x, err, errlen);
-	snprintf(path, sizeof(path), "%s/indices", group);
+	snprintf(path, sizeof(path), "%s/indices", group + 1);
 	if (rc == 0)
 		rc = open_numeric(s, path, 1, &s->indices, err, errlen);
-	if (rc == 0 && (s->indices.m.dtype >= RFS_FLOAT16 ||
-			s->indices.m.shape[0] != s->x.m.shape[0])) {
-		snprintf(err, errlen,
-			 "%s: %s/indices must be integers, one per value",
-			 s->path, s->dataset);
-		rc = -EINVAL;
-	}
-	if (rc == 0)
-		rc = read_indptr(s, group, shape[0], s->x.m.shape[0], err,
-				 errlen);
+	n[0] = s->x.m.shape[0];
+	n[1] = s->indices.m.shape[0];
+	s->base.info.index_dtype = s->indices.m.dtype;
+	return rc;
+}
+
+static int read_indptr(struct rfs_source *base, const char *group,
+		       uint64_t rows, char *err, size_t errlen)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	int rc = indptr_of(s, group, rows, s->x.m.shape[0], err, errlen);
 	if (rc == 0)
 		rc = serve(s, &s->x, &s->x_id, err, errlen);
 	if (rc == 0)
 		rc = serve(s, &s->indices, &s->indices_id, err, errlen);
-	if (rc != 0)
-		return rc;
-	s->base.info.sparse = 1;
-	s->base.info.rows = shape[0];
-	s->base.info.cols = shape[1];
-	s->base.info.ndims = 2;
 	s->base.info.nnz = s->x.m.shape[0];
-	s->base.info.index_dtype = s->indices.m.dtype;
 	s->base.indptr = s->indptr;
-	return 0;
+	return described(s, rc, err, errlen);
 }
 
-static int open_rows(struct zarr_source *s, char *err, size_t errlen)
-{
-	const char *node = s->dataset + (s->dataset[0] == '/');
-	json_t *attrs;
-	int rc, kind = rfs_zarr_node(&s->st, node, NULL, &attrs, NULL, err,
-				     errlen);
-	if (kind < 0)
-		return kind;
-	if (kind == 0) {
-		snprintf(err, errlen, "%s: %s not found (no %s)", s->path,
-			 s->dataset, s->st.v3 ? "zarr.json" : ".zarray");
-		return -EINVAL;
-	}
-	const char *enc = rfs_zarr_attr_string(attrs, "encoding-type");
-	if (kind == 1) {
-		rc = open_numeric(s, node, 0, &s->x, err, errlen);
-		if (rc == 0)
-			rc = serve(s, &s->x, &s->x_id, err, errlen);
-		s->base.info.rows = s->x.m.shape[0];
-		s->base.info.cols = s->x.m.shape[1];
-		s->base.info.ndims = s->x.m.ndims;
-	} else if (enc && strcmp(enc, "csr_matrix") == 0) {
-		rc = open_csr(s, node, attrs, err, errlen);
-	} else if (enc && strcmp(enc, "csc_matrix") == 0) {
-		rc = rfs_source_refuse_csc(s->path, s->dataset, err, errlen);
-	} else {
-		snprintf(err, errlen, "%s: %s is a group, not an array",
-			 s->path, s->dataset);
-		rc = -ENOTSUP;
-	}
-	json_decref(attrs);
-	if (rc != 0)
-		return rc;
-	s->base.info.dtype = s->x.m.dtype;
-	return 0;
-}
+static const struct rfs_store_ops store = {
+	.node = node,
+	.shape = read_shape,
+	.open_dense = open_dense,
+	.open_csr = open_csr,
+	.read_indptr = read_indptr,
+};
 
 static int read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
 		     unsigned char *const *to)
@@ -355,7 +362,6 @@ static size_t row_scratch(const struct rfs_source *base)
 static void close_source(struct rfs_source *base)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	rfs_source_release_claims(base);
 	rfs_log_limit_destroy(&s->base.read_failures);
 	/* The mount's cache keeps the registrations, never used again. */
 	rfs_chunks_destroy(s->own_chunks);
@@ -410,34 +416,22 @@ static int is_anndata(struct zarr_source *s, int *root_kind, char *err,
 	return yes;
 }
 
-int rfs_zarr_open(const char *path, const char *dataset,
-		  const struct rfs_source_env *env, struct rfs_source **out,
-		  char *err, size_t errlen)
+static int open_source(const char *path, const char *dataset,
+		       const struct rfs_source_env *env,
+		       struct rfs_source **out, char *err, size_t errlen)
 {
 	struct zarr_source *s = calloc(1, sizeof(*s));
 	int rc = -ENOMEM;
-	if (!s) {
-		snprintf(err, errlen, "%s: out of memory", path);
+	if (!s)
 		return rc;
-	}
 	rfs_log_limit_init(&s->base.read_failures);
-	if (errlen)
-		err[0] = '\0';
-	s->base.ops = &ops;
+	*out = &s->base; /* closed by the caller, half-built or not */
+	s->base.array_noun = "array";
 	s->path = realpath(path, NULL);
 	if (!s->path) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!rfs_zarr_is_store(s->path)) {
-		rc = -EINVAL;
-		snprintf(err, errlen,
-			 "%s: not a regular file, nor a zarr store (a "
-			 "directory without .zgroup, .zarray, .zmetadata or "
-			 "zarr.json)",
-			 path);
-		goto fail;
+		return rc;
 	}
 	s->base.env = *env;
 	s->chunks = env->chunks;
@@ -445,7 +439,7 @@ int rfs_zarr_open(const char *path, const char *dataset,
 		rc = rfs_chunks_create(OWN_CHUNKS_BYTES, env->pool,
 				       &s->own_chunks);
 		if (rc != 0)
-			goto fail;
+			return rc;
 		s->chunks = s->own_chunks;
 	}
 	int root_kind = 0;
@@ -454,46 +448,41 @@ int rfs_zarr_open(const char *path, const char *dataset,
 	if (rc == 0)
 		rc = is_anndata(s, &root_kind, err, errlen);
 	if (rc < 0)
-		goto fail;
-	s->anndata = rc;
+		return rc;
+	s->base.anndata = rc;
 	if (!dataset && root_kind == 1)
 		dataset = "/"; /* a store that is one array (zarr.save) */
-	if (!dataset && !s->anndata) {
+	if (!dataset && !s->base.anndata) {
 		snprintf(err, errlen,
 			 "%s: not an AnnData zarr store; name the rows with "
 			 "-o dataset=/PATH",
 			 path);
-		rc = -EINVAL;
-		goto fail;
+		return -EINVAL;
 	}
 	if (asprintf(&s->dataset, "%s%s",
 		     dataset && dataset[0] == '/' ? "" : "/",
 		     dataset ? dataset : "X") < 0) {
 		s->dataset = NULL;
-		rc = -ENOMEM;
-		goto fail;
+		return -ENOMEM;
 	}
 	s->base.info.path = s->path;
 	s->base.info.dataset = s->dataset;
 	s->base.info.layout = "chunked";
 	s->base.info.read_path = RFS_READ_CHUNKS;
-	rc = open_rows(s, err, errlen);
-	if (rc == 0)
-		rc = list_files(s, err, errlen);
-	if (rc == 0)
-		rc = rfs_source_fingerprint(&s->base, err, errlen);
-	if (rc == 0)
-		rc = rfs_source_fingerprint_var(&s->base, err, errlen);
-	if (rc != 0)
-		goto fail;
-	struct stat st;
-	if (stat(s->x.meta_file, &st) == 0)
-		s->base.info.mtime = st.st_mtime;
-	*out = &s->base;
 	return 0;
-fail:
-	if (rc == -ENOMEM && !err[0])
-		snprintf(err, errlen, "%s: out of memory", path);
-	close_source(&s->base);
-	return rc;
 }
+
+/* A zarr store: a directory with a group's or an array's metadata. */
+static int probe(const char *path, const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && rfs_zarr_is_store(path);
+}
+
+const struct rfs_source_backend rfs_zarr_backend = {
+	.name = "zarr",
+	.probe = probe,
+	.open = open_source,
+	.ops = &ops,
+	.store = &store,
+	.members = rfs_zarr_members,
+};

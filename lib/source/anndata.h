@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* The AnnData layout, once for every format (anndata.c): for source.c. */
+#ifndef RFS_SOURCE_ANNDATA_H
+#define RFS_SOURCE_ANNDATA_H
+
+#include "source/backend.h"
+
+/* Opens the rows at s->info.dataset through s->store: a dense array, or a
+ * csr_matrix group (shape attribute, data, indices, indptr); a
+ * csc_matrix is refused, naming the anndata line that rewrites it as
+ * CSR. info's shape and CSR fields set. @return 0 or a negative errno
+ * with err set. */
+int rfs_anndata_open_rows(struct rfs_source *s, char *err, size_t errlen);
+
+/* The names of the columns of s's dataset, as the backend's
+ * read_var_names: the index of its var table ("var" for /X and
+ * /layers/NAME, "raw/var" for /raw/X), the array the table's "_index"
+ * attribute names (by default "_index"). @return as read_var_names,
+ * -ENOENT where an AnnData file has none or s is not one. */
+int rfs_anndata_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
+			       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for lib/source/anndata.c: the same AnnData layout written as
+ * an .h5ad file and as a zarr store is read alike, with the same errors
+ * but for how each format names an array. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <hdf5.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "h5_fixture.h"
+#include "os/helper.h"
+#include "source/column.h"
+#include "source/source.h"
+
+static char dir[PATH_MAX];
+/* HDF5's strings are read by a helper process of the test's own. */
+static struct rfs_source_env env;
+
+/* One AnnData being written: an .h5ad file or a zarr v2 store. */
+struct writer {
+	int zarr;
+	char path[PATH_MAX + 32];
+	hid_t file, lcpl;
+};
+
+static void put(struct writer *w, const char *rel, const void *b, size_t n)
+{
+	char path[PATH_MAX + 300];
+	snprintf(path, sizeof(path), "%s/%s", w->path, rel);
+	for (char *s = path + strlen(w->path) + 1; *s; s++)
+		if (*s == '/') {
+			*s = '\0';
+			mkdir(path, 0755);
+			*s = '/';
+		}
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, n, f), n);
+	fclose(f);
+}
+
+static void text(struct writer *w, const char *rel, const char *t)
+{
+	put(w, rel, t, strlen(t));
+}
+
+static void begin(struct writer *w, int zarr, const char *name)
+{
+	*w = (struct writer){ .zarr = zarr };
+	snprintf(w->path, sizeof(w->path), "%s/%s.%s", dir, name,
+		 zarr ? "zarr" : "h5ad");
+	if (zarr) {
+		assert_int_equal(mkdir(w->path, 0755), 0);
+		text(w, ".zgroup", "{\"zarr_format\": 2}");
+		text(w, ".zattrs", "{\"encoding-type\": \"anndata\"}");
+		return;
+	}
+	w->file = H5Fcreate(w->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	w->lcpl = H5Pcreate(H5P_LINK_CREATE);
+	H5Pset_create_intermediate_group(w->lcpl, 1);
+	assert_true(w->file >= 0);
+}
+
+static void end(struct writer *w)
+{
+	if (!w->zarr) {
+		H5Pclose(w->lcpl);
+		H5Fclose(w->file);
+	}
+}
+
+/* A group with one string attribute key (none if NULL). */
+static void group(struct writer *w, const char *path, const char *key,
+		  const char *value)
+{
+	char rel[300], attrs[300];
+	if (w->zarr) {
+		snprintf(rel, sizeof(rel), "%s/.zgroup", path);
+		text(w, rel, "{\"zarr_format\": 2}");
+		snprintf(rel, sizeof(rel), "%s/.zattrs", path);
+		snprintf(attrs, sizeof(attrs), "{\"%s\": \"%s\"}",
+			 key ? key : "x", value ? value : "");
+		text(w, rel, attrs);
+		return;
+	}
+	hid_t g = H5Gcreate2(w->file, path, w->lcpl, H5P_DEFAULT, H5P_DEFAULT);
+	assert_true(g >= 0);
+	if (key) {
+		hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+		H5Tset_size(t, strlen(value));
+		hid_t a = H5Acreate2(g, key, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+		H5Awrite(a, t, value);
+		H5Aclose(a);
+		H5Sclose(sp);
+		H5Tclose(t);
+	}
+	H5Gclose(g);
+}
+
+/* A 1-D (cols 0) or 2-D array of n elements of zarr dtype zt, HDF5 type
+ * ht, in one raw chunk. */
+static void array(struct writer *w, const char *path, const char *zt, hid_t ht,
+		  const void *v, size_t elem, int rows, int cols)
+{
+	size_t n = (size_t)rows * (size_t)(cols ? cols : 1);
+	if (w->zarr) {
+		char meta[512], rel[300], shape[64];
+		snprintf(shape, sizeof(shape), cols ? "[%d, %d]" : "[%d]", rows,
+			 cols);
+		snprintf(meta, sizeof(meta),
+			 "{\"zarr_format\": 2, \"shape\": %s, \"chunks\": %s, "
+			 "\"dtype\": \"%s\", \"compressor\": null, "
+			 "\"fill_value\": 0, \"filters\": null, "
+			 "\"order\": \"C\"}",
+			 shape, shape, zt);
+		snprintf(rel, sizeof(rel), "%s/.zarray", path);
+		text(w, rel, meta);
+		snprintf(rel, sizeof(rel), "%s/%s", path, cols ? "0.0" : "0");
+		put(w, rel, v, elem * n);
+		return;
+	}
+	hsize_t dims[2] = { (hsize_t)rows, (hsize_t)cols };
+	hid_t sp = H5Screate_simple(cols ? 2 : 1, dims, NULL);
+	hid_t d = H5Dcreate2(w->file, path, ht, sp, w->lcpl, H5P_DEFAULT,
+			     H5P_DEFAULT);
+	assert_true(H5Dwrite(d, ht, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+	H5Dclose(d);
+	H5Sclose(sp);
+}
+
+/* h5py's bool: an enum over int8. */
+static void bools(struct writer *w, const char *path, const uint8_t *v, int n)
+{
+	hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+	int8_t no = 0, yes = 1;
+	H5Tenum_insert(t, "FALSE", &no);
+	H5Tenum_insert(t, "TRUE", &yes);
+	array(w, path, "|b1", t, v, 1, n, 0);
+	H5Tclose(t);
+}
+
+static void strings(struct writer *w, const char *path, const char *const *s,
+		    int n)
+{
+	if (!w->zarr) {
+		hid_t t = H5Tcopy(H5T_C_S1);
+		H5Tset_size(t, H5T_VARIABLE);
+		array(w, path, NULL, t, s, 0, n, 0);
+		H5Tclose(t);
+		return;
+	}
+	unsigned char buf[512];
+	uint32_t count = (uint32_t)n;
+	size_t at = 4;
+	memcpy(buf, &count, 4);
+	for (int i = 0; i < n; i++) {
+		uint32_t len = (uint32_t)strlen(s[i]);
+		memcpy(buf + at, &len, 4);
+		memcpy(buf + at + 4, s[i], len);
+		at += 4 + len;
+	}
+	char meta[512], rel[300];
+	snprintf(meta, sizeof(meta),
+		 "{\"zarr_format\": 2, \"shape\": [%d], \"chunks\": [%d], "
+		 "\"dtype\": \"|O\", \"compressor\": null, \"fill_value\": 0,"
+		 " \"filters\": [{\"id\": \"vlen-utf8\"}], \"order\": \"C\"}",
+		 n, n);
+	snprintf(rel, sizeof(rel), "%s/.zarray", path);
+	text(w, rel, meta);
+	snprintf(rel, sizeof(rel), "%s/0", path);
+	put(w, rel, buf, at);
+}
+
+static void dense_x(struct writer *w, const char *path)
+{
+	float x[4][3] = { { 1, 2, 3 }, { 4, 5, 6 }, { 7, 8, 9 }, { 1, 1, 1 } };
+	array(w, path, "<f4", H5T_IEEE_F32LE, x, 4, 4, 3);
+}
+
+/* Opens w's file, expecting rc and, unless NULL, the error "PATH: tail". */
+static struct rfs_source *open_as(struct writer *w, const char *dataset,
+				  int want, const char *tail)
+{
+	struct rfs_source *s = NULL;
+	char err[512] = "", full[PATH_MAX + 600];
+	assert_int_equal(rfs_source_open(w->path, dataset, &env, &s, err, 512),
+			 want);
+	if (tail) {
+		snprintf(full, sizeof(full), "%s: %s", w->path, tail);
+		assert_string_equal(err, full);
+	}
+	return s;
+}
+
+static void test_matrix_groups(void **state)
+{
+	(void)state;
+	for (int z = 0; z < 2; z++) {
+		struct writer w;
+		begin(&w, z, "csc");
+		group(&w, "X", "encoding-type", "csc_matrix");
+		group(&w, "layers/counts", "encoding-type", "csc_matrix");
+		group(&w, "raw/X", "encoding-type", "dataframe");
+		group(&w, "layers/noshape", "encoding-type", "csr_matrix");
+		end(&w);
+		open_as(&w, NULL, -ENOTSUP,
+			"/X is a csc_matrix: its rows are scattered over every "
+			"column; rewrite it as CSR (adata.X = adata.X.tocsr())");
+		open_as(&w, "/layers/counts", -ENOTSUP,
+			"/layers/counts is a csc_matrix: its rows are scattered "
+			"over every column; rewrite it as CSR "
+			"(adata.layers['counts'] = "
+			"adata.layers['counts'].tocsr())");
+		open_as(&w, "/raw/X", -ENOTSUP,
+			z ? "/raw/X is a group, not an array" :
+			    "/raw/X is a group, not a dataset");
+		open_as(&w, "/layers/noshape", -EINVAL,
+			"/layers/noshape is csr_matrix without a valid shape "
+			"attribute");
+	}
+}
+
+static void test_csr_indices(void **state)
+{
+	(void)state;
+	for (int z = 0; z < 2; z++) {
+		struct writer w;
+		begin(&w, z, "csr");
+		group(&w, "X", "encoding-type", "csr_matrix");
+		if (z)
+			text(&w, "X/.zattrs",
+			     "{\"encoding-type\": \"csr_matrix\", "
+			     "\"shape\": [2, 3]}");
+		else {
+			hid_t g = H5Gopen2(w.file, "X", H5P_DEFAULT);
+			hsize_t two = 2;
+			int64_t shape[2] = { 2, 3 };
+			hid_t sp = H5Screate_simple(1, &two, NULL);
+			hid_t a = H5Acreate2(g, "shape", H5T_STD_I64LE, sp,
+					     H5P_DEFAULT, H5P_DEFAULT);
+			H5Awrite(a, H5T_NATIVE_INT64, shape);
+			H5Aclose(a);
+			H5Sclose(sp);
+			H5Gclose(g);
+		}
+		float data[3] = { 1, 2, 3 };
+		float idx[3] = { 0, 1, 2 }; /* floats: refused */
+		array(&w, "X/data", "<f4", H5T_IEEE_F32LE, data, 4, 3, 0);
+		array(&w, "X/indices", "<f4", H5T_IEEE_F32LE, idx, 4, 3, 0);
+		end(&w);
+		open_as(&w, NULL, -EINVAL,
+			"/X/indices must be integers, one per value");
+	}
+}
+
+static void test_obs_and_var(void **state)
+{
+	(void)state;
+	for (int z = 0; z < 2; z++) {
+		struct writer w;
+		begin(&w, z, "obs");
+		dense_x(&w, "X");
+		group(&w, "obs", NULL, NULL);
+		group(&w, "obs/odd", "encoding-type", "awkward-array");
+		group(&w, "obs/n", "encoding-type", "nullable-integer");
+		int64_t values[4] = { 5, 6, 7, 8 };
+		uint8_t mask[4] = { 0, 1, 0, 0 };
+		array(&w, "obs/n/values", "<i8", H5T_STD_I64LE, values, 8, 4,
+		      0);
+		bools(&w, "obs/n/mask", mask, 4);
+		group(&w, "obs/b", "encoding-type", "nullable-boolean");
+		uint8_t none[4] = { 0 };
+		bools(&w, "obs/b/values", mask, 4);
+		bools(&w, "obs/b/mask", none, 4);
+		/* The var index is the array _index names. */
+		group(&w, "var", "_index", "gene_ids");
+		const char *genes[3] = { "g0", "g1", "g2" };
+		strings(&w, "var/gene_ids", genes, 3);
+		end(&w);
+		struct rfs_source *s = open_as(&w, NULL, 0, NULL);
+		char err[512] = "", want[PATH_MAX + 600];
+		struct rfs_column c;
+		assert_int_equal(rfs_source_read_column(s, "odd", &c, err, 512),
+				 -ENOTSUP);
+		snprintf(want, sizeof(want),
+			 "%s: obs column 'odd' is a group with encoding "
+			 "'awkward-array', not a column rankfs reads "
+			 "(categorical, numeric, bool, string)",
+			 w.path);
+		assert_string_equal(err, want);
+		assert_int_equal(rfs_source_read_column(s, "n", &c, err, 512),
+				 -EDOM);
+		snprintf(want, sizeof(want),
+			 "%s: obs column 'n' has 1 missing values (pd.NA), "
+			 "which an integer column cannot hold: fill them "
+			 "(.fillna()) or store it as categorical",
+			 w.path);
+		assert_string_equal(err, want);
+		assert_int_equal(rfs_source_read_column(s, "b", &c, err, 512),
+				 0);
+		assert_int_equal(c.rows, 4);
+		assert_int_equal(c.codes[1], 1);
+		rfs_column_free(&c);
+		char **names;
+		uint64_t n;
+		assert_int_equal(
+			rfs_source_read_var_names(s, &names, &n, err, 512), 0);
+		assert_int_equal(n, 3);
+		assert_string_equal(names[2], "g2");
+		rfs_source_free_var_names(s, names, n);
+		rfs_source_destroy(s);
+	}
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (rfs_helper_create(&env.strings) != 0)
+		return -1;
+	return h5fx_tmpdir(dir, sizeof(dir));
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	h5fx_rmtree(dir);
+	rfs_helper_destroy(env.strings);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_matrix_groups),
+		cmocka_unit_test(test_csr_indices),
+		cmocka_unit_test(test_obs_and_var),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
