@@ -21,10 +21,6 @@
 
 #include "core/log.h"
 
-/* The string readers' alarm (hdf5_strings.c), until they take the
- * mount's deadline: the last limit a view set. */
-static unsigned limit_s = 120;
-
 struct rfs_deadline {
 	unsigned limit_s; /* 0: none */
 	pthread_mutex_t lock;
@@ -34,14 +30,9 @@ struct rfs_deadline {
 	char step[1024]; /* protected by lock */
 };
 
-void rfs_deadline_set_limit(unsigned seconds)
+unsigned rfs_deadline_seconds(const struct rfs_deadline *d)
 {
-	limit_s = seconds;
-}
-
-unsigned rfs_deadline_limit(void)
-{
-	return limit_s;
+	return d ? d->limit_s : 120;
 }
 
 int rfs_deadline_create(unsigned seconds, struct rfs_deadline **out)

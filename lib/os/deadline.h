@@ -12,10 +12,9 @@ int rfs_deadline_create(unsigned seconds, struct rfs_deadline **out);
 /* Ends a step still running. Accepts NULL. */
 void rfs_deadline_destroy(struct rfs_deadline *d);
 
-/* Seconds a string reader (hdf5_strings.c) may take: the last a mount
- * set (default 120). Process-wide until that reader takes its mount's. */
-void rfs_deadline_set_limit(unsigned seconds);
-unsigned rfs_deadline_limit(void);
+/* d's seconds a step may take (0: no limit), for work of the step that
+ * another process does (HDF5's strings: hdf5_strings.c); d NULL: 120. */
+unsigned rfs_deadline_seconds(const struct rfs_deadline *d);
 
 /* Starts a step of d, what naming it ("source X: opening it"); copied.
  * If the step has not ended when d's limit passes, the process prints

@@ -339,7 +339,6 @@ int rfs_view_create(const struct rfs_config *c, char *const *sources,
 				&v->env.deadline) != 0 ||
 	    rfs_claims_create(NULL, &v->env.claims) != 0)
 		goto oom;
-	rfs_deadline_set_limit((unsigned)v->config.open_timeout); /* strings */
 	rc = resolve_matrix(&v->config, err, errlen);
 	if (rc == 0)
 		rc = resolve_columns(&v->config);

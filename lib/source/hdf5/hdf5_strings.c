@@ -110,7 +110,8 @@ int rfs_hdf5_read_vlen(const struct hdf5_source *s, hid_t obj, const char *attr,
 	struct h5strings_request rq = { .n = n,
 					.cset = cset,
 					.attr = attr != NULL,
-					.limit = rfs_deadline_limit() };
+					.limit = rfs_deadline_seconds(
+						s->base.env.deadline) };
 	char **strings = calloc(n ? n : 1, sizeof(*strings));
 	H5O_info_t info;
 	hid_t file = H5Iget_file_id(obj);

@@ -96,12 +96,28 @@ static void test_overrun_exits_naming_the_step(void **state)
 				     "answer after 1 s"));
 }
 
+/* The seconds another process's work of a step may take (HDF5's string
+ * reader) are its deadline's own, not the last one created. */
+static void test_seconds_are_each_deadlines(void **state)
+{
+	(void)state;
+	struct rfs_deadline *a, *b;
+	assert_int_equal(rfs_deadline_create(7, &a), 0);
+	assert_int_equal(rfs_deadline_create(0, &b), 0);
+	assert_int_equal(rfs_deadline_seconds(a), 7);
+	assert_int_equal(rfs_deadline_seconds(b), 0);
+	assert_int_equal(rfs_deadline_seconds(NULL), 120);
+	rfs_deadline_destroy(a);
+	rfs_deadline_destroy(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_steps_within_the_limit),
 		cmocka_unit_test(test_overrun_exits_naming_the_step),
 		cmocka_unit_test(test_deadlines_are_independent),
+		cmocka_unit_test(test_seconds_are_each_deadlines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
