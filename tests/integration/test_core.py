@@ -507,9 +507,10 @@ def test_closed_files_leave_the_page_cache(mounts, tmp_path):
     f = m.file("batch", 0, 0, 0)
     probe = PageCacheProbe(f)
     pages = -(-probe.size // mmap.PAGESIZE)
-    # This VM's proactive reclaim (DAMON) takes a few cold pages of any
-    # file at any time (CI once saw 28 of 16,001 go); a drop takes all.
-    most = pages - pages // 100
+    # This VM's proactive reclaim (DAMON) takes cold pages of any file at
+    # any time (CI saw 28, then 228 of 16,001 go); a drop takes all, so
+    # nine tenths still tell the two apart.
+    most = pages - pages // 10
     try:
         # The probe's open is the file's first: it was stored whole.
         assert probe.cached() >= most
