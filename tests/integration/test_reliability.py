@@ -134,8 +134,9 @@ def test_source_replaced_keeps_serving_the_opened_file(mounts, tmp_path, how):
 
 def rewrite_in_place(path, how):
     """Changes path's bytes without replacing the file: same-size writes
-    of other values over the data (with the old mtime put back, or not),
-    or a truncation."""
+    of other values over the data, by write(2) or through a shared
+    mapping (which raises no inotify event), with the old mtime put back
+    or not; or a truncation."""
     st = os.stat(path)
     if how == "truncated":
         os.truncate(path, st.st_size // 3)
@@ -143,15 +144,22 @@ def rewrite_in_place(path, how):
     with h5py.File(path, "r") as f:
         offset = f["x"].id.get_offset()
         nbytes = f["x"].id.get_storage_size()
-    fd = os.open(path, os.O_WRONLY)
-    os.pwrite(fd, np.full(nbytes // 4, -1, np.float32).tobytes(), offset)
-    os.close(fd)
-    if how == "rewritten, mtime restored":
+    new = np.full(nbytes // 4, -1, np.float32).tobytes()
+    if how.startswith("mmap"):
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+            mm[offset:offset + nbytes] = new
+            mm.flush()
+    else:
+        fd = os.open(path, os.O_WRONLY)
+        os.pwrite(fd, new, offset)
+        os.close(fd)
+    if how.endswith("mtime restored"):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 @pytest.mark.parametrize("how", ["truncated", "rewritten",
-                                 "rewritten, mtime restored"])
+                                 "rewritten, mtime restored",
+                                 "mmap-written, mtime restored"])
 def test_source_changed_in_place_fails_new_batches(mounts, tmp_path, how):
     path, x, m, index = mounted_with_batch_0(mounts, tmp_path)
     rewrite_in_place(str(path), how)
@@ -170,25 +178,26 @@ def test_source_changed_in_place_fails_new_batches(mounts, tmp_path, how):
     log = m.log_text()
     assert log.count(f"source {path} changed in place") == 1, log
     assert len(log.splitlines()) <= 4, log
-    # It says what moved: inotify alone saw a write whose mtime was put
-    # back (the line once showed equal sizes and seconds either side).
+    # It says what moved: ctime, where mtime was put back (the line once
+    # showed equal sizes and seconds either side).
     saw = {"truncated": "(size ", "rewritten": "(mtime ",
-           "rewritten, mtime restored":
-           "(written, as inotify saw; size and mtime as before)"}[how]
+           "rewritten, mtime restored": "(ctime ",
+           "mmap-written, mtime restored": "(ctime "}[how]
     assert f"source {path} changed in place {saw}" in log, log
     assert log.count("not served: the file changed since mount") == 1, log
 
 
-@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+@pytest.mark.parametrize("how", ["truncated", "rewritten",
+                                 "rewritten, mtime restored"])
 def test_change_in_place_without_inotify(mounts, tmp_path, monkeypatch, how):
     """Where no inotify watch can be added (fs.inotify.max_user_watches
-    reached), the mount says what it cannot see, and a change of size or
-    mtime still fails new batches."""
+    reached), the mount says what it cannot see, and a change of size,
+    mtime or ctime still fails new batches."""
     monkeypatch.setenv("RANKFS_FAULT_NO_WATCH", "1")
     path, x, m, index = mounted_with_batch_0(mounts, tmp_path)
     assert f"source {path}: no inotify watch (No space left on device): " \
-        "a write that puts the file's mtime back would go unseen" in \
-        m.log_text(), m.log_text()
+        "a write to it once it is unlinked or renamed over would go " \
+        "unseen" in m.log_text(), m.log_text()
     rewrite_in_place(str(path), how)
     with pytest.raises(OSError) as e:
         m.load("batch", 0, 0, 1)

@@ -44,6 +44,18 @@ static int same_inode(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
+/* A write with its mtime put back, as fstat shows it: ctime moved, which
+ * no user can set. An unlink or a rename over the path moves ctime too,
+ * of a file whose bytes are intact (the mount keeps serving them), but
+ * it changes the link count; chmod or chown move ctime alone, and are
+ * taken as a write (EIO, never wrong bytes). */
+static int ctime_says_written(const struct stat *was, const struct stat *now)
+{
+	return (now->st_ctim.tv_sec != was->st_ctim.tv_sec ||
+		now->st_ctim.tv_nsec != was->st_ctim.tv_nsec) &&
+	       now->st_nlink == was->st_nlink;
+}
+
 /* Logs how the source changed: unreachable (now NULL), or now. */
 static void log_written(const struct hdf5_source *s, const struct stat *now)
 {
@@ -60,7 +72,13 @@ static void log_written(const struct hdf5_source *s, const struct stat *now)
 		snprintf(how, sizeof(how), "mtime %lld.%09ld -> %lld.%09ld",
 			 (long long)was->st_mtim.tv_sec, was->st_mtim.tv_nsec,
 			 (long long)now->st_mtim.tv_sec, now->st_mtim.tv_nsec);
-	else /* utime put mtime back */
+	else if (ctime_says_written(was, now))
+		snprintf(how, sizeof(how),
+			 "ctime %lld.%09ld -> %lld.%09ld, size and mtime as "
+			 "before",
+			 (long long)was->st_ctim.tv_sec, was->st_ctim.tv_nsec,
+			 (long long)now->st_ctim.tv_sec, now->st_ctim.tv_nsec);
+	else /* unlinked or renamed over, then written: inotify saw it */
 		snprintf(how, sizeof(how),
 			 "written, as inotify saw; size and mtime as before");
 	rfs_log("source %s changed in place (%s): new batches fail with EIO "
@@ -74,10 +92,13 @@ static void log_written(const struct hdf5_source *s, const struct stat *now)
  * the opened file itself may be written (or truncated: HDF5 reads missing
  * bytes as zeros), and a batch read meanwhile would mix old and new rows.
  * So this runs before and after every read (source.c): once the file's
- * size or mtime differ from what was opened, or inotify saw a write to
- * it (watch.c says why in that order, and why not ctime), every later
- * read fails with EIO for the life of the mount, even if mtime is put
- * back. One fstat per read is cheap next to the read.
+ * size or mtime differ from what was opened, its ctime moved with its
+ * link count kept (ctime_says_written), or inotify saw a write to it
+ * (watch.c), every later read fails with EIO for the life of the mount,
+ * even if mtime is put back. ctime catches a write through a shared
+ * mapping, which raises no inotify event; inotify a write to a file
+ * unlinked or renamed over meanwhile. One fstat per read is cheap next
+ * to the read.
  */
 int rfs_hdf5_check_unchanged(struct rfs_source *base)
 {
@@ -90,6 +111,7 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base)
 	if (!gone && now.st_size == was->st_size &&
 	    now.st_mtim.tv_sec == was->st_mtim.tv_sec &&
 	    now.st_mtim.tv_nsec == was->st_mtim.tv_nsec &&
+	    !ctime_says_written(was, &now) &&
 	    (s->watch < 0 ||
 	     !rfs_watch_any_written(s->base.env.watch, &s->watch, 1)))
 		return 0;

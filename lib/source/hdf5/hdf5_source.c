@@ -558,9 +558,10 @@ static int open_source(const char *path, const char *dataset,
 	s->base.info.mtime = s->opened.st_mtime;
 	s->watch = rfs_watch_add(env->watch, s->fd);
 	if (s->watch < 0)
-		rfs_log("source %s: no inotify watch (%s): a write that puts "
-			"the file's mtime back would go unseen; its size and "
-			"mtime are checked before and after every read",
+		rfs_log("source %s: no inotify watch (%s): a write to it "
+			"once it is unlinked or renamed over would go unseen; "
+			"its size, mtime and ctime are checked before and "
+			"after every read",
 			s->path, strerror(-s->watch));
 	/* Our reads are a batch's rows or chunks, in random order: the
 	 * kernel's readahead on them read 8-12x the bytes served from
