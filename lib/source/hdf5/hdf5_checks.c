@@ -44,20 +44,33 @@ static int same_inode(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* A write with its mtime put back, as fstat shows it: ctime moved, which
- * no user can set. An unlink or a rename over the path moves ctime too,
- * of a file whose bytes are intact (the mount keeps serving them), but
- * it changes the link count; chmod or chown move ctime alone, and are
- * taken as a write (EIO, never wrong bytes). */
-static int ctime_says_written(const struct stat *was, const struct stat *now)
+static int64_t ns_of(struct timespec t)
 {
-	return (now->st_ctim.tv_sec != was->st_ctim.tv_sec ||
-		now->st_ctim.tv_nsec != was->st_ctim.tv_nsec) &&
-	       now->st_nlink == was->st_nlink;
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* A write with its mtime put back moves ctime, which no user can set
+ * back. So do an unlink or a rename over the path (they change the link
+ * count) and a rename of the file elsewhere, of bytes that are intact
+ * (the mount keeps serving them). So a ctime that moved, the link count
+ * kept, is a write while the path still names the file (chmod and chown
+ * count too: EIO, never wrong bytes); once the file is elsewhere, its
+ * ctime is taken as it is then. */
+static int ctime_says_written(struct hdf5_source *s, const struct stat *now)
+{
+	int64_t seen = atomic_load(&s->ctime_seen);
+	struct stat named;
+	if (ns_of(now->st_ctim) == (seen ? seen : ns_of(s->opened.st_ctim)) ||
+	    now->st_nlink != s->opened.st_nlink)
+		return 0;
+	if (stat(s->path, &named) == 0 && same_inode(&s->opened, &named))
+		return 1;
+	atomic_store(&s->ctime_seen, ns_of(now->st_ctim));
+	return 0;
 }
 
 /* Logs how the source changed: unreachable (now NULL), or now. */
-static void log_written(const struct hdf5_source *s, const struct stat *now)
+static void log_written(struct hdf5_source *s, const struct stat *now)
 {
 	const struct stat *was = &s->opened;
 	char how[128];
@@ -72,7 +85,7 @@ static void log_written(const struct hdf5_source *s, const struct stat *now)
 		snprintf(how, sizeof(how), "mtime %lld.%09ld -> %lld.%09ld",
 			 (long long)was->st_mtim.tv_sec, was->st_mtim.tv_nsec,
 			 (long long)now->st_mtim.tv_sec, now->st_mtim.tv_nsec);
-	else if (ctime_says_written(was, now))
+	else if (ctime_says_written(s, now))
 		snprintf(how, sizeof(how),
 			 "ctime %lld.%09ld -> %lld.%09ld, size and mtime as "
 			 "before",
@@ -92,8 +105,8 @@ static void log_written(const struct hdf5_source *s, const struct stat *now)
  * the opened file itself may be written (or truncated: HDF5 reads missing
  * bytes as zeros), and a batch read meanwhile would mix old and new rows.
  * So this runs before and after every read (source.c): once the file's
- * size or mtime differ from what was opened, its ctime moved with its
- * link count kept (ctime_says_written), or inotify saw a write to it
+ * size or mtime differ from what was opened, its ctime moved as a write
+ * moves it (ctime_says_written), or inotify saw a write to it
  * (watch.c), every later read fails with EIO for the life of the mount,
  * even if mtime is put back. ctime catches a write through a shared
  * mapping, which raises no inotify event; inotify a write to a file
@@ -111,7 +124,7 @@ int rfs_hdf5_check_unchanged(struct rfs_source *base)
 	if (!gone && now.st_size == was->st_size &&
 	    now.st_mtim.tv_sec == was->st_mtim.tv_sec &&
 	    now.st_mtim.tv_nsec == was->st_mtim.tv_nsec &&
-	    !ctime_says_written(was, &now) &&
+	    !ctime_says_written(s, &now) &&
 	    (s->watch < 0 ||
 	     !rfs_watch_any_written(s->base.env.watch, &s->watch, 1)))
 		return 0;

@@ -89,6 +89,8 @@ struct hdf5_source {
 	struct stat opened; /* fd's file as it was at open */
 	struct rfs_helper *strings; /* env's, may be NULL: hdf5_strings.c */
 	atomic_int changed; /* sticky: the file was written after open */
+	/* ns, once the file was renamed (0: opened's): hdf5_checks.c */
+	_Atomic int64_t ctime_seen;
 	atomic_int replaced_logged;
 };
 
