@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Iterator, Optional
 
-from ._mount import Mount
+from ._mount import Mount, int_arg
 from ._read import Alloc, Steps, ordered_map, read_pair
 
 
@@ -29,6 +29,7 @@ class Loader:
                  threads: int,
                  convert: Optional[Callable[[Any], Any]] = None,
                  to_sparse: Optional[Callable[[Any], Any]] = None) -> None:
+        threads = int_arg("threads", threads)
         if threads < 1:
             raise ValueError(f"threads={threads}: must be >= 1")
         self.mount = mount

@@ -56,6 +56,19 @@ def _digits(n: int) -> int:
     return len(str(n))
 
 
+def int_arg(name: str, value: Any) -> int:
+    """value as an int, numpy's and torch's ints too. A bool, a float or
+    a string is a TypeError naming the argument: True passed as a rank
+    made paths of rank/True, 1.5 a rank that no file has."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{name}={value!r}: an int, not "
+                    f"{type(value).__name__}")
+
+
 class Mount:
     """A rankfs mount: its options, dataset and live counters, and the
     paths of its files.
@@ -311,6 +324,8 @@ class Mount:
                    kind: str = "batch") -> str:
         """MOUNT/epoch/E/rank/R/KIND/NNNNNN.npy: batch k of rank in epoch
         (kind 'batch', 'index' or 'label')."""
+        epoch, rank = int_arg("epoch", epoch), int_arg("rank", rank)
+        k = int_arg("k", k)
         self._check(epoch, rank, k, kind)
         width = max(BATCH_MIN_WIDTH, _digits(self.batches_per_rank - 1))
         return os.path.join(self.path, "epoch", str(epoch), "rank",
@@ -344,6 +359,7 @@ class Mount:
     def step_path(self, rank: int, step: int, kind: str = "batch") -> str:
         """MOUNT/step/rank/R/NNNNNNNNN.npy (or its index/ or label/ file):
         step k is batch k mod nb of epoch k div nb."""
+        step, rank = int_arg("step", step), int_arg("rank", rank)
         nb = self.batches_per_rank
         epoch, k = divmod(step, nb)
         self._check(epoch, rank, k, kind)

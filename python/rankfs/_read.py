@@ -21,7 +21,7 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List,
 
 import numpy as np
 
-from ._mount import Mount, MountLike, as_mount
+from ._mount import Mount, MountLike, as_mount, int_arg
 
 MAGIC = b"\x93NUMPY"
 T = TypeVar("T")
@@ -164,6 +164,9 @@ class Steps:
                 "(sparse=False)")
         if isinstance(start_step, dict):  # Mount.resume_point's
             start_step = mount.resume_step(start_step)
+        start_step = int_arg("start_step", start_step)
+        if epoch is not None:
+            epoch = int_arg("epoch", epoch)
         if start_step < 0:
             raise ValueError(f"start_step={start_step}: must be >= 0")
         if labels and not mount.has_labels:
@@ -261,7 +264,10 @@ def resolve_rank(mount: Mount, rank: Optional[int],
     came from), else env RANK and WORLD_SIZE (torchrun), else the
     argument (with the mount's world size), else env SLURM_PROCID and
     SLURM_NTASKS (srun). A world size that differs from the mount's, or
-    an argument that differs from the detected rank, is a ValueError."""
+    an argument that differs from the detected rank, is a ValueError; an
+    argument that is not an int (True, 1.5) a TypeError."""
+    if rank is not None:
+        rank = int_arg("rank", rank)
     for names in ENV_PAIRS:
         if detected is None:
             detected = _env_pair(names, rank, mount.world_size)

@@ -183,7 +183,7 @@ class BatchDataset(torch.utils.data.Dataset):
         m = as_mount(mount)
         self.mount = m
         self.steps = Steps(m, epoch, detect_rank(m, rank), 0, labels)
-        self.epoch, self.rank = epoch, self.steps.rank
+        self.epoch, self.rank = self.steps.epoch, self.steps.rank
 
     def __len__(self) -> int:
         return len(self.steps)

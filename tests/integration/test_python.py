@@ -898,3 +898,37 @@ def test_var_names_split_on_newlines_only(tmp_path):
               newline="") as f:
         f.write("".join(n + "\n" for n in names))
     assert rankfs.Mount(tmp_path).var_names == names
+
+
+def test_rank_epoch_and_step_must_be_ints(mounted):
+    """rank=True and rank=1.5 were taken as a rank (True a FileNotFoundError
+    naming .../rank/True/...): each int argument that is not an int is a
+    TypeError naming it (numpy's ints are ints)."""
+    m, _ = mounted
+    bad = (True, 1.5, "1")
+    for value in bad:
+        for make in (rankfs.loader, rankfs.torch.loader,
+                     rankfs.torch.BatchDataset):
+            with pytest.raises(TypeError, match=re.escape(
+                    f"rank={value!r}: an int, not {type(value).__name__}")):
+                make(m, 0, rank=value)
+            with pytest.raises(TypeError, match=re.escape(
+                    f"epoch={value!r}: an int, not {type(value).__name__}")):
+                make(m, value, rank=0)
+        with pytest.raises(TypeError, match=re.escape(f"start_step={value!r}")):
+            rankfs.loader(m, 0, rank=0, start_step=value)
+        with pytest.raises(TypeError, match=re.escape(f"threads={value!r}")):
+            rankfs.loader(m, 0, rank=0, threads=value)
+        with pytest.raises(TypeError, match=re.escape(f"rank={value!r}")):
+            rankfs.torch.detect_rank(m, value)
+        with pytest.raises(TypeError, match=re.escape(f"rank={value!r}")):
+            m.batch_path(0, value, 0)
+        with pytest.raises(TypeError, match=re.escape(f"epoch={value!r}")):
+            m.batch_path(value, 0, 0)
+        with pytest.raises(TypeError, match=re.escape(f"k={value!r}")):
+            m.batch_path(0, 0, value)
+        with pytest.raises(TypeError, match=re.escape(f"step={value!r}")):
+            m.step_path(0, value)
+    assert rankfs.loader(m, np.int64(0), rank=np.int32(1)).rank == 1
+    assert m.batch_path(np.int64(1), np.int64(1), np.int64(2)) == \
+        m.batch_path(1, 1, 2)
