@@ -267,6 +267,22 @@ def test_stats_json_is_a_dashboard(mounts, tmp_path):
     assert m.json("stats.json")["ranks"][1]["epoch_rate"] == span
 
 
+def test_top_of_what_is_not_a_mount_says_so(tmp_path):
+    """scripts/top given a source, a missing path or a directory that is
+    not a mount says what python3 -m rankfs says (it said "stats.json:
+    Not a directory" for a source) and exits 1."""
+    source = write_h5ad(str(tmp_path / "s.h5ad"),
+                        np.zeros((10, 2), dtype=np.float32))
+    for path, why in ((source, "not a directory: give the mountpoint, "
+                       "not a source"),
+                      (str(tmp_path / "absent"), "no such directory"),
+                      (str(tmp_path), "no stats.json")):
+        out = subprocess.run([os.path.join(REPO, "scripts", "top"), path,
+                              "--once"], capture_output=True, text=True)
+        assert (out.returncode, out.stdout, out.stderr) == (
+            1, "", f"top: {path} is not a rankfs mount ({why})\n")
+
+
 def test_content_hash_xattr(mounts, tmp_path):
     import scipy.sparse as sp
     x = sp.random(600, 40, density=0.1, format="csr", dtype=np.float32,
