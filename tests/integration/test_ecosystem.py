@@ -186,6 +186,17 @@ def test_man_page_renders_every_option():
     assert not missing, missing
 
 
+def test_man_page_name_says_what_is_served():
+    """The NAME line (whatis, apropos) says AnnData .h5ad or zarr and
+    HDF5 datasets, dense or CSR, as the DESCRIPTION does: it said "an
+    HDF5 dataset"."""
+    text = open(os.path.join(REPO, "docs", "rankfs.1")).read()
+    name = text.split(".SH NAME\n")[1].split("\n.SH")[0]
+    assert name.count("\n") == 0, name  # one line, for whatis
+    for word in ("AnnData", ".h5ad", "zarr", "HDF5", "dense", "CSR"):
+        assert word in name, name
+
+
 def test_man_page_options_exist_with_their_ranges(rankfs_cat, fashion):
     """The other way round: every option the man page documents among
     rankfs's own is one (a removed option once stayed there), and each
