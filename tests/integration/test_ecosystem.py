@@ -197,6 +197,26 @@ def test_man_page_name_says_what_is_served():
         assert word in name, name
 
 
+def test_readme_ls_lists_what_a_csr_mount_lists(mounts, tmp_path):
+    """The README's ls of an atlas's batch/ lists what a mount of a CSR
+    .h5ad with its options lists: each .npy, then its .npz (it showed
+    the .npy alone)."""
+    import scipy.sparse as sp
+    readme = open(os.path.join(REPO, "README.md")).read()
+    mount_line = re.search(r"^    rankfs -o (\S+) atlas\.h5ad /mnt/atlas$",
+                           readme, re.M)
+    ls_line = re.search(r"^    ls /mnt/atlas/(\S+) +# (.*?) \.\.\.",
+                        readme, re.M)
+    assert mount_line and ls_line
+    x = sp.random(3000, 40, density=0.1, format="csr", dtype=np.float32,
+                  random_state=1)
+    m = mounts(write_h5ad(str(tmp_path / "atlas.h5ad"), x),
+               mount_line.group(1))
+    shown = ls_line.group(2).split()
+    listed = sorted(os.listdir(m.path(ls_line.group(1))))
+    assert listed[:len(shown)] == shown
+
+
 def test_man_page_options_exist_with_their_ranges(rankfs_cat, fashion):
     """The other way round: every option the man page documents among
     rankfs's own is one (a removed option once stayed there), and each
