@@ -263,8 +263,10 @@ def _env_int(name: str) -> int:
         raise ValueError(f"env {name}={value!r} is not an integer") from None
 
 
-# Environment variables that say (rank, world size): torchrun's, then
-# Slurm's (srun sets them in every task).
+# Environment variables that say (rank, world size): torchrun's (or set
+# per process by hand where Debian 12's torchrun fails: docs/usage.md,
+# "Starting the ranks without torchrun"), then Slurm's (srun sets them
+# in every task).
 ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 
 
