@@ -9,8 +9,10 @@ same from a global step on, as a job resumed there would read it.
 
 Prints one JSON line: view_id, rank, batches and rows read, the column
 means, and the batches left from --start-step. The rank may come from
-env RANK and WORLD_SIZE (as torchrun sets) or SLURM_PROCID and
-SLURM_NTASKS (as srun sets) instead.
+env RANK and WORLD_SIZE (as torchrun sets, or set them per process:
+Debian 12's torchrun fails on Python 3.11, docs/usage.md "Starting the
+ranks without torchrun") or SLURM_PROCID and SLURM_NTASKS (as srun
+sets) instead.
 """
 import argparse
 import json

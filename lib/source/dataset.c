@@ -232,11 +232,55 @@ static int expand(char *const *paths, size_t n, struct path_list *l, char *err,
 	return rc;
 }
 
+/* Says in err where the var names of files fa and fb first differ (their
+ * fingerprints do): a position and both names, not their hashes. Read
+ * again here, on the way to refusing the mount. @return 0 where it said
+ * so, else -1 (names unreadable or alike), err then unchanged. */
+static int say_var_difference(struct rfs_dataset *d, struct rfs_source *fa,
+			      struct rfs_source *fb, char *err, size_t errlen)
+{
+	const struct rfs_source_info *a = rfs_source_info(fa);
+	const struct rfs_source_info *b = rfs_source_info(fb);
+	char **na = NULL, **nb = NULL, what[PATH_MAX + 64], unsaid[256];
+	uint64_t ca = 0, cb = 0, k = 0;
+	int said = -1, rc;
+	snprintf(what, sizeof(what), "source %s: reading its var names again",
+		 b->path);
+	rfs_deadline_begin(d->env.deadline, what);
+	rc = rfs_source_read_var_names(fa, &na, &ca, unsaid, sizeof(unsaid));
+	if (rc != 0)
+		goto out;
+	rc = rfs_source_read_var_names(fb, &nb, &cb, unsaid, sizeof(unsaid));
+	if (rc != 0)
+		goto free_a;
+	while (k < ca && k < cb && strcmp(na[k], nb[k]) == 0)
+		k++;
+	/* Names are said as read: rfs_log_say() escapes their control
+	 * characters, as in every error line. */
+	if (k < ca && k < cb) {
+		snprintf(err, errlen,
+			 "%s: var name %llu (counting from 0) is '%.200s' "
+			 "where %s has '%.200s': var names differ, so the "
+			 "columns are not the same genes (-o "
+			 "var_join=inner|outer or var_names=FILE joins them)",
+			 b->path, (unsigned long long)k, nb[k], a->path, na[k]);
+		said = 0;
+	}
+	rfs_source_free_var_names(fb, nb, cb);
+free_a:
+	rfs_source_free_var_names(fa, na, ca);
+out:
+	rfs_deadline_end(d->env.deadline);
+	return said;
+}
+
 /* Every file must serve rows of the same shape and type as the first. */
-static int check_agree(const struct rfs_source_info *a,
-		       const struct rfs_source_info *b, int join, char *err,
+static int check_agree(struct rfs_dataset *d, struct rfs_source *fa,
+		       struct rfs_source *fb, int join, char *err,
 		       size_t errlen)
 {
+	const struct rfs_source_info *a = rfs_source_info(fa);
+	const struct rfs_source_info *b = rfs_source_info(fb);
 	if (a->sparse != b->sparse) {
 		snprintf(err, errlen,
 			 "%s: %s is %s, but %s's is %s (files "
@@ -273,6 +317,8 @@ static int check_agree(const struct rfs_source_info *a,
 	}
 	if (!join && a->has_var && b->has_var &&
 	    a->var_fingerprint != b->var_fingerprint) {
+		if (say_var_difference(d, fa, fb, err, errlen) == 0)
+			return -EINVAL;
 		snprintf(err, errlen,
 			 "%s: var names differ from %s's (xxh3 %016llx vs "
 			 "%016llx): the columns are not the same genes "
@@ -402,8 +448,8 @@ int rfs_dataset_open_joined(char *const *paths, size_t npaths,
 		d->nfiles++;
 		const struct rfs_source_info *info =
 			rfs_source_info(d->files[i]);
-		if (i > 0 && (rc = check_agree(rfs_source_info(d->files[0]),
-					       info, joined, err, errlen)) != 0)
+		if (i > 0 && (rc = check_agree(d, d->files[0], d->files[i],
+					       joined, err, errlen)) != 0)
 			goto fail;
 		d->starts[i + 1] = d->starts[i] + info->rows;
 		uint64_t part[2] = { fp, info->fingerprint };

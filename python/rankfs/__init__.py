@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Optional
 
 from ._loader import Loader
-from ._mount import Mount, MountLike, as_mount
+from ._mount import Mount, MountGone, MountLike, as_mount
 from ._read import (StartStep, Steps, numpy_alloc, read_npy,
                     read_npz, resolve_rank)
 
 __version__ = "0.1.0"
-__all__ = ["Mount", "Loader", "loader", "read_npy", "read_npz",
-           "__version__"]
+__all__ = ["Mount", "MountGone", "Loader", "loader", "read_npy",
+           "read_npz", "__version__"]
 
 
 def loader(mount: MountLike, epoch: Optional[int], rank: Optional[int] = None,

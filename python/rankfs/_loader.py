@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Iterator, Optional
 
-from ._mount import Mount
+from ._mount import Mount, int_arg
 from ._read import Alloc, Steps, ordered_map, read_pair
 
 
@@ -23,12 +23,18 @@ class Loader:
     ``len()`` is the number of batches an iteration yields (those from
     start_step to the end of the epoch, or of the listed epochs for the
     step view). Each iteration starts again at start_step.
+
+    An iteration holds the mount open (Mount.hold) and checks that each
+    file it opens is on it (an fstat): a mount put at the path since the
+    Mount was made, or while the loader iterates, is a MountGone naming
+    it where the first file of it is reached, not batches of its plan.
     """
 
     def __init__(self, mount: Mount, steps: Steps, alloc: Alloc,
                  threads: int,
                  convert: Optional[Callable[[Any], Any]] = None,
                  to_sparse: Optional[Callable[[Any], Any]] = None) -> None:
+        threads = int_arg("threads", threads)
         if threads < 1:
             raise ValueError(f"threads={threads}: must be >= 1")
         self.mount = mount
@@ -53,9 +59,11 @@ class Loader:
         return len(self.steps)
 
     def __iter__(self) -> Iterator[Any]:
-        for item in ordered_map(self._read, self.steps, self.threads,
-                                2 * self.threads):
-            yield self._convert(item)
+        with self.mount.hold() as held:
+            read = functools.partial(self._read, held=held)
+            for item in ordered_map(read, self.steps, self.threads,
+                                    2 * self.threads):
+                yield self._convert(item)
 
     def __repr__(self) -> str:
         return (f"<rankfs loader {self.mount.path} epoch={self.epoch} "

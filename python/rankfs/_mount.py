@@ -2,10 +2,12 @@
 """rankfs.Mount: one mounted view, its JSON files and its file names."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import operator
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 EPOCH_LIMIT = 2**31
 BATCH_MIN_WIDTH = 6
@@ -56,6 +58,74 @@ def _digits(n: int) -> int:
     return len(str(n))
 
 
+def int_arg(name: str, value: Any) -> int:
+    """value as an int, numpy's and torch's ints too. A bool, a float or
+    a string is a TypeError naming the argument: True passed as a rank
+    made paths of rank/True, 1.5 a rank that no file has."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{name}={value!r}: an int, not "
+                    f"{type(value).__name__}")
+
+
+class MountGone(OSError):
+    """The rankfs mount a loader started on is no longer at its path:
+    unmounted, or another mount (other options, another view_id) put
+    there, whose files are of another plan. errno is ESTALE; the message
+    names the mount's path and view_id."""
+
+    def __init__(self, message: str, filename: Optional[str] = None
+                 ) -> None:
+        super().__init__(errno.ESTALE, message, filename)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _device(dev: int) -> str:
+    return f"{os.major(dev)}:{os.minor(dev)}"
+
+
+class Held:
+    """The mount a loader's iteration started on, kept open (config.json)
+    while it reads: each file a read opens must be on its device. Held
+    open, the mount's device number stays its own after a lazy unmount,
+    so no mount put there in the meantime can have the same one."""
+
+    def __init__(self, mount: "Mount", dev: int) -> None:
+        self.path, self.view_id, self.dev = mount.path, mount.view_id, dev
+
+    def gone(self, path: str, why: str) -> MountGone:
+        return MountGone(f"{self.path}: the rankfs mount this loader "
+                         f"started on (view_id {self.view_id}) is gone: "
+                         f"{why}; make a rankfs.Mount and a loader of the "
+                         "mount there now to read it", path)
+
+    def check(self, fd: int, path: str) -> None:
+        """Raises MountGone where the open file fd (path) is not on the
+        mount held: an fstat, nothing read."""
+        dev = os.fstat(fd).st_dev
+        if dev != self.dev:
+            raise self.gone(path, f"{path} is on device {_device(dev)}, "
+                            f"the mount was {_device(self.dev)}")
+
+    def missing(self, e: OSError, path: str) -> OSError:
+        """What an open of path that failed with e raises: MountGone where
+        the mount's path is on another device now (unmounted, with
+        nothing or something else there), else e."""
+        try:
+            dev = os.stat(self.path).st_dev
+        except OSError:
+            dev = None
+        if dev == self.dev:
+            return e
+        return self.gone(path, f"{self.path} is no longer that mount")
+
+
 class Mount:
     """A rankfs mount: its options, dataset and live counters, and the
     paths of its files.
@@ -104,7 +174,9 @@ class Mount:
         naming the file (a directory that is not a mount may hold a
         config.json of its own)."""
         with open(os.path.join(self.path, name), "rb") as f:
-            text = f.read()
+            return self._parse(name, f.read())
+
+    def _parse(self, name: str, text: bytes) -> Dict[str, Any]:
         try:
             value = json.loads(text)
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
@@ -115,6 +187,40 @@ class Mount:
                              f"holds a {type(value).__name__}, not an "
                              "object)")
         return value
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Held]:
+        """This mount, kept open while a loader iterates: config.json is
+        opened and its view_id compared with the one read at __init__
+        (another mount put at the path since is a MountGone), and the
+        file stays open until the block ends, so that the mount's device
+        number is not given to another mount in the meantime.
+
+        @return (as the with's value) the Held whose check(fd, path)
+            each read makes of the files it opens
+        """
+        name = os.path.join(self.path, "config.json")
+        try:
+            f = open(name, "rb", buffering=0)
+        except OSError as e:
+            raise MountGone(f"{self.path}: the rankfs mount of view_id "
+                            f"{self.view_id} is gone: {name}: "
+                            f"{e.strerror}", name) from None
+        with f:
+            try:
+                view_id = self._parse("config.json",
+                                      f.read()).get("view_id")
+            except ValueError:
+                view_id = None
+            if view_id != self.view_id:
+                raise MountGone(
+                    f"{self.path}: the rankfs mount of view_id "
+                    f"{self.view_id} is gone: the mount there now serves "
+                    + (f"view_id {view_id}" if isinstance(view_id, str)
+                       else "no view_id") +
+                    "; make a rankfs.Mount and a loader of it to read it",
+                    name)
+            yield Held(self, os.fstat(f.fileno()).st_dev)
 
     # config.json and dataset.json
 
@@ -311,6 +417,8 @@ class Mount:
                    kind: str = "batch") -> str:
         """MOUNT/epoch/E/rank/R/KIND/NNNNNN.npy: batch k of rank in epoch
         (kind 'batch', 'index' or 'label')."""
+        epoch, rank = int_arg("epoch", epoch), int_arg("rank", rank)
+        k = int_arg("k", k)
         self._check(epoch, rank, k, kind)
         width = max(BATCH_MIN_WIDTH, _digits(self.batches_per_rank - 1))
         return os.path.join(self.path, "epoch", str(epoch), "rank",
@@ -344,6 +452,7 @@ class Mount:
     def step_path(self, rank: int, step: int, kind: str = "batch") -> str:
         """MOUNT/step/rank/R/NNNNNNNNN.npy (or its index/ or label/ file):
         step k is batch k mod nb of epoch k div nb."""
+        step, rank = int_arg("step", step), int_arg("rank", rank)
         nb = self.batches_per_rank
         epoch, k = divmod(step, nb)
         self._check(epoch, rank, k, kind)

@@ -21,7 +21,7 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List,
 
 import numpy as np
 
-from ._mount import Mount, MountLike, as_mount
+from ._mount import Held, Mount, MountLike, as_mount, int_arg
 
 MAGIC = b"\x93NUMPY"
 T = TypeVar("T")
@@ -60,14 +60,34 @@ def read_header(f: Any, path: str) -> Tuple[Tuple[int, ...], np.dtype, int]:
     return tuple(header["shape"]), dtype, end
 
 
-def read_npy(path: str, alloc: Alloc) -> Any:
+def _open(path: str, held: Optional[Held], buffering: int = -1) -> Any:
+    """path opened for reading; with held, a file of the mount held
+    (else MountGone)."""
+    try:
+        f = open(path, "rb", buffering=buffering)
+    except OSError as e:
+        if held is None:
+            raise
+        raise held.missing(e, path) from None
+    if held is not None:
+        try:
+            held.check(f.fileno(), path)
+        except BaseException:
+            f.close()
+            raise
+    return f
+
+
+def read_npy(path: str, alloc: Alloc, held: Optional[Held] = None) -> Any:
     """Reads the .npy file at path into a buffer from alloc(shape, dtype).
 
+    @param held the mount the file must be on (Mount.hold), or None
     @return the buffer alloc returned, filled; an OSError of a read (EIO
-        where the mount could not make the batch) names the file
+        where the mount could not make the batch) names the file; a file
+        not on held's mount is a MountGone
     """
     try:
-        return _read_npy(path, alloc)
+        return _read_npy(path, alloc, held)
     except OSError as e:
         if e.filename is not None:
             raise
@@ -75,8 +95,8 @@ def read_npy(path: str, alloc: Alloc) -> Any:
         raise OSError(e.errno, e.strerror, path) from e
 
 
-def _read_npy(path: str, alloc: Alloc) -> Any:
-    with open(path, "rb", buffering=0) as f:
+def _read_npy(path: str, alloc: Alloc, held: Optional[Held]) -> Any:
+    with _open(path, held, buffering=0) as f:
         shape, dtype, offset = read_header(f, path)
         buf, view = alloc(shape, dtype)
         if view.shape != shape or view.dtype != dtype:
@@ -94,14 +114,18 @@ def _read_npy(path: str, alloc: Alloc) -> Any:
     return buf
 
 
-def read_npz(path: str) -> Any:
+def read_npz(path: str, held: Optional[Held] = None) -> Any:
     """The .npz file at path (a CSR batch) as a scipy.sparse.csr_matrix.
 
-    @return the matrix; an OSError of a read names the file
+    @param held the mount the file must be on (Mount.hold), or None
+    @return the matrix; an OSError of a read names the file; a file not
+        on held's mount is a MountGone
     """
     import scipy.sparse  # only where sparse batches are read
     try:
-        x = scipy.sparse.load_npz(path)
+        # load_npz opens a path as open(path, "rb") would.
+        with _open(path, held) as f:
+            x = scipy.sparse.load_npz(f)
     except OSError as e:
         if e.filename is not None:
             raise
@@ -164,6 +188,9 @@ class Steps:
                 "(sparse=False)")
         if isinstance(start_step, dict):  # Mount.resume_point's
             start_step = mount.resume_step(start_step)
+        start_step = int_arg("start_step", start_step)
+        if epoch is not None:
+            epoch = int_arg("epoch", epoch)
         if start_step < 0:
             raise ValueError(f"start_step={start_step}: must be >= 0")
         if labels and not mount.has_labels:
@@ -214,16 +241,18 @@ class Steps:
 
 
 def read_pair(pair: Tuple[str, Optional[str]], alloc: Alloc,
-              to_sparse: Optional[Callable[[Any], Any]] = None) -> Any:
+              to_sparse: Optional[Callable[[Any], Any]] = None,
+              held: Optional[Held] = None) -> Any:
     """One batch (and its labels when the pair names a label file). With
-    to_sparse the batch is a .npz, handed to it as a csr_matrix."""
+    to_sparse the batch is a .npz, handed to it as a csr_matrix. With
+    held, each file must be on that mount (else MountGone)."""
     if to_sparse is None:
-        x = read_npy(pair[0], alloc)
+        x = read_npy(pair[0], alloc, held)
     else:
-        x = to_sparse(read_npz(pair[0]))
+        x = to_sparse(read_npz(pair[0], held))
     if pair[1] is None:
         return x
-    return x, read_npy(pair[1], alloc)
+    return x, read_npy(pair[1], alloc, held)
 
 
 def _env_int(name: str) -> int:
@@ -234,8 +263,10 @@ def _env_int(name: str) -> int:
         raise ValueError(f"env {name}={value!r} is not an integer") from None
 
 
-# Environment variables that say (rank, world size): torchrun's, then
-# Slurm's (srun sets them in every task).
+# Environment variables that say (rank, world size): torchrun's (or set
+# per process by hand where Debian 12's torchrun fails: docs/usage.md,
+# "Starting the ranks without torchrun"), then Slurm's (srun sets them
+# in every task).
 ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 
 
@@ -261,7 +292,10 @@ def resolve_rank(mount: Mount, rank: Optional[int],
     came from), else env RANK and WORLD_SIZE (torchrun), else the
     argument (with the mount's world size), else env SLURM_PROCID and
     SLURM_NTASKS (srun). A world size that differs from the mount's, or
-    an argument that differs from the detected rank, is a ValueError."""
+    an argument that differs from the detected rank, is a ValueError; an
+    argument that is not an int (True, 1.5) a TypeError."""
+    if rank is not None:
+        rank = int_arg("rank", rank)
     for names in ENV_PAIRS:
         if detected is None:
             detected = _env_pair(names, rank, mount.world_size)

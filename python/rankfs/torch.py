@@ -176,14 +176,20 @@ class BatchDataset(torch.utils.data.Dataset):
     where worker processes are wanted. Read in order: rankfs prefetches
     ahead of a rank that reads its files in order. The rank is found as
     by loader(); the view_id is not compared (no collective here): call
-    check_view_id(mount) on every rank for that."""
+    check_view_id(mount) on every rank for that. Each file read must be
+    on the device the mount had when the dataset was made (a MountGone
+    where another mount was put at its path since); the mount is not
+    held open between items, as a loader holds it, so one that is put
+    there after an unmount may be given the same device number."""
 
     def __init__(self, mount: MountLike, epoch: int,
                  rank: Optional[int] = None, labels: bool = False) -> None:
         m = as_mount(mount)
         self.mount = m
         self.steps = Steps(m, epoch, detect_rank(m, rank), 0, labels)
-        self.epoch, self.rank = epoch, self.steps.rank
+        self.epoch, self.rank = self.steps.epoch, self.steps.rank
+        with m.hold() as held:
+            self._held = held
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -192,5 +198,6 @@ class BatchDataset(torch.utils.data.Dataset):
         if not 0 <= k < len(self):
             raise IndexError(k)
         return read_pair(self.steps.pair(self.steps.first + k),
-                         functools.partial(_alloc, pin=False))
+                         functools.partial(_alloc, pin=False),
+                         held=self._held)
 

@@ -186,6 +186,37 @@ def test_man_page_renders_every_option():
     assert not missing, missing
 
 
+def test_man_page_name_says_what_is_served():
+    """The NAME line (whatis, apropos) says AnnData .h5ad or zarr and
+    HDF5 datasets, dense or CSR, as the DESCRIPTION does: it said "an
+    HDF5 dataset"."""
+    text = open(os.path.join(REPO, "docs", "rankfs.1")).read()
+    name = text.split(".SH NAME\n")[1].split("\n.SH")[0]
+    assert name.count("\n") == 0, name  # one line, for whatis
+    for word in ("AnnData", ".h5ad", "zarr", "HDF5", "dense", "CSR"):
+        assert word in name, name
+
+
+def test_readme_ls_lists_what_a_csr_mount_lists(mounts, tmp_path):
+    """The README's ls of an atlas's batch/ lists what a mount of a CSR
+    .h5ad with its options lists: each .npy, then its .npz (it showed
+    the .npy alone)."""
+    import scipy.sparse as sp
+    readme = open(os.path.join(REPO, "README.md")).read()
+    mount_line = re.search(r"^    rankfs -o (\S+) atlas\.h5ad /mnt/atlas$",
+                           readme, re.M)
+    ls_line = re.search(r"^    ls /mnt/atlas/(\S+) +# (.*?) \.\.\.",
+                        readme, re.M)
+    assert mount_line and ls_line
+    x = sp.random(3000, 40, density=0.1, format="csr", dtype=np.float32,
+                  random_state=1)
+    m = mounts(write_h5ad(str(tmp_path / "atlas.h5ad"), x),
+               mount_line.group(1))
+    shown = ls_line.group(2).split()
+    listed = sorted(os.listdir(m.path(ls_line.group(1))))
+    assert listed[:len(shown)] == shown
+
+
 def test_man_page_options_exist_with_their_ranges(rankfs_cat, fashion):
     """The other way round: every option the man page documents among
     rankfs's own is one (a removed option once stayed there), and each
@@ -265,6 +296,22 @@ def test_stats_json_is_a_dashboard(mounts, tmp_path):
     assert out.stdout.splitlines()[-1].split()[:2] == ["1", "12"]
     m.load("batch", 1, 1, 0)  # the next epoch's first open
     assert m.json("stats.json")["ranks"][1]["epoch_rate"] == span
+
+
+def test_top_of_what_is_not_a_mount_says_so(tmp_path):
+    """scripts/top given a source, a missing path or a directory that is
+    not a mount says what python3 -m rankfs says (it said "stats.json:
+    Not a directory" for a source) and exits 1."""
+    source = write_h5ad(str(tmp_path / "s.h5ad"),
+                        np.zeros((10, 2), dtype=np.float32))
+    for path, why in ((source, "not a directory: give the mountpoint, "
+                       "not a source"),
+                      (str(tmp_path / "absent"), "no such directory"),
+                      (str(tmp_path), "no stats.json")):
+        out = subprocess.run([os.path.join(REPO, "scripts", "top"), path,
+                              "--once"], capture_output=True, text=True)
+        assert (out.returncode, out.stdout, out.stderr) == (
+            1, "", f"top: {path} is not a rankfs mount ({why})\n")
 
 
 def test_content_hash_xattr(mounts, tmp_path):

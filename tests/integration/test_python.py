@@ -898,3 +898,108 @@ def test_var_names_split_on_newlines_only(tmp_path):
               newline="") as f:
         f.write("".join(n + "\n" for n in names))
     assert rankfs.Mount(tmp_path).var_names == names
+
+
+def _replace_mount(m, source_path, options, log):
+    """Lazily unmounts m (what its daemon serves stays for the files open
+    on it) and mounts another daemon at the same path: @return that
+    daemon's process."""
+    from conftest import start_daemon, wait_mounted
+    subprocess.run(["fusermount3", "-u", "-z", m.path], check=True)
+    proc = start_daemon(m.path, [source_path], options, log=log)
+    wait_mounted(m.path, proc, log)
+    return proc
+
+
+def _unmount_replacement(path, proc, log):
+    subprocess.run(["fusermount3", "-u", path], check=False)
+    assert proc.wait(timeout=20) == 0, open(log).read()
+
+
+def test_a_loader_stops_where_its_mount_was_replaced(mounts, source,
+                                                      tmp_path):
+    """Another mount (another seed) put where a loader's mount was, while
+    it iterates or after the Mount was made: the loaders raise an error
+    naming the mount rather than go on with the other plan's batches
+    (they yielded 6 of 12 batches from it), and yield no batch of it
+    first."""
+    first = mounts(source[0], OPTIONS + ",seed=3")
+    m = rankfs.Mount(first.mnt)
+    nb = m.batches_per_rank
+    want = [np.load(m.batch_path(0, 0, k)).tobytes() for k in range(nb)]
+    log = str(tmp_path / "replacement.log")
+    ds = rankfs.torch.BatchDataset(m, 0, rank=0)
+    it = iter(rankfs.torch.loader(m, 0, rank=0, threads=1))
+    got = [next(it).numpy().tobytes()]
+    proc = _replace_mount(m, source[0], OPTIONS + ",seed=4", log)
+    try:
+        other = rankfs.Mount(m.path)
+        assert other.view_id != m.view_id
+        raised = None
+        try:
+            for t in it:
+                got.append(t.numpy().tobytes())
+        except OSError as e:
+            raised = e
+        it.close()
+        foreign = sum(g != w for g, w in zip(got, want))
+        assert raised is not None, (f"no error: {len(got)} of {nb} batches "
+                                    f"yielded, {foreign} of the other mount")
+        assert type(raised).__name__ == "MountGone", raised
+        assert str(raised).startswith(
+            f"{m.path}: the rankfs mount this loader started on "
+            f"(view_id {m.view_id}) is gone: "), raised
+        assert 1 <= len(got) < nb and got == want[:len(got)]
+        # A BatchDataset made before: each item is checked likewise.
+        with pytest.raises(OSError, match=re.escape(
+                f"{m.path}: the rankfs mount this loader started on "
+                f"(view_id {m.view_id}) is gone: {m.batch_path(0, 0, 1)} "
+                "is on device ")):
+            ds[1]
+        # A Mount made before the replacement: the first batch is refused.
+        for make in (rankfs.loader, rankfs.torch.loader):
+            with pytest.raises(OSError, match=re.escape(
+                    f"{m.path}: the rankfs mount of view_id {m.view_id} "
+                    f"is gone: the mount there now serves view_id "
+                    f"{other.view_id}")):
+                next(iter(make(m, 0, rank=0)))
+        # Made on the new mount, a loader reads it.
+        again = next(iter(rankfs.torch.loader(other, 0, rank=0)))
+        assert again.numpy().tobytes() == \
+            np.load(other.batch_path(0, 0, 0)).tobytes()
+    finally:
+        _unmount_replacement(m.path, proc, log)
+
+
+def test_rank_epoch_and_step_must_be_ints(mounted):
+    """rank=True and rank=1.5 were taken as a rank (True a FileNotFoundError
+    naming .../rank/True/...): each int argument that is not an int is a
+    TypeError naming it (numpy's ints are ints)."""
+    m, _ = mounted
+    bad = (True, 1.5, "1")
+    for value in bad:
+        for make in (rankfs.loader, rankfs.torch.loader,
+                     rankfs.torch.BatchDataset):
+            with pytest.raises(TypeError, match=re.escape(
+                    f"rank={value!r}: an int, not {type(value).__name__}")):
+                make(m, 0, rank=value)
+            with pytest.raises(TypeError, match=re.escape(
+                    f"epoch={value!r}: an int, not {type(value).__name__}")):
+                make(m, value, rank=0)
+        with pytest.raises(TypeError, match=re.escape(f"start_step={value!r}")):
+            rankfs.loader(m, 0, rank=0, start_step=value)
+        with pytest.raises(TypeError, match=re.escape(f"threads={value!r}")):
+            rankfs.loader(m, 0, rank=0, threads=value)
+        with pytest.raises(TypeError, match=re.escape(f"rank={value!r}")):
+            rankfs.torch.detect_rank(m, value)
+        with pytest.raises(TypeError, match=re.escape(f"rank={value!r}")):
+            m.batch_path(0, value, 0)
+        with pytest.raises(TypeError, match=re.escape(f"epoch={value!r}")):
+            m.batch_path(value, 0, 0)
+        with pytest.raises(TypeError, match=re.escape(f"k={value!r}")):
+            m.batch_path(0, 0, value)
+        with pytest.raises(TypeError, match=re.escape(f"step={value!r}")):
+            m.step_path(0, value)
+    assert rankfs.loader(m, np.int64(0), rank=np.int32(1)).rank == 1
+    assert m.batch_path(np.int64(1), np.int64(1), np.int64(2)) == \
+        m.batch_path(1, 1, 2)

@@ -253,6 +253,36 @@ def test_errors(data, tmp_path):
     assert "dupvar.h5ad: var name 'g1' is given twice" in err
 
 
+def test_var_names_in_another_order_name_the_first_that_differs(data,
+                                                                 tmp_path):
+    """Unjoined files with the same genes in another order: the error
+    names the first position where they differ and both names (it gave
+    two hashes), control characters escaped, on one line."""
+    import anndata
+    d = tmp_path / "order"
+    d.mkdir()
+    x = np.ones((20, 4), np.float32)
+
+    def write(name, var):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            anndata.AnnData(X=x, var=pd.DataFrame(index=var)).write_h5ad(
+                d / name)
+        return str(d / name)
+    a = write("a.h5ad", ["g1", "g2", "g3", "g4"])
+    b = write("b.h5ad", ["g1", "g2", "g4", "g3"])
+    err = refused(data, tmp_path, "", [a, b])
+    assert err == (f"rankfs: {b}: var name 2 (counting from 0) is 'g4' "
+                   f"where {a} has 'g3': var names differ, so the columns "
+                   "are not the same genes (-o var_join=inner|outer or "
+                   "var_names=FILE joins them)\n"), err
+    c = write("c.h5ad", ["g1", "g\n2\t\x01", "g3", "g4"])
+    err = refused(data, tmp_path, "", [a, c])
+    assert err.count("\n") == 1, err
+    assert "var name 1 (counting from 0) is 'g\\n2\\t\\x01' where " \
+        f"{a} has 'g2'" in err, err
+
+
 def test_joined_files_of_another_dtype(data, tmp_path):
     """Joined files whose dtypes differ are refused for the dtype alone:
     the line said their widths differed and advised the var_join= it
