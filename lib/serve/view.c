@@ -548,7 +548,6 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 {
 	struct rfs_view_json_live l = { .view_id = v->view_id,
 					.stats = v->stats,
-					.capacity_bytes = v->budget.total,
 					.budget = v->budget,
 					.sources_bytes = v->sources_bytes,
 					.dataset = v->dataset };
