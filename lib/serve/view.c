@@ -600,12 +600,6 @@ void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes)
 	rfs_stats_bytes_served(v->stats, rank, bytes);
 }
 
-int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
-		  uint64_t batch, int64_t *rows)
-{
-	return rfs_plan_batch(v->planner, epoch, rank, batch, rows);
-}
-
 int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,
 		  char out[17])
 {
