@@ -87,7 +87,7 @@ int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
 	for (uint64_t s = 0; s < nseq; s++) {
 		struct rfs_sampler sm;
 		rfs_sampler_init(&sm, c, &seqs[s], 0, s);
-		p->lengths[s] = rfs_sampler_length(&sm);
+		p->lengths[s] = sm.length;
 	}
 	rc = rfs_partition_layout(c, p->lengths, &p->layout);
 	if (rc != 0)
