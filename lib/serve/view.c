@@ -591,7 +591,8 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 	if (!rfs_kind_is_batch(key->kind))
 		return;
 	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
-			       rfs_batch_rows(v->batch, key->batch));
+			       rfs_batch_rows(v->batch, key->batch),
+			       rfs_stats_now_ns());
 	rfs_lookahead_opened(v->lookahead, key);
 }
 
