@@ -112,13 +112,14 @@ static void *probe(void *arg)
 	return NULL;
 }
 
-int rfs_daemon_ready_when_answered(const char *probe_path, dev_t under_dev)
+int rfs_daemon_ready_when_answered(const char *mountpoint, dev_t under_dev)
 {
 	if (ready_fd < 0)
 		return 0;
-	prober.path = strdup(probe_path);
-	if (!prober.path)
+	if (asprintf(&prober.path, "%s/config.json", mountpoint) < 0) {
+		prober.path = NULL;
 		return -ENOMEM;
+	}
 	prober.under_dev = under_dev;
 	int rc = rfs_quiet_thread_create(&prober.thread, "rankfs-ready", probe,
 					 NULL);

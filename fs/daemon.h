@@ -28,13 +28,12 @@ void rfs_daemon_keep_std_fds(void);
 int rfs_daemon_start(void);
 
 /* In the child, once mounted and before the session loop runs: starts a
- * thread that stat()s probe, a name in the mount, and calls
- * releases the parent with exit 0 (detached from the terminal,
- * fds 0-2 on /dev/null) if the answer comes from a file system other than
- * under_dev (the device of the directory under the mount: a stat that
- * reaches it means the mount is gone). probe is copied.
- * @return 0 or a negative errno (no thread started). */
-int rfs_daemon_ready_when_answered(const char *probe, dev_t under_dev);
+ * thread that stat()s mountpoint/config.json and releases the parent with
+ * exit 0 (detached from the terminal, fds 0-2 on /dev/null) if the answer
+ * comes from a file system other than under_dev (the device of the
+ * directory under the mount: a stat that reaches it means the mount is
+ * gone). @return 0 or a negative errno (no thread started). */
+int rfs_daemon_ready_when_answered(const char *mountpoint, dev_t under_dev);
 
 /* Waits for that thread, if one was started. Call once the session is
  * unmounted (libfuse closes the FUSE device, which fails a lookup still

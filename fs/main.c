@@ -32,17 +32,15 @@ static void raise_readahead(const char *mountpoint)
 	struct rfs_mount_entry e;
 	if (rfs_mountinfo_find(NULL, mountpoint, &e) != 0)
 		return;
-	const char *dev = e.majmin;
 	char path[128];
-	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
+		 e.majmin);
 	FILE *ra = fopen(path, "we");
 	int failed = !ra || fputs("1024\n", ra) < 0;
 	/* fclose flushes: its failure is the write's. */
-	if ((ra && fclose(ra) != 0) || failed) {
-		rfs_log("readahead stays at the kernel default: cannot write "
-			"%s",
+	if ((ra && fclose(ra) != 0) || failed)
+		rfs_log("readahead stays at the kernel default: cannot write %s",
 			path);
-	}
 }
 
 /* libfuse, or fusermount3 for a user, said why on the line before,
@@ -362,12 +360,7 @@ int main(int argc, char *argv[])
 		rfs_log_silence_stderr();
 	raise_readahead(cli.mountpoint);
 	/* The parent is released once the mount answers, INIT done. */
-	char *probe = NULL;
-	if (asprintf(&probe, "%s/config.json", cli.mountpoint) < 0)
-		probe = NULL;
-	rc = probe ? rfs_daemon_ready_when_answered(probe, under.st_dev) :
-		     -ENOMEM;
-	free(probe);
+	rc = rfs_daemon_ready_when_answered(cli.mountpoint, under.st_dev);
 	if (rc != 0) {
 		rfs_log_say("cannot start a thread: %s", strerror(-rc));
 		goto out_pages;

@@ -293,8 +293,7 @@ static uint64_t bytes_inode(struct rfs_fs *fs, const struct rfs_cache_key *key)
 static int store_at_open(struct rfs_fs *fs, fuse_ino_t ino,
 			 const struct rfs_cache_key *key, int direct)
 {
-	int rc = rfs_page_store_open_in(fs->page_store, ino,
-					bytes_inode(fs, key));
+	int rc = rfs_page_store_open(fs->page_store, ino, bytes_inode(fs, key));
 	if (rc != 1)
 		return rc;
 	struct rfs_cache_entry *e;

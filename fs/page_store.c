@@ -108,13 +108,7 @@ static int uncount(struct rfs_page_store *s, uint64_t ino)
 	return last;
 }
 
-int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino)
-{
-	return rfs_page_store_open_in(s, ino, ino);
-}
-
-int rfs_page_store_open_in(struct rfs_page_store *s, uint64_t ino,
-			   uint64_t group)
+int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino, uint64_t group)
 {
 	pthread_mutex_lock(&s->lock);
 	struct open_inode *f = *find(s, ino);

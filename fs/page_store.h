@@ -35,7 +35,11 @@ int rfs_page_store_create(const struct rfs_page_store_ops *ops, void *ctx,
 /* Forgets the opens still counted. Accepts NULL. */
 void rfs_page_store_destroy(struct rfs_page_store *s);
 
-/* Counts an open of ino, before it is answered.
+/* Counts an open of ino, before it is answered. ino is one of the inodes
+ * in group whose bytes are one file's (a step file and its epoch file:
+ * one cache entry; an inode alone is a group of its own, group = ino):
+ * rfs_page_store_close() calls at_last only at the last close of the
+ * group's inodes.
  * @return 1 when no file of ino was open: a drop of its pages queued by
  * an earlier release was cancelled, and the caller must call
  * rfs_page_store_fill() (or rfs_page_store_fail()) before answering the
@@ -43,15 +47,7 @@ void rfs_page_store_destroy(struct rfs_page_store *s);
  * any, has ended. A negative errno: not counted (no fill, no close):
  * -ENOMEM, or the error of the first open of ino, still counted, whose
  * fill failed (rfs_page_store_fail()). Thread-safe. */
-int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino);
-
-/* rfs_page_store_open() of ino, one of the inodes in group whose bytes
- * are one file's (a step file and its epoch file: one cache entry):
- * rfs_page_store_close() calls at_last only at the last close of the
- * group's inodes. rfs_page_store_open() makes each inode a group of its
- * own. */
-int rfs_page_store_open_in(struct rfs_page_store *s, uint64_t ino,
-			   uint64_t group);
+int rfs_page_store_open(struct rfs_page_store *s, uint64_t ino, uint64_t group);
 
 /* Stores len bytes of data as ino's contents (data NULL: nothing to
  * store), then lets the opens of ino that wait for it go on.

@@ -230,28 +230,6 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 					    errlen);
 		*AT(double, c, o) = real;
 		return 0;
-	case LIST: {
-		struct rfs_strlist *l = AT(struct rfs_strlist, c, o);
-		if (!value || !*value) {
-			snprintf(err, errlen, "option %s needs a value",
-				 o->name);
-			return -EINVAL;
-		}
-		char *copy = strdup(value);
-		char **items = copy ? realloc(l->items,
-					      (l->count + 1) * sizeof(char *)) :
-				      NULL;
-		if (!items) {
-			free(copy);
-			snprintf(err, errlen, "option %s: out of memory",
-				 o->name);
-			return -ENOMEM;
-		}
-		items[l->count] = copy;
-		l->items = items;
-		l->count++;
-		return 0;
-	}
 	case FLAG:
 		if (!value) {
 			*AT(uint64_t, c, o) = 1;
@@ -278,20 +256,34 @@ static int set_one(struct rfs_config *c, const struct option_def *o,
 			 o->name, value ? value : "", choices);
 		return -EINVAL;
 	case TEXT:
+	case LIST: {
 		if (!value || !*value) {
 			snprintf(err, errlen, "option %s needs a value",
 				 o->name);
 			return -EINVAL;
 		}
-		char *copy = strdup(value);
-		if (!copy) {
+		/* TEXT replaces its value; LIST appends one more. */
+		struct rfs_strlist *l =
+			o->kind == LIST ? AT(struct rfs_strlist, c, o) : NULL;
+		char *copy = strdup(value), **items = NULL;
+		if (copy && l &&
+		    (items = realloc(l->items,
+				     (l->count + 1) * sizeof(*items))))
+			l->items = items;
+		if (!copy || (l && !items)) {
+			free(copy);
 			snprintf(err, errlen, "option %s: out of memory",
 				 o->name);
 			return -ENOMEM;
 		}
-		free(*AT(char *, c, o));
-		*AT(char *, c, o) = copy;
+		if (l) {
+			l->items[l->count++] = copy;
+		} else {
+			free(*AT(char *, c, o));
+			*AT(char *, c, o) = copy;
+		}
 		return 0;
+	}
 	}
 	return -EINVAL;
 }

@@ -2,7 +2,6 @@
 #include "core/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,7 +125,6 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	long long now = (long long)ts.tv_sec + 1; /* never 0 */
 	unsigned long long dropped = 0;
-	int show = 0;
 	pthread_mutex_lock(&l->lock);
 	if (!l->minute_start || now - l->minute_start >= 60) {
 		l->minute_start = now;
@@ -134,17 +132,13 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 		dropped = l->dropped;
 		l->dropped = 0;
 	}
-	if (!seen(l, h) && l->ncauses < RFS_LOG_CAUSES) {
-		show = 1;
-		l->causes[l->ncauses++] = h;
-	} else {
+	if (seen(l, h) || l->ncauses == RFS_LOG_CAUSES) {
 		l->dropped++;
-	}
-	if (!show) {
 		pthread_mutex_unlock(&l->lock);
 		free(line);
 		return;
 	}
+	l->causes[l->ncauses++] = h;
 	/* Written under the limit's lock: a caller whose repeat is dropped
 	 * returns (and its reader is told EIO) only once the line that
 	 * stands for it is in the log. */

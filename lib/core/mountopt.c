@@ -52,22 +52,15 @@ enum rfs_mountopt_kind rfs_mountopt_kind(const char *key)
 /* libfuse 3.14 takes any number for its thread counts (max_threads=0
  * runs one handler; -1 becomes 2^32 - 1), and its other options' values
  * are found wrong only after the sources are open, in lines of its own
- * (or fusermount3's): checked here as ours are. */
+ * (or fusermount3's): checked here as ours are. Those of fuse_keys that
+ * this does not name take no value. */
 int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 			    size_t errlen)
 {
-	static const char *const flags[] = {
-		"allow_other",	"allow_root", "default_permissions",
-		"auto_unmount", "clone_fd",   "debug",
-		"ro",		NULL
-	};
 	int idle = strcmp(key, "max_idle_threads") == 0;
+	int name = strcmp(key, "fsname") == 0 || strcmp(key, "subtype") == 0;
+	int max_read = strcmp(key, "max_read") == 0;
 	uint64_t n;
-	if (listed(flags, key) && value) {
-		snprintf(err, errlen, "option %s=%s: %s takes no value", key,
-			 value, key);
-		return -EINVAL;
-	}
 	if (idle || strcmp(key, "max_threads") == 0) {
 		if (value &&
 		    rfs_parse_u64(value, strlen(value), 1024, 1, &n) == 0 &&
@@ -78,7 +71,7 @@ int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 			 key, value ? value : "", !idle);
 		return -EINVAL;
 	}
-	if (strcmp(key, "max_read") == 0 &&
+	if (max_read &&
 	    (!value ||
 	     rfs_parse_u64(value, strlen(value), UINT32_MAX, 1, &n) != 0 ||
 	     n == 0)) {
@@ -87,13 +80,17 @@ int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
 			 value ? value : "", UINT32_MAX);
 		return -EINVAL;
 	}
-	if ((strcmp(key, "fsname") == 0 || strcmp(key, "subtype") == 0) &&
-	    (!value || !*value || strlen(value) > 1024)) {
+	if (name && (!value || !*value || strlen(value) > 1024)) {
 		snprintf(err, errlen,
 			 "option %s=%.40s%s: expected a name of 1 to 1024 "
 			 "bytes",
 			 key, value ? value : "",
 			 value && strlen(value) > 40 ? "..." : "");
+		return -EINVAL;
+	}
+	if (!max_read && !name && value) {
+		snprintf(err, errlen, "option %s=%s: %s takes no value", key,
+			 value, key);
 		return -EINVAL;
 	}
 	return 0;

@@ -109,7 +109,7 @@ void rfs_memlimit_release_part(struct rfs_claims *c, uint64_t *claimed,
  * fills after the mount, and a daemon that then outgrows its memory
  * cgroup is killed. Claims the mount needs see only least_mb (at most
  * cache_mb) of it set aside: cache_mb itself where given, less where it
- * is a default that may yield to them (view.c settles it once they are
+ * is a default that may yield to them (budget.c settles it once they are
  * known, from rfs_memlimit_peak()); spare claims see all of it. Without a
  * known limit, nothing is set aside. Forgets the peak. */
 void rfs_memlimit_reserve(struct rfs_claims *c, uint64_t cache_mb,

@@ -27,12 +27,16 @@
 	(IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
 	 IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 
+struct mark {
+	int written;
+	rfs_watch_name_filter filter;
+};
+
 struct rfs_watch {
 	pthread_mutex_t lock;
 	int inotify_fd; /* made on first use; protected by lock */
-	unsigned char *written; /* by watch id; protected by lock */
-	rfs_watch_name_filter *filters; /* by watch id; protected by lock */
-	size_t written_len; /* of both; protected by lock */
+	struct mark *marks; /* by watch id; protected by lock */
+	size_t len; /* of marks; protected by lock */
 	int overflowed; /* protected by lock */
 };
 
@@ -53,32 +57,25 @@ void rfs_watch_destroy(struct rfs_watch *w)
 		return;
 	if (w->inotify_fd >= 0)
 		close(w->inotify_fd);
-	free(w->written);
-	free(w->filters);
+	free(w->marks);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }
 
-/* Room for watch id in w->written and w->filters. */
+/* Room for watch id in w->marks. */
 static int grow(struct rfs_watch *w, int id)
 {
-	if ((size_t)id < w->written_len)
+	if ((size_t)id < w->len)
 		return 0;
-	size_t len = w->written_len ? 2 * w->written_len : 64;
+	size_t len = w->len ? 2 * w->len : 64;
 	while (len <= (size_t)id)
 		len *= 2;
-	unsigned char *more = realloc(w->written, len);
+	struct mark *more = realloc(w->marks, len * sizeof(*more));
 	if (!more)
 		return -ENOMEM;
-	w->written = more;
-	rfs_watch_name_filter *f = realloc(w->filters, len * sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	w->filters = f;
-	memset(w->written + w->written_len, 0, len - w->written_len);
-	memset(w->filters + w->written_len, 0,
-	       (len - w->written_len) * sizeof(*f));
-	w->written_len = len;
+	memset(more + w->len, 0, (len - w->len) * sizeof(*more));
+	w->marks = more;
+	w->len = len;
 	return 0;
 }
 
@@ -88,9 +85,10 @@ static int mark(struct rfs_watch *w, const struct inotify_event *e)
 		return -ENOMEM;
 	/* A name the watch's filter passes over (a file nobody reads);
 	 * events on the directory itself have none. */
-	if (e->len && w->filters[e->wd] && !w->filters[e->wd](e->name))
+	struct mark *m = &w->marks[e->wd];
+	if (e->len && m->filter && !m->filter(e->name))
 		return 0;
-	w->written[e->wd] = 1;
+	m->written = 1;
 	return 0;
 }
 
@@ -139,8 +137,8 @@ static int add(struct rfs_watch *w, const char *path, uint32_t mask,
 		rc = -ENOMEM;
 		goto out;
 	}
-	w->filters[rc] = filter;
-	/* No reset of w->written[rc]: forget cleared it, and a file or
+	w->marks[rc].filter = filter;
+	/* No reset of its written mark: forget cleared it, and a file or
 	 * directory watched twice has one id, which must keep its mark. */
 	drain(w);
 out:
@@ -169,7 +167,7 @@ int rfs_watch_any_written(struct rfs_watch *w, const int *ids, size_t n)
 	drain(w);
 	int yes = w->overflowed;
 	for (size_t i = 0; i < n && !yes; i++)
-		yes = (size_t)ids[i] < w->written_len && w->written[ids[i]];
+		yes = (size_t)ids[i] < w->len && w->marks[ids[i]].written;
 	pthread_mutex_unlock(&w->lock);
 	return yes;
 }
@@ -181,7 +179,7 @@ void rfs_watch_forget(struct rfs_watch *w, int id)
 	pthread_mutex_lock(&w->lock);
 	drain(w);
 	inotify_rm_watch(w->inotify_fd, id);
-	if ((size_t)id < w->written_len)
-		w->written[id] = 0;
+	if ((size_t)id < w->len)
+		w->marks[id].written = 0;
 	pthread_mutex_unlock(&w->lock);
 }

@@ -87,7 +87,7 @@ int rfs_plan_create(const struct rfs_config *c, const struct rfs_rowset *seqs,
 	for (uint64_t s = 0; s < nseq; s++) {
 		struct rfs_sampler sm;
 		rfs_sampler_init(&sm, c, &seqs[s], 0, s);
-		p->lengths[s] = rfs_sampler_length(&sm);
+		p->lengths[s] = sm.length;
 	}
 	rc = rfs_partition_layout(c, p->lengths, &p->layout);
 	if (rc != 0)
@@ -124,9 +124,12 @@ uint64_t rfs_plan_sequence_length(const struct rfs_planner *p, uint64_t seq)
 	return p->lengths[seq];
 }
 
-/* Bytes of one window's row ids (a sequence may be shorter). */
+/* Bytes of one window's row ids (a sequence may be shorter); none for
+ * streaming, which builds no windows. */
 static uint64_t window_bytes(const struct rfs_planner *p)
 {
+	if (p->config.strategy == RFS_STREAMING)
+		return 0;
 	uint64_t longest = 0;
 	for (uint64_t s = 0; s < p->layout.sequences; s++)
 		if (p->lengths[s] > longest)
@@ -137,16 +140,12 @@ static uint64_t window_bytes(const struct rfs_planner *p)
 
 size_t rfs_plan_memory_bound(const struct rfs_planner *p)
 {
-	if (p->config.strategy == RFS_STREAMING)
-		return 0; /* no windows */
 	/* The cached windows, and two arrays per build in progress. */
 	return (p->nslots + 2 * p->max_building) * window_bytes(p);
 }
 
 size_t rfs_plan_least(const struct rfs_planner *p)
 {
-	if (p->config.strategy == RFS_STREAMING)
-		return 0;
 	return (p->nslots + 2) * window_bytes(p);
 }
 

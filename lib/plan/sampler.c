@@ -37,11 +37,6 @@ void rfs_sampler_init(struct rfs_sampler *s, const struct rfs_config *c,
 		s->length = c->total_size;
 }
 
-uint64_t rfs_sampler_length(const struct rfs_sampler *s)
-{
-	return s->length;
-}
-
 void rfs_sampler_rows(const struct rfs_sampler *s, uint64_t first, size_t count,
 		      uint64_t *out)
 {

@@ -14,7 +14,9 @@
 
 struct rfs_sampler {
 	uint64_t strategy;
-	uint64_t length; /* positions in S_e */
+	/* Positions in S_e: the rowset's rows, or total_size draws for
+	 * weighted strategies. */
+	uint64_t length;
 	uint64_t seed, epoch; /* keys of weighted draws */
 	const struct rfs_rowset *rows; /* borrowed */
 	struct rfs_blocked order; /* shuffle (block 1) and block_shuffle */
@@ -26,11 +28,7 @@ void rfs_sampler_init(struct rfs_sampler *s, const struct rfs_config *c,
 		      const struct rfs_rowset *rows, uint64_t epoch,
 		      uint64_t seq);
 
-/* Length of S_e: the rowset's rows, or total_size draws for weighted
- * strategies. */
-uint64_t rfs_sampler_length(const struct rfs_sampler *s);
-
-/* @return S_e[pos], a global row id; pos < rfs_sampler_length(). */
+/* @return S_e[pos], a global row id; pos < s->length. */
 uint64_t rfs_sampler_row(const struct rfs_sampler *s, uint64_t pos);
 
 /* out[k] = rfs_sampler_row(s, first + k) for k < count: the same rows,

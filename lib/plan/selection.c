@@ -341,18 +341,15 @@ static int set_weights(const struct rfs_config *c, struct rfs_dataset *d,
 			return rc;
 		}
 		w.column = &weights;
-		rc = claim_sums(c, s, err, errlen);
-		if (rc == 0)
-			rc = rfs_rowset_set_weights(&s->seqs[0], column_weight,
-						    &w, &bad);
 	} else {
 		rc = class_weights(c, s, &w, err, errlen);
-		if (rc == 0)
-			rc = claim_sums(c, s, err, errlen);
-		if (rc == 0)
-			rc = rfs_rowset_set_weights(&s->seqs[0], class_weight,
-						    &w, &bad);
 	}
+	if (rc == 0)
+		rc = claim_sums(c, s, err, errlen);
+	if (rc == 0)
+		rc = rfs_rowset_set_weights(
+			&s->seqs[0], w.column ? column_weight : class_weight,
+			&w, &bad);
 	if (rc == -EINVAL && c->strategy == RFS_WEIGHTED) {
 		if (bad == s->seqs[0].length)
 			snprintf(err, errlen,

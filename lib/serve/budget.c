@@ -30,10 +30,10 @@ int rfs_budget_split(uint64_t cache_mb, size_t plan, struct rfs_budget *out)
 static int holds(uint64_t cache_mb, const struct rfs_budget_claims *c)
 {
 	struct rfs_budget b;
-	if (rfs_budget_split(cache_mb, 0, &b) != 0)
-		return 0;
-	size_t prefetch = (b.total - b.chunks - b.plan_limit) / 2;
-	return b.plan_limit >= c->plan_least && prefetch >= c->batch_cost;
+	return rfs_budget_split(cache_mb, 0, &b) == 0 &&
+	       b.plan_limit >= c->plan_least &&
+	       rfs_budget_split(cache_mb, b.plan_limit, &b) == 0 &&
+	       b.prefetch >= c->batch_cost;
 }
 
 int rfs_budget_default(const struct rfs_budget_claims *c, uint64_t *cache_mb,

@@ -73,7 +73,6 @@ struct rfs_lookahead {
 	struct rfs_cache *cache; /* borrowed */
 	struct rfs_prefetch *pool; /* NULL: prefetch is off */
 	pthread_mutex_t lock;
-	int lock_made;
 	struct reader *readers; /* ranks x RFS_KIND_COUNT, protected by lock */
 	/* Protected by lock: readers within READER_IDLE_NS, counted then. */
 	uint64_t active_readers, readers_counted_ns;
@@ -104,6 +103,7 @@ int rfs_lookahead_create(const struct rfs_lookahead_params *p,
 	struct rfs_lookahead *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
+	pthread_mutex_init(&l->lock, NULL);
 	l->p = *p;
 	if (!l->p.batch_cost)
 		l->p.batch_cost = 1;
@@ -115,8 +115,6 @@ int rfs_lookahead_create(const struct rfs_lookahead_params *p,
 		rfs_lookahead_destroy(l);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&l->lock, NULL);
-	l->lock_made = 1;
 	int rc = 0;
 	if (l->depth_max)
 		rc = rfs_prefetch_create((unsigned)p->threads,
@@ -135,8 +133,7 @@ void rfs_lookahead_destroy(struct rfs_lookahead *l)
 	if (!l)
 		return;
 	rfs_prefetch_destroy(l->pool);
-	if (l->lock_made)
-		pthread_mutex_destroy(&l->lock);
+	pthread_mutex_destroy(&l->lock);
 	free(l->readers);
 	free(l);
 }

@@ -120,15 +120,7 @@ static void span_open(struct rank_counters *c, uint64_t epoch, uint64_t rows,
 }
 
 void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank, uint64_t epoch,
-			    uint64_t batch, uint64_t rows)
-{
-	rfs_stats_batch_opened_at(s, rank, epoch, batch, rows,
-				  rfs_stats_now_ns());
-}
-
-void rfs_stats_batch_opened_at(struct rfs_stats *s, uint64_t rank,
-			       uint64_t epoch, uint64_t batch, uint64_t rows,
-			       uint64_t now_ns)
+			    uint64_t batch, uint64_t rows, uint64_t now_ns)
 {
 	struct rank_counters *c = &s->per_rank[rank];
 	uint64_t t = now_ns / NS_PER_S;

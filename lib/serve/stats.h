@@ -16,15 +16,10 @@ int rfs_stats_create(uint64_t ranks, struct rfs_stats **out);
 void rfs_stats_destroy(struct rfs_stats *s); /* accepts NULL */
 
 /* A batch file (.npy or .npz) of rank was opened: batch of epoch, rows
- * of it. */
+ * of it, at now_ns, a time of rfs_stats_now_ns()'s clock (the latest yet
+ * for rank: opens are counted in time order). */
 void rfs_stats_batch_opened(struct rfs_stats *s, uint64_t rank, uint64_t epoch,
-			    uint64_t batch, uint64_t rows);
-
-/* rfs_stats_batch_opened() at now_ns, a time of rfs_stats_now_ns()'s clock
- * (the latest yet for rank: opens are counted in time order). */
-void rfs_stats_batch_opened_at(struct rfs_stats *s, uint64_t rank,
-			       uint64_t epoch, uint64_t batch, uint64_t rows,
-			       uint64_t now_ns);
+			    uint64_t batch, uint64_t rows, uint64_t now_ns);
 
 /* bytes of a file of rank were returned by read(). */
 void rfs_stats_bytes_served(struct rfs_stats *s, uint64_t rank, uint64_t bytes);

@@ -548,7 +548,6 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 {
 	struct rfs_view_json_live l = { .view_id = v->view_id,
 					.stats = v->stats,
-					.capacity_bytes = v->budget.total,
 					.budget = v->budget,
 					.sources_bytes = v->sources_bytes,
 					.dataset = v->dataset };
@@ -592,19 +591,14 @@ void rfs_view_opened(struct rfs_view *v, const struct rfs_cache_key *key)
 	if (!rfs_kind_is_batch(key->kind))
 		return;
 	rfs_stats_batch_opened(v->stats, key->rank, key->epoch, key->batch,
-			       rfs_batch_rows(v->batch, key->batch));
+			       rfs_batch_rows(v->batch, key->batch),
+			       rfs_stats_now_ns());
 	rfs_lookahead_opened(v->lookahead, key);
 }
 
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes)
 {
 	rfs_stats_bytes_served(v->stats, rank, bytes);
-}
-
-int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
-		  uint64_t batch, int64_t *rows)
-{
-	return rfs_plan_batch(v->planner, epoch, rank, batch, rows);
 }
 
 int rfs_view_xxh3(struct rfs_view *v, const struct rfs_cache_key *key,

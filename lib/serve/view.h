@@ -89,8 +89,4 @@ void rfs_view_released(struct rfs_view *v, const struct rfs_cache_key *key);
 /* bytes of a file of rank were returned by read(). */
 void rfs_view_count_bytes(struct rfs_view *v, uint64_t rank, uint64_t bytes);
 
-/* Writes the planned global row ids of a batch. */
-int rfs_view_plan(struct rfs_view *v, uint64_t epoch, uint64_t rank,
-		  uint64_t batch, int64_t *rows);
-
 #endif

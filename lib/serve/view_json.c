@@ -209,7 +209,7 @@ int rfs_view_json_stats(const struct rfs_view_json_live *l, char **out,
 		       (unsigned long long)l->cache.prefetched,
 		       (unsigned long long)l->cache.bytes,
 		       (unsigned long long)l->cache.entries,
-		       (unsigned long long)l->capacity_bytes,
+		       (unsigned long long)l->budget.total,
 		       (unsigned long long)l->cache.room_waits);
 	rfs_buf_printf(&b,
 		       ",\n  \"prefetch\": {\"depth\": %llu, \"queued\": %llu, "

@@ -54,7 +54,6 @@ struct rfs_view_json_live {
 	uint64_t view_id;
 	struct rfs_stats *stats; /* borrowed: rendered as it is now */
 	struct rfs_cache_counters cache;
-	uint64_t capacity_bytes; /* all of cache_mb */
 	struct rfs_prefetch_counters prefetch;
 	uint64_t depth; /* prefetch depth now */
 	struct rfs_budget budget; /* cache_mb's shares */

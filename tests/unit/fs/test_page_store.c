@@ -62,30 +62,30 @@ static void test_first_open_stores_later_ones_do_not(void **state)
 	struct rfs_page_store *s;
 	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
 	static const char bytes[] = "batch bytes";
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	assert_int_equal(rfs_page_store_fill(s, 7, bytes, sizeof(bytes)), 0);
 	assert_int_equal(sent.calls, 1);
 	assert_int_equal(sent.ino, 7);
 	assert_ptr_equal(sent.data, bytes);
 	assert_int_equal(sent.len, sizeof(bytes));
 	/* Open already: its pages may be read right now. */
-	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 0);
 	/* Another file is first on its own. */
-	assert_int_equal(rfs_page_store_open(s, 8), 1);
+	assert_int_equal(rfs_page_store_open(s, 8, 8), 1);
 	assert_int_equal(rfs_page_store_fill(s, 8, NULL, 0), 0);
 	assert_int_equal(sent.calls, 1); /* nothing to send: not sent */
 	/* One remains open. */
 	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0);
-	assert_int_equal(rfs_page_store_open(s, 7), 0); /* one still open */
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 0); /* one still open */
 	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 0);
 	/* The last. */
 	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 1);
 	/* All closed: the next open stores again. */
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	sent.rc = -ENOENT;
 	assert_int_equal(rfs_page_store_fill(s, 7, bytes, 3), -ENOENT);
 	/* A failed send still lets the others go on. */
-	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 0);
 	rfs_page_store_close(s, 7, NULL, NULL);
 	rfs_page_store_close(s, 7, NULL, NULL);
 	rfs_page_store_close(s, 8, NULL, NULL);
@@ -105,11 +105,11 @@ static void test_last_close_drops_first_open_cancels(void **state)
 	struct sent sent = { 0 };
 	struct rfs_page_store *s;
 	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
-	assert_int_equal(rfs_page_store_open(s, 5), 1);
+	assert_int_equal(rfs_page_store_open(s, 5, 5), 1);
 	assert_int_equal(sent.cancels, 1);
 	assert_int_equal(sent.cancelled_ino, 5);
 	assert_int_equal(rfs_page_store_fill(s, 5, "y", 1), 0);
-	assert_int_equal(rfs_page_store_open(s, 5), 0);
+	assert_int_equal(rfs_page_store_open(s, 5, 5), 0);
 	assert_int_equal(sent.cancels, 1); /* open already: pages in use */
 	int undone = 0;
 	assert_int_equal(rfs_page_store_close(s, 5, count_call, &undone), 0);
@@ -120,7 +120,7 @@ static void test_last_close_drops_first_open_cancels(void **state)
 	assert_int_equal(sent.dropped_ino, 5);
 	assert_int_equal(undone, 1);
 	/* Opened again: the drop just queued is cancelled. */
-	assert_int_equal(rfs_page_store_open(s, 5), 1);
+	assert_int_equal(rfs_page_store_open(s, 5, 5), 1);
 	assert_int_equal(sent.cancels, 2);
 	assert_int_equal(rfs_page_store_fill(s, 5, NULL, 0), 0);
 	assert_int_equal(rfs_page_store_close(s, 5, NULL, NULL), 1);
@@ -141,15 +141,15 @@ static void test_last_close_runs_its_callback_once(void **state)
 	struct sent sent = { 0 };
 	struct rfs_page_store *s;
 	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	assert_int_equal(rfs_page_store_fill(s, 7, "x", 1), 0);
-	assert_int_equal(rfs_page_store_open(s, 7), 0);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 0);
 	int undone = 0;
 	assert_int_equal(rfs_page_store_close(s, 7, count_call, &undone), 0);
 	assert_int_equal(undone, 0); /* another open remains */
 	assert_int_equal(rfs_page_store_close(s, 7, count_call, &undone), 1);
 	assert_int_equal(undone, 1); /* the last: undone, once */
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	rfs_page_store_destroy(s); /* with an open still counted */
 }
 
@@ -162,7 +162,7 @@ struct opener {
 static void *open_seven(void *arg)
 {
 	struct opener *o = arg;
-	o->rc = rfs_page_store_open(o->s, 7);
+	o->rc = rfs_page_store_open(o->s, 7, 7);
 	__atomic_store_n(&o->returned, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
@@ -175,7 +175,7 @@ static void test_second_open_waits_for_the_store(void **state)
 	struct sent sent = { 0 };
 	struct rfs_page_store *s;
 	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	struct opener o = { .s = s };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, open_seven, &o), 0);
@@ -199,7 +199,7 @@ static void test_opens_waiting_for_a_failed_fill_fail_with_it(void **state)
 	struct sent sent = { 0 };
 	struct rfs_page_store *s;
 	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	struct opener o[2] = { { .s = s }, { .s = s } };
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++)
@@ -221,7 +221,7 @@ static void test_opens_waiting_for_a_failed_fill_fail_with_it(void **state)
 	assert_int_equal(sent.dropped_ino, 7);
 	/* None of them is counted: the next open is a first one again, and
 	 * stores. */
-	assert_int_equal(rfs_page_store_open(s, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	assert_int_equal(rfs_page_store_fill(s, 7, "x", 1), 0);
 	assert_int_equal(sent.calls, 1);
 	assert_int_equal(rfs_page_store_close(s, 7, NULL, NULL), 1);
@@ -238,11 +238,11 @@ static void test_at_last_waits_for_the_group(void **state)
 	struct rfs_page_store *s;
 	int undone = 0;
 	assert_int_equal(rfs_page_store_create(&recording, &sent, &s), 0);
-	assert_int_equal(rfs_page_store_open_in(s, 7, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 7, 7), 1);
 	assert_int_equal(rfs_page_store_fill(s, 7, "x", 1), 0);
-	assert_int_equal(rfs_page_store_open_in(s, 9, 7), 1);
+	assert_int_equal(rfs_page_store_open(s, 9, 7), 1);
 	assert_int_equal(rfs_page_store_fill(s, 9, "x", 1), 0);
-	assert_int_equal(rfs_page_store_open_in(s, 8, 8), 1); /* another */
+	assert_int_equal(rfs_page_store_open(s, 8, 8), 1); /* another */
 	assert_int_equal(rfs_page_store_fill(s, 8, "y", 1), 0);
 	assert_int_equal(rfs_page_store_close(s, 9, count_call, &undone), 1);
 	assert_int_equal(sent.drops, 1);

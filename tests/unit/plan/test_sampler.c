@@ -46,7 +46,7 @@ static uint64_t *sequence(const struct rfs_config *c, uint64_t n,
 {
 	struct rfs_sampler s;
 	rfs_sampler_init(&s, c, all(n), epoch, 0);
-	assert_true(rfs_sampler_length(&s) == n);
+	assert_true(s.length == n);
 	uint64_t *seq = malloc(n * sizeof(*seq));
 	unsigned char *seen = calloc(n, 1);
 	assert_non_null(seq);
@@ -251,7 +251,7 @@ static void test_huge_n_is_cheap(void **state)
 		struct rfs_sampler sm;
 		const uint64_t n = UINT64_C(1000000000) + 7;
 		rfs_sampler_init(&sm, &c, all(n), 4, 0);
-		assert_true(rfs_sampler_length(&sm) == n);
+		assert_true(sm.length == n);
 		for (uint64_t i = 0; i < 1000; i++) {
 			uint64_t pos = i * (n / 1000) + i;
 			assert_true(rfs_sampler_row(&sm, pos) < n);
@@ -278,7 +278,7 @@ static void test_weighted_draws(void **state)
 		rfs_rowset_set_weights(&rows, linear_weight, NULL, &bad), 0);
 	struct rfs_sampler s;
 	rfs_sampler_init(&s, &c, &rows, 0, 0);
-	assert_true(rfs_sampler_length(&s) == 4000); /* default: the rows */
+	assert_true(s.length == 4000); /* default: the rows */
 	uint64_t hist[4] = { 0 };
 	for (uint64_t pos = 0; pos < 4000; pos++)
 		hist[rfs_sampler_row(&s, pos) % 4]++;
@@ -304,7 +304,7 @@ static void test_weighted_draws(void **state)
 	assert_int_equal(
 		rfs_config_set(&c, "total_size", "123", err, sizeof(err)), 0);
 	rfs_sampler_init(&s, &c, &rows, 0, 0);
-	assert_true(rfs_sampler_length(&s) == 123);
+	assert_true(s.length == 123);
 	rfs_rowset_free(&rows);
 }
 

@@ -41,8 +41,8 @@ static void test_counters_per_rank(void **state)
 	assert_non_null(strstr(j, "\"p50_ms\": null, \"p99_ms\": null"));
 	free(j);
 
-	rfs_stats_batch_opened(s, 2, 4, 17, 256);
-	rfs_stats_batch_opened(s, 2, 4, 18, 256);
+	rfs_stats_batch_opened(s, 2, 4, 17, 256, rfs_stats_now_ns());
+	rfs_stats_batch_opened(s, 2, 4, 18, 256, rfs_stats_now_ns());
 	rfs_stats_bytes_served(s, 2, 1000);
 	rfs_stats_first_read(s, 2, RFS_CACHE_READY, 0);
 	rfs_stats_first_read(s, 2, RFS_CACHE_FILLED, 2000000000);
@@ -69,7 +69,8 @@ static void *open_batches(void *arg)
 {
 	struct opener *o = arg;
 	for (uint64_t i = 0; !atomic_load(&o->stop); i++)
-		rfs_stats_batch_opened(o->stats, 0, i, i, 1);
+		rfs_stats_batch_opened(o->stats, 0, i, i, 1,
+				       rfs_stats_now_ns());
 	return NULL;
 }
 
@@ -169,32 +170,32 @@ static void test_epoch_rate(void **state)
 	expect_epoch_rate(s, 1,
 			  "\"epoch_rows_per_s\": null, \"epoch_rate\": null, "
 			  "\"last_opened\": null");
-	rfs_stats_batch_opened_at(s, 1, 2, 0, 256, t);
+	rfs_stats_batch_opened(s, 1, 2, 0, 256, t);
 	expect_epoch_rate(s, 1, "\"epoch_rows_per_s\": null, ");
 	/* 512 rows after the first open, in 1 s. */
-	rfs_stats_batch_opened_at(s, 1, 2, 1, 256, t + S / 2);
-	rfs_stats_batch_opened_at(s, 1, 2, 2, 256, t + S);
+	rfs_stats_batch_opened(s, 1, 2, 1, 256, t + S / 2);
+	rfs_stats_batch_opened(s, 1, 2, 2, 256, t + S);
 	expect_epoch_rate(s, 1,
 			  "\"epoch_rows_per_s\": 512.0, \"epoch_rate\": "
 			  "{\"epoch\": 2, \"batches\": 3, \"seconds\": 1.000}");
 	/* The next epoch's first open: epoch 2 is still shown. */
-	rfs_stats_batch_opened_at(s, 1, 3, 0, 256, t + 2 * S);
+	rfs_stats_batch_opened(s, 1, 3, 0, 256, t + 2 * S);
 	expect_epoch_rate(s, 1,
 			  "\"epoch_rows_per_s\": 512.0, \"epoch_rate\": "
 			  "{\"epoch\": 2, ");
 	/* Its second: epoch 3, 100 rows in 0.25 s (a short last batch). */
-	rfs_stats_batch_opened_at(s, 1, 3, 1, 100, t + 2 * S + S / 4);
+	rfs_stats_batch_opened(s, 1, 3, 1, 100, t + 2 * S + S / 4);
 	expect_epoch_rate(s, 1,
 			  "\"epoch_rows_per_s\": 400.0, \"epoch_rate\": "
 			  "{\"epoch\": 3, \"batches\": 2, \"seconds\": 0.250}");
 	/* A single open of another epoch (a cat while training) shows no
 	 * rate: epoch 3's stays shown, then a new span of epoch 3 starts. */
-	rfs_stats_batch_opened_at(s, 1, 0, 7, 256, t + 3 * S);
-	rfs_stats_batch_opened_at(s, 1, 3, 2, 256, t + 4 * S);
+	rfs_stats_batch_opened(s, 1, 0, 7, 256, t + 3 * S);
+	rfs_stats_batch_opened(s, 1, 3, 2, 256, t + 4 * S);
 	expect_epoch_rate(s, 1,
 			  "\"epoch_rows_per_s\": 400.0, \"epoch_rate\": "
 			  "{\"epoch\": 3, \"batches\": 2, ");
-	rfs_stats_batch_opened_at(s, 1, 3, 3, 256, t + 6 * S);
+	rfs_stats_batch_opened(s, 1, 3, 3, 256, t + 6 * S);
 	expect_epoch_rate(s, 1,
 			  "\"epoch_rows_per_s\": 128.0, \"epoch_rate\": "
 			  "{\"epoch\": 3, \"batches\": 2, \"seconds\": 2.000}");
