@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "core/log.h"
+#include "os/memlimit.h"
 #include "source/column.h" /* what read_column hands back */
 #include "source/source.h"
 
@@ -41,9 +42,16 @@ struct rfs_source_ops {
 	 * @return 0, -EIO, -ENOMEM. */
 	int (*read_csr_ranges)(struct rfs_source *s,
 			       const struct rfs_csr_range *r, size_t n);
-	/* As rfs_source_read_column(), where name is no group or a
-	 * categorical one (anndata.c reads the others). */
-	int (*read_column)(struct rfs_source *s, const char *name,
+	/* Reads the 1-D array at path (anndata.c checked its shape with
+	 * the store's array op) whole, at mount: integers as int64, floats
+	 * as doubles, bools (an HDF5 enum's members) as categories, strings
+	 * as codes into the distinct strings sorted, or with as
+	 * RFS_MEMLIMIT_NAMES each its own category, in order. Claimed first
+	 * (memlimit.c) as as, in out->claimed. what names it in errors.
+	 * @return 0 or a negative errno with err set (rfs_column_error());
+	 * out zeroed on failure. */
+	int (*read_column)(struct rfs_source *s, const char *path,
+			   const char *what, enum rfs_memlimit_as as,
 			   struct rfs_column *out, char *err, size_t errlen);
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
@@ -77,8 +85,9 @@ struct rfs_source {
 	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
 	struct rfs_source_env env; /* what the mount lent, set by open */
 	int anndata; /* an AnnData file: obs columns, a var table */
-	/* How errors name a /PATH column: "dataset" (HDF5), "array". */
-	const char *array_noun;
+	/* How errors name a /PATH column: "dataset" (HDF5), "array"; and
+	 * the source: "file", "store". */
+	const char *array_noun, *store_noun;
 	/* Bytes claimed (memlimit.c) for what the source keeps (indptr, a
 	 * table of chunk addresses), held until it is closed, and for the
 	 * var names last read, released when they are freed
@@ -91,17 +100,33 @@ struct rfs_source {
 	struct rfs_log_limit read_failures;
 };
 
-/* What anndata.c reads the AnnData layout through, the part of a store
- * that holds the rows. Paths are absolute ("/X", "/layers/counts"). Each
- * @return 0 or a negative errno with err set. */
+/* What anndata.c reads the AnnData layout through: groups, attributes
+ * and arrays (read_column reads them). Paths are absolute ("/X",
+ * "/layers/counts"). Each @return 0 or a negative errno with err set. */
 enum { RFS_NODE_ARRAY = 1, RFS_NODE_GROUP = 2 };
+/* An array as the store's array op describes it. */
+struct rfs_store_array {
+	int ndims;
+	uint64_t len; /* its first dimension */
+	enum rfs_dtype dtype; /* of its numbers; RFS_DTYPE_COUNT: others */
+};
 struct rfs_store_ops {
 	/* The node at path: RFS_NODE_ARRAY or RFS_NODE_GROUP, with its
-	 * string attribute key in val ("" when none); 0 when there is none
-	 * the layout can use (err says what is there), or a negative errno
-	 * (the store cannot be read). */
+	 * attribute key in val ("" when none): a group's string, an
+	 * array's path of the node it names (zarr: a string, relative to
+	 * the array's group unless absolute; HDF5: an object reference);
+	 * 0 when there is none the layout can use (err says what is
+	 * there), or a negative errno (the store cannot be read). */
 	int (*node)(struct rfs_source *s, const char *path, const char *key,
 		    char *val, size_t vallen, char *err, size_t errlen);
+	/* The array at path, which node() found. */
+	int (*array)(struct rfs_source *s, const char *path,
+		     struct rfs_store_array *out, char *err, size_t errlen);
+	/* Calls each with the name of each member of group (zarr: the
+	 * names of its "column-order" attribute), in the store's order,
+	 * until it returns nonzero; for error lines. */
+	void (*members)(struct rfs_source *s, const char *group,
+			int (*each)(const char *name, void *ctx), void *ctx);
 	/* The group's "shape" attribute: two integers, the first >= 0.
 	 * @return 0 or -EINVAL (no such attribute), err untouched. */
 	int (*shape)(struct rfs_source *s, const char *group,

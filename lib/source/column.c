@@ -589,30 +589,32 @@ double rfs_column_real(const struct rfs_column *c, uint64_t row)
 					    (double)c->codes[row];
 }
 
-int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
+int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n,
+			    int in_order)
 {
-	uint64_t *index = name_index(strings, n);
+	uint64_t *index = in_order ? NULL : name_index(strings, n);
 	int64_t *codes = malloc((n ? n : 1) * sizeof(*codes));
-	char **cats = malloc((n ? n : 1) * sizeof(*cats));
+	char **cats = in_order ? strings : malloc((n ? n : 1) * sizeof(*cats));
 	uint64_t k = 0;
-	if (!index || !codes || !cats) {
+	if ((!in_order && !index) || !codes || !cats) {
 		free(index);
 		free(codes);
-		free(cats);
+		if (cats != strings)
+			free(cats);
 		rfs_buf_free_strings(strings, n);
 		return -ENOMEM;
 	}
 	for (uint64_t i = 0; i < n; i++) {
-		char *s = strings[index[i]];
-		if (k && strcmp(cats[k - 1], s) == 0) {
-			free(s);
-		} else {
-			cats[k++] = s;
-		}
-		codes[index[i]] = (int64_t)k - 1;
+		uint64_t at = in_order ? i : index[i];
+		if (!in_order && k && strcmp(cats[k - 1], strings[at]) == 0)
+			free(strings[at]);
+		else
+			cats[k++] = strings[at];
+		codes[at] = (int64_t)k - 1;
 	}
 	free(index);
-	free(strings);
+	if (!in_order)
+		free(strings);
 	*c = (struct rfs_column){ .kind = RFS_COLUMN_CODES,
 				  .rows = n,
 				  .codes = codes,
@@ -621,4 +623,23 @@ int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n)
 				  .claimed = c->claimed,
 				  .claims = c->claims };
 	return 0;
+}
+
+void rfs_column_error(const char *file, const char *what, int rc, char *err,
+		      size_t errlen)
+{
+	if (rc == -ERANGE)
+		snprintf(err, errlen,
+			 "%s: %s holds uint64 values over 2^63 - 1, which "
+			 "rankfs reads as int64 (label files are int64): store "
+			 "them as int64 or as strings",
+			 file, what);
+	else if (rc == -ENOTSUP)
+		snprintf(err, errlen,
+			 "%s: %s has a type rankfs cannot read as a column "
+			 "(categorical, integer, float, bool or string)",
+			 file, what);
+	else
+		snprintf(err, errlen, "%s: %s cannot be read (%s)", file, what,
+			 strerror(-rc));
 }

@@ -34,11 +34,11 @@ struct rfs_column {
 	struct rfs_claims *claims;
 };
 
-/* Why a backend refuses (-ERANGE) an integer column: its values are
- * int64 (label files, filters), which a uint64 over 2^63 - 1 is not. */
-#define RFS_COLUMN_TOO_LARGE                                              \
-	"holds uint64 values over 2^63 - 1, which rankfs reads as int64 " \
-	"(label files are int64): store them as int64 or as strings"
+/* Writes why column what of file cannot be read (rc) in err, as both
+ * backends say it: -ERANGE, a uint64 over 2^63 - 1 (columns are int64,
+ * as label files are); -ENOTSUP, a type no column holds; or rc's text. */
+void rfs_column_error(const char *file, const char *what, int rc, char *err,
+		      size_t errlen);
 
 /* Frees what c owns, releases its claim and zeroes it. Accepts a zeroed
  * column. */
@@ -72,10 +72,12 @@ int rfs_column_keep(const struct rfs_column *c, const char *values,
 		    uint8_t *keep, char *err, size_t errlen);
 
 /* Makes c a categorical column of n strings (taken, with the array): the
- * categories are the distinct strings, sorted, as pandas makes them; c keeps
- * its claim.
+ * categories are the distinct strings, sorted, as pandas makes them, or
+ * with in_order each string its own category, in order (category names
+ * read as a column); c keeps its claim.
  * @return 0 or -ENOMEM (the strings are freed). */
-int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n);
+int rfs_column_from_strings(struct rfs_column *c, char **strings, uint64_t n,
+			    int in_order);
 
 /* Applies an AnnData nullable column's mask (a bool column, true where
  * the row has no value) to its values: a categorical-like row becomes

@@ -262,10 +262,18 @@ int h5fx_add_categorical(const char *path, const char *name,
 					      "categorical") :
 			      -1;
 	hid_t t = vlen_string();
-	if (rc == 0)
+	/* As pandas stores them: int8 under 128 categories, else int16. */
+	int16_t *wide = ncategories > 128 ? calloc(n ? n : 1, 2) : NULL;
+	for (size_t i = 0; wide && i < n; i++)
+		wide[i] = codes[i];
+	if (rc == 0 && ncategories > 128)
+		rc = wide ? write_1d(group, "codes", H5T_NATIVE_INT16, wide, n) :
+			    -1;
+	else if (rc == 0)
 		rc = write_1d(group, "codes", H5T_NATIVE_INT8, codes, n);
 	if (rc == 0)
 		rc = write_1d(group, "categories", t, categories, ncategories);
+	free(wide);
 	H5Tclose(t);
 	if (group >= 0)
 		H5Gclose(group);

@@ -58,7 +58,8 @@ int h5fx_write_group(const char *path, const char *name, const char *kind);
 
 /* Adds to an existing file (the functions below each open it read-write):
  * an anndata >= 0.8 categorical obs column /obs/NAME (int8 codes, -1
- * missing, variable-length string categories). @return 0 or -1. */
+ * missing, stored as int16 past 128 categories as pandas does;
+ * variable-length string categories). @return 0 or -1. */
 int h5fx_add_categorical(const char *path, const char *name,
 			 const int8_t *codes, size_t n,
 			 const char *const *categories, size_t ncategories);

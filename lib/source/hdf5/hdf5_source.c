@@ -281,6 +281,27 @@ static int stored_as_integers(hid_t type)
 	return yes;
 }
 
+/* The path of the object obj's attribute name references ("" when it
+ * is none): anndata 0.7's categories. */
+static void referenced_name(hid_t obj, const char *name, char *out, size_t n)
+{
+	hid_t attr =
+		H5Aexists(obj, name) > 0 ? H5Aopen(obj, name, H5P_DEFAULT) : -1;
+	hid_t type = attr >= 0 ? H5Aget_type(attr) : -1, target = -1;
+	hobj_ref_t ref;
+	if (type >= 0 && H5Tget_class(type) == H5T_REFERENCE &&
+	    H5Aread(attr, H5T_STD_REF_OBJ, &ref) >= 0)
+		target = H5Rdereference2(obj, H5P_DEFAULT, H5R_OBJECT, &ref);
+	if (target < 0 || H5Iget_name(target, out, n) <= 0)
+		out[0] = '\0';
+	if (target >= 0)
+		H5Oclose(target);
+	if (type >= 0)
+		H5Tclose(type);
+	if (attr >= 0)
+		H5Aclose(attr);
+}
+
 /* The store ops: what anndata.c reads the layout through. */
 static int node(struct rfs_source *base, const char *path, const char *key,
 		char *val, size_t vallen, char *err, size_t errlen)
@@ -288,6 +309,7 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 	struct hdf5_source *s = (struct hdf5_source *)base;
 	H5O_info_t info;
 	val[0] = '\0';
+	rfs_hdf5_quiet();
 	/* H5Oget_info_by_name fails cleanly on any missing path component. */
 	if (H5Oget_info_by_name(s->file, path, &info, H5P_DEFAULT) < 0) {
 		char found[512];
@@ -296,18 +318,79 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 			 s->path, path, found);
 		return 0;
 	}
-	if (info.type == H5O_TYPE_DATASET)
-		return RFS_NODE_ARRAY;
-	if (info.type != H5O_TYPE_GROUP) {
+	if (info.type != H5O_TYPE_DATASET && info.type != H5O_TYPE_GROUP) {
 		snprintf(err, errlen, "%s: %s is not a dataset", s->path, path);
 		return 0;
 	}
-	hid_t group = H5Gopen2(s->file, path, H5P_DEFAULT);
-	if (group >= 0) {
-		rfs_hdf5_read_string_attr(s, group, key, val, vallen);
-		H5Gclose(group);
+	/* A dataset's strings are not read: those take the string reader. */
+	hid_t obj = H5Oopen(s->file, path, H5P_DEFAULT);
+	if (obj >= 0 && info.type == H5O_TYPE_GROUP)
+		rfs_hdf5_read_string_attr(s, obj, key, val, vallen);
+	else if (obj >= 0)
+		referenced_name(obj, key, val, vallen);
+	if (obj >= 0)
+		H5Oclose(obj);
+	return info.type == H5O_TYPE_DATASET ? RFS_NODE_ARRAY : RFS_NODE_GROUP;
+}
+
+static int array(struct rfs_source *base, const char *path,
+		 struct rfs_store_array *out, char *err, size_t errlen)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	char val[8];
+	hid_t dset = H5Dopen2(s->file, path, H5P_DEFAULT), mem = -1;
+	if (dset < 0) {
+		if (node(base, path, "", val, sizeof(val), err, errlen) > 0)
+			snprintf(err, errlen, "%s: %s is not a dataset",
+				 s->path, path);
+		return -EINVAL;
 	}
-	return RFS_NODE_GROUP;
+	hid_t space = H5Dget_space(dset);
+	hid_t type = H5Dget_type(dset);
+	hsize_t dims[H5S_MAX_RANK] = { 0 };
+	*out = (struct rfs_store_array){ .dtype = RFS_DTYPE_COUNT };
+	out->ndims = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+	if (out->ndims > 0 && H5Sget_simple_extent_dims(space, dims, NULL) > 0)
+		out->len = dims[0];
+	if (type >= 0 && map_type(type, &out->dtype, &mem) != 0)
+		out->dtype = RFS_DTYPE_COUNT;
+	if (mem >= 0)
+		H5Tclose(mem);
+	if (type >= 0)
+		H5Tclose(type);
+	if (space >= 0)
+		H5Sclose(space);
+	H5Dclose(dset);
+	if (out->ndims < 0)
+		snprintf(err, errlen, "%s: dataset %s cannot be read", s->path,
+			 path);
+	return out->ndims < 0 ? -EIO : 0;
+}
+
+struct member_call {
+	int (*each)(const char *name, void *ctx);
+	void *ctx;
+};
+
+static herr_t call_member(hid_t group, const char *name, const H5L_info_t *info,
+			  void *data)
+{
+	(void)group, (void)info;
+	const struct member_call *m = data;
+	return m->each(name, m->ctx);
+}
+
+static void members(struct rfs_source *base, const char *group,
+		    int (*each)(const char *name, void *ctx), void *ctx)
+{
+	struct hdf5_source *s = (struct hdf5_source *)base;
+	struct member_call m = { each, ctx };
+	hid_t g = H5Gopen2(s->file, group, H5P_DEFAULT);
+	if (g >= 0) {
+		H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, call_member,
+			   &m);
+		H5Gclose(g);
+	}
 }
 
 /* A 2-element integer "shape" attribute (anndata's sparse groups). */
@@ -432,6 +515,8 @@ static int read_indptr(struct rfs_source *base, const char *group,
 
 static const struct rfs_store_ops store = {
 	.node = node,
+	.array = array,
+	.members = members,
 	.shape = read_shape,
 	.open_dense = open_dense,
 	.open_csr = open_csr,
@@ -522,6 +607,7 @@ static int open_source(const char *path, const char *dataset,
 	rfs_log_limit_init(&s->base.read_failures);
 	*out = &s->base; /* closed by the caller, half-built or not */
 	s->base.array_noun = "dataset";
+	s->base.store_noun = "file";
 	s->fd = -1;
 	s->watch = -1;
 	s->base.env = *env;

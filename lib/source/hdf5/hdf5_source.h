@@ -153,7 +153,8 @@ struct h5strings_request {
 };
 
 /* hdf5_obs.c */
-int rfs_hdf5_read_column(struct rfs_source *base, const char *name,
+int rfs_hdf5_read_column(struct rfs_source *base, const char *path,
+			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen);
 /* Length of a 1-D dataset, or -1 when it is not 1-D. */
 int64_t rfs_hdf5_length_1d(hid_t dset);

@@ -299,7 +299,8 @@ struct zarr_source {
 };
 
 /* zarr_obs.c */
-int rfs_zarr_read_column(struct rfs_source *base, const char *name,
+int rfs_zarr_read_column(struct rfs_source *base, const char *path,
+			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen);
 int rfs_zarr_read_var_names(struct rfs_source *base, const char *path,
 			    char ***names, uint64_t *n, char *err,

@@ -243,7 +243,7 @@ static int node_v3(const struct rfs_zarr_store *st, const char *path,
 }
 
 /* 1 when a segment of path is "." or "..": zarr-python refuses such
- * paths, and a store's attributes (a categories or _index name) must not
+ * paths, and a store's attributes (one naming another array) must not
  * lead rankfs to arrays outside it. */
 static int leaves_store(const char *path)
 {

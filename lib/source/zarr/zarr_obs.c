@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Columns and var names of a zarr AnnData store, read whole at mount. An
- * obs column is a group with encoding-type "categorical" (codes and
- * categories arrays), a codes array whose "categories" attribute names
- * its categories array (anndata 0.7), or a numeric, bool or string array;
- * "/PATH" names any 1-D array of the store (anndata.c reads the groups of
- * other encodings). The var names are the 1-D strings anndata.c finds, as
- * in the HDF5 backend, and hash the same way, so the same genes in either
- * format agree.
+ * Columns and var names of a zarr AnnData store, read whole at mount: the
+ * 1-D numeric, bool or string arrays anndata.c reads through read_column
+ * (it finds them, checks their shapes and reads their encodings). The var
+ * names are the 1-D strings anndata.c finds, as in the HDF5 backend, and
+ * hash the same way, so the same genes in either format agree.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,8 +62,10 @@ static int bool_column(struct rfs_zarr_array *a, struct rfs_column *out)
 	return rc;
 }
 
-/* A column from one array: numeric, bool or strings. */
-static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
+/* A column from one array: numeric, bool or strings (as
+ * rfs_column_from_strings, in_order). */
+static int array_column(struct rfs_zarr_array *a, int in_order,
+			struct rfs_column *out)
 {
 	uint64_t n = a->m.shape[0];
 	if (a->m.kind == RFS_ZARR_BOOL)
@@ -74,7 +73,7 @@ static int array_column(struct rfs_zarr_array *a, struct rfs_column *out)
 	if (a->m.kind == RFS_ZARR_STRING) {
 		char **s;
 		int rc = rfs_zarr_array_read_strings(a, &s);
-		return rc ? rc : rfs_column_from_strings(out, s, n);
+		return rc ? rc : rfs_column_from_strings(out, s, n, in_order);
 	}
 	void *v;
 	int is_real;
@@ -123,218 +122,24 @@ static void stored_freed(const struct rfs_zarr_array *a, struct rfs_column *out)
 					  a->m.shape[0] * a->m.elem);
 }
 
-/* Category names: strings, bools, or numbers as text. */
-static int categories(struct rfs_zarr_array *a, char ***out, uint64_t *count)
-{
-	struct rfs_column c = { 0 };
-	*count = a->m.shape[0];
-	*out = NULL;
-	if (a->m.kind == RFS_ZARR_STRING)
-		return rfs_zarr_array_read_strings(a, out);
-	int rc = array_column(a, &c);
-	if (rc == 0)
-		rc = rfs_column_names(&c, out);
-	rfs_column_free(&c);
-	return rc;
-}
-
-/* Why a column cannot be read, in err. */
-static void column_error(const struct zarr_source *s, const char *what, int rc,
-			 char *err, size_t errlen)
-{
-	if (rc == -ERANGE)
-		snprintf(err, errlen, "%s: %s " RFS_COLUMN_TOO_LARGE, s->path,
-			 what);
-	else
-		snprintf(err, errlen, "%s: %s cannot be read (%s)", s->path,
-			 what, strerror(-rc));
-}
-
-/* Codes and categories arrays: a categorical group's (anndata >= 0.8),
- * or a codes array whose "categories" attribute names them (0.7). */
-static int categorical(struct zarr_source *s, const char *codes_path,
-		       const char *cats_path, uint64_t n, const char *what,
-		       struct rfs_column *out, char *err, size_t errlen)
-{
-	struct rfs_zarr_array codes, cats;
-	int rc = rfs_zarr_array_open(&s->st, codes_path, NULL, &codes, err,
-				     errlen);
-	int rc2 = rfs_zarr_array_open(&s->st, cats_path, NULL, &cats, err,
-				      errlen);
-	if (rc == 0 && rc2 != 0)
-		rc = rc2;
-	if (rc == 0 &&
-	    (codes.m.ndims != 1 || cats.m.ndims != 1 ||
-	     codes.m.kind != RFS_ZARR_NUMBER || codes.m.dtype >= RFS_FLOAT16 ||
-	     codes.m.shape[0] != n)) {
-		snprintf(
-			err, errlen,
-			"%s: %s must have 1-D integer codes, one per row (%llu)",
-			s->path, what, (unsigned long long)n);
-		rc = -EINVAL;
-	}
-	/* Categories beyond what the codes can index (pandas picks the
-	 * codes' type by their count: int8 under 128 ...) are refused
-	 * unread: a shape alone, no chunk written, would make them all. */
-	int code_bits =
-		rc == 0 ? 8 * (int)codes.m.elem - (codes.m.dtype < RFS_UINT8) :
-			  63;
-	if (rc == 0 && code_bits < 63 &&
-	    cats.m.shape[0] > (UINT64_C(1) << code_bits)) {
-		snprintf(err, errlen,
-			 "%s: %s has %llu categories, more than its codes "
-			 "(%s) index",
-			 s->path, what, (unsigned long long)cats.m.shape[0],
-			 rfs_dtype_name(codes.m.dtype));
-		rc = -EINVAL;
-	}
-	if (rc == 0 && (rc = claim(s, &codes, RFS_MEMLIMIT_VALUES,
-				   &out->claimed, err, errlen)) == 0)
-		rc = claim(s, &cats, RFS_MEMLIMIT_NAMES, &out->claimed, err,
-			   errlen);
-	int is_real;
-	void *v = NULL;
-	if (rc == 0) {
-		out->kind = RFS_COLUMN_CODES;
-		out->rows = n;
-		rc = read_numbers(&codes, &v, &is_real);
-		out->codes = v;
-		if (rc == 0)
-			stored_freed(&codes, out);
-		if (rc == 0)
-			rc = categories(&cats, &out->categories,
-					&out->ncategories);
-		if (rc != 0)
-			column_error(s, what, rc, err, errlen);
-	}
-	for (uint64_t i = 0; i < n && rc == 0; i++)
-		if (out->codes[i] < -1 ||
-		    out->codes[i] >= (int64_t)out->ncategories) {
-			snprintf(
-				err, errlen,
-				"%s: %s has code %lld at row %llu, outside its "
-				"%llu categories",
-				s->path, what, (long long)out->codes[i],
-				(unsigned long long)i,
-				(unsigned long long)out->ncategories);
-			rc = -EINVAL;
-		}
-	rfs_zarr_array_close(&codes);
-	rfs_zarr_array_close(&cats);
-	return rc;
-}
-
-/* obs's columns for error lines, as the .h5ad backend lists them: from
- * anndata's "column-order" attribute. */
-static void describe_obs(struct zarr_source *s, char out[512])
-{
-	json_t *attrs = NULL, *v;
-	char e[256];
-	size_t i;
-	out[0] = '\0';
-	if (rfs_zarr_node(&s->st, "obs", NULL, &attrs, NULL, e, sizeof(e)) ==
-	    2) {
-		json_array_foreach(json_object_get(attrs, "column-order"), i, v)
-		{
-			size_t used = strlen(out);
-			if (!json_string_value(v))
-				continue;
-			if (used > 400)
-				break;
-			snprintf(out + used, 512 - used, "%s%s",
-				 used ? ", " : "", json_string_value(v));
-		}
-	}
-	json_decref(attrs);
-	if (!out[0])
-		snprintf(out, 512, "none");
-}
-
-int rfs_zarr_read_column(struct rfs_source *base, const char *name,
+int rfs_zarr_read_column(struct rfs_source *base, const char *path,
+			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen)
 {
 	struct zarr_source *s = (struct zarr_source *)base;
-	char path[1100], what[300];
-	json_t *attrs;
-	uint64_t n = s->base.info.rows;
+	struct rfs_zarr_array a;
 	*out = (struct rfs_column){ .claims = s->base.env.claims };
-	/* As the .h5ad backend names them. */
-	if (name[0] == '/')
-		snprintf(what, sizeof(what), "array %s", name);
+	int rc = rfs_zarr_array_open(&s->st, path + 1, NULL, &a, err, errlen);
+	if (rc == 0)
+		rc = claim(s, &a, as, &out->claimed, err, errlen);
+	if (rc == 0 &&
+	    (rc = array_column(&a, as == RFS_MEMLIMIT_NAMES, out)) != 0)
+		rfs_column_error(s->path, what, rc, err, errlen);
+	if (rc == 0)
+		stored_freed(&a, out);
 	else
-		snprintf(what, sizeof(what), "obs column '%s'", name);
-	if (name[0] != '/' && !s->base.anndata) {
-		snprintf(err, errlen,
-			 "%s: not an AnnData store, so it has no %s; name a "
-			 "1-D array as /PATH",
-			 s->path, what);
-		return -EINVAL;
-	}
-	if (name[0] != '/' && strchr(name, '/')) {
-		snprintf(err, errlen, "%s: %s not found", s->path, what);
-		return -EINVAL;
-	}
-	snprintf(path, sizeof(path), "%s%s", name[0] == '/' ? "" : "obs/",
-		 name + (name[0] == '/'));
-	int kind = rfs_zarr_node(&s->st, path, NULL, &attrs, NULL, err, errlen);
-	int rc = kind < 0 ? kind : 0;
-	if (kind == 0 && name[0] != '/') {
-		char columns[512];
-		describe_obs(s, columns);
-		snprintf(err, errlen, "%s: %s not found (obs columns: %s)",
-			 s->path, what, columns);
-		rc = -EINVAL;
-	} else if (kind == 0) {
-		snprintf(err, errlen, "%s: %s not found", s->path, what);
-		rc = -EINVAL;
-	} else if (kind == 2) { /* categorical: anndata.c reads the others */
-		char codes[1200], cats[1200];
-		snprintf(codes, sizeof(codes), "%s/codes", path);
-		snprintf(cats, sizeof(cats), "%s/categories", path);
-		rc = categorical(s, codes, cats, n, what, out, err, errlen);
-	} else if (kind == 1 && rfs_zarr_attr_string(attrs, "categories")) {
-		/* Relative to the codes' group, as anndata 0.7 reads it
-		 * (obs/x: "__categories/x"); from the root if absolute. */
-		const char *cats = rfs_zarr_attr_string(attrs, "categories");
-		const char *slash = strrchr(path, '/');
-		char full[1200];
-		if (cats[0] == '/' || !slash)
-			snprintf(full, sizeof(full), "%s",
-				 cats + (cats[0] == '/'));
-		else
-			snprintf(full, sizeof(full), "%.*s/%s",
-				 (int)(slash - path), path, cats);
-		rc = categorical(s, path, full, n, what, out, err, errlen);
-	} else if (kind == 1) {
-		struct rfs_zarr_array a;
-		rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
-		if (rc == 0 && a.m.ndims != 1) {
-			snprintf(err, errlen,
-				 "%s: %s has %d dimensions (a column needs "
-				 "one value per row, 1-D)",
-				 s->path, what, a.m.ndims);
-			rc = -EINVAL;
-		} else if (rc == 0 && a.m.shape[0] != n) {
-			snprintf(err, errlen,
-				 "%s: %s has %llu rows, the data %llu (a "
-				 "column needs one value per row, 1-D)",
-				 s->path, what,
-				 (unsigned long long)a.m.shape[0],
-				 (unsigned long long)n);
-			rc = -EINVAL;
-		}
-		if (rc == 0)
-			rc = claim(s, &a, RFS_MEMLIMIT_CODES, &out->claimed,
-				   err, errlen);
-		if (rc == 0 && (rc = array_column(&a, out)) != 0)
-			column_error(s, what, rc, err, errlen);
-		if (rc == 0)
-			stored_freed(&a, out);
-		rfs_zarr_array_close(&a);
-	}
-	json_decref(attrs);
-	if (rc != 0)
 		rfs_column_free(out);
+	rfs_zarr_array_close(&a);
 	return rc;
 }
 

@@ -138,6 +138,39 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 	return kind;
 }
 
+static int array(struct rfs_source *base, const char *path,
+		 struct rfs_store_array *out, char *err, size_t errlen)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	struct rfs_zarr_array a;
+	int rc = rfs_zarr_array_open(&s->st, path + 1, NULL, &a, err, errlen);
+	*out = (struct rfs_store_array){ .ndims = a.m.ndims,
+					 .len = a.m.shape[0],
+					 .dtype = a.m.kind == RFS_ZARR_NUMBER ?
+							  a.m.dtype :
+							  RFS_DTYPE_COUNT };
+	rfs_zarr_array_close(&a);
+	return rc;
+}
+
+static void members(struct rfs_source *base, const char *group,
+		    int (*each)(const char *name, void *ctx), void *ctx)
+{
+	struct zarr_source *s = (struct zarr_source *)base;
+	json_t *attrs = NULL, *v;
+	char e[256];
+	size_t i;
+	if (rfs_zarr_node(&s->st, group + 1, NULL, &attrs, NULL, e,
+			  sizeof(e)) == 2)
+		json_array_foreach(json_object_get(attrs, "column-order"), i, v)
+		{
+			if (json_string_value(v) &&
+			    each(json_string_value(v), ctx))
+				break;
+		}
+	json_decref(attrs);
+}
+
 static int read_shape(struct rfs_source *base, const char *group,
 		      uint64_t shape[2])
 {
@@ -282,6 +315,8 @@ static int read_indptr(struct rfs_source *base, const char *group,
 
 static const struct rfs_store_ops store = {
 	.node = node,
+	.array = array,
+	.members = members,
 	.shape = read_shape,
 	.open_dense = open_dense,
 	.open_csr = open_csr,
@@ -427,6 +462,7 @@ static int open_source(const char *path, const char *dataset,
 	rfs_log_limit_init(&s->base.read_failures);
 	*out = &s->base; /* closed by the caller, half-built or not */
 	s->base.array_noun = "array";
+	s->base.store_noun = "store";
 	s->path = realpath(path, NULL);
 	if (!s->path) {
 		rc = -errno;

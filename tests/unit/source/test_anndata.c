@@ -158,7 +158,7 @@ static void strings(struct writer *w, const char *path, const char *const *s,
 		H5Tclose(t);
 		return;
 	}
-	unsigned char buf[512];
+	unsigned char buf[2048];
 	uint32_t count = (uint32_t)n;
 	size_t at = 4;
 	memcpy(buf, &count, 4);
@@ -321,6 +321,145 @@ static void test_obs_and_var(void **state)
 	}
 }
 
+/* anndata 0.7's categorical: codes at obs/NAME whose "categories"
+ * attribute names the categories array obs/__categories/NAME (zarr: a
+ * path relative to obs; HDF5: an object reference). */
+static void old_categorical(struct writer *w, const char *name,
+			    const int8_t *codes, const char *const *cats,
+			    int ncats)
+{
+	char codes_path[128], cats_path[128], rel[160], attrs[160];
+	snprintf(codes_path, sizeof(codes_path), "obs/%s", name);
+	snprintf(cats_path, sizeof(cats_path), "obs/__categories/%s", name);
+	array(w, codes_path, "|i1", H5T_STD_I8LE, codes, 1, 4, 0);
+	strings(w, cats_path, cats, ncats);
+	if (w->zarr) {
+		snprintf(rel, sizeof(rel), "%s/.zattrs", codes_path);
+		snprintf(attrs, sizeof(attrs),
+			 "{\"categories\": \"__categories/%s\"}", name);
+		text(w, rel, attrs);
+		return;
+	}
+	hobj_ref_t ref;
+	assert_true(H5Rcreate(&ref, w->file, cats_path, H5R_OBJECT, -1) >= 0);
+	hid_t d = H5Dopen2(w->file, codes_path, H5P_DEFAULT);
+	hid_t sp = H5Screate(H5S_SCALAR);
+	hid_t a = H5Acreate2(d, "categories", H5T_STD_REF_OBJ, sp, H5P_DEFAULT,
+			     H5P_DEFAULT);
+	assert_true(H5Awrite(a, H5T_STD_REF_OBJ, &ref) >= 0);
+	H5Aclose(a);
+	H5Sclose(sp);
+	H5Dclose(d);
+}
+
+/* A categorical group obs/NAME: codes (int8, or float when float_codes)
+ * and string categories. */
+static void new_categorical(struct writer *w, const char *name,
+			    const int8_t *codes, int float_codes,
+			    const char *const *cats, int ncats)
+{
+	char path[128];
+	float f[4];
+	snprintf(path, sizeof(path), "obs/%s", name);
+	group(w, path, "encoding-type", "categorical");
+	snprintf(path, sizeof(path), "obs/%s/codes", name);
+	for (int i = 0; i < 4; i++)
+		f[i] = codes[i];
+	if (float_codes)
+		array(w, path, "<f4", H5T_IEEE_F32LE, f, 4, 4, 0);
+	else
+		array(w, path, "|i1", H5T_STD_I8LE, codes, 1, 4, 0);
+	snprintf(path, sizeof(path), "obs/%s/categories", name);
+	strings(w, path, cats, ncats);
+}
+
+/* Reads column name of s, expecting rc and, unless NULL, the error
+ * "PATH: tail". */
+static void read_as(struct rfs_source *s, const struct writer *w,
+		    const char *name, struct rfs_column *c, int want,
+		    const char *tail)
+{
+	char err[512] = "", full[PATH_MAX + 600];
+	assert_int_equal(rfs_source_read_column(s, name, c, err, 512), want);
+	if (tail) {
+		snprintf(full, sizeof(full), "%s: %s", w->path, tail);
+		assert_string_equal(err, full);
+	}
+}
+
+static void test_categorical(void **state)
+{
+	(void)state;
+	const char *abc[3] = { "B", "A", "C" }; /* kept in their order */
+	const int8_t codes[4] = { 0, 2, -1, 1 }, bad[4] = { 0, 3, 0, 0 };
+	const int64_t numbers[3] = { 10, 20, 30 };
+	for (int z = 0; z < 2; z++) {
+		struct writer w;
+		begin(&w, z, "cat");
+		dense_x(&w, "X");
+		group(&w, "obs", NULL, NULL);
+		if (z) /* anndata's order of the columns, as HDF5 lists them */
+			text(&w, "obs/.zattrs",
+			     "{\"column-order\": [\"bad\", \"ct\", "
+			     "\"floaty\", \"lacking\", \"num\", \"old\", "
+			     "\"wide\"]}");
+		new_categorical(&w, "ct", codes, 0, abc, 3);
+		new_categorical(&w, "bad", bad, 0, abc, 3);
+		new_categorical(&w, "floaty", codes, 1, abc, 3);
+		group(&w, "obs/lacking", "encoding-type", "categorical");
+		array(&w, "obs/lacking/codes", "|i1", H5T_STD_I8LE, codes, 1, 4,
+		      0);
+		group(&w, "obs/num", "encoding-type", "categorical");
+		array(&w, "obs/num/codes", "|i1", H5T_STD_I8LE, codes, 1, 4, 0);
+		array(&w, "obs/num/categories", "<i8", H5T_STD_I64LE, numbers,
+		      8, 3, 0);
+		old_categorical(&w, "old", codes, abc, 3);
+		/* int8 codes index 128 categories at most. */
+		const char *many[129];
+		char names[129][8];
+		for (int i = 0; i < 129; i++) {
+			snprintf(names[i], sizeof(names[i]), "c%d", i);
+			many[i] = names[i];
+		}
+		new_categorical(&w, "wide", codes, 0, many, 129);
+		end(&w);
+		struct rfs_source *s = open_as(&w, NULL, 0, NULL);
+		struct rfs_column c;
+		const char *cols[] = { "ct", "old", "/obs/ct" };
+		for (int k = 0; k < 3; k++) {
+			read_as(s, &w, cols[k], &c, 0, NULL);
+			assert_int_equal(c.kind, RFS_COLUMN_CODES);
+			assert_int_equal(c.ncategories, 3);
+			for (int i = 0; i < 3; i++)
+				assert_string_equal(c.categories[i], abc[i]);
+			for (int i = 0; i < 4; i++)
+				assert_int_equal(c.codes[i], codes[i]);
+			rfs_column_free(&c);
+		}
+		read_as(s, &w, "num", &c, 0, NULL);
+		assert_int_equal(c.ncategories, 3);
+		assert_string_equal(c.categories[2], "30");
+		rfs_column_free(&c);
+		read_as(s, &w, "bad", &c, -EINVAL,
+			"obs column 'bad' has code 3 at row 1, outside its 3 "
+			"categories");
+		read_as(s, &w, "floaty", &c, -EINVAL,
+			"obs column 'floaty' must have 1-D integer codes, one "
+			"per row (4), and 1-D categories");
+		read_as(s, &w, "lacking", &c, -EINVAL,
+			"obs column 'lacking' is categorical but lacks codes "
+			"or categories");
+		read_as(s, &w, "wide", &c, -EINVAL,
+			"obs column 'wide' has 129 categories, more than its "
+			"codes (int8) index");
+		read_as(s, &w, "nope", &c, -EINVAL,
+			"obs column 'nope' not found (obs columns: bad, ct, "
+			"floaty, lacking, num, old, wide)");
+		assert_null(c.codes);
+		rfs_source_destroy(s);
+	}
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -343,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_matrix_groups),
 		cmocka_unit_test(test_csr_indices),
 		cmocka_unit_test(test_obs_and_var),
+		cmocka_unit_test(test_categorical),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -395,7 +395,7 @@ static void test_from_strings_sorted_categories(void **state)
 	for (int i = 0; i < 5; i++)
 		strings[i] = strdup(in[i]);
 	struct rfs_column c;
-	assert_int_equal(rfs_column_from_strings(&c, strings, 5), 0);
+	assert_int_equal(rfs_column_from_strings(&c, strings, 5, 0), 0);
 	assert_int_equal(c.kind, RFS_COLUMN_CODES);
 	assert_true(c.ncategories == 3);
 	assert_string_equal(c.categories[0], "test");
@@ -404,6 +404,17 @@ static void test_from_strings_sorted_categories(void **state)
 	const int64_t want[] = { 2, 1, 2, 0, 1 };
 	assert_memory_equal(c.codes, want, sizeof(want));
 	assert_string_equal(rfs_column_kind_name(&c), "categorical");
+	rfs_column_free(&c);
+	/* In order (category names): each string its own category. */
+	strings = malloc(5 * sizeof(char *));
+	for (int i = 0; i < 5; i++)
+		strings[i] = strdup(in[i]);
+	assert_int_equal(rfs_column_from_strings(&c, strings, 5, 1), 0);
+	assert_true(c.ncategories == 5);
+	for (int i = 0; i < 5; i++) {
+		assert_string_equal(c.categories[i], in[i]);
+		assert_int_equal(c.codes[i], i);
+	}
 	rfs_column_free(&c);
 	/* A half-read column (count known, names not) frees cleanly. */
 	struct rfs_column half = { .kind = RFS_COLUMN_CODES, .ncategories = 3 };
