@@ -41,6 +41,9 @@ EXIT_DEADLINE = 20.0
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: looks at the whole machine (the page cache), "
+        "so scripts/test runs it alone, not beside other workers")
     # Fail loudly instead of skipping: a suite that cannot run must not pass.
     for tool in (RANKFS, RANKFS_PLAN) + ((RANKFS_CAT,) if RANKFS_CAT else ()):
         if not os.access(tool, os.X_OK):
@@ -48,6 +51,30 @@ def pytest_configure(config):
                                     "(scripts/build)")
     if not os.path.exists("/dev/fuse"):
         raise pytest.UsageError("/dev/fuse is missing")
+
+
+def covering(cases):
+    """cases, pairs (a, b) of a cross product; with the sanitized daemon
+    (RANKFS_SANITIZED), only those that hold each a and each b once at
+    least. The daemon's code a source runs depends on the source, what a
+    sampling runs on the sampling: the plain pass runs every pair, and
+    the unit tests under ASan every sampling (docs/testing.md measures
+    that the cut covers the same lines)."""
+    cases = list(cases)
+    if not os.environ.get("RANKFS_SANITIZED"):
+        return cases
+    seen_a, seen_b, kept = set(), set(), []
+    # Diagonals first, so that each a meets another b.
+    firsts = list(dict.fromkeys(a for a, _ in cases))
+    seconds = list(dict.fromkeys(b for _, b in cases))
+    for a, b in sorted(cases, key=lambda c: (seconds.index(c[1]) -
+                                             firsts.index(c[0])) %
+                       len(seconds)):
+        if a not in seen_a or b not in seen_b:
+            kept.append((a, b))
+            seen_a.add(a)
+            seen_b.add(b)
+    return [c for c in cases if c in kept]
 
 
 def unescape(field):

@@ -495,6 +495,7 @@ def cached_kib():
                     if line.startswith("Cached:"))
 
 
+@pytest.mark.serial
 def test_closed_files_leave_the_page_cache(mounts, tmp_path):
     """A batch file's pages stay while any open of it remains (here a
     mapping's) and leave the page cache at its last release."""

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from conftest import plan, write_h5ad
+from conftest import covering, plan, write_h5ad
 from test_fetch import check_npz
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
@@ -325,13 +325,15 @@ def test_sources_read_back(stores, kind):
                 sorted(str(i) for i in range(N // 16 + 1) if i not in (2, 3))
 
 
+ROWS_CASES = covering((k, c) for k in KINDS for c in COMBOS
+                      if c[1] != "file" or k in MULTI_SOURCE)
+
+
 @pytest.mark.parametrize(
     "kind,strategy,partition,extra",
-    [(k, s, p, e) for k in KINDS for s, p, e in COMBOS
-     if p != "file" or k in MULTI_SOURCE],
+    [(k, s, p, e) for k, (s, p, e) in ROWS_CASES],
     ids=[f"{k}-{s}-{p}" + ("-" + e.split("=")[0] if e else "")
-         for k in KINDS for s, p, e in COMBOS
-         if p != "file" or k in MULTI_SOURCE])
+         for k, (s, p, e) in ROWS_CASES])
 def test_rows_equal_source(mounts, stores, kind, strategy, partition,
                            extra):
     sources = stores[kind]
