@@ -498,8 +498,9 @@ def test_log_file_in_the_store_refused(mounts, tmp_path, x):
 def test_log_file_read_through_a_link_refused(tmp_path, x, linked):
     """log_file once appended to a file the store reaches through a link
     out of its directories (a chunk file, an array's directory: its
-    .zarray and chunks), which the mount reads: refused, naming the
-    store, and the file left as it was."""
+    .zarray and chunks): refused, naming the store, and the file left as
+    it was. Such links are not followed now (the chunk's batch is EIO,
+    the array's store refused), but the chunk is still the store's."""
     p = write_dense(tmp_path / "s.zarr", x)
     away = tmp_path / "away"
     if linked == "chunk":
@@ -518,8 +519,58 @@ def test_log_file_read_through_a_link_refused(tmp_path, x, linked):
         err = mount_error(tmp_path, p, f"log_file={t}")
         real = os.path.realpath(p)
         assert err == f"rankfs: option log_file={t} {why} {real}" + \
-            (" reads\n" if linked == "chunk" else "\n"), err
+            " reads\n" if linked == "chunk" else \
+            "a link that leads out of the source" in err, err
         assert (t.read_bytes() if t.exists() else None) == before
+
+
+def test_chunk_linked_out_of_the_store_is_not_read(mounts, tmp_path, x):
+    """A chunk that is a link to a file outside the store (/etc/shadow,
+    for a store an unprivileged user wrote and root mounts with
+    allow_other) is not followed: its batch is EIO, logged naming the
+    chunk, and the others serve. Once the link's target was served."""
+    p = write_dense(tmp_path / "s.zarr", x)
+    other = write_dense(tmp_path / "other.zarr", x + 1)
+    os.unlink(f"{p}/X/1.0")
+    os.symlink(f"{other}/X/1.0", f"{p}/X/1.0")
+    os.symlink("../../other.zarr/X/2.0", f"{p}/X/2.0.tmp")
+    os.replace(f"{p}/X/2.0.tmp", f"{p}/X/2.0")
+    m = mounts(p, f"batch_size={CR},strategy=streaming")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 0), x[:CR])
+    for k in (1, 2):
+        assert_eio(m, k)
+    log = wait_log(m, ["X/1.0", "X/2.0"])
+    assert "a link that leads out of the source" in log, log
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 3),
+                                  x[3 * CR:4 * CR])
+
+
+def test_chunk_linked_into_the_mount_does_not_hang(mounts, tmp_path, x):
+    """A chunk linking to a batch file of the mount itself once hung the
+    reading thread, and the mount with it (unmount refused as busy)."""
+    p = write_dense(tmp_path / "s.zarr", x)
+    m = mounts(p, f"batch_size={CR},strategy=streaming")
+    os.unlink(f"{p}/X/1.0")
+    os.symlink(m.file("batch", 0, 0, 0), f"{p}/X/1.0")
+    r = subprocess.run([sys.executable, "-c",
+                        f"open({m.file('batch', 0, 0, 1)!r}, 'rb').read()"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0 and "Errno 5" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("linked", [".zarray", "X", ".zattrs"])
+def test_metadata_linked_out_of_the_store_is_refused(tmp_path, x, linked):
+    """Metadata reached through a link out of the store (a file, or an
+    array's directory) is refused at mount, naming the file."""
+    p = write_dense(tmp_path / "s.zarr", x)
+    other = write_dense(tmp_path / "other.zarr", x + 1)
+    name = {".zarray": "X/.zarray", "X": "X", ".zattrs": ".zattrs"}[linked]
+    shutil.rmtree(f"{p}/{name}") if linked == "X" else \
+        os.unlink(f"{p}/{name}") if os.path.exists(f"{p}/{name}") else None
+    os.symlink(f"{other}/{name}", f"{p}/{name}")
+    err = mount_error(tmp_path, p)
+    assert "a link that leads out of the source" in err, err
+    assert f"{name}" in err, err
 
 
 @WATCHED

@@ -109,6 +109,7 @@ struct rfs_zarr_meta {
 /* A store: its root and, when consolidated, every node's metadata. */
 struct rfs_zarr_store {
 	char *root; /* absolute, no trailing slash */
+	int root_fd; /* O_PATH of root (-1: no directory): beneath.h */
 	int v3;
 	json_t *consolidated; /* v2: .zmetadata's "metadata"; v3: the
 			       * root's consolidated_metadata.metadata */
@@ -118,6 +119,9 @@ struct rfs_zarr_store {
 };
 
 /* zarr_meta.c */
+/* The most bytes of a metadata file read (.zattrs, .zmetadata, ...),
+ * its text and jansson's tree of it held at mount: docs/usage.md. */
+#define RFS_ZARR_META_MAX (16 << 20)
 /* 1 if dir is a zarr store (.zgroup, .zarray, .zmetadata or zarr.json). */
 int rfs_zarr_is_store(const char *dir);
 /* Opens the store at dir (absolute). @return 0, or -EINVAL/-ENOMEM with
@@ -165,6 +169,7 @@ struct rfs_zarr_array {
 	char *dir; /* absolute: the array's directory */
 	char *name; /* in the store, for log lines: "X/data" */
 	const char *store; /* borrowed: the store's root, for log lines */
+	int store_fd; /* borrowed: the store's root_fd */
 	uint64_t grid[2]; /* chunk (shard) files along each dimension */
 	uint64_t per[2]; /* inner chunks per file along each dimension */
 	uint64_t igrid[2]; /* inner chunks along each dimension */

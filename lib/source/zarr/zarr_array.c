@@ -33,6 +33,7 @@
 
 #include "core/buf.h"
 #include "core/bigbuf.h"
+#include "source/io/beneath.h"
 #include "source/io/chunks.h"
 #include "source/io/fetch.h"
 #include "core/log.h"
@@ -63,6 +64,7 @@ int rfs_zarr_array_open(const struct rfs_zarr_store *st, const char *path,
 	char what[4200];
 	*a = (struct rfs_zarr_array){ 0 };
 	a->store = st->root;
+	a->store_fd = st->root_fd;
 	a->changed = changed;
 	snprintf(what, sizeof(what), "%s: array %s", st->root,
 		 path[0] ? path : "/");
@@ -298,12 +300,13 @@ static int locate(struct rfs_zarr_array *a, uint64_t k, struct place *pl,
 			 pl->path, (unsigned long long)p);
 	else
 		snprintf(where, wherelen, "chunk %s", pl->path);
-	/* Non-blocking: a FIFO's open would wait for a writer forever. */
-	pl->fd = open(pl->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	pl->fd = rfs_open_beneath(a->store_fd, a->store, pl->path);
 	if (pl->fd < 0) {
-		if (errno != ENOENT) {
+		int why_not = -pl->fd;
+		pl->fd = -1;
+		if (why_not != ENOENT) {
 			snprintf(why, whylen, "cannot be opened (%s)",
-				 strerror(errno));
+				 rfs_beneath_strerror(why_not));
 			return -EIO;
 		}
 		if (a->watched && rfs_zarr_file_id(a, pl->f)->present) {

@@ -10,6 +10,7 @@
 #include "source/zarr/zarr.h"
 
 #include "core/convert.h"
+#include "source/io/beneath.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,30 +34,54 @@ int rfs_zarr_is_store(const char *dir)
 	       exists(dir, ".zmetadata") || exists(dir, "zarr.json");
 }
 
-/* A JSON file as an object. *absent: 1 when there is no such file; -1
- * when it holds a number out of jansson's range (an integer over 2^63 - 1
- * is valid JSON, and Python's json reads it, but a json_int_t cannot hold
- * it), an error as any other but for .zmetadata; else 0. */
-static json_t *load(const char *path, int *absent, char *err, size_t errlen)
+/* A JSON file of st as an object, with jansson's flags. *absent: 1 when
+ * there is no such file; -1 when it holds a number out of jansson's range
+ * (an integer over 2^63 - 1 is valid JSON, and Python's json reads it,
+ * but a json_int_t cannot hold it), an error as any other but for
+ * .zmetadata; else 0. The file is read whole first: json_loadfd reads a
+ * byte per read(2), 800,000 calls for a 200 KB .zattrs. */
+static json_t *load(const struct rfs_zarr_store *st, const char *path,
+		    size_t flags, int *absent, char *err, size_t errlen)
 {
 	json_error_t e;
-	struct stat st;
+	struct stat sb;
+	json_t *j = NULL;
+	char *text = NULL;
+	size_t got = 0;
 	*absent = 0;
-	/* Non-blocking: a FIFO's open would wait for a writer forever. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = st->root_fd < 0 ?
+			 -ENOENT :
+			 rfs_open_beneath(st->root_fd, st->root, path);
 	if (fd < 0) {
-		*absent = errno == ENOENT || errno == ENOTDIR;
+		*absent = fd == -ENOENT || fd == -ENOTDIR;
 		if (!*absent)
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+			snprintf(err, errlen, "%s: %s", path,
+				 rfs_beneath_strerror(-fd));
 		return NULL;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
 		snprintf(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return NULL;
+		goto out;
 	}
-	json_t *j = json_loadfd(fd, JSON_DECODE_ANY, &e);
-	close(fd);
+	if (sb.st_size > RFS_ZARR_META_MAX) {
+		snprintf(err, errlen,
+			 "%s: %lld bytes of metadata, more than rankfs reads "
+			 "(%d MiB)",
+			 path, (long long)sb.st_size, RFS_ZARR_META_MAX >> 20);
+		goto out;
+	}
+	/* One byte more than its size: a file that grew is seen. */
+	text = malloc((size_t)sb.st_size + 1);
+	for (ssize_t n = 1; text && n > 0 && got <= (size_t)sb.st_size;
+	     got += (size_t)n)
+		n = pread(fd, text + got, (size_t)sb.st_size + 1 - got,
+			  (off_t)got);
+	if (!text || got != (size_t)sb.st_size) {
+		snprintf(err, errlen, "%s: %s", path,
+			 !text ? strerror(ENOMEM) : "changed while read");
+		goto out;
+	}
+	j = json_loadb(text, got, flags, &e);
 	if (!j && json_error_code(&e) == json_error_numeric_overflow) {
 		*absent = -1;
 		snprintf(err, errlen,
@@ -71,6 +96,9 @@ static json_t *load(const char *path, int *absent, char *err, size_t errlen)
 		json_decref(j);
 		j = NULL;
 	}
+out:
+	free(text);
+	close(fd);
 	return j;
 }
 
@@ -78,10 +106,13 @@ static json_t *load(const char *path, int *absent, char *err, size_t errlen)
  * doubles, its consolidated copy left out; NULL if it is not a group. For
  * a copy holding an integer over 2^63 - 1: a group's own metadata holds
  * no integer rankfs reads. */
-static json_t *group_without_copy(const char *path)
+static json_t *group_without_copy(const struct rfs_zarr_store *st,
+				  const char *path)
 {
-	json_error_t e;
-	json_t *j = json_load_file(path, JSON_DECODE_INT_AS_REAL, &e);
+	char err[8];
+	int absent;
+	json_t *j = load(st, path, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL,
+			 &absent, err, sizeof(err));
 	const char *type = json_string_value(json_object_get(j, "node_type"));
 	if (!type || strcmp(type, "group") != 0) {
 		json_decref(j);
@@ -103,12 +134,15 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 	size_t n = strlen(st->root);
 	while (n > 1 && st->root[n - 1] == '/')
 		st->root[--n] = '\0';
+	/* Every file of the store is opened beneath it (beneath.h); no
+	 * directory there holds no metadata. */
+	st->root_fd = open(st->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "%s/zarr.json", st->root);
-	json_t *root = load(path, &absent, err, errlen);
+	json_t *root = load(st, path, JSON_DECODE_ANY, &absent, err, errlen);
 	/* As for .zmetadata below: such a number in the consolidated copy
 	 * (a uint64 fill_value, say) passes the copy over for the nodes' own
 	 * files. */
-	if (!root && absent == -1 && (root = group_without_copy(path)))
+	if (!root && absent == -1 && (root = group_without_copy(st, path)))
 		err[0] = '\0';
 	if (!root && absent != 1) {
 		rfs_zarr_store_close(st);
@@ -127,7 +161,7 @@ int rfs_zarr_store_open(const char *dir, struct rfs_zarr_store *st, char *err,
 		return 0;
 	}
 	snprintf(path, sizeof(path), "%s/.zmetadata", st->root);
-	json_t *zm = load(path, &absent, err, errlen);
+	json_t *zm = load(st, path, JSON_DECODE_ANY, &absent, err, errlen);
 	/* Such a number (a uint64 fill_value of an array rankfs may not
 	 * even serve) in the consolidated copy: the nodes' own files, as
 	 * without one. */
@@ -160,6 +194,8 @@ void rfs_zarr_store_close(struct rfs_zarr_store *st)
 	json_decref(st->consolidated);
 	json_decref(st->root_meta);
 	free(st->meta_file);
+	if (st->root && st->root_fd >= 0)
+		close(st->root_fd);
 	free(st->root);
 	*st = (struct rfs_zarr_store){ 0 };
 }
@@ -184,7 +220,8 @@ static int node_v2(const struct rfs_zarr_store *st, const char *path,
 		if (st->consolidated) {
 			j = json_incref(json_object_get(st->consolidated, k));
 		} else {
-			j = load(full, &absent, err, errlen);
+			j = load(st, full, JSON_DECODE_ANY, &absent, err,
+				 errlen);
 			if (!j && absent != 1)
 				return -EINVAL;
 		}
@@ -203,7 +240,7 @@ static int node_v2(const struct rfs_zarr_store *st, const char *path,
 	if (st->consolidated) {
 		*attrs = json_incref(json_object_get(st->consolidated, k));
 	} else {
-		*attrs = load(full, &absent, err, errlen);
+		*attrs = load(st, full, JSON_DECODE_ANY, &absent, err, errlen);
 		if (!*attrs && absent != 1)
 			return -EINVAL;
 	}
@@ -223,7 +260,8 @@ static int node_v3(const struct rfs_zarr_store *st, const char *path,
 		j = json_incref(st->root_meta);
 	else if (st->consolidated)
 		j = json_incref(json_object_get(st->consolidated, path));
-	else if (!(j = load(full, &absent, err, errlen)) && absent != 1)
+	else if (!(j = load(st, full, JSON_DECODE_ANY, &absent, err, errlen)) &&
+		 absent != 1)
 		return -EINVAL;
 	if (!j)
 		return 0;

@@ -581,24 +581,17 @@ static void claim_array(const char *store, const char *array, uint64_t n,
 
 /* Chunk files opened in the directory count_under (names not starting
  * with '.', the metadata's): zarr_array.c opens one per chunk read (a
- * link-time wrap of open(2), tests/CMakeLists.txt). */
+ * link-time wrap of rfs_open_beneath, tests/CMakeLists.txt). */
 static const char *count_under;
 static int opened;
-int __real_open(const char *path, int flags, ...);
-int __wrap_open(const char *path, int flags, ...);
-int __wrap_open(const char *path, int flags, ...)
+int __real_rfs_open_beneath(int dir_fd, const char *dir, const char *path);
+int __wrap_rfs_open_beneath(int dir_fd, const char *dir, const char *path);
+int __wrap_rfs_open_beneath(int dir_fd, const char *dir, const char *path)
 {
-	int mode = 0;
-	if (flags & O_CREAT) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, int);
-		va_end(ap);
-	}
 	size_t n = count_under ? strlen(count_under) : 0;
 	if (n && strncmp(path, count_under, n) == 0 && path[n] != '.')
 		opened++;
-	return __real_open(path, flags, mode);
+	return __real_rfs_open_beneath(dir_fd, dir, path);
 }
 
 /* Columns read whole at mount open only the chunk files present, found
