@@ -39,23 +39,13 @@ static int listed(const char *const *keys, const char *key)
 	return 0;
 }
 
-enum rfs_mountopt_kind rfs_mountopt_kind(const char *key)
-{
-	if (listed(fuse_keys, key))
-		return RFS_MOUNTOPT_FUSE;
-	/* x-systemd.*, x-gvfs-* ... */
-	if (strncmp(key, "x-", 2) == 0 || listed(ignored_keys, key))
-		return RFS_MOUNTOPT_IGNORED;
-	return RFS_MOUNTOPT_OTHER;
-}
-
 /* libfuse 3.14 takes any number for its thread counts (max_threads=0
  * runs one handler; -1 becomes 2^32 - 1), and its other options' values
  * are found wrong only after the sources are open, in lines of its own
  * (or fusermount3's): checked here as ours are. Those of fuse_keys that
  * this does not name take no value. */
-int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
-			    size_t errlen)
+static int check_fuse(const char *key, const char *value, char *err,
+		      size_t errlen)
 {
 	int idle = strcmp(key, "max_idle_threads") == 0;
 	int name = strcmp(key, "fsname") == 0 || strcmp(key, "subtype") == 0;
@@ -220,6 +210,25 @@ static const char *meant(const char *key)
 	return best;
 }
 
+/* Appends the line refusing key, an option neither rankfs's nor
+ * libfuse's nor mount(8)'s: the option meant when key is within two
+ * edits of one, then every option taken. */
+static void render_unknown(struct rfs_buf *b, const char *prog, const char *key)
+{
+	const char *guess = meant(key);
+	rfs_buf_printf(b, "%s: unknown option '%s'", prog, key);
+	if (guess)
+		rfs_buf_printf(b, " (%s?)", guess);
+	rfs_buf_printf(b, "; rankfs's options: ");
+	for (size_t i = 0; rfs_config_option_name(i); i++)
+		rfs_buf_printf(b, "%s%s", i ? ", " : "",
+			       rfs_config_option_name(i));
+	rfs_buf_printf(b, "; libfuse's: ");
+	for (size_t i = 0; fuse_keys[i]; i++)
+		rfs_buf_printf(b, "%s%s", i ? ", " : "", fuse_keys[i]);
+	rfs_buf_printf(b, " (%s --help says what each does)\n", prog);
+}
+
 int rfs_mountopt_take(struct rfs_config *c, const char *prog, const char *arg,
 		      const char *list, const char *next, char key[64],
 		      struct rfs_buf *msg)
@@ -250,38 +259,20 @@ int rfs_mountopt_take(struct rfs_config *c, const char *prog, const char *arg,
 			       prog);
 		return -1;
 	}
-	switch (rfs_mountopt_kind(key)) {
-	case RFS_MOUNTOPT_FUSE:
-		rc = rfs_mountopt_check_fuse(key, value, err, sizeof(err));
+	if (listed(fuse_keys, key)) {
+		rc = check_fuse(key, value, err, sizeof(err));
 		if (rc == 0)
 			return 1;
 		goto refuse;
-	case RFS_MOUNTOPT_IGNORED:
-		return 0;
-	default:
-		rfs_mountopt_render_unknown(msg, prog, key);
-		return -1;
 	}
+	/* mount(8)'s: x-systemd.*, x-gvfs-* ... */
+	if (strncmp(key, "x-", 2) == 0 || listed(ignored_keys, key))
+		return 0;
+	render_unknown(msg, prog, key);
+	return -1;
 refuse:
 	if (rc == 0)
 		return 0;
 	rfs_buf_printf(msg, "%s: %s\n", prog, err);
 	return -1;
-}
-
-void rfs_mountopt_render_unknown(struct rfs_buf *b, const char *prog,
-				 const char *key)
-{
-	const char *guess = meant(key);
-	rfs_buf_printf(b, "%s: unknown option '%s'", prog, key);
-	if (guess)
-		rfs_buf_printf(b, " (%s?)", guess);
-	rfs_buf_printf(b, "; rankfs's options: ");
-	for (size_t i = 0; rfs_config_option_name(i); i++)
-		rfs_buf_printf(b, "%s%s", i ? ", " : "",
-			       rfs_config_option_name(i));
-	rfs_buf_printf(b, "; libfuse's: ");
-	for (size_t i = 0; fuse_keys[i]; i++)
-		rfs_buf_printf(b, "%s%s", i ? ", " : "", fuse_keys[i]);
-	rfs_buf_printf(b, " (%s --help says what each does)\n", prog);
 }

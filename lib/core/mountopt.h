@@ -11,22 +11,6 @@
 #include "core/buf.h"
 #include "core/config.h"
 
-enum rfs_mountopt_kind {
-	RFS_MOUNTOPT_OTHER, /* neither: rankfs's own, or unknown */
-	RFS_MOUNTOPT_FUSE, /* libfuse's: allow_other, max_threads, ... */
-	RFS_MOUNTOPT_IGNORED, /* mount(8)'s: rw, noauto, x-systemd.*, ... */
-};
-
-/* @param key an option's name, without "=value". */
-enum rfs_mountopt_kind rfs_mountopt_kind(const char *key);
-
-/* Checks the value of libfuse's option key (NULL: none given), which
- * libfuse 3.14 would take unchecked or find wrong only once the sources
- * are open. @return 0, or -EINVAL with one line in err naming the option
- * (no "rankfs: " prefix). */
-int rfs_mountopt_check_fuse(const char *key, const char *value, char *err,
-			    size_t errlen);
-
 /* Whether list, an -o argument, holds an empty option once split at its
  * commas as libfuse splits it (a backslash escapes the next character):
  * "", ",a", "a,", "a,,b". */
@@ -46,19 +30,17 @@ int rfs_mountopt_explain_space(const char *opt, const char *list,
 			       const char *next, char *err, size_t errlen);
 
 /* Takes one -o item arg ("key" or "key=value") as a mount takes it:
- * rankfs's option into c, libfuse's checked, mount(8)'s dropped. list
- * and next as for rfs_mountopt_explain_space(). key gets arg's name.
+ * rankfs's option into c; libfuse's (allow_other, max_threads, ...) with
+ * their values checked, which libfuse 3.14 would take unchecked or find
+ * wrong only once the sources are open; mount(8)'s (rw, noauto,
+ * x-systemd.*, ...) dropped. list and next as for
+ * rfs_mountopt_explain_space(). key gets arg's name.
  * @return 0 (rankfs's or mount(8)'s), 1 (libfuse's: the mount hands it
- * on), or -1 with the line refusing arg, "prog: ...\n", appended to msg. */
+ * on), or -1 with the line refusing arg, "prog: ...\n", appended to msg:
+ * for an option of none of them, the option meant when it is within two
+ * edits of one (batchsize, seeds), then every option taken. */
 int rfs_mountopt_take(struct rfs_config *c, const char *prog, const char *arg,
 		      const char *list, const char *next, char key[64],
 		      struct rfs_buf *msg);
-
-/* Appends the line (with its newline) that refuses key, an option
- * neither rankfs's nor libfuse's nor mount(8)'s, for program prog: the
- * option meant when key is within two edits of one (batchsize, seeds),
- * then every option taken. */
-void rfs_mountopt_render_unknown(struct rfs_buf *b, const char *prog,
-				 const char *key);
 
 #endif

@@ -73,17 +73,6 @@ void rfs_permute_init(struct rfs_permute *p, uint64_t n, uint64_t key)
 		p->round_keys[r] = hash_u64(r, key);
 }
 
-static uint64_t encrypt(const struct rfs_permute *p, uint64_t x)
-{
-	uint64_t l = x >> p->half_bits, r = x & p->half_mask;
-	for (unsigned i = 0; i < RFS_PERMUTE_ROUNDS; i++) {
-		uint64_t t = l ^ (hash_u64(r, p->round_keys[i]) & p->half_mask);
-		l = r;
-		r = t;
-	}
-	return (l << p->half_bits) | r;
-}
-
 static uint64_t decrypt(const struct rfs_permute *p, uint64_t x)
 {
 	uint64_t l = x >> p->half_bits, r = x & p->half_mask;
@@ -93,16 +82,6 @@ static uint64_t decrypt(const struct rfs_permute *p, uint64_t x)
 		l = t;
 	}
 	return (l << p->half_bits) | r;
-}
-
-uint64_t rfs_permute_apply(const struct rfs_permute *p, uint64_t i)
-{
-	if (p->n <= 1)
-		return 0;
-	uint64_t y = encrypt(p, i);
-	while (y >= p->n)
-		y = encrypt(p, y);
-	return y;
 }
 
 /* Lanes encrypted together: a round of every lane before the next round,
@@ -158,6 +137,14 @@ void rfs_permute_apply_range(const struct rfs_permute *p, uint64_t first,
 			pending = left;
 		}
 	}
+}
+
+/* A range of one: the rounds forward are written once. */
+uint64_t rfs_permute_apply(const struct rfs_permute *p, uint64_t i)
+{
+	uint64_t y;
+	rfs_permute_apply_range(p, i, 1, &y);
+	return y;
 }
 
 uint64_t rfs_permute_invert(const struct rfs_permute *p, uint64_t y)

@@ -305,16 +305,10 @@ static struct rfs_cache_entry *insert(struct rfs_cache *c,
 }
 
 int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
-		  struct rfs_cache_entry **out)
+		  struct rfs_cache_entry **out, enum rfs_cache_found *found)
 {
-	enum rfs_cache_found found;
-	return rfs_cache_get_found(c, key, out, &found);
-}
-
-int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
-			struct rfs_cache_entry **out,
-			enum rfs_cache_found *found)
-{
+	enum rfs_cache_found unasked;
+	found = found ? found : &unasked;
 	pthread_mutex_lock(&c->lock);
 	struct rfs_cache_entry *e = find(c, key);
 	if (e) {

@@ -57,10 +57,6 @@ int rfs_cache_create(size_t capacity, rfs_cache_fill_fn fill, void *ctx,
 /* All entries must have been put back. Accepts NULL. */
 void rfs_cache_destroy(struct rfs_cache *c);
 
-/* @return 0 with *out referenced, or fill()'s error. */
-int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
-		  struct rfs_cache_entry **out);
-
 /* How a get found its entry. */
 enum rfs_cache_found {
 	RFS_CACHE_READY, /* there, generated */
@@ -68,10 +64,10 @@ enum rfs_cache_found {
 	RFS_CACHE_FILLED, /* absent: this get ran fill() */
 };
 
-/* rfs_cache_get(), saying in *found how the entry was found. */
-int rfs_cache_get_found(struct rfs_cache *c, const struct rfs_cache_key *key,
-			struct rfs_cache_entry **out,
-			enum rfs_cache_found *found);
+/* Says in *found (unless NULL) how the entry was found.
+ * @return 0 with *out referenced, or fill()'s error. */
+int rfs_cache_get(struct rfs_cache *c, const struct rfs_cache_key *key,
+		  struct rfs_cache_entry **out, enum rfs_cache_found *found);
 
 void rfs_cache_put(struct rfs_cache *c, struct rfs_cache_entry *e);
 

@@ -1,13 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * A view is the sources seen through one configuration, and the facade the
- * front end calls. It builds, in order, the dataset (dataset.c), the
- * selection (selection.c), the planner (plan.c), the batch generator
- * (batch.c) behind the batch cache (cache.c), the counters (stats.c) and
- * the prefetch policy (lookahead.c), and renders its JSON files once
- * (view_json.c). After create everything it holds is read-only or
- * thread-safe of its own.
- */
+/* The view (view.h) builds, in order, the dataset, the selection, the
+ * planner, the batch generator behind the cache, the counters (stats.c)
+ * and the prefetch policy, and renders its JSON files once (view_json.c). */
 #include "serve/view.h"
 
 #include <errno.h>
@@ -560,7 +554,7 @@ int rfs_view_stats_json(struct rfs_view *v, char **out, size_t *len)
 int rfs_view_get(struct rfs_view *v, const struct rfs_cache_key *key,
 		 struct rfs_cache_entry **out)
 {
-	return rfs_cache_get(v->cache, key, out);
+	return rfs_cache_get(v->cache, key, out, NULL);
 }
 
 void rfs_view_put(struct rfs_view *v, struct rfs_cache_entry *e)
@@ -572,10 +566,10 @@ int rfs_view_read(struct rfs_view *v, const struct rfs_cache_key *key,
 		  uint64_t off, struct rfs_cache_entry **out)
 {
 	if (off != 0 || !rfs_kind_is_batch(key->kind))
-		return rfs_cache_get(v->cache, key, out);
+		return rfs_cache_get(v->cache, key, out, NULL);
 	enum rfs_cache_found found;
 	uint64_t t0 = rfs_stats_now_ns();
-	int rc = rfs_cache_get_found(v->cache, key, out, &found);
+	int rc = rfs_cache_get(v->cache, key, out, &found);
 	rfs_stats_first_read(v->stats, key->rank, found,
 			     rfs_stats_now_ns() - t0);
 	return rc;

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "source/column.h"
@@ -249,23 +250,57 @@ int rfs_anndata_read_var_names(struct rfs_source *s, char ***names, uint64_t *n,
 			       char *err, size_t errlen)
 {
 	const char *d = s->info.dataset, *table = NULL;
-	char index[128], path[300], why[512];
+	char index[128], path[300], what[320], why[512];
+	struct rfs_store_array a;
+	struct rfs_column col;
 	if (strcmp(d, "/X") == 0 || strncmp(d, "/layers/", 8) == 0)
 		table = "/var";
 	else if (strcmp(d, "/raw/X") == 0)
 		table = "/raw/var";
 	if (!s->anndata || !table)
 		return -ENOENT;
-	/* Its absence is no error: why says what is there instead. */
+	/* A table or index absent is no error: why says what is there. */
 	int kind = s->store->node(s, table, "_index", index, sizeof(index), why,
 				  sizeof(why));
-	if (kind < 0)
-		snprintf(err, errlen, "%s", why);
-	if (kind != RFS_NODE_GROUP)
-		return kind < 0 ? kind : -ENOENT;
 	snprintf(path, sizeof(path), "%s/%s", table,
 		 index[0] ? index : "_index");
-	return s->ops->read_var_names(s, path, names, n, err, errlen);
+	if (kind == RFS_NODE_GROUP)
+		kind = s->store->node(s, path, "", index, sizeof(index), why,
+				      sizeof(why));
+	else if (kind > 0) /* an array named var: no table */
+		kind = 0;
+	if (kind < 0)
+		snprintf(err, errlen, "%s", why);
+	if (kind <= 0)
+		return kind < 0 ? kind : -ENOENT;
+	int rc = kind == RFS_NODE_ARRAY ?
+			 s->store->array(s, path, &a, err, errlen) :
+			 0;
+	if (rc == 0 && (kind != RFS_NODE_ARRAY || a.ndims != 1 || !a.strings)) {
+		snprintf(err, errlen,
+			 "%s: the var index %s is not a 1-D string array",
+			 s->info.path, path);
+		return -EINVAL;
+	}
+	if (rc != 0)
+		return rc;
+	if (a.len > s->info.cols) {
+		/* More names than columns are not the columns' names: not
+		 * read (a shape alone, no storage, would make as many). */
+		*names = NULL;
+		*n = a.len;
+		return -E2BIG;
+	}
+	snprintf(what, sizeof(what), "the var names (%s)", path);
+	rc = s->ops->read_column(s, path, what, RFS_MEMLIMIT_NAMES, &col, err,
+				 errlen);
+	if (rc != 0)
+		return rc;
+	*names = col.categories; /* each its own category, in order */
+	*n = col.rows;
+	s->var_claimed += col.claimed; /* the claim moves */
+	free(col.codes); /* the rest is taken */
+	return 0;
 }
 
 /* Lists an obs column for an error line (at most 512 bytes in ctx,

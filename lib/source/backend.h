@@ -56,15 +56,6 @@ struct rfs_source_ops {
 	/* 0 while the source is as opened, else -EIO (the change logged
 	 * once by the backend). Called before every read. */
 	int (*check_unchanged)(struct rfs_source *s);
-	/* The var names: the 1-D strings at path (anndata.c finds the var
-	 * table's index), however many (rfs_source_read_var_names() checks
-	 * them against the width), or -ENOENT when there are none. A
-	 * backend that sees more names than the width before reading them
-	 * may return -E2BIG with *n their count and *names NULL: they cannot
-	 * be the columns'. Claimed in s->var_claimed. Mount time only. */
-	int (*read_var_names)(struct rfs_source *s, const char *path,
-			      char ***names, uint64_t *n, char *err,
-			      size_t errlen);
 	/* As rfs_source_state(). */
 	enum rfs_source_state (*state)(struct rfs_source *s);
 	/* As rfs_source_reads_file(). */
@@ -109,6 +100,7 @@ struct rfs_store_array {
 	int ndims;
 	uint64_t len; /* its first dimension */
 	enum rfs_dtype dtype; /* of its numbers; RFS_DTYPE_COUNT: others */
+	int strings; /* 1: it holds strings */
 };
 struct rfs_store_ops {
 	/* The node at path: RFS_NODE_ARRAY or RFS_NODE_GROUP, with its

@@ -15,7 +15,7 @@
  * at mount time only. */
 
 /* Length of a 1-D dataset, or -1 when it is not 1-D. */
-int64_t rfs_hdf5_length_1d(hid_t dset)
+static int64_t length_1d(hid_t dset)
 {
 	hid_t space = H5Dget_space(dset);
 	hsize_t dims[2] = { 0, 0 };
@@ -76,8 +76,8 @@ static int read_integers(hid_t dset, uint64_t n, int64_t *out)
 
 /* Reads a 1-D string dataset (variable or fixed length) into n heap
  * strings. */
-int rfs_hdf5_read_strings(const struct hdf5_source *s, hid_t dset, uint64_t n,
-			  char ***out)
+static int read_strings(const struct hdf5_source *s, hid_t dset, uint64_t n,
+			char ***out)
 {
 	hid_t ftype = H5Dget_type(dset);
 	char **strings = calloc(n ? n : 1, sizeof(*strings));
@@ -216,7 +216,7 @@ static int read_values(const struct hdf5_source *s, hid_t dset, uint64_t n,
 		return read_enum(dset, n, out);
 	case H5T_STRING: {
 		char **strings;
-		rc = rfs_hdf5_read_strings(s, dset, n, &strings);
+		rc = read_strings(s, dset, n, &strings);
 		return rc ? rc :
 			    rfs_column_from_strings(out, strings, n, in_order);
 	}
@@ -270,7 +270,7 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *path,
 	*out = (struct rfs_column){ .claims = s->base.env.claims };
 	rfs_hdf5_quiet();
 	hid_t dset = H5Dopen2(s->file, path, H5P_DEFAULT);
-	int64_t n = dset >= 0 ? rfs_hdf5_length_1d(dset) : -1;
+	int64_t n = dset >= 0 ? length_1d(dset) : -1;
 	int rc = n >= 0 ? 0 : -EIO;
 	if (rc != 0)
 		rfs_column_error(s->path, what, rc, err, errlen);

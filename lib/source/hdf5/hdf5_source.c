@@ -354,6 +354,7 @@ static int array(struct rfs_source *base, const char *path,
 		out->len = dims[0];
 	if (type >= 0 && map_type(type, &out->dtype, &mem) != 0)
 		out->dtype = RFS_DTYPE_COUNT;
+	out->strings = type >= 0 && H5Tget_class(type) == H5T_STRING;
 	if (mem >= 0)
 		H5Tclose(mem);
 	if (type >= 0)
@@ -523,42 +524,6 @@ static const struct rfs_store_ops store = {
 	.read_indptr = read_indptr,
 };
 
-/* The var index at path, read as a 1-D string dataset (in a child:
- * hdf5_strings.c; mount time only, when no other thread is in HDF5).
- * @return 0, -ENOENT (none), -E2BIG (more names than columns: *n their
- * count, none read), or a negative errno with err set. */
-static int read_var_names(struct rfs_source *base, const char *path,
-			  char ***names, uint64_t *n, char *err, size_t errlen)
-{
-	struct hdf5_source *s = (struct hdf5_source *)base;
-	hid_t names_dset = H5Dopen2(s->file, path, H5P_DEFAULT);
-	int64_t len = names_dset >= 0 ? rfs_hdf5_length_1d(names_dset) : -1;
-	int rc = len >= 0 ? 0 : -ENOENT;
-	if (rc == 0)
-		rc = rfs_hdf5_refuse_outside(s, names_dset, path, err, errlen);
-	if (rc == 0 && (uint64_t)len > s->base.info.cols) {
-		/* More names than columns are not the columns' names: not
-		 * read (a length alone, no storage, would make as many). */
-		*names = NULL;
-		rc = -E2BIG;
-	} else if (rc == 0) {
-		rc = rfs_hdf5_claim(s, names_dset, (uint64_t)len,
-				    RFS_MEMLIMIT_VALUES, &s->base.var_claimed,
-				    err, errlen);
-		if (rc == 0 &&
-		    (rc = rfs_hdf5_read_strings(s, names_dset, (uint64_t)len,
-						names)) != 0)
-			snprintf(err, errlen,
-				 "%s: the var names (%s) cannot be read: %s",
-				 s->path, path, strerror(-rc));
-	}
-	if (rc == 0 || rc == -E2BIG)
-		*n = (uint64_t)len;
-	if (names_dset >= 0)
-		H5Dclose(names_dset);
-	return rc;
-}
-
 static void close_source(struct rfs_source *base)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
@@ -580,7 +545,6 @@ static const struct rfs_source_ops ops = {
 	.read_rows = rfs_hdf5_read_rows,
 	.read_csr_ranges = rfs_hdf5_read_csr_ranges,
 	.read_column = rfs_hdf5_read_column,
-	.read_var_names = read_var_names,
 	.check_unchanged = rfs_hdf5_check_unchanged,
 	.state = rfs_hdf5_state,
 	.reads_file = rfs_hdf5_reads_file,

@@ -156,11 +156,6 @@ struct h5strings_request {
 int rfs_hdf5_read_column(struct rfs_source *base, const char *path,
 			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen);
-/* Length of a 1-D dataset, or -1 when it is not 1-D. */
-int64_t rfs_hdf5_length_1d(hid_t dset);
-/* Reads a 1-D string dataset into n heap strings. @return 0 or -errno. */
-int rfs_hdf5_read_strings(const struct hdf5_source *s, hid_t dset, uint64_t n,
-			  char ***out);
 /* Checks n entries of dset, to be read whole at mount (as: values,
  * category names, or values whose strings are made codes), against the
  * memory the daemon may use (rfs_memlimit_claim, adding it to *claimed).

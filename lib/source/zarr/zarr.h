@@ -307,9 +307,6 @@ struct zarr_source {
 int rfs_zarr_read_column(struct rfs_source *base, const char *path,
 			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen);
-int rfs_zarr_read_var_names(struct rfs_source *base, const char *path,
-			    char ***names, uint64_t *n, char *err,
-			    size_t errlen);
 
 /* zarr_collection.c: as rfs_source_members(). */
 int rfs_zarr_members(const char *path, char ***members, size_t *n, char *err,

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Columns and var names of a zarr AnnData store, read whole at mount: the
- * 1-D numeric, bool or string arrays anndata.c reads through read_column
- * (it finds them, checks their shapes and reads their encodings). The var
- * names are the 1-D strings anndata.c finds, as in the HDF5 backend, and
- * hash the same way, so the same genes in either format agree.
+ * Columns of a zarr AnnData store, read whole at mount: the 1-D numeric,
+ * bool or string arrays anndata.c reads through read_column (it finds
+ * them, checks their shapes and reads their encodings; the var names
+ * too, as in the HDF5 backend, so the same genes in either format agree).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -140,41 +139,5 @@ int rfs_zarr_read_column(struct rfs_source *base, const char *path,
 	else
 		rfs_column_free(out);
 	rfs_zarr_array_close(&a);
-	return rc;
-}
-
-int rfs_zarr_read_var_names(struct rfs_source *base, const char *var_path,
-			    char ***names, uint64_t *n, char *err,
-			    size_t errlen)
-{
-	struct zarr_source *s = (struct zarr_source *)base;
-	const char *path = var_path + 1;
-	struct rfs_zarr_array a;
-	int rc = rfs_zarr_array_open(&s->st, path, NULL, &a, err, errlen);
-	if (rc == 0 && (a.m.ndims != 1 || a.m.kind != RFS_ZARR_STRING))
-		rc = -EINVAL;
-	/* More names than columns are not the columns' names: not read (a
-	 * shape alone, no chunk written, would make as many strings). */
-	if (rc == 0 && a.m.shape[0] > s->base.info.cols) {
-		*names = NULL;
-		*n = a.m.shape[0];
-		rfs_zarr_array_close(&a);
-		return -E2BIG;
-	}
-	if (rc == 0 && (rc = claim(s, &a, RFS_MEMLIMIT_VALUES,
-				   &s->base.var_claimed, err, errlen)) != 0) {
-		rfs_zarr_array_close(&a);
-		return rc;
-	}
-	if (rc == 0)
-		rc = rfs_zarr_array_read_strings(&a, names);
-	if (rc == 0)
-		*n = a.m.shape[0];
-	rfs_zarr_array_close(&a);
-	if (rc != 0)
-		snprintf(err, errlen,
-			 "%s: the var names (%s) cannot be read: %s", s->path,
-			 path,
-			 rc == -EINVAL ? "not 1-D strings" : strerror(-rc));
 	return rc;
 }

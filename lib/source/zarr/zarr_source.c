@@ -148,7 +148,9 @@ static int array(struct rfs_source *base, const char *path,
 					 .len = a.m.shape[0],
 					 .dtype = a.m.kind == RFS_ZARR_NUMBER ?
 							  a.m.dtype :
-							  RFS_DTYPE_COUNT };
+							  RFS_DTYPE_COUNT,
+					 .strings = a.m.kind ==
+						    RFS_ZARR_STRING };
 	rfs_zarr_array_close(&a);
 	return rc;
 }
@@ -422,7 +424,6 @@ static const struct rfs_source_ops ops = {
 	.read_csr_ranges = read_csr_ranges,
 	.read_column = rfs_zarr_read_column,
 	.check_unchanged = check_unchanged,
-	.read_var_names = rfs_zarr_read_var_names,
 	.state = state,
 	.reads_file = reads_file,
 	.row_scratch = row_scratch,

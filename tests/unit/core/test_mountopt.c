@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for lib/core/mountopt.c: which of a mount's -o words are
- * libfuse's or mount(8)'s, libfuse values refused up front, and the
- * line for an option a space made. */
+/* Unit tests for lib/core/mountopt.c, through rfs_mountopt_take: which
+ * of a mount's -o words are libfuse's or mount(8)'s, libfuse values
+ * refused up front, and the line for an option a space made. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,66 +13,83 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/mountopt.h"
 
+/* rfs_mountopt_take's answer for arg, its refusal (if any) in *line
+ * (freed by the caller; NULL: none). */
+static int take(const char *arg, char **line)
+{
+	struct rfs_config c;
+	struct rfs_buf b = { 0 };
+	char key[64];
+	rfs_config_init(&c);
+	int rc = rfs_mountopt_take(&c, "prog", arg, NULL, NULL, key, &b);
+	rfs_config_free(&c);
+	assert_false(b.failed);
+	*line = b.data;
+	return rc;
+}
+
+/* libfuse's words are handed on, mount(8)'s dropped, rankfs's own
+ * taken, and others refused. */
 static void test_kinds(void **state)
 {
 	(void)state;
-	assert_int_equal(rfs_mountopt_kind("allow_other"), RFS_MOUNTOPT_FUSE);
-	assert_int_equal(rfs_mountopt_kind("max_threads"), RFS_MOUNTOPT_FUSE);
-	assert_int_equal(rfs_mountopt_kind("fsname"), RFS_MOUNTOPT_FUSE);
-	assert_int_equal(rfs_mountopt_kind("noauto"), RFS_MOUNTOPT_IGNORED);
-	assert_int_equal(rfs_mountopt_kind("_netdev"), RFS_MOUNTOPT_IGNORED);
-	assert_int_equal(rfs_mountopt_kind("x-systemd.automount"),
-			 RFS_MOUNTOPT_IGNORED);
-	/* rankfs's own and unknown words are neither. */
-	assert_int_equal(rfs_mountopt_kind("world_size"), RFS_MOUNTOPT_OTHER);
-	assert_int_equal(rfs_mountopt_kind("allow"), RFS_MOUNTOPT_OTHER);
-	assert_int_equal(rfs_mountopt_kind(""), RFS_MOUNTOPT_OTHER);
+	static const struct {
+		const char *arg;
+		int rc;
+	} kinds[] = {
+		{ "allow_other", 1 },
+		{ "max_threads=8", 1 },
+		{ "fsname=a", 1 },
+		{ "noauto", 0 },
+		{ "_netdev", 0 },
+		{ "x-systemd.automount", 0 },
+		{ "world_size=2", 0 },
+		{ "allow", -1 },
+		{ "", -1 },
+	};
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		char *line;
+		if (take(kinds[i].arg, &line) != kinds[i].rc)
+			fail_msg("'%s': %s", kinds[i].arg, line);
+		assert_true(kinds[i].rc < 0 || !line);
+		free(line);
+	}
 }
 
-static void expect_refused(const char *key, const char *value,
-			   const char *message)
+static void expect_refused(const char *arg, const char *message)
 {
-	char err[256] = "";
-	assert_int_equal(rfs_mountopt_check_fuse(key, value, err, sizeof(err)),
-			 -EINVAL);
-	assert_non_null(strstr(err, message));
+	char *line;
+	assert_int_equal(take(arg, &line), -1);
+	assert_non_null(strstr(line, message));
+	free(line);
 }
 
 static void test_values(void **state)
 {
 	(void)state;
-	char err[256];
-	assert_int_equal(rfs_mountopt_check_fuse("allow_other", NULL, err,
-						 sizeof(err)),
-			 0);
-	assert_int_equal(rfs_mountopt_check_fuse("max_threads", "64", err,
-						 sizeof(err)),
-			 0);
-	assert_int_equal(rfs_mountopt_check_fuse("max_idle_threads", "0", err,
-						 sizeof(err)),
-			 0);
-	assert_int_equal(rfs_mountopt_check_fuse("fsname", "/data/a.h5", err,
-						 sizeof(err)),
-			 0);
-	expect_refused("allow_other", "5",
-		       "option allow_other=5: allow_other takes no value");
-	expect_refused("max_threads", "0",
+	char *line;
+	assert_int_equal(take("max_idle_threads=0", &line), 1);
+	assert_int_equal(take("fsname=/data/a.h5", &line), 1);
+	expect_refused(
+		"allow_other=5",
+		"prog: option allow_other=5: allow_other takes no value");
+	expect_refused("max_threads=0",
 		       "option max_threads=0: expected an integer from 1");
-	expect_refused("max_threads", NULL, "expected an integer from 1");
-	expect_refused("max_idle_threads", "-1",
+	expect_refused("max_threads", "expected an integer from 1");
+	expect_refused("max_idle_threads=-1",
 		       "expected an integer from 0 to 1024");
-	expect_refused("max_read", "0", "option max_read=0: expected an");
-	expect_refused("subtype", "", "option subtype=: expected a name");
+	expect_refused("max_read=0", "option max_read=0: expected an");
+	expect_refused("subtype=", "option subtype=: expected a name");
 }
 
 static char *unknown(const char *key)
 {
-	struct rfs_buf b = { 0 };
-	rfs_mountopt_render_unknown(&b, "prog", key);
-	assert_false(b.failed);
-	return b.data;
+	char *line;
+	assert_int_equal(take(key, &line), -1);
+	return line;
 }
 
 /* The refusal lists rankfs's and libfuse's options (not mount(8)'s

@@ -190,7 +190,7 @@ static struct rfs_cache_entry *get(struct gen *g, uint64_t epoch, uint64_t rank,
 		.epoch = epoch, .rank = rank, .batch = batch, .kind = kind
 	};
 	struct rfs_cache_entry *e = NULL;
-	assert_int_equal(rfs_cache_get(g->cache, &k, &e), 0);
+	assert_int_equal(rfs_cache_get(g->cache, &k, &e, NULL), 0);
 	assert_true(rfs_cache_entry_size(e) == size_of(g->b, &k));
 	return e;
 }

@@ -99,7 +99,7 @@ static int get_put(struct rfs_cache *c, struct filler *f, uint64_t batch)
 	int before = atomic_load(&f->calls);
 	struct rfs_cache_key k = key_of(batch);
 	struct rfs_cache_entry *e = NULL;
-	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &e, NULL), 0);
 	assert_non_null(e);
 	assert_int_equal(rfs_cache_entry_size(e), f->size);
 	const unsigned char *d = rfs_cache_entry_data(e);
@@ -135,7 +135,7 @@ static void test_get_put_and_counters(void **state)
 		.epoch = 3, .rank = 2, .batch = 9, .kind = 1
 	};
 	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_cache_get(c, &key, &e), 0);
+	assert_int_equal(rfs_cache_get(c, &key, &e, NULL), 0);
 	assert_int_equal(atomic_load(&f.calls), 1);
 	assert_memory_equal(&f.last, &key, sizeof(key));
 	const unsigned char *d = rfs_cache_entry_data(e);
@@ -147,7 +147,7 @@ static void test_get_put_and_counters(void **state)
 	rfs_cache_put(c, NULL); /* accepted */
 
 	/* Same key again: one fill in all. */
-	assert_int_equal(rfs_cache_get(c, &key, &e), 0);
+	assert_int_equal(rfs_cache_get(c, &key, &e, NULL), 0);
 	assert_int_equal(atomic_load(&f.calls), 1);
 	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[0],
 			 15);
@@ -163,7 +163,7 @@ static void test_get_put_and_counters(void **state)
 	other[2].batch++;
 	other[3].kind--;
 	for (int i = 0; i < 4; i++) {
-		assert_int_equal(rfs_cache_get(c, &other[i], &e), 0);
+		assert_int_equal(rfs_cache_get(c, &other[i], &e, NULL), 0);
 		assert_int_equal(atomic_load(&f.calls), 2 + i);
 		rfs_cache_put(c, e);
 	}
@@ -181,7 +181,7 @@ static void test_get_put_and_counters(void **state)
 	k = counters(c);
 	assert_true(k.misses == 5 && k.hits == 1 && k.prefetched == 1 &&
 		    k.entries == 6);
-	assert_int_equal(rfs_cache_get(c, &ahead, &e), 0);
+	assert_int_equal(rfs_cache_get(c, &ahead, &e, NULL), 0);
 	rfs_cache_put(c, e);
 	k = counters(c);
 	assert_true(k.misses == 5 && k.hits == 2 && k.prefetched == 1);
@@ -198,8 +198,8 @@ static void test_same_key_held_twice(void **state)
 	assert_int_equal(rfs_cache_create(1 << 20, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k = key_of(7);
 	struct rfs_cache_entry *a, *b;
-	assert_int_equal(rfs_cache_get(c, &k, &a), 0);
-	assert_int_equal(rfs_cache_get(c, &k, &b), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &a, NULL), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &b, NULL), 0);
 	assert_true(a == b);
 	assert_int_equal(atomic_load(&f.calls), 1);
 	rfs_cache_put(c, a);
@@ -268,7 +268,7 @@ static void test_retired_entries_leave_first(void **state)
 	 * held it does not count against the retired share. */
 	struct rfs_cache_entry *held;
 	struct rfs_cache_key k = key_of(5);
-	assert_int_equal(rfs_cache_get(c, &k, &held), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &held, NULL), 0);
 	retire(c, 5);
 	retire(c, 5); /* twice is once */
 	retire(c, 6); /* 100 retired and parked: 6 stays */
@@ -299,7 +299,7 @@ static void test_entry_bigger_than_capacity(void **state)
 	assert_int_equal(rfs_cache_create(300, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k = key_of(1);
 	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &e, NULL), 0);
 	/* Held: kept and valid although over capacity. */
 	assert_true(counters(c).bytes == 500);
 	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[499],
@@ -331,7 +331,7 @@ static void test_held_entries_not_evicted(void **state)
 	assert_int_equal(rfs_cache_create(200, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k1 = key_of(1);
 	struct rfs_cache_entry *held;
-	assert_int_equal(rfs_cache_get(c, &k1, &held), 0);
+	assert_int_equal(rfs_cache_get(c, &k1, &held, NULL), 0);
 	/* Many other keys come and go while 1 is held. */
 	for (uint64_t b = 10; b < 30; b++)
 		assert_int_equal(get_put(c, &f, b), 1);
@@ -340,7 +340,7 @@ static void test_held_entries_not_evicted(void **state)
 	assert_int_equal(d[99], 2);
 	int calls = atomic_load(&f.calls);
 	struct rfs_cache_entry *again;
-	assert_int_equal(rfs_cache_get(c, &k1, &again), 0);
+	assert_int_equal(rfs_cache_get(c, &k1, &again, NULL), 0);
 	assert_true(again == held);
 	assert_int_equal(atomic_load(&f.calls), calls);
 	/* Memory stays at capacity plus what is held. */
@@ -359,12 +359,12 @@ static void test_failed_fill_is_retried(void **state)
 	assert_int_equal(rfs_cache_create(1000, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k = key_of(5);
 	struct rfs_cache_entry *e = (struct rfs_cache_entry *)&f;
-	assert_int_equal(rfs_cache_get(c, &k, &e), -EIO);
+	assert_int_equal(rfs_cache_get(c, &k, &e, NULL), -EIO);
 	assert_null(e);
 	struct rfs_cache_counters n = counters(c);
 	assert_true(n.entries == 0 && n.bytes == 0 && n.misses == 1);
 	/* Not cached: the next get fills again, and succeeds. */
-	assert_int_equal(rfs_cache_get(c, &k, &e), 0);
+	assert_int_equal(rfs_cache_get(c, &k, &e, NULL), 0);
 	assert_int_equal(atomic_load(&f.calls), 2);
 	assert_int_equal(((const unsigned char *)rfs_cache_entry_data(e))[0],
 			 6);
@@ -374,7 +374,7 @@ static void test_failed_fill_is_retried(void **state)
 	/* Other errors pass through as they are. */
 	f.fail_next = ENOMEM;
 	struct rfs_cache_key k2 = key_of(6);
-	assert_int_equal(rfs_cache_get(c, &k2, &e), -ENOMEM);
+	assert_int_equal(rfs_cache_get(c, &k2, &e, NULL), -ENOMEM);
 	assert_null(e);
 	rfs_cache_destroy(c);
 }
@@ -398,7 +398,7 @@ static void *get_thread(void *arg)
 	struct getter *g = arg;
 	struct rfs_cache_entry *e = NULL;
 	pthread_barrier_wait(g->start);
-	g->rc = rfs_cache_get(g->cache, &g->key, &e);
+	g->rc = rfs_cache_get(g->cache, &g->key, &e, NULL);
 	if (g->rc == 0) {
 		g->data = rfs_cache_entry_data(e);
 		g->first = *(const unsigned char *)g->data;
@@ -494,7 +494,7 @@ static void *churn_thread(void *arg)
 	for (uint64_t i = 0; i < 2000 && g->rc == 0; i++) {
 		struct rfs_cache_key k = key_of((i * 7 + g->key.batch) % 23);
 		struct rfs_cache_entry *e;
-		g->rc = rfs_cache_get(g->cache, &k, &e);
+		g->rc = rfs_cache_get(g->cache, &k, &e, NULL);
 		if (g->rc != 0)
 			break;
 		const unsigned char *d = rfs_cache_entry_data(e);
@@ -513,7 +513,7 @@ static void *room_thread(void *arg)
 	struct filler *f = g->filler;
 	struct rfs_cache_entry *e = NULL;
 	pthread_barrier_wait(g->start);
-	g->rc = rfs_cache_get(g->cache, &g->key, &e);
+	g->rc = rfs_cache_get(g->cache, &g->key, &e, NULL);
 	if (g->rc == 0) {
 		g->first = *(const unsigned char *)rfs_cache_entry_data(e);
 		atomic_fetch_sub(&f->live, 1);
@@ -573,7 +573,7 @@ static void test_fill_scratch_counts_while_filling(void **state)
 	f.overlap = 0;
 	struct rfs_cache_key k = key_of(100);
 	struct rfs_cache_entry *e;
-	assert_int_equal(rfs_cache_get(c, &k, &e), -EIO);
+	assert_int_equal(rfs_cache_get(c, &k, &e, NULL), -EIO);
 	struct rfs_cache_counters after = counters(c);
 	assert_true(after.bytes == after.entries * 4096); /* no scratch left */
 	rfs_cache_destroy(c);
@@ -583,7 +583,7 @@ static void *get_one(void *arg)
 {
 	struct getter *g = arg;
 	struct rfs_cache_entry *e = NULL;
-	g->rc = rfs_cache_get(g->cache, &g->key, &e);
+	g->rc = rfs_cache_get(g->cache, &g->key, &e, NULL);
 	if (g->rc == 0) {
 		g->first = *(const unsigned char *)rfs_cache_entry_data(e);
 		rfs_cache_put(g->cache, e);
@@ -602,7 +602,7 @@ static void test_fill_waits_for_held_entry(void **state)
 	assert_int_equal(rfs_cache_create(300, fill, &f, NULL, &c), 0);
 	struct rfs_cache_key k1 = key_of(1);
 	struct rfs_cache_entry *held;
-	assert_int_equal(rfs_cache_get(c, &k1, &held), 0);
+	assert_int_equal(rfs_cache_get(c, &k1, &held, NULL), 0);
 	struct getter g = { .cache = c, .key = key_of(2) };
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, get_one, &g), 0);
@@ -641,7 +641,7 @@ static void *starve_thread(void *arg)
 		struct timespec settle = { 0, 50 * 1000000L };
 		nanosleep(&settle, NULL);
 		struct rfs_cache_entry *e;
-		g->rc = rfs_cache_get(g->cache, &g->key, &e);
+		g->rc = rfs_cache_get(g->cache, &g->key, &e, NULL);
 		rfs_cache_put(g->cache, e);
 		int going = 0;
 		for (int i = 0; i < g->npeers; i++)
@@ -654,7 +654,7 @@ static void *starve_thread(void *arg)
 	for (uint64_t i = 0; !atomic_load(g->stop); i++) {
 		struct rfs_cache_key k = key_of(g->key.batch * 100 + i % 50);
 		struct rfs_cache_entry *e;
-		if ((g->rc = rfs_cache_get(g->cache, &k, &e)) != 0)
+		if ((g->rc = rfs_cache_get(g->cache, &k, &e, NULL)) != 0)
 			break;
 		nanosleep(&hold, NULL);
 		rfs_cache_put(g->cache, e);

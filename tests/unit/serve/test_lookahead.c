@@ -107,7 +107,7 @@ static void test_opened_queues_ahead(void **state)
 	assert_int_equal(
 		rfs_cache_get(c,
 			      &(struct rfs_cache_key){ .epoch = 1, .batch = 2 },
-			      &e),
+			      &e, NULL),
 		0);
 	rfs_cache_put(c, e);
 	rfs_cache_counters(c, &cc);

@@ -321,6 +321,45 @@ static void test_obs_and_var(void **state)
 	}
 }
 
+/* A var table or index absent: no var names, in either format; an index
+ * there but not a 1-D string array: a mount error naming the path. */
+static void test_var_index(void **state)
+{
+	(void)state;
+	const char *genes[3] = { "g0", "g1", "g2" };
+	int64_t numbers[3] = { 0, 1, 2 };
+	char err[512];
+	char **names;
+	uint64_t n;
+	for (int z = 0; z < 2; z++) {
+		struct writer w;
+		begin(&w, z, "novar");
+		dense_x(&w, "X");
+		group(&w, "var", "_index", "genes"); /* no var/genes */
+		end(&w);
+		struct rfs_source *s = open_as(&w, NULL, 0, NULL);
+		assert_int_equal(rfs_source_read_var_names(s, &names, &n, err,
+							   sizeof(err)),
+				 -ENOENT);
+		rfs_source_destroy(s);
+		begin(&w, z, "numvar");
+		dense_x(&w, "X");
+		group(&w, "var", "_index", "_index");
+		array(&w, "var/_index", "<i8", H5T_STD_I64LE, numbers, 8, 3, 0);
+		end(&w);
+		open_as(&w, NULL, -EINVAL,
+			"the var index /var/_index is not a 1-D string array");
+		begin(&w, z, "flatvar");
+		dense_x(&w, "X");
+		group(&w, "var", "_index", "_index");
+		group(&w, "var/_index", NULL, NULL);
+		strings(&w, "var/_index/x", genes, 3);
+		end(&w);
+		open_as(&w, NULL, -EINVAL,
+			"the var index /var/_index is not a 1-D string array");
+	}
+}
+
 /* anndata 0.7's categorical: codes at obs/NAME whose "categories"
  * attribute names the categories array obs/__categories/NAME (zarr: a
  * path relative to obs; HDF5: an object reference). */
@@ -482,6 +521,7 @@ int main(void)
 		cmocka_unit_test(test_matrix_groups),
 		cmocka_unit_test(test_csr_indices),
 		cmocka_unit_test(test_obs_and_var),
+		cmocka_unit_test(test_var_index),
 		cmocka_unit_test(test_categorical),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
