@@ -573,6 +573,27 @@ def test_metadata_linked_out_of_the_store_is_refused(tmp_path, x, linked):
     assert f"{name}" in err, err
 
 
+def test_large_metadata_read_at_once(mounts, tmp_path, x):
+    """A 10 MB .zattrs was read a byte per system call, four times: 77 s
+    to mount (open_timeout's default is 120). Now one read; over 16 MiB
+    a metadata file is refused, naming it and the limit."""
+    p = write_dense(tmp_path / "s.zarr", x)
+    with open(f"{p}/.zattrs") as f:
+        attrs = json.load(f)
+    attrs["notes"] = "n" * (10 << 20)
+    with open(f"{p}/.zattrs", "w") as f:
+        json.dump(attrs, f)
+    m = mounts(p, f"batch_size={CR},strategy=streaming,open_timeout=20")
+    np.testing.assert_array_equal(m.load("batch", 0, 0, 1), x[CR:2 * CR])
+    m.unmount()
+    attrs["notes"] = "n" * (17 << 20)
+    with open(f"{p}/.zattrs", "w") as f:
+        json.dump(attrs, f)
+    err = mount_error(tmp_path, p)
+    assert f"{p}/.zattrs: " in err and "more than rankfs reads (16 MiB)" \
+        in err, err
+
+
 @WATCHED
 def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
                                                              tmp_path,
