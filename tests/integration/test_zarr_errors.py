@@ -594,6 +594,35 @@ def test_large_metadata_read_at_once(mounts, tmp_path, x):
         in err, err
 
 
+def test_new_store_published_by_swapping_a_link(mounts, tmp_path, x):
+    """A store is a directory: `mv new.zarr old.zarr` moves it inside,
+    and rewriting it in place is EIO for the rest of the mount. The way
+    usage.md gives: versions in directories of their own, the mount given
+    a link, the link swapped (mv -T, atomic) and the mount made again.
+    The running mount keeps serving the version it opened."""
+    v1 = write_dense(tmp_path / "atlas-v1.zarr", x)
+    v2 = write_dense(tmp_path / "atlas-v2.zarr", x + 1)
+    link = tmp_path / "atlas.zarr"
+    os.symlink("atlas-v1.zarr", link)
+    opts = f"batch_size={CR},strategy=streaming"
+    old = mounts(str(link), opts)
+    np.testing.assert_array_equal(old.load("batch", 0, 0, 0), x[:CR])
+    os.symlink("atlas-v2.zarr", tmp_path / "atlas.zarr.new")
+    subprocess.run(["mv", "-T", str(tmp_path / "atlas.zarr.new"), str(link)],
+                   check=True)
+    assert os.path.realpath(link) == os.path.realpath(v2)
+    new = mounts(str(link), opts)
+    for k in (1, 2):  # batches neither mount made before the swap
+        np.testing.assert_array_equal(old.load("batch", 0, 0, k),
+                                      x[k * CR:(k + 1) * CR])
+        np.testing.assert_array_equal(new.load("batch", 0, 0, k),
+                                      x[k * CR:(k + 1) * CR] + 1)
+    assert old.json("stats.json")["sources"][0]["state"] == "ok"
+    assert new.json("dataset.json")["sources"][0]["path"] == \
+        os.path.realpath(v2)
+    assert v1 != v2
+
+
 @WATCHED
 def test_chunks_written_during_reads_never_serve_wrong_bytes(mounts,
                                                              tmp_path,
