@@ -458,62 +458,6 @@ static int open_csr(struct rfs_source *base, const char *group, uint64_t n[2],
 	return described(s, rc);
 }
 
-static int read_indptr(struct rfs_source *base, const char *group,
-		       uint64_t rows, char *err, size_t errlen)
-{
-	struct hdf5_source *s = (struct hdf5_source *)base;
-	char name[600];
-	int rc;
-	snprintf(name, sizeof(name), "%s/indptr", group);
-	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
-	if (dset >= 0 &&
-	    (rc = rfs_hdf5_refuse_outside(s, dset, name, err, errlen)) != 0) {
-		H5Dclose(dset);
-		return rc;
-	}
-	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
-	rc = -EINVAL;
-	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
-	    (uint64_t)H5Sget_simple_extent_npoints(space) == rows + 1 &&
-	    stored_as_integers(H5Dget_type(dset))) {
-		rc = rfs_hdf5_claim(s, dset, rows + 1, RFS_MEMLIMIT_VALUES,
-				    &s->base.claimed, err, errlen);
-		if (rc == 0 &&
-		    !(s->indptr = malloc((rows + 1) * sizeof(*s->indptr)))) {
-			snprintf(err, errlen, "%s: %s: out of memory", s->path,
-				 name);
-			rc = -ENOMEM;
-		}
-		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
-				       H5P_DEFAULT, s->indptr) < 0)
-			rc = -EIO;
-	}
-	for (uint64_t r = 0; r < rows && rc == 0; r++) {
-		if (s->indptr[r] < 0 || s->indptr[r] > s->indptr[r + 1])
-			rc = -EINVAL;
-		else if ((uint64_t)(s->indptr[r + 1] - s->indptr[r]) >
-			 s->base.info.max_row_nnz)
-			s->base.info.max_row_nnz =
-				(uint64_t)(s->indptr[r + 1] - s->indptr[r]);
-	}
-	if (rc == 0 && (uint64_t)s->indptr[rows] > s->x.rows)
-		rc = -EINVAL;
-	if (space >= 0)
-		H5Sclose(space);
-	if (dset >= 0)
-		H5Dclose(dset);
-	if (rc != 0 && rc != -ENOMEM) /* -ENOMEM: err says why */
-		snprintf(err, errlen,
-			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
-			 "integer offsets into data)",
-			 s->path, name, (unsigned long long)rows);
-	if (rc != 0)
-		return rc == -ENOMEM ? rc : -EINVAL;
-	s->base.info.nnz = (uint64_t)s->indptr[rows];
-	s->base.indptr = s->indptr;
-	return 0;
-}
-
 static const struct rfs_store_ops store = {
 	.node = node,
 	.array = array,
@@ -521,7 +465,6 @@ static const struct rfs_store_ops store = {
 	.shape = read_shape,
 	.open_dense = open_dense,
 	.open_csr = open_csr,
-	.read_indptr = read_indptr,
 };
 
 static void close_source(struct rfs_source *base)
@@ -530,7 +473,6 @@ static void close_source(struct rfs_source *base)
 	rfs_log_limit_destroy(&s->base.read_failures);
 	close_array(&s->x);
 	close_array(&s->indices);
-	free(s->indptr);
 	if (s->file >= 0)
 		H5Fclose(s->file);
 	rfs_watch_forget(s->base.env.watch, s->watch);

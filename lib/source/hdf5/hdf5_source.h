@@ -85,7 +85,6 @@ struct hdf5_source {
 	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
 	struct array x; /* dense rows, or a CSR's data */
 	struct array indices; /* CSR only */
-	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* fd's file as it was at open */
 	struct rfs_helper *strings; /* env's, may be NULL: hdf5_strings.c */
 	atomic_int changed; /* sticky: the file was written after open */
