@@ -30,14 +30,16 @@ void rfs_hdf5_quiet(void)
 	}
 }
 
-int rfs_hdf5_ends_with(const char *s, const char *suffix)
+static int ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-int rfs_hdf5_read_string_attr(const struct hdf5_source *s, hid_t obj,
-			      const char *name, char *out, size_t n)
+/* Reads obj's string attribute (fixed or variable length) into out.
+ * @return 0, -ENOENT (none) or -EINVAL. */
+static int read_string_attr(const struct hdf5_source *s, hid_t obj,
+			    const char *name, char *out, size_t n)
 {
 	int rc = -EINVAL;
 	if (H5Aexists(obj, name) <= 0)
@@ -75,10 +77,10 @@ close:
 static int is_anndata(const struct hdf5_source *s)
 {
 	char kind[64];
-	if (rfs_hdf5_ends_with(s->path, ".h5ad"))
+	if (ends_with(s->path, ".h5ad"))
 		return 1;
-	return rfs_hdf5_read_string_attr(s, s->file, "encoding-type", kind,
-					 sizeof(kind)) == 0 &&
+	return read_string_attr(s, s->file, "encoding-type", kind,
+				sizeof(kind)) == 0 &&
 	       strcmp(kind, "anndata") == 0;
 }
 
@@ -103,7 +105,8 @@ static herr_t list_dataset(hid_t obj, const char *name, const H5O_info_t *info,
 	return 0;
 }
 
-void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n)
+/* Lists the file's datasets (for error lines), cut to n bytes. */
+static void describe_datasets(hid_t file, char *out, size_t n)
 {
 	struct dataset_list l = { .text = out, .cap = n };
 	out[0] = '\0';
@@ -313,7 +316,7 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 	/* H5Oget_info_by_name fails cleanly on any missing path component. */
 	if (H5Oget_info_by_name(s->file, path, &info, H5P_DEFAULT) < 0) {
 		char found[512];
-		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		describe_datasets(s->file, found, sizeof(found));
 		snprintf(err, errlen, "%s: dataset %s not found (datasets: %s)",
 			 s->path, path, found);
 		return 0;
@@ -325,7 +328,7 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 	/* A dataset's strings are not read: those take the string reader. */
 	hid_t obj = H5Oopen(s->file, path, H5P_DEFAULT);
 	if (obj >= 0 && info.type == H5O_TYPE_GROUP)
-		rfs_hdf5_read_string_attr(s, obj, key, val, vallen);
+		read_string_attr(s, obj, key, val, vallen);
 	else if (obj >= 0)
 		referenced_name(obj, key, val, vallen);
 	if (obj >= 0)
@@ -581,7 +584,7 @@ static int open_source(const char *path, const char *dataset,
 	s->base.anndata = is_anndata(s);
 	if (!dataset && !s->base.anndata) {
 		char found[512];
-		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		describe_datasets(s->file, found, sizeof(found));
 		rc = -EINVAL;
 		snprintf(err, errlen,
 			 "%s: not an AnnData file; name the rows with "
