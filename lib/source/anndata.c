@@ -203,6 +203,55 @@ static int categorical(struct rfs_source *s, const char *codes,
 	return rc;
 }
 
+/* Reads group's indptr whole, through read_column (its claim held until
+ * the source is closed), and checks it as scipy's CSR check does: rows +
+ * 1 integers from 0, none falling, the last at most nnz (the values
+ * stored). Sets s->indptr, info.nnz and max_row_nnz. */
+static int read_indptr(struct rfs_source *s, const char *group, uint64_t rows,
+		       uint64_t nnz, char *err, size_t errlen)
+{
+	char path[1100], what[1200];
+	struct rfs_store_array a;
+	struct rfs_column col;
+	snprintf(path, sizeof(path), "%s/indptr", group);
+	snprintf(what, sizeof(what), "%s %s", s->array_noun, path);
+	int rc = s->store->array(s, path, &a, err, errlen);
+	if (rc == 0 &&
+	    (a.ndims != 1 || a.len != rows + 1 || a.dtype > RFS_UINT64)) {
+		snprintf(err, errlen,
+			 "%s: %s must be %llu + 1 integer offsets (rows + 1)",
+			 s->info.path, path, (unsigned long long)rows);
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = s->ops->read_column(s, path, what, RFS_MEMLIMIT_VALUES,
+					 &col, err, errlen);
+	if (rc != 0)
+		return rc;
+	s->indptr = col.codes; /* the claim moves with it */
+	s->claimed += col.claimed;
+	const int64_t *p = s->indptr;
+	for (uint64_t r = 0; r <= rows && rc == 0; r++) {
+		int64_t before = r ? p[r - 1] : 0;
+		if (r == 0 ? p[0] != 0 :
+			     p[r] < before || (uint64_t)p[r] > nnz) {
+			snprintf(err, errlen,
+				 "%s: %s must be non-decreasing offsets from 0 "
+				 "to at most the %llu stored values: entry "
+				 "%llu is %lld, after %lld",
+				 s->info.path, path, (unsigned long long)nnz,
+				 (unsigned long long)r, (long long)p[r],
+				 (long long)before);
+			rc = -EINVAL;
+		} else if (r &&
+			   (uint64_t)(p[r] - before) > s->info.max_row_nnz) {
+			s->info.max_row_nnz = (uint64_t)(p[r] - before);
+		}
+	}
+	s->info.nnz = (uint64_t)p[rows];
+	return rc;
+}
+
 int rfs_anndata_open_rows(struct rfs_source *s, char *err, size_t errlen)
 {
 	const struct rfs_store_ops *st = s->store;
@@ -236,7 +285,7 @@ int rfs_anndata_open_rows(struct rfs_source *s, char *err, size_t errlen)
 		rc = -EINVAL;
 	}
 	if (rc == 0)
-		rc = st->read_indptr(s, d, shape[0], err, errlen);
+		rc = read_indptr(s, d, shape[0], n[0], err, errlen);
 	if (rc != 0)
 		return rc;
 	s->info.sparse = 1;

@@ -73,7 +73,7 @@ struct rfs_source {
 	const struct rfs_source_ops *ops;
 	const struct rfs_store_ops *store;
 	struct rfs_source_info info;
-	const int64_t *indptr; /* CSR: info.rows + 1 entries, the backend's */
+	int64_t *indptr; /* CSR: info.rows + 1 entries; freed on destroy */
 	struct rfs_source_env env; /* what the mount lent, set by open */
 	int anndata; /* an AnnData file: obs columns, a var table */
 	/* How errors name a /PATH column: "dataset" (HDF5), "array"; and
@@ -132,10 +132,6 @@ struct rfs_store_ops {
 	 * index_dtype set. */
 	int (*open_csr)(struct rfs_source *s, const char *group, uint64_t n[2],
 			char *err, size_t errlen);
-	/* Reads group's indptr whole and checks it (rows + 1 offsets, none
-	 * falling, into data): s->indptr, info.nnz and max_row_nnz set. */
-	int (*read_indptr)(struct rfs_source *s, const char *group,
-			   uint64_t rows, char *err, size_t errlen);
 };
 
 /* One format, as registry.c lists it. */

@@ -507,5 +507,6 @@ void rfs_source_destroy(struct rfs_source *s)
 		return;
 	rfs_memlimit_release(s->env.claims, &s->claimed);
 	rfs_memlimit_release(s->env.claims, &s->var_claimed);
+	free(s->indptr);
 	s->ops->close(s);
 }

@@ -249,24 +249,12 @@ static uint64_t entry_bytes(hid_t dset, enum rfs_memlimit_as as)
 	       (as == RFS_MEMLIMIT_NAMES ? RFS_MEMLIMIT_STRING_BYTES : 0);
 }
 
-/* Refuses, before it is read, a dataset whose length claims more than
- * the daemon may hold (memlimit.c). */
-int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
-		   enum rfs_memlimit_as as, uint64_t *claimed, char *err,
-		   size_t errlen)
-{
-	char name[512] = "?";
-	H5Iget_name(dset, name, sizeof(name));
-	return rfs_memlimit_claim(s->base.env.claims, s->path, name, n,
-				  entry_bytes(dset, as), claimed, err, errlen);
-}
-
 int rfs_hdf5_read_column(struct rfs_source *base, const char *path,
 			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen)
 {
 	struct hdf5_source *s = (struct hdf5_source *)base;
-	char filter[64];
+	char filter[64], name[512] = "?";
 	*out = (struct rfs_column){ .claims = s->base.env.claims };
 	rfs_hdf5_quiet();
 	hid_t dset = H5Dopen2(s->file, path, H5P_DEFAULT);
@@ -284,9 +272,14 @@ int rfs_hdf5_read_column(struct rfs_source *base, const char *path,
 	/* Named as the user named it, not as a link's target names it. */
 	if (rc == 0)
 		rc = rfs_hdf5_refuse_outside(s, dset, path, err, errlen);
-	if (rc == 0)
-		rc = rfs_hdf5_claim(s, dset, (uint64_t)n, as, &out->claimed,
-				    err, errlen);
+	/* Refused, before it is read, where its length claims more than
+	 * the daemon may hold (memlimit.c). */
+	if (rc == 0) {
+		H5Iget_name(dset, name, sizeof(name));
+		rc = rfs_memlimit_claim(s->base.env.claims, s->path, name,
+					(uint64_t)n, entry_bytes(dset, as),
+					&out->claimed, err, errlen);
+	}
 	if (rc == 0 && (rc = read_values(s, dset, (uint64_t)n,
 					 as == RFS_MEMLIMIT_NAMES, out)) != 0)
 		rfs_column_error(s->path, what, rc, err, errlen);

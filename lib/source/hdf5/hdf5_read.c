@@ -407,8 +407,14 @@ static int gather_mapped(struct hdf5_source *s, struct array *a,
 			   -EFAULT);
 }
 
+/* Rows [first, first + count), stored at byte at, read into dst. */
 static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, uint64_t at, void *dst);
+		      uint64_t count, uint64_t at, void *dst)
+{
+	int rc =
+		rfs_fetch_pread_all(s->fd, dst, count * a->row_bytes, at, NULL);
+	return rc ? read_failed(s, a, "rows", first, first + count, rc) : 0;
+}
 
 /* Where rows from r0 on are stored in the file, and in *r1 where that
  * stretch ends (at most end): a contiguous array is one stretch, raw
@@ -458,17 +464,27 @@ static int pread_run(struct hdf5_source *s, struct array *a, uint64_t first,
 			  dst);
 }
 
-/* Rows [first, first + count), stored at byte at, read into dst. */
-static int pread_span(struct hdf5_source *s, struct array *a, uint64_t first,
-		      uint64_t count, uint64_t at, void *dst)
-{
-	int rc =
-		rfs_fetch_pread_all(s->fd, dst, count * a->row_bytes, at, NULL);
-	return rc ? read_failed(s, a, "rows", first, first + count, rc) : 0;
-}
-
+/* Through HDF5, under its lock: one hyperslab. */
 static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
-		    uint64_t count, void *dst);
+		    uint64_t count, void *dst)
+{
+	hsize_t start[2] = { first, 0 };
+	hsize_t extent[2] = { count, a->cols };
+	int rc = -EIO;
+	hid_t file_space = H5Dget_space(a->dset);
+	hid_t mem_space = H5Screate_simple(a->ndims, extent, NULL);
+	if (file_space >= 0 && mem_space >= 0 &&
+	    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, extent,
+				NULL) >= 0 &&
+	    H5Dread(a->dset, a->mem_type, mem_space, file_space, H5P_DEFAULT,
+		    dst) >= 0)
+		rc = 0;
+	if (mem_space >= 0)
+		H5Sclose(mem_space);
+	if (file_space >= 0)
+		H5Sclose(file_space);
+	return rc ? read_failed(s, a, "rows", first, first + count, -EIO) : 0;
+}
 
 /* Rows [first, first + count) of an array read through HDF5, row i to
  * to[i] (the other paths scatter rows themselves: read_sorted). */
@@ -493,28 +509,6 @@ static int read_run(struct hdf5_source *s, struct array *a, uint64_t first,
 		return rfs_chunks_read(s->chunks, a->chunks_id, first, count,
 				       dst);
 	return hdf5_run(s, a, first, count, dst);
-}
-
-/* Through HDF5, under its lock: one hyperslab. */
-static int hdf5_run(struct hdf5_source *s, struct array *a, uint64_t first,
-		    uint64_t count, void *dst)
-{
-	hsize_t start[2] = { first, 0 };
-	hsize_t extent[2] = { count, a->cols };
-	int rc = -EIO;
-	hid_t file_space = H5Dget_space(a->dset);
-	hid_t mem_space = H5Screate_simple(a->ndims, extent, NULL);
-	if (file_space >= 0 && mem_space >= 0 &&
-	    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, extent,
-				NULL) >= 0 &&
-	    H5Dread(a->dset, a->mem_type, mem_space, file_space, H5P_DEFAULT,
-		    dst) >= 0)
-		rc = 0;
-	if (mem_space >= 0)
-		H5Sclose(mem_space);
-	if (file_space >= 0)
-		H5Sclose(file_space);
-	return rc ? read_failed(s, a, "rows", first, first + count, -EIO) : 0;
 }
 
 /* Reads submitted together, at most: as many as a ring takes at once
@@ -590,32 +584,6 @@ static int raw_chunk_rows(struct hdf5_source *s, struct array *a,
 	return rc == 0 ? read_pieces(s, &p) : rc;
 }
 
-/* Distinct sorted rows of a, row i to to[i]: a chunked array in one
- * pass over the chunks (rows of one chunk share its lookups), the others
- * run by run of consecutive rows. */
-static int fetch_sorted(struct hdf5_source *s, struct array *a,
-			const uint64_t *rows, size_t m,
-			unsigned char *const *to);
-
-static int read_sorted(struct hdf5_source *s, struct array *a,
-		       const uint64_t *rows, size_t m, unsigned char *const *to)
-{
-	if (a->path == RFS_READ_CHUNKS)
-		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
-					    to);
-	if (a->path == RFS_READ_PREAD && a->locs)
-		return raw_chunk_rows(s, a, rows, m, to);
-	if (a->path == RFS_READ_PREAD)
-		return fetch_sorted(s, a, rows, m, to);
-	int rc = 0;
-	for (size_t i = 0, j; i < m && rc == 0; i = j) {
-		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
-			;
-		rc = hdf5_rows_to(s, a, rows[i], j - i, to + i);
-	}
-	return rc;
-}
-
 /* A contiguous array's rows: copied from its mapping while the bytes are
  * in the page cache; else every run of consecutive rows one read,
  * submitted together (fetch.c). */
@@ -654,6 +622,28 @@ static int fetch_sorted(struct hdf5_source *s, struct array *a,
 out:
 	free(iov);
 	free(runs);
+	return rc;
+}
+
+/* Distinct sorted rows of a, row i to to[i]: a chunked array in one
+ * pass over the chunks (rows of one chunk share its lookups), the others
+ * run by run of consecutive rows. */
+static int read_sorted(struct hdf5_source *s, struct array *a,
+		       const uint64_t *rows, size_t m, unsigned char *const *to)
+{
+	if (a->path == RFS_READ_CHUNKS)
+		return rfs_chunks_read_rows(s->chunks, a->chunks_id, rows, m,
+					    to);
+	if (a->path == RFS_READ_PREAD && a->locs)
+		return raw_chunk_rows(s, a, rows, m, to);
+	if (a->path == RFS_READ_PREAD)
+		return fetch_sorted(s, a, rows, m, to);
+	int rc = 0;
+	for (size_t i = 0, j; i < m && rc == 0; i = j) {
+		for (j = i + 1; j < m && rows[j] == rows[j - 1] + 1; j++)
+			;
+		rc = hdf5_rows_to(s, a, rows[i], j - i, to + i);
+	}
 	return rc;
 }
 

@@ -30,14 +30,16 @@ void rfs_hdf5_quiet(void)
 	}
 }
 
-int rfs_hdf5_ends_with(const char *s, const char *suffix)
+static int ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-int rfs_hdf5_read_string_attr(const struct hdf5_source *s, hid_t obj,
-			      const char *name, char *out, size_t n)
+/* Reads obj's string attribute (fixed or variable length) into out.
+ * @return 0, -ENOENT (none) or -EINVAL. */
+static int read_string_attr(const struct hdf5_source *s, hid_t obj,
+			    const char *name, char *out, size_t n)
 {
 	int rc = -EINVAL;
 	if (H5Aexists(obj, name) <= 0)
@@ -75,10 +77,10 @@ close:
 static int is_anndata(const struct hdf5_source *s)
 {
 	char kind[64];
-	if (rfs_hdf5_ends_with(s->path, ".h5ad"))
+	if (ends_with(s->path, ".h5ad"))
 		return 1;
-	return rfs_hdf5_read_string_attr(s, s->file, "encoding-type", kind,
-					 sizeof(kind)) == 0 &&
+	return read_string_attr(s, s->file, "encoding-type", kind,
+				sizeof(kind)) == 0 &&
 	       strcmp(kind, "anndata") == 0;
 }
 
@@ -103,7 +105,8 @@ static herr_t list_dataset(hid_t obj, const char *name, const H5O_info_t *info,
 	return 0;
 }
 
-void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n)
+/* Lists the file's datasets (for error lines), cut to n bytes. */
+static void describe_datasets(hid_t file, char *out, size_t n)
 {
 	struct dataset_list l = { .text = out, .cap = n };
 	out[0] = '\0';
@@ -313,7 +316,7 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 	/* H5Oget_info_by_name fails cleanly on any missing path component. */
 	if (H5Oget_info_by_name(s->file, path, &info, H5P_DEFAULT) < 0) {
 		char found[512];
-		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		describe_datasets(s->file, found, sizeof(found));
 		snprintf(err, errlen, "%s: dataset %s not found (datasets: %s)",
 			 s->path, path, found);
 		return 0;
@@ -325,7 +328,7 @@ static int node(struct rfs_source *base, const char *path, const char *key,
 	/* A dataset's strings are not read: those take the string reader. */
 	hid_t obj = H5Oopen(s->file, path, H5P_DEFAULT);
 	if (obj >= 0 && info.type == H5O_TYPE_GROUP)
-		rfs_hdf5_read_string_attr(s, obj, key, val, vallen);
+		read_string_attr(s, obj, key, val, vallen);
 	else if (obj >= 0)
 		referenced_name(obj, key, val, vallen);
 	if (obj >= 0)
@@ -458,62 +461,6 @@ static int open_csr(struct rfs_source *base, const char *group, uint64_t n[2],
 	return described(s, rc);
 }
 
-static int read_indptr(struct rfs_source *base, const char *group,
-		       uint64_t rows, char *err, size_t errlen)
-{
-	struct hdf5_source *s = (struct hdf5_source *)base;
-	char name[600];
-	int rc;
-	snprintf(name, sizeof(name), "%s/indptr", group);
-	hid_t dset = H5Dopen2(s->file, name, H5P_DEFAULT);
-	if (dset >= 0 &&
-	    (rc = rfs_hdf5_refuse_outside(s, dset, name, err, errlen)) != 0) {
-		H5Dclose(dset);
-		return rc;
-	}
-	hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
-	rc = -EINVAL;
-	if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
-	    (uint64_t)H5Sget_simple_extent_npoints(space) == rows + 1 &&
-	    stored_as_integers(H5Dget_type(dset))) {
-		rc = rfs_hdf5_claim(s, dset, rows + 1, RFS_MEMLIMIT_VALUES,
-				    &s->base.claimed, err, errlen);
-		if (rc == 0 &&
-		    !(s->indptr = malloc((rows + 1) * sizeof(*s->indptr)))) {
-			snprintf(err, errlen, "%s: %s: out of memory", s->path,
-				 name);
-			rc = -ENOMEM;
-		}
-		if (rc == 0 && H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
-				       H5P_DEFAULT, s->indptr) < 0)
-			rc = -EIO;
-	}
-	for (uint64_t r = 0; r < rows && rc == 0; r++) {
-		if (s->indptr[r] < 0 || s->indptr[r] > s->indptr[r + 1])
-			rc = -EINVAL;
-		else if ((uint64_t)(s->indptr[r + 1] - s->indptr[r]) >
-			 s->base.info.max_row_nnz)
-			s->base.info.max_row_nnz =
-				(uint64_t)(s->indptr[r + 1] - s->indptr[r]);
-	}
-	if (rc == 0 && (uint64_t)s->indptr[rows] > s->x.rows)
-		rc = -EINVAL;
-	if (space >= 0)
-		H5Sclose(space);
-	if (dset >= 0)
-		H5Dclose(dset);
-	if (rc != 0 && rc != -ENOMEM) /* -ENOMEM: err says why */
-		snprintf(err, errlen,
-			 "%s: %s has no valid indptr (%llu + 1 non-decreasing "
-			 "integer offsets into data)",
-			 s->path, name, (unsigned long long)rows);
-	if (rc != 0)
-		return rc == -ENOMEM ? rc : -EINVAL;
-	s->base.info.nnz = (uint64_t)s->indptr[rows];
-	s->base.indptr = s->indptr;
-	return 0;
-}
-
 static const struct rfs_store_ops store = {
 	.node = node,
 	.array = array,
@@ -521,7 +468,6 @@ static const struct rfs_store_ops store = {
 	.shape = read_shape,
 	.open_dense = open_dense,
 	.open_csr = open_csr,
-	.read_indptr = read_indptr,
 };
 
 static void close_source(struct rfs_source *base)
@@ -530,7 +476,6 @@ static void close_source(struct rfs_source *base)
 	rfs_log_limit_destroy(&s->base.read_failures);
 	close_array(&s->x);
 	close_array(&s->indices);
-	free(s->indptr);
 	if (s->file >= 0)
 		H5Fclose(s->file);
 	rfs_watch_forget(s->base.env.watch, s->watch);
@@ -639,7 +584,7 @@ static int open_source(const char *path, const char *dataset,
 	s->base.anndata = is_anndata(s);
 	if (!dataset && !s->base.anndata) {
 		char found[512];
-		rfs_hdf5_describe_datasets(s->file, found, sizeof(found));
+		describe_datasets(s->file, found, sizeof(found));
 		rc = -EINVAL;
 		snprintf(err, errlen,
 			 "%s: not an AnnData file; name the rows with "

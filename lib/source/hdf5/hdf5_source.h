@@ -85,7 +85,6 @@ struct hdf5_source {
 	struct rfs_chunk_cache *chunks; /* borrowed, may be NULL */
 	struct array x; /* dense rows, or a CSR's data */
 	struct array indices; /* CSR only */
-	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct stat opened; /* fd's file as it was at open */
 	struct rfs_helper *strings; /* env's, may be NULL: hdf5_strings.c */
 	atomic_int changed; /* sticky: the file was written after open */
@@ -97,13 +96,6 @@ struct hdf5_source {
 /* Error printing off for this thread: rankfs reports errors itself
  * (HDF5's error stack is per thread in threadsafe builds). */
 void rfs_hdf5_quiet(void);
-int rfs_hdf5_ends_with(const char *s, const char *suffix);
-/* Reads obj's string attribute (fixed or variable length) into out.
- * @return 0 or -1. */
-int rfs_hdf5_read_string_attr(const struct hdf5_source *s, hid_t obj,
-			      const char *name, char *out, size_t n);
-/* Lists the file's datasets (for error lines), cut to n bytes. */
-void rfs_hdf5_describe_datasets(hid_t file, char *out, size_t n);
 
 /* hdf5_read.c: checks the filters of a's pipeline and picks a's
  * read path. @return 0 or a negative errno with err set. */
@@ -156,13 +148,5 @@ struct h5strings_request {
 int rfs_hdf5_read_column(struct rfs_source *base, const char *path,
 			 const char *what, enum rfs_memlimit_as as,
 			 struct rfs_column *out, char *err, size_t errlen);
-/* Checks n entries of dset, to be read whole at mount (as: values,
- * category names, or values whose strings are made codes), against the
- * memory the daemon may use (rfs_memlimit_claim, adding it to *claimed).
- * @return 0, or -ENOMEM with err naming s's file, the dataset and the
- * limit. */
-int rfs_hdf5_claim(const struct hdf5_source *s, hid_t dset, uint64_t n,
-		   enum rfs_memlimit_as as, uint64_t *claimed, char *err,
-		   size_t errlen);
 
 #endif

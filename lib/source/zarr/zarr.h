@@ -297,7 +297,6 @@ struct zarr_source {
 	struct rfs_zarr_array x; /* dense rows, or a CSR's data */
 	struct rfs_zarr_array indices; /* CSR only */
 	uint64_t x_id, indices_id; /* in chunks */
-	int64_t *indptr; /* CSR only: rows + 1 entries */
 	struct rfs_zarr_id *files; /* every file of the store, by (dev, ino) */
 	size_t nfiles;
 	atomic_int changed; /* sticky: a file of the store changed */

@@ -365,16 +365,15 @@ static const struct {
 	{ "string", "O", RFS_UINT8, RFS_ZARR_STRING },
 };
 
-static int data_type(const char *name, int v3, struct rfs_zarr_meta *m)
+/* The array's dtype (v2) or data_type (v3), name (NULL: none). */
+static int data_type(const char *name, int v3, struct rfs_zarr_meta *m,
+		     const char *what, char *err, size_t errlen)
 {
-	const char *t = name;
-	if (!v3) {
-		if (name[0] != '<' && name[0] != '>' && name[0] != '|')
-			return -1;
-		m->pipe.big_endian = name[0] == '>';
-		t = name + 1;
-	}
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+	/* v2's begins with its byte order. */
+	int order = !v3 && name && name[0] && strchr("<>|", name[0]);
+	const char *t = v3 ? name : order ? name + 1 : NULL;
+	m->pipe.big_endian = order && name[0] == '>';
+	for (size_t i = 0; t && i < sizeof(types) / sizeof(types[0]); i++) {
 		if (strcmp(t, v3 ? types[i].v3 : types[i].v2) != 0)
 			continue;
 		m->dtype = types[i].dt;
@@ -383,7 +382,11 @@ static int data_type(const char *name, int v3, struct rfs_zarr_meta *m)
 						       rfs_dtype_size(m->dtype);
 		return 0;
 	}
-	return -1;
+	snprintf(err, errlen,
+		 "%s: %s '%s' is not supported (ints, uints, floats, bool, %s)",
+		 what, v3 ? "data_type" : "dtype", name ? name : "?",
+		 v3 ? "string" : "vlen-utf8 strings");
+	return -ENOTSUP;
 }
 
 /* fill_value as one little-endian element: numbers, NaN and infinities
@@ -482,16 +485,12 @@ static int parse_v2(json_t *j, const char *what, struct rfs_zarr_meta *m,
 			 order);
 		return -ENOTSUP;
 	}
-	if (!dt || data_type(dt, 0, m) != 0) {
-		snprintf(err, errlen,
-			 "%s: dtype '%s' is not supported (ints, uints, "
-			 "floats, bool, vlen-utf8 strings)",
-			 what, dt ? dt : "?");
-		return -ENOTSUP;
-	}
+	int rc = data_type(dt, 0, m, what, err, errlen);
+	if (rc != 0)
+		return rc;
 	m->sep = sep && strcmp(sep, "/") == 0 ? '/' : '.';
 	if (comp && !json_is_null(comp)) {
-		int rc = v2_compressor(comp, m, what, err, errlen);
+		rc = v2_compressor(comp, m, what, err, errlen);
 		if (rc != 0)
 			return rc;
 	}
@@ -515,10 +514,6 @@ static int parse_v2(json_t *j, const char *what, struct rfs_zarr_meta *m,
 			 "%s: object dtype without the vlen-utf8 filter is "
 			 "not supported",
 			 what);
-		return -ENOTSUP;
-	}
-	if (fill_value(json_object_get(j, "fill_value"), m) != 0) {
-		snprintf(err, errlen, "%s: fill_value is not supported", what);
 		return -ENOTSUP;
 	}
 	return 0;
@@ -694,13 +689,9 @@ static int parse_v3(json_t *j, const char *what, struct rfs_zarr_meta *m,
 	const char *sep = json_string_value(json_object_get(
 		json_object_get(enc, "configuration"), "separator"));
 	int nd;
-	if (!dt || data_type(dt, 1, m) != 0) {
-		snprintf(err, errlen,
-			 "%s: data_type '%s' is not supported (ints, uints, "
-			 "floats, bool, string)",
-			 what, dt ? dt : "?");
-		return -ENOTSUP;
-	}
+	int rc = data_type(dt, 1, m, what, err, errlen);
+	if (rc != 0)
+		return rc;
 	if (!gname || strcmp(gname, "regular") != 0 ||
 	    dims(json_object_get(json_object_get(grid, "configuration"),
 				 "chunk_shape"),
@@ -734,15 +725,8 @@ static int parse_v3(json_t *j, const char *what, struct rfs_zarr_meta *m,
 	}
 	m->inner[0] = m->chunk[0];
 	m->inner[1] = m->chunk[1];
-	int rc = v3_codecs(json_object_get(j, "codecs"), 1, m, &m->pipe, what,
-			   err, errlen);
-	if (rc != 0)
-		return rc;
-	if (fill_value(json_object_get(j, "fill_value"), m) != 0) {
-		snprintf(err, errlen, "%s: fill_value is not supported", what);
-		return -ENOTSUP;
-	}
-	return 0;
+	return v3_codecs(json_object_get(j, "codecs"), 1, m, &m->pipe, what,
+			 err, errlen);
 }
 
 int rfs_zarr_meta_parse(json_t *j, int v3, const char *what,
@@ -771,6 +755,10 @@ int rfs_zarr_meta_parse(json_t *j, int v3, const char *what,
 	}
 	int rc = v3 ? parse_v3(j, what, m, err, errlen) :
 		      parse_v2(j, what, m, err, errlen);
+	if (rc == 0 && fill_value(json_object_get(j, "fill_value"), m) != 0) {
+		snprintf(err, errlen, "%s: fill_value is not supported", what);
+		rc = -ENOTSUP;
+	}
 	if (rc == 0 && (m->chunk[0] == 0 || m->chunk[1] == 0)) {
 		snprintf(err, errlen, "%s: a chunk dimension is 0", what);
 		rc = -EINVAL;

@@ -2,10 +2,10 @@
 /*
  * The zarr backend's open and reads: a directory store (v2 or v3), and
  * the arrays anndata.c finds the rows in (one array, or a CSR's data,
- * indices and indptr) through the store ops. Served arrays are registered in the mount's chunk
+ * indices) through the store ops. Served arrays are registered in the mount's chunk
  * cache with zarr_array.c's loader, so a batch reads and decodes, in the
- * calling thread, only the chunks its rows are in. A CSR's indptr is read
- * whole at open and checked.
+ * calling thread, only the chunks its rows are in. anndata.c reads a
+ * CSR's indptr whole at open, through read_column.
  */
 #include <errno.h>
 #include <fts.h>
@@ -16,9 +16,7 @@
 #include <xxhash.h>
 
 #include "source/io/chunks.h"
-#include "core/convert.h"
 #include "core/log.h"
-#include "os/memlimit.h"
 #include "source/zarr/zarr.h"
 
 /* Decoded chunks of a source opened without a mount's cache. */
@@ -193,72 +191,6 @@ static int read_shape(struct rfs_source *base, const char *group,
 	return rc;
 }
 
-/* indptr whole, as int64: rows + 1 offsets from 0 to nnz, none falling. */
-static int indptr_of(struct zarr_source *s, const char *group, uint64_t rows,
-		     uint64_t nnz, char *err, size_t errlen)
-{
-	struct rfs_zarr_array p;
-	char path[1100];
-	snprintf(path, sizeof(path), "%s/indptr", group + 1);
-	int rc = open_numeric(s, path, 1, &p, err, errlen);
-	void *raw = NULL;
-	if (rc == 0 && (p.m.dtype >= RFS_FLOAT16 || p.m.shape[0] != rows + 1)) {
-		snprintf(err, errlen,
-			 "%s: %s must be %llu + 1 integers (rows + 1)", s->path,
-			 path, (unsigned long long)rows);
-		rc = -EINVAL;
-	}
-	if (rc == 0) /* as stored, and as int64 */
-		rc = rfs_memlimit_claim(s->base.env.claims, s->path, p.name,
-					rows + 1, p.m.elem + sizeof(*s->indptr),
-					&s->base.claimed, err, errlen);
-	if (rc == 0) {
-		raw = malloc((rows + 1) * p.m.elem);
-		s->indptr = malloc((rows + 1) * sizeof(*s->indptr));
-		rc = raw && s->indptr ? rfs_zarr_array_read_all(&p, raw) :
-					-ENOMEM;
-		if (rc != 0)
-			snprintf(err, errlen, "%s: %s cannot be read (%s)",
-				 s->path, path, strerror(-rc));
-	}
-	if (rc == 0) {
-		rfs_convert(RFS_INT64, s->indptr, p.m.dtype, raw, rows + 1);
-		if (p.m.dtype == RFS_UINT64) /* huge values read as negative */
-			for (uint64_t r = 0; r <= rows; r++)
-				if (((uint64_t *)raw)[r] > INT64_MAX)
-					s->indptr[r] = -1;
-	}
-	for (uint64_t r = 0; r < rows && rc == 0; r++) {
-		int64_t a = s->indptr[r], b = s->indptr[r + 1];
-		if (a < 0 || b < a) {
-			snprintf(err, errlen,
-				 "%s: %s is not non-decreasing from 0: entry "
-				 "%llu is %lld, entry %llu is %lld",
-				 s->path, path, (unsigned long long)r,
-				 (long long)a, (unsigned long long)r + 1,
-				 (long long)b);
-			rc = -EINVAL;
-		} else if ((uint64_t)(b - a) > s->base.info.max_row_nnz) {
-			s->base.info.max_row_nnz = (uint64_t)(b - a);
-		}
-	}
-	if (rc == 0 &&
-	    (s->indptr[0] != 0 || (uint64_t)s->indptr[rows] != nnz)) {
-		snprintf(err, errlen,
-			 "%s: %s must start at 0 and end at the %llu stored "
-			 "values (it goes from %lld to %lld)",
-			 s->path, path, (unsigned long long)nnz,
-			 (long long)s->indptr[0], (long long)s->indptr[rows]);
-		rc = -EINVAL;
-	}
-	if (raw) /* the offsets as stored go; the int64 ones stay */
-		rfs_memlimit_release_part(s->base.env.claims, &s->base.claimed,
-					  (rows + 1) * p.m.elem);
-	free(raw);
-	rfs_zarr_array_close(&p);
-	return rc;
-}
-
 /* Once the rows are open: the store's files listed, info's mtime (of the
  * served array's metadata). */
 static int described(struct zarr_source *s, int rc, char *err, size_t errlen)
@@ -295,23 +227,13 @@ static int open_csr(struct rfs_source *base, const char *group, uint64_t n[2],
 	snprintf(path, sizeof(path), "%s/indices", group + 1);
 	if (rc == 0)
 		rc = open_numeric(s, path, 1, &s->indices, err, errlen);
-	n[0] = s->x.m.shape[0];
-	n[1] = s->indices.m.shape[0];
-	s->base.info.index_dtype = s->indices.m.dtype;
-	return rc;
-}
-
-static int read_indptr(struct rfs_source *base, const char *group,
-		       uint64_t rows, char *err, size_t errlen)
-{
-	struct zarr_source *s = (struct zarr_source *)base;
-	int rc = indptr_of(s, group, rows, s->x.m.shape[0], err, errlen);
 	if (rc == 0)
 		rc = serve(s, &s->x, &s->x_id, err, errlen);
 	if (rc == 0)
 		rc = serve(s, &s->indices, &s->indices_id, err, errlen);
-	s->base.info.nnz = s->x.m.shape[0];
-	s->base.indptr = s->indptr;
+	n[0] = s->x.m.shape[0];
+	n[1] = s->indices.m.shape[0];
+	s->base.info.index_dtype = s->indices.m.dtype;
 	return described(s, rc, err, errlen);
 }
 
@@ -322,7 +244,6 @@ static const struct rfs_store_ops store = {
 	.shape = read_shape,
 	.open_dense = open_dense,
 	.open_csr = open_csr,
-	.read_indptr = read_indptr,
 };
 
 static int read_rows(struct rfs_source *base, const uint64_t *rows, size_t m,
@@ -405,7 +326,6 @@ static void close_source(struct rfs_source *base)
 	rfs_zarr_array_close(&s->x);
 	rfs_zarr_array_close(&s->indices);
 	rfs_zarr_store_close(&s->st);
-	free(s->indptr);
 	free(s->files);
 	free(s->dataset);
 	free(s->path);

@@ -229,29 +229,38 @@ static void test_matrix_groups(void **state)
 	}
 }
 
+/* The group X, a csr_matrix of shape rows x 3. */
+static void csr_group(struct writer *w, int rows)
+{
+	group(w, "X", "encoding-type", "csr_matrix");
+	if (w->zarr) {
+		char attrs[128];
+		snprintf(attrs, sizeof(attrs),
+			 "{\"encoding-type\": \"csr_matrix\", "
+			 "\"shape\": [%d, 3]}",
+			 rows);
+		text(w, "X/.zattrs", attrs);
+		return;
+	}
+	hid_t g = H5Gopen2(w->file, "X", H5P_DEFAULT);
+	hsize_t two = 2;
+	int64_t shape[2] = { rows, 3 };
+	hid_t sp = H5Screate_simple(1, &two, NULL);
+	hid_t a = H5Acreate2(g, "shape", H5T_STD_I64LE, sp, H5P_DEFAULT,
+			     H5P_DEFAULT);
+	H5Awrite(a, H5T_NATIVE_INT64, shape);
+	H5Aclose(a);
+	H5Sclose(sp);
+	H5Gclose(g);
+}
+
 static void test_csr_indices(void **state)
 {
 	(void)state;
 	for (int z = 0; z < 2; z++) {
 		struct writer w;
 		begin(&w, z, "csr");
-		group(&w, "X", "encoding-type", "csr_matrix");
-		if (z)
-			text(&w, "X/.zattrs",
-			     "{\"encoding-type\": \"csr_matrix\", "
-			     "\"shape\": [2, 3]}");
-		else {
-			hid_t g = H5Gopen2(w.file, "X", H5P_DEFAULT);
-			hsize_t two = 2;
-			int64_t shape[2] = { 2, 3 };
-			hid_t sp = H5Screate_simple(1, &two, NULL);
-			hid_t a = H5Acreate2(g, "shape", H5T_STD_I64LE, sp,
-					     H5P_DEFAULT, H5P_DEFAULT);
-			H5Awrite(a, H5T_NATIVE_INT64, shape);
-			H5Aclose(a);
-			H5Sclose(sp);
-			H5Gclose(g);
-		}
+		csr_group(&w, 2);
 		float data[3] = { 1, 2, 3 };
 		float idx[3] = { 0, 1, 2 }; /* floats: refused */
 		array(&w, "X/data", "<f4", H5T_IEEE_F32LE, data, 4, 3, 0);
@@ -259,6 +268,58 @@ static void test_csr_indices(void **state)
 		end(&w);
 		open_as(&w, NULL, -EINVAL,
 			"/X/indices must be integers, one per value");
+	}
+}
+
+/* A CSR of 2 rows over 3 stored values, its indptr ptr (of 3 entries,
+ * int64 or, with real, float64), opened: rc and, unless NULL, the error's
+ * tail. */
+static struct rfs_source *csr_with(int z, const void *ptr, int real, int want,
+				   const char *tail)
+{
+	struct writer w;
+	static int k;
+	char name[32];
+	snprintf(name, sizeof(name), "ptr%d", k++);
+	begin(&w, z, name);
+	csr_group(&w, 2);
+	float data[3] = { 1, 2, 3 };
+	int32_t idx[3] = { 0, 1, 2 };
+	array(&w, "X/data", "<f4", H5T_IEEE_F32LE, data, 4, 3, 0);
+	array(&w, "X/indices", "<i4", H5T_STD_I32LE, idx, 4, 3, 0);
+	array(&w, "X/indptr", real ? "<f8" : "<i8",
+	      real ? H5T_IEEE_F64LE : H5T_STD_I64LE, ptr, 8, 3, 0);
+	end(&w);
+	return open_as(&w, NULL, want, tail);
+}
+
+/* indptr is checked as scipy's csr check_format does, alike for both
+ * formats: from 0, none falling, the last at most the values stored. */
+static void test_csr_indptr(void **state)
+{
+	(void)state;
+	for (int z = 0; z < 2; z++) {
+		/* Ending before the stored values is allowed: row 1 empty,
+		 * the third value unused. */
+		const int64_t short_end[3] = { 0, 2, 2 };
+		struct rfs_source *s = csr_with(z, short_end, 0, 0, NULL);
+		assert_int_equal(rfs_source_info(s)->nnz, 2);
+		assert_int_equal(rfs_source_info(s)->max_row_nnz, 2);
+		rfs_source_destroy(s);
+		const int64_t from1[3] = { 1, 2, 3 }, falls[3] = { 0, 2, 1 },
+			      past[3] = { 0, 2, 4 };
+		csr_with(z, from1, 0, -EINVAL,
+			 "/X/indptr must be non-decreasing offsets from 0 to "
+			 "at most the 3 stored values: entry 0 is 1, after 0");
+		csr_with(z, falls, 0, -EINVAL,
+			 "/X/indptr must be non-decreasing offsets from 0 to "
+			 "at most the 3 stored values: entry 2 is 1, after 2");
+		csr_with(z, past, 0, -EINVAL,
+			 "/X/indptr must be non-decreasing offsets from 0 to "
+			 "at most the 3 stored values: entry 2 is 4, after 2");
+		const double real[3] = { 0, 1, 3 };
+		csr_with(z, real, 1, -EINVAL,
+			 "/X/indptr must be 2 + 1 integer offsets (rows + 1)");
 	}
 }
 
@@ -520,6 +581,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_matrix_groups),
 		cmocka_unit_test(test_csr_indices),
+		cmocka_unit_test(test_csr_indptr),
 		cmocka_unit_test(test_obs_and_var),
 		cmocka_unit_test(test_var_index),
 		cmocka_unit_test(test_categorical),

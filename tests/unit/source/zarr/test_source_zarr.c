@@ -769,10 +769,17 @@ static void test_claims_add_up_and_are_released(void **state)
 	rfs_column_free(&w[3]);
 	rfs_source_destroy(s);
 	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
-	/* An open that fails once its indptr is read gives it back. */
-	claims_csr("ends.zarr", "<i4", 5);
+	/* An open that fails once its indptr is read gives it back: every
+	 * offset its fill value, 1, past the 0 stored values. */
+	claims_csr("ends.zarr", "<i4", 0);
+	text("ends.zarr", "X/indptr/.zarray",
+	     "{\"zarr_format\": 2, \"shape\": [1048577], \"chunks\": "
+	     "[65536], \"dtype\": \"<i4\", \"compressor\": null, "
+	     "\"fill_value\": 1, \"filters\": null, \"order\": \"C\"}");
 	assert_int_equal(open_store("ends.zarr", NULL, &s, err), -EINVAL);
-	assert_non_null(strstr(err, "must start at 0 and end at the 5"));
+	assert_non_null(strstr(err, "X/indptr must be non-decreasing offsets "
+				    "from 0 to at most the 0 stored values: "
+				    "entry 0 is 1"));
 	assert_int_equal(rfs_memlimit_claimed(env.claims), 0);
 	struct rfs_memlimit none = { .bytes = UINT64_MAX };
 	use_limit(&none);
