@@ -354,10 +354,11 @@ int main(int argc, char *argv[])
 		rfs_log_say("%s", strerror(-rc));
 		goto out_pages;
 	}
-	/* A user's mount cannot raise readahead: said in the log, not on
-	 * the terminal of a mount that worked. */
+	/* In the background stderr is /dev/null: lines go to syslog, as
+	 * from other daemons. And a user's mount cannot raise readahead:
+	 * said in the log, not on the terminal of a mount that worked. */
 	if (!cli.fuse.foreground && !cli.config.log_file)
-		rfs_log_silence_stderr();
+		rfs_log_to_syslog();
 	raise_readahead(cli.mountpoint);
 	/* The parent is released once the mount answers, INIT done. */
 	rc = rfs_daemon_ready_when_answered(cli.mountpoint, under.st_dev);

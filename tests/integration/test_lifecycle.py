@@ -2,8 +2,10 @@
 """The daemon's life: background start, signals, death, log file."""
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -185,6 +187,74 @@ def test_log_file_keeps_serve_errors(tmp_path):
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)])
     assert wait_gone(mnt)
+
+
+# Run by test_background_lines_go_to_syslog in a private mount namespace:
+# a tmpfs on /dev holding null, fuse and a datagram socket at /dev/log,
+# the syslog socket glibc's syslog() writes to. Mounts RANKFS in the
+# background without log_file, truncates the source, reads a batch, and
+# prints each datagram that came, one a line (repr), after the read's
+# errno.
+SYSLOG_SCRIPT = r'''
+import os, socket, stat, subprocess, sys, time
+rankfs, src, mnt = sys.argv[1:4]
+devs = {n: os.stat("/dev/" + n).st_rdev for n in ("null", "fuse")}
+subprocess.run(["mount", "-t", "tmpfs", "dev", "/dev"], check=True)
+for name, rdev in devs.items():
+    os.mknod("/dev/" + name, 0o666 | stat.S_IFCHR, rdev)
+log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+log.bind("/dev/log")
+log.settimeout(10)
+r = subprocess.run([rankfs, "-o", "dataset=/x,batch_size=10", src, mnt],
+                   capture_output=True, text=True)
+assert r.returncode == 0, r.stderr
+os.truncate(src, 4096)
+try:
+    open(mnt + "/epoch/0/rank/0/batch/000000.npy", "rb").read()
+    print("read")
+except OSError as e:
+    print(e.errno)
+try:
+    while True:
+        line = log.recv(4096).decode()
+        print(repr(line))
+        if "not served" in line:
+            break
+except socket.timeout:
+    pass
+subprocess.run(["fusermount3", "-u", mnt])
+end = time.monotonic() + 10
+while mnt in open("/proc/self/mounts").read() and time.monotonic() < end:
+    time.sleep(0.05)
+'''
+
+
+def test_background_lines_go_to_syslog(tmp_path):
+    """In the background without log_file, the daemon's lines went
+    nowhere (stderr is /dev/null): a failed read's reason was lost. They
+    go to syslog, as the daemon rankfs[PID] of facility LOG_DAEMON, each
+    escaped as in the log (a source named with a newline writes \\n)."""
+    src = tmp_path / "s\nt.h5"
+    write_h5(str(src), {"x": np.ones((1000, 64), dtype=np.float32)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+                        sys.executable, "-c", SYSLOG_SCRIPT, RANKFS,
+                        str(src), str(mnt)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    errno_line, *lines = r.stdout.splitlines()
+    assert errno_line == "5", r.stdout  # EIO
+    lines = [eval(line) for line in lines]
+    escaped = str(src).replace("\n", "\\n")
+    said = [m for m in lines if f"source {escaped} " in m]
+    assert any("changed in place" in m for m in said), lines
+    assert any("not served" in m for m in said), lines
+    for m in said:
+        pri = int(m[1:m.index(">")])
+        assert pri >> 3 == 3, m  # LOG_DAEMON
+        assert re.search(r"> ?\w{3} [ \d]\d [\d:]{8} rankfs\[\d+\]: ", m), m
+    assert not is_mounted(mnt)
 
 
 def test_relative_log_file_is_shown_absolute(tmp_path):
