@@ -16,6 +16,7 @@
 static FILE *log_stream;
 static int syslogged;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread char first_line[512]; /* since rfs_log_thread_forget() */
 
 int rfs_log_set_fd(int fd)
 {
@@ -34,6 +35,22 @@ void rfs_log_to_syslog(void)
 {
 	openlog("rankfs", LOG_PID, LOG_DAEMON);
 	syslogged = 1;
+}
+
+static void remember(const char *line)
+{
+	if (!first_line[0])
+		snprintf(first_line, sizeof(first_line), "%s", line);
+}
+
+const char *rfs_log_thread_first(void)
+{
+	return first_line;
+}
+
+void rfs_log_thread_forget(void)
+{
+	first_line[0] = '\0';
 }
 
 /* s with its control characters escaped (\n, \t, \xHH): a name holding
@@ -62,6 +79,8 @@ static void log_line(FILE *out, int stamped, const char *fmt, va_list ap)
 	struct tm tm;
 	if (vasprintf(&line, fmt, ap) < 0)
 		return;
+	if (stamped)
+		remember(line);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	if (stamped)
@@ -128,6 +147,7 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	char *line;
 	if (vasprintf(&line, fmt, ap) < 0)
 		return;
+	remember(line); /* logged or dropped */
 	if (!cause)
 		cause = line;
 	uint64_t h = XXH3_64bits(cause, strlen(cause));

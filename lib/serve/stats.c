@@ -50,6 +50,10 @@ struct rank_counters {
 	/* The span of the last open's epoch, and the last span before it
 	 * with two opens or more: protected by ring_lock. */
 	struct epoch_span span, shown;
+	/* The last failed generation's JSON, not closed, and when: protected
+	 * by ring_lock. */
+	char *error;
+	uint64_t error_s;
 };
 
 struct rfs_stats {
@@ -84,8 +88,10 @@ void rfs_stats_destroy(struct rfs_stats *s)
 {
 	if (!s)
 		return;
-	for (uint64_t r = 0; r < s->ranks; r++)
+	for (uint64_t r = 0; r < s->ranks; r++) {
 		pthread_mutex_destroy(&s->per_rank[r].ring_lock);
+		free(s->per_rank[r].error);
+	}
 	free(s);
 }
 
@@ -148,6 +154,26 @@ void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
 {
 	ADD(s->per_rank[rank].found[found], 1);
 	ADD(s->per_rank[rank].wait_ns, wait_ns);
+}
+
+void rfs_stats_failed(struct rfs_stats *s, uint64_t rank, const char *path,
+		      const char *why)
+{
+	struct rank_counters *c = &s->per_rank[rank];
+	struct rfs_buf j = { 0 };
+	char *json;
+	size_t len;
+	rfs_buf_printf(&j, "\"last_error\": {\"path\": ");
+	rfs_buf_json_string(&j, path);
+	rfs_buf_printf(&j, ", \"error\": ");
+	rfs_buf_json_string(&j, why);
+	if (rfs_buf_finish(&j, &json, &len) != 0)
+		return; /* out of memory: the one before stays */
+	pthread_mutex_lock(&c->ring_lock);
+	free(c->error);
+	c->error = json;
+	c->error_s = rfs_stats_now_ns() / NS_PER_S;
+	pthread_mutex_unlock(&c->ring_lock);
 }
 
 void rfs_stats_generated(struct rfs_stats *s, uint64_t ns)
@@ -217,6 +243,13 @@ static void render_rank(struct rank_counters *c, uint64_t r, uint64_t t,
 							    0));
 	else
 		rfs_buf_printf(b, "\"last_opened\": null, ");
+	if (c->error)
+		rfs_buf_printf(b, "%s, \"seconds_ago\": %llu}, ", c->error,
+			       (unsigned long long)(t > c->error_s ?
+							    t - c->error_s :
+							    0));
+	else
+		rfs_buf_printf(b, "\"last_error\": null, ");
 	pthread_mutex_unlock(&c->ring_lock);
 	rfs_buf_printf(b,
 		       "\"first_reads\": {\"ready\": %llu, \"waited\": %llu, "

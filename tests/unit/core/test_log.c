@@ -75,6 +75,37 @@ static void test_line_format(void **state)
 	free(text);
 }
 
+/* What a thread logged first since it forgot, for saying why a task
+ * failed: its own lines only, a limited line's too when dropped. */
+static void *log_elsewhere(void *arg)
+{
+	(void)arg;
+	rfs_log("another thread's line");
+	return NULL;
+}
+
+static void test_thread_first_line(void **state)
+{
+	(void)state;
+	struct rfs_log_limit l;
+	pthread_t t;
+	rfs_log_limit_init(&l);
+	rfs_log_limited(&l, "rows refused");
+	rfs_log_thread_forget();
+	assert_string_equal(rfs_log_thread_first(), "");
+	assert_int_equal(pthread_create(&t, NULL, log_elsewhere, NULL), 0);
+	pthread_join(t, NULL);
+	assert_string_equal(rfs_log_thread_first(), "");
+	rfs_log_limited(&l, "rows refused"); /* dropped: a repeat */
+	rfs_log("a later line");
+	assert_string_equal(rfs_log_thread_first(), "rows refused");
+	rfs_log_thread_forget();
+	rfs_log("source %s", "a\nb");
+	assert_string_equal(rfs_log_thread_first(), "source a\nb");
+	rfs_log_limit_destroy(&l);
+	free(new_lines());
+}
+
 /* A name holding control characters (a source's) cannot forge a line:
  * escaped as \\n, \\t, \\xHH, the line still one. */
 static void test_control_characters_escaped(void **state)
@@ -270,6 +301,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_line_format),
 		cmocka_unit_test(test_control_characters_escaped),
+		cmocka_unit_test(test_thread_first_line),
 		cmocka_unit_test(test_limit_logs_each_cause_once_a_minute),
 		cmocka_unit_test(test_limited_by_cause),
 		cmocka_unit_test(test_limits_are_separate),
