@@ -164,6 +164,41 @@ def test_sigkill_leaves_no_dead_mount(source, tmp_path):
             subprocess.run(["fusermount3", "-u", str(mnt)])
 
 
+def test_sigkill_of_group_and_session_leaves_no_dead_mount(source, tmp_path):
+    """A kill -9 of every process in the background daemon's process
+    group and session (a job controller's kill -- -PGID) spares the
+    unmounter: auto_unmount leaves fusermount3 watching the daemon from
+    a session of its own, and it unmounts. A kill that takes fusermount3
+    too (the daemon's whole cgroup) leaves nothing to unmount: a dead
+    mount until fusermount3 -u (reliability.md)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for trial in range(3):
+        r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10",
+                            source, str(mnt)], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        try:
+            np.load(mnt / "epoch/0/rank/0/batch/000001.npy")
+            (pid,) = daemon_pids(mnt)
+            ps = subprocess.run(["ps", "-eo", "pid=,pgid=,sid="],
+                                capture_output=True, text=True).stdout
+            ids = {int(p): (g, s) for p, g, s in map(str.split,
+                                                      ps.splitlines())}
+            group = [p for p, (g, s) in ids.items()
+                     if g == ids[pid][0] or s == ids[pid][1]]
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                (watcher,) = map(int, f.read().split())
+            assert watcher not in group
+            for p in group:
+                os.kill(p, signal.SIGKILL)
+            assert wait_gone(mnt), f"trial {trial}: a dead mount"
+            assert os.listdir(mnt) == []
+        finally:
+            if is_mounted(mnt):
+                subprocess.run(["fusermount3", "-u", str(mnt)])
+
+
 def test_log_file_keeps_serve_errors(tmp_path):
     src = tmp_path / "doomed.h5"
     write_h5(str(src), {"x": np.ones((1000, 64), dtype=np.float32)})
