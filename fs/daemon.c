@@ -20,10 +20,9 @@ static int ready_fd = -1;
 
 static struct {
 	pthread_t thread;
-	int started;
 	char *path;
 	dev_t under_dev;
-} prober;
+} prober; /* path set while the thread runs or awaits its join */
 
 void rfs_daemon_keep_std_fds(void)
 {
@@ -122,16 +121,13 @@ int rfs_daemon_ready_when_answered(const char *mountpoint, dev_t under_dev)
 		prober.path = NULL;
 		return rc;
 	}
-	prober.started = 1;
 	return 0;
 }
 
 int rfs_daemon_end(void)
 {
-	if (prober.started) {
+	if (prober.path)
 		pthread_join(prober.thread, NULL);
-		prober.started = 0;
-	}
 	free(prober.path);
 	prober.path = NULL;
 	return ready_fd < 0;
