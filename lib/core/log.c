@@ -16,7 +16,7 @@
 static FILE *log_stream;
 static int syslogged;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread char first_line[512]; /* since rfs_log_thread_forget() */
+static __thread char last_line[512]; /* since rfs_log_thread_forget() */
 
 int rfs_log_set_fd(int fd)
 {
@@ -39,18 +39,17 @@ void rfs_log_to_syslog(void)
 
 static void remember(const char *line)
 {
-	if (!first_line[0])
-		snprintf(first_line, sizeof(first_line), "%s", line);
+	snprintf(last_line, sizeof(last_line), "%s", line);
 }
 
-const char *rfs_log_thread_first(void)
+const char *rfs_log_thread_last(void)
 {
-	return first_line;
+	return last_line;
 }
 
 void rfs_log_thread_forget(void)
 {
-	first_line[0] = '\0';
+	last_line[0] = '\0';
 }
 
 /* s with its control characters escaped (\n, \t, \xHH): a name holding
@@ -147,7 +146,6 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	char *line;
 	if (vasprintf(&line, fmt, ap) < 0)
 		return;
-	remember(line); /* logged or dropped */
 	if (!cause)
 		cause = line;
 	uint64_t h = XXH3_64bits(cause, strlen(cause));
@@ -165,6 +163,7 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	if (seen(l, h) || l->ncauses == RFS_LOG_CAUSES) {
 		l->dropped++;
 		pthread_mutex_unlock(&l->lock);
+		remember(line); /* dropped, still this thread's reason */
 		free(line);
 		return;
 	}
@@ -177,6 +176,7 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
 	rfs_log("%s%s", line, suffix);
+	remember(line); /* without the count */
 	free(l->last);
 	l->last = line;
 	pthread_mutex_unlock(&l->lock);

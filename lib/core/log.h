@@ -16,11 +16,11 @@ int rfs_log_set_fd(int fd);
  * set: stderr is /dev/null once daemonised. Call before threads start. */
 void rfs_log_to_syslog(void);
 
-/* The first line this thread logged (rfs_log, or rfs_log_limited's,
+/* The last line this thread logged (rfs_log, or rfs_log_limited's,
  * logged or dropped) since it called rfs_log_thread_forget(), up to 511
- * bytes, "" if none: what a failed task logged, to say why it failed.
- * Valid for the thread's life. */
-const char *rfs_log_thread_first(void);
+ * bytes, "" if none: what a failed task logged last, to say why it
+ * failed. Valid for the thread's life. */
+const char *rfs_log_thread_last(void);
 void rfs_log_thread_forget(void);
 
 /* Thread-safe; prefixes a timestamp and "rankfs: ". */

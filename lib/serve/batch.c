@@ -370,13 +370,13 @@ static int npy_file(struct rfs_batch *b, const struct rfs_cache_key *key,
 }
 
 /* Says in stats.json why key's file failed: its path under the mount (as
- * inode.c names it) and the first line its generation logged, else the
+ * inode.c names it) and the last line its generation logged, else the
  * error's name. */
 static void failed(struct rfs_batch *b, const struct rfs_cache_key *key, int rc)
 {
 	char path[160];
 	const char *dir = rfs_kind_name(key->kind),
-		   *why = rfs_log_thread_first();
+		   *why = rfs_log_thread_last();
 	unsigned width = rfs_parse_decimal_digits(
 		rfs_plan_layout(b->planner)->batches_per_rank - 1);
 	snprintf(path, sizeof(path), "epoch/%llu/rank/%llu/%s/%0*llu.np%c",
