@@ -3,7 +3,9 @@
 import json
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -162,6 +164,67 @@ def test_sigkill_leaves_no_dead_mount(source, tmp_path):
     finally:
         if is_mounted(mnt):
             subprocess.run(["fusermount3", "-u", str(mnt)])
+
+
+def fds_of(pid):
+    """{descriptor: what it names} of process pid."""
+    return {int(f): os.readlink(f"/proc/{pid}/fd/{f}")
+            for f in os.listdir(f"/proc/{pid}/fd")}
+
+
+def test_killed_process_releases_highest_descriptor_first():
+    """What test_fuse_device_released_before_the_unmounters_socket
+    relies on: the kernel releases a killed process's files highest
+    descriptor first (their last puts queue task work, run last in,
+    first out). Seen here by which of two sockets' peers epoll finds
+    closed first."""
+    for _ in range(5):
+        low, low_peer = socket.socketpair()
+        high, high_peer = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(low.fileno(), 100)
+            os.dup2(high.fileno(), 101)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            os._exit(0)
+        for s in (low, high):
+            s.close()
+        os.waitpid(pid, os.WUNTRACED)
+        with select.epoll() as ep:
+            for s in (low_peer, high_peer):
+                ep.register(s.fileno(), select.EPOLLRDHUP)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            order = [fd for fd, _ in ep.poll(5)]
+        assert order == [high_peer.fileno(), low_peer.fileno()]
+        low_peer.close()
+        high_peer.close()
+
+
+def test_fuse_device_released_before_the_unmounters_socket(mounts, source):
+    """auto_unmount's fusermount3 unmounts a killed daemon's mount once
+    the daemon's end of their socket closes, and only if opening the
+    mount then fails with ENOTCONN: the connection aborted, as the
+    release of the daemon's /dev/fuse aborts it. libfuse 3.14 left that
+    socket just above /dev/fuse, so it was released first: fusermount3
+    could open the mount in between, have its request ended by the abort
+    (ECONNABORTED) and leave a dead mount (issue 43's kills of the
+    daemon's group and session; test_sigkill_leaves_no_dead_mount under
+    load). The daemon's last /dev/fuse descriptor is above that socket."""
+    m = mounts(source, "dataset=/x,batch_size=10")
+    daemon = fds_of(m.proc.pid)
+    with open(f"/proc/{m.proc.pid}/task/{m.proc.pid}/children") as f:
+        (watcher,) = map(int, f.read().split())
+    theirs = {t for t in fds_of(watcher).values() if t.startswith("socket:")}
+    peers = {}
+    for line in subprocess.run(["ss", "-xan"], capture_output=True,
+                               text=True, check=True).stdout.splitlines():
+        cols = line.split()
+        if len(cols) >= 8 and cols[5].isdigit() and cols[7].isdigit():
+            peers[f"socket:[{cols[5]}]"] = f"socket:[{cols[7]}]"
+    (ours,) = [fd for fd, t in daemon.items() if peers.get(t) in theirs]
+    device = max(fd for fd, t in daemon.items() if t == "/dev/fuse")
+    assert device > ours, daemon
 
 
 def test_sigkill_of_group_and_session_leaves_no_dead_mount(source, tmp_path):
