@@ -20,22 +20,18 @@ static int ready_fd = -1;
 
 static struct {
 	pthread_t thread;
-	int started;
 	char *path;
 	dev_t under_dev;
-} prober;
+} prober; /* path set while the thread runs or awaits its join */
 
 void rfs_daemon_keep_std_fds(void)
 {
-	for (int fd = 0; fd <= 2; fd++) {
-		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
-			continue;
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0 && null != fd) {
-			dup2(null, fd);
-			close(null);
-		}
-	}
+	/* open() takes the lowest free descriptor: a closed one of 0-2. */
+	int fd;
+	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
+		;
+	if (fd > 2)
+		close(fd);
 }
 
 int rfs_daemon_start(void)
@@ -84,13 +80,10 @@ static void ready(void)
 		/* "/" always exists; nothing useful to do otherwise. */
 	}
 	int null = open("/dev/null", O_RDWR);
-	if (null >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		if (null > 2)
-			close(null);
-	}
+	for (int fd = 0; fd <= 2 && null >= 0; fd++)
+		dup2(null, fd);
+	if (null > 2)
+		close(null);
 	char ok = 1;
 	if (write(ready_fd, &ok, 1) != 1) {
 		/* The parent is gone; keep serving. */
@@ -128,16 +121,13 @@ int rfs_daemon_ready_when_answered(const char *mountpoint, dev_t under_dev)
 		prober.path = NULL;
 		return rc;
 	}
-	prober.started = 1;
 	return 0;
 }
 
 int rfs_daemon_end(void)
 {
-	if (prober.started) {
+	if (prober.path)
 		pthread_join(prober.thread, NULL);
-		prober.started = 0;
-	}
 	free(prober.path);
 	prober.path = NULL;
 	return ready_fd < 0;

@@ -197,6 +197,25 @@ static int open_log_file(const char *path, const struct rfs_view *view)
 	return rc == 0 ? 0 : -1;
 }
 
+/* auto_unmount's fusermount3 unmounts once our end of its socket closes,
+ * but only if opening the mount then fails with ENOTCONN: the connection
+ * aborted, as the release of /dev/fuse aborts it. A killed process's
+ * files are released highest descriptor first, and libfuse 3.14 leaves
+ * the socket just above /dev/fuse: fusermount3 could open the mount in
+ * between, have its request ended by the abort (ECONNABORTED) and leave
+ * a dead mount. A copy of the device above every descriptor is released
+ * first (test_lifecycle.py). @return it, or -1: the order as it was. */
+static int device_above_all(struct fuse_session *se)
+{
+	int top = 0;
+	DIR *d = opendir("/proc/self/fd");
+	for (struct dirent *e; d && (e = readdir(d));)
+		top = atoi(e->d_name) > top ? atoi(e->d_name) : top;
+	if (d)
+		closedir(d);
+	return fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, top + 1);
+}
+
 /* File buffers come from lib/core/bigbuf.c (mapped, pooled, unmapped), as do
  * the batch-sized temporaries of casts. What malloc still serves are a
  * fill's other temporaries (row lists, a CSR batch's arrays), freed within
@@ -284,7 +303,7 @@ int main(int argc, char *argv[])
 	struct pages pages = { 0 };
 	struct fuse_session *se = NULL;
 	char err[1024];
-	int status = 1, looped = 0;
+	int status = 1, looped = 0, device;
 
 	rfs_daemon_keep_std_fds();
 	bound_allocator();
@@ -344,6 +363,7 @@ int main(int argc, char *argv[])
 		say_mount_failed(cli.mountpoint);
 		goto out_signals;
 	}
+	device = device_above_all(se);
 	pages.se = se;
 	if ((rc = rfs_page_drop_create(se, &pages.drop)) != 0) {
 		rfs_log_say("cannot start a thread: %s", strerror(-rc));
@@ -354,10 +374,11 @@ int main(int argc, char *argv[])
 		rfs_log_say("%s", strerror(-rc));
 		goto out_pages;
 	}
-	/* A user's mount cannot raise readahead: said in the log, not on
-	 * the terminal of a mount that worked. */
+	/* In the background stderr is /dev/null: lines go to syslog, as
+	 * from other daemons. And a user's mount cannot raise readahead:
+	 * said in the log, not on the terminal of a mount that worked. */
 	if (!cli.fuse.foreground && !cli.config.log_file)
-		rfs_log_silence_stderr();
+		rfs_log_to_syslog();
 	raise_readahead(cli.mountpoint);
 	/* The parent is released once the mount answers, INIT done. */
 	rc = rfs_daemon_ready_when_answered(cli.mountpoint, under.st_dev);
@@ -385,6 +406,8 @@ out_pages:
 	rfs_page_drop_destroy(pages.drop);
 	rfs_page_store_destroy(fs.page_store);
 out_unmount:
+	if (device >= 0)
+		close(device);
 	fuse_session_unmount(se);
 	/* A session that ended before it answered (INIT failed, or a stop
 	 * signal came first) leaves the parent waiting for our exit. */

@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-static FILE *log_stream; /* NULL: stderr; written once before threads */
-static int silenced;
+/* NULL: stderr, or syslog once set; both written once before threads */
+static FILE *log_stream;
+static int syslogged;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread char last_line[512]; /* since rfs_log_thread_forget() */
 
 int rfs_log_set_fd(int fd)
 {
@@ -28,43 +31,68 @@ int rfs_log_set_fd(int fd)
 	return 0;
 }
 
-void rfs_log_silence_stderr(void)
+void rfs_log_to_syslog(void)
 {
-	silenced = 1;
+	openlog("rankfs", LOG_PID, LOG_DAEMON);
+	syslogged = 1;
 }
 
-/* Writes s to out with its control characters escaped (\n, \t, \xHH):
- * a name holding a newline (a source's, say) cannot forge a line. */
-static void put_escaped(FILE *out, const char *s)
+static void remember(const char *line)
 {
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+	snprintf(last_line, sizeof(last_line), "%s", line);
+}
+
+const char *rfs_log_thread_last(void)
+{
+	return last_line;
+}
+
+void rfs_log_thread_forget(void)
+{
+	last_line[0] = '\0';
+}
+
+/* s with its control characters escaped (\n, \t, \xHH): a name holding
+ * a newline (a source's, say) cannot forge a line. NULL: out of memory. */
+static char *escaped(const char *s)
+{
+	char *out = malloc(4 * strlen(s) + 1), *p = out;
+	for (const unsigned char *c = (const unsigned char *)s; out && *c; c++)
 		if (*c >= 0x20 && *c != 0x7f)
-			fputc(*c, out);
+			*p++ = (char)*c;
 		else if (*c == '\n' || *c == '\t')
-			fprintf(out, "\\%c", *c == '\n' ? 'n' : 't');
+			p += sprintf(p, "\\%c", *c == '\n' ? 'n' : 't');
 		else
-			fprintf(out, "\\x%02x", *c);
+			p += sprintf(p, "\\x%02x", *c);
+	if (out)
+		*p = '\0';
+	return out;
 }
 
-/* One line to out, stamped (the log) or not (an error on stderr). */
+/* One line to out, stamped (the log) or not (an error on stderr); NULL:
+ * to syslog, which stamps the line and names us. */
 static void log_line(FILE *out, int stamped, const char *fmt, va_list ap)
 {
-	char *line, stamp[32] = "";
-	if (!out || vasprintf(&line, fmt, ap) < 0)
-		return;
+	char *line, *esc, stamp[32] = "";
 	struct timespec ts;
 	struct tm tm;
+	if (vasprintf(&line, fmt, ap) < 0)
+		return;
+	if (stamped)
+		remember(line);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	if (stamped)
 		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ ", &tm);
-
-	pthread_mutex_lock(&log_lock);
-	fprintf(out, "%srankfs: ", stamp);
-	put_escaped(out, line);
-	fputc('\n', out);
-	fflush(out);
-	pthread_mutex_unlock(&log_lock);
+	if ((esc = escaped(line)) && !out) {
+		syslog(LOG_WARNING, "%s", esc);
+	} else if (esc) {
+		pthread_mutex_lock(&log_lock);
+		fprintf(out, "%srankfs: %s\n", stamp, esc);
+		fflush(out);
+		pthread_mutex_unlock(&log_lock);
+	}
+	free(esc);
 	free(line);
 }
 
@@ -80,7 +108,7 @@ void rfs_log(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_line(log_stream ? log_stream : (silenced ? NULL : stderr), 1, fmt,
+	log_line(log_stream ? log_stream : (syslogged ? NULL : stderr), 1, fmt,
 		 ap);
 	va_end(ap);
 }
@@ -135,6 +163,7 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 	if (seen(l, h) || l->ncauses == RFS_LOG_CAUSES) {
 		l->dropped++;
 		pthread_mutex_unlock(&l->lock);
+		remember(line); /* dropped, still this thread's reason */
 		free(line);
 		return;
 	}
@@ -147,6 +176,7 @@ static void limited(struct rfs_log_limit *l, const char *cause, const char *fmt,
 		snprintf(suffix, sizeof(suffix),
 			 " (and %llu more like these, not logged)", dropped);
 	rfs_log("%s%s", line, suffix);
+	remember(line); /* without the count */
 	free(l->last);
 	l->last = line;
 	pthread_mutex_unlock(&l->lock);

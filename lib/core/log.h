@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Logging: one line per event, to stderr until a log file is set. */
+/* Logging: one line per event, to stderr until a log file or syslog is
+ * set. */
 #ifndef RFS_LOG_H
 #define RFS_LOG_H
 
@@ -11,8 +12,16 @@
  * @return 0 or -errno. Call before threads start. */
 int rfs_log_set_fd(int fd);
 
-/* Drops lines (stderr is /dev/null once daemonised) unless a file is set. */
-void rfs_log_silence_stderr(void);
+/* Sends lines to syslog (as rankfs[PID], LOG_DAEMON) unless a file is
+ * set: stderr is /dev/null once daemonised. Call before threads start. */
+void rfs_log_to_syslog(void);
+
+/* The last line this thread logged (rfs_log, or rfs_log_limited's,
+ * logged or dropped) since it called rfs_log_thread_forget(), up to 511
+ * bytes, "" if none: what a failed task logged last, to say why it
+ * failed. Valid for the thread's life. */
+const char *rfs_log_thread_last(void);
+void rfs_log_thread_forget(void);
 
 /* Thread-safe; prefixes a timestamp and "rankfs: ". */
 void rfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -17,6 +17,8 @@
 
 #include "core/bigbuf.h"
 #include "core/convert.h"
+#include "core/log.h"
+#include "core/parse.h"
 #include "serve/kind.h"
 #include "serve/npy.h"
 #include "serve/npz.h"
@@ -367,12 +369,31 @@ static int npy_file(struct rfs_batch *b, const struct rfs_cache_key *key,
 	return 0;
 }
 
+/* Says in stats.json why key's file failed: its path under the mount (as
+ * inode.c names it) and the last line its generation logged, else the
+ * error's name. */
+static void failed(struct rfs_batch *b, const struct rfs_cache_key *key, int rc)
+{
+	char path[160];
+	const char *dir = rfs_kind_name(key->kind),
+		   *why = rfs_log_thread_last();
+	unsigned width = rfs_parse_decimal_digits(
+		rfs_plan_layout(b->planner)->batches_per_rank - 1);
+	snprintf(path, sizeof(path), "epoch/%llu/rank/%llu/%s/%0*llu.np%c",
+		 (unsigned long long)key->epoch, (unsigned long long)key->rank,
+		 dir ? dir : "batch", width < 6 ? 6 : (int)width,
+		 (unsigned long long)key->batch,
+		 key->kind == RFS_KIND_NPZ ? 'z' : 'y');
+	rfs_stats_failed(b->stats, key->rank, path, *why ? why : strerror(-rc));
+}
+
 int rfs_batch_fill(void *ctx, const struct rfs_cache_key *key,
 		   struct rfs_cache_fill *f)
 {
 	struct rfs_batch *b = ctx;
 	uint64_t t0 = rfs_stats_now_ns();
 	uint64_t n = rfs_batch_rows(b, key->batch);
+	rfs_log_thread_forget();
 	int64_t *rows = malloc(n * sizeof(*rows));
 	int rc = rows ? rfs_plan_batch(b->planner, key->epoch, key->rank,
 				       key->batch, rows) :
@@ -383,6 +404,8 @@ int rfs_batch_fill(void *ctx, const struct rfs_cache_key *key,
 	free(rows);
 	if (rc == 0 && rfs_kind_is_batch(key->kind) && b->stats)
 		rfs_stats_generated(b->stats, rfs_stats_now_ns() - t0);
+	if (rc != 0 && b->stats)
+		failed(b, key, rc);
 	return rc;
 }
 

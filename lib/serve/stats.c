@@ -50,6 +50,10 @@ struct rank_counters {
 	/* The span of the last open's epoch, and the last span before it
 	 * with two opens or more: protected by ring_lock. */
 	struct epoch_span span, shown;
+	/* The last failed generation's JSON, not closed, and when: protected
+	 * by ring_lock. */
+	char *error;
+	uint64_t error_s;
 };
 
 struct rfs_stats {
@@ -84,8 +88,10 @@ void rfs_stats_destroy(struct rfs_stats *s)
 {
 	if (!s)
 		return;
-	for (uint64_t r = 0; r < s->ranks; r++)
+	for (uint64_t r = 0; r < s->ranks; r++) {
 		pthread_mutex_destroy(&s->per_rank[r].ring_lock);
+		free(s->per_rank[r].error);
+	}
 	free(s);
 }
 
@@ -150,38 +156,31 @@ void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
 	ADD(s->per_rank[rank].wait_ns, wait_ns);
 }
 
+void rfs_stats_failed(struct rfs_stats *s, uint64_t rank, const char *path,
+		      const char *why)
+{
+	struct rank_counters *c = &s->per_rank[rank];
+	struct rfs_buf j = { 0 };
+	char *json;
+	size_t len;
+	rfs_buf_printf(&j, "\"last_error\": {\"path\": ");
+	rfs_buf_json_string(&j, path);
+	rfs_buf_printf(&j, ", \"error\": ");
+	rfs_buf_json_string(&j, why);
+	if (rfs_buf_finish(&j, &json, &len) != 0)
+		return; /* out of memory: the one before stays */
+	pthread_mutex_lock(&c->ring_lock);
+	free(c->error);
+	c->error = json;
+	c->error_s = rfs_stats_now_ns() / NS_PER_S;
+	pthread_mutex_unlock(&c->ring_lock);
+}
+
 void rfs_stats_generated(struct rfs_stats *s, uint64_t ns)
 {
 	double us = (double)ns / 1e3;
 	int b = us <= 1 ? 0 : (int)ceil(4 * log2(us));
 	ADD(s->generated[b < BUCKETS ? b : BUCKETS - 1], 1);
-}
-
-struct last_open {
-	uint64_t batches, epoch, batch, seconds_ago;
-	struct epoch_span span; /* opens 0: no rate yet */
-};
-
-/* Rows opened in the last RATE_SECONDS whole seconds, per second, and the
- * last open (an open after t, while rendering, is 0 seconds ago). */
-static double rows_per_s(struct rank_counters *c, uint64_t t,
-			 struct last_open *last)
-{
-	uint64_t rows = 0;
-	pthread_mutex_lock(&c->ring_lock);
-	for (int i = 0; i < RING; i++)
-		if (c->ring_second[i] < t &&
-		    c->ring_second[i] + RATE_SECONDS >= t)
-			rows += c->ring_rows[i];
-	*last = (struct last_open){ .batches = GET(c->batches),
-				    .epoch = c->last_epoch,
-				    .batch = c->last_batch,
-				    .seconds_ago = t > c->last_open_s ?
-							   t - c->last_open_s :
-							   0 };
-	last->span = has_rate(&c->span) ? c->span : c->shown;
-	pthread_mutex_unlock(&c->ring_lock);
-	return (double)rows / RATE_SECONDS;
 }
 
 /* Upper bound in ms of the bucket holding quantile q, or -1 if empty. */
@@ -196,64 +195,82 @@ static double quantile_ms(struct rfs_stats *s, double q, uint64_t total)
 	return -1;
 }
 
+/* Rank r's member of "ranks", read under its lock: one snapshot (an open
+ * after t, while rendering, is 0 seconds ago). served: its batches and
+ * bytes. */
+static void render_rank(struct rank_counters *c, uint64_t r, uint64_t t,
+			struct rfs_buf *b, uint64_t served[2])
+{
+	uint64_t rows = 0, ready = GET(c->found[RFS_CACHE_READY]);
+	uint64_t waited = GET(c->found[RFS_CACHE_WAITED]);
+	uint64_t made = GET(c->found[RFS_CACHE_FILLED]);
+	uint64_t reads = ready + waited + made;
+	pthread_mutex_lock(&c->ring_lock);
+	for (int i = 0; i < RING; i++)
+		if (c->ring_second[i] < t &&
+		    c->ring_second[i] + RATE_SECONDS >= t)
+			rows += c->ring_rows[i];
+	served[0] = GET(c->batches);
+	served[1] = GET(c->bytes);
+	rfs_buf_printf(b,
+		       "%s\n    {\"rank\": %llu, \"batches_served\": %llu, "
+		       "\"bytes_served\": %llu, \"rows_per_s\": %.1f, ",
+		       r ? "," : "", (unsigned long long)r,
+		       (unsigned long long)served[0],
+		       (unsigned long long)served[1],
+		       (double)rows / RATE_SECONDS);
+	const struct epoch_span *sp = has_rate(&c->span) ? &c->span : &c->shown;
+	double secs = (double)(sp->last_ns - sp->first_ns) / NS_PER_S;
+	if (sp->opens)
+		rfs_buf_printf(b,
+			       "\"epoch_rows_per_s\": %.1f, \"epoch_rate\": "
+			       "{\"epoch\": %llu, \"batches\": %llu, "
+			       "\"seconds\": %.3f}, ",
+			       (double)sp->rows_after_first / secs,
+			       (unsigned long long)sp->epoch,
+			       (unsigned long long)sp->opens, secs);
+	else
+		rfs_buf_printf(b, "\"epoch_rows_per_s\": null, "
+				  "\"epoch_rate\": null, ");
+	if (served[0])
+		rfs_buf_printf(b,
+			       "\"last_opened\": {\"epoch\": %llu, \"batch\": "
+			       "%llu, \"seconds_ago\": %llu}, ",
+			       (unsigned long long)c->last_epoch,
+			       (unsigned long long)c->last_batch,
+			       (unsigned long long)(t > c->last_open_s ?
+							    t - c->last_open_s :
+							    0));
+	else
+		rfs_buf_printf(b, "\"last_opened\": null, ");
+	if (c->error)
+		rfs_buf_printf(b, "%s, \"seconds_ago\": %llu}, ", c->error,
+			       (unsigned long long)(t > c->error_s ?
+							    t - c->error_s :
+							    0));
+	else
+		rfs_buf_printf(b, "\"last_error\": null, ");
+	pthread_mutex_unlock(&c->ring_lock);
+	rfs_buf_printf(b,
+		       "\"first_reads\": {\"ready\": %llu, \"waited\": %llu, "
+		       "\"generated\": %llu}, \"ready_rate\": %.3f, "
+		       "\"wait_s\": %.3f}",
+		       (unsigned long long)ready, (unsigned long long)waited,
+		       (unsigned long long)made,
+		       reads ? (double)ready / (double)reads : 0.0,
+		       (double)GET(c->wait_ns) / 1e9);
+}
+
 void rfs_stats_render_json(struct rfs_stats *s, struct rfs_buf *b)
 {
 	uint64_t batches = 0, bytes = 0, t = rfs_stats_now_ns() / NS_PER_S,
 		 total = 0;
 	struct rfs_buf ranks = { 0 };
 	for (uint64_t r = 0; r < s->ranks; r++) {
-		struct rank_counters *c = &s->per_rank[r];
-		struct last_open last;
-		double rate = rows_per_s(c, t, &last);
-		uint64_t nb = last.batches, by = GET(c->bytes);
-		uint64_t ready = GET(c->found[RFS_CACHE_READY]);
-		uint64_t waited = GET(c->found[RFS_CACHE_WAITED]);
-		uint64_t made = GET(c->found[RFS_CACHE_FILLED]);
-		uint64_t reads = ready + waited + made;
-		batches += nb;
-		bytes += by;
-		rfs_buf_printf(&ranks,
-			       "%s\n    {\"rank\": %llu, \"batches_served\": "
-			       "%llu, \"bytes_served\": %llu, \"rows_per_s\": "
-			       "%.1f, ",
-			       r ? "," : "", (unsigned long long)r,
-			       (unsigned long long)nb, (unsigned long long)by,
-			       rate);
-		const struct epoch_span *sp = &last.span;
-		if (sp->opens) {
-			double secs =
-				(double)(sp->last_ns - sp->first_ns) / NS_PER_S;
-			rfs_buf_printf(
-				&ranks,
-				"\"epoch_rows_per_s\": %.1f, \"epoch_rate\": "
-				"{\"epoch\": %llu, \"batches\": %llu, "
-				"\"seconds\": %.3f}, ",
-				(double)sp->rows_after_first / secs,
-				(unsigned long long)sp->epoch,
-				(unsigned long long)sp->opens, secs);
-		} else {
-			rfs_buf_printf(&ranks, "\"epoch_rows_per_s\": null, "
-					       "\"epoch_rate\": null, ");
-		}
-		if (nb)
-			rfs_buf_printf(
-				&ranks,
-				"\"last_opened\": {\"epoch\": %llu, "
-				"\"batch\": %llu, \"seconds_ago\": %llu}, ",
-				(unsigned long long)last.epoch,
-				(unsigned long long)last.batch,
-				(unsigned long long)last.seconds_ago);
-		else
-			rfs_buf_printf(&ranks, "\"last_opened\": null, ");
-		rfs_buf_printf(
-			&ranks,
-			"\"first_reads\": {\"ready\": %llu, \"waited\": "
-			"%llu, \"generated\": %llu}, \"ready_rate\": %.3f, "
-			"\"wait_s\": %.3f}",
-			(unsigned long long)ready, (unsigned long long)waited,
-			(unsigned long long)made,
-			reads ? (double)ready / (double)reads : 0.0,
-			(double)GET(c->wait_ns) / 1e9);
+		uint64_t served[2];
+		render_rank(&s->per_rank[r], r, t, &ranks, served);
+		batches += served[0];
+		bytes += served[1];
 	}
 	for (int k = 0; k < BUCKETS; k++)
 		total += GET(s->generated[k]);

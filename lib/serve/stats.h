@@ -34,6 +34,11 @@ void rfs_stats_first_read(struct rfs_stats *s, uint64_t rank,
  * counters (and prefetch's reader idle times) are measured on. */
 uint64_t rfs_stats_now_ns(void);
 
+/* Generating a file of rank failed: path, as under the mount, and why
+ * (copied): stats.json shows the last, the reason for a reader's EIO. */
+void rfs_stats_failed(struct rfs_stats *s, uint64_t rank, const char *path,
+		      const char *why);
+
 /* A batch was generated in ns nanoseconds (plan, read, encode). */
 void rfs_stats_generated(struct rfs_stats *s, uint64_t ns);
 

@@ -148,7 +148,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	rfs_log_silence_stderr();
+	rfs_log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
 	/* scripts/fuzz names a scratch directory it removes. */
 	const char *scratch = getenv("RANKFS_FUZZ_DIR");
 	snprintf(root, sizeof(root), "%s/rfs-fuzz-chunk-%d",

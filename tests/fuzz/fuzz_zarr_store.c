@@ -45,7 +45,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	rfs_log_silence_stderr();
+	rfs_log_set_fd(open("/dev/null", O_WRONLY | O_CLOEXEC));
 	/* Watches would only add inotify ids per run; reads check by stat. */
 	setenv("RANKFS_FAULT_NO_WATCH", "1", 1);
 	/* As a daemon with 1 GiB to use: scripts/fuzz's -malloc_limit_mb,

@@ -2,8 +2,12 @@
 """The daemon's life: background start, signals, death, log file."""
 import json
 import os
+import re
+import select
 import signal
+import socket
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -162,6 +166,102 @@ def test_sigkill_leaves_no_dead_mount(source, tmp_path):
             subprocess.run(["fusermount3", "-u", str(mnt)])
 
 
+def fds_of(pid):
+    """{descriptor: what it names} of process pid."""
+    return {int(f): os.readlink(f"/proc/{pid}/fd/{f}")
+            for f in os.listdir(f"/proc/{pid}/fd")}
+
+
+def test_killed_process_releases_highest_descriptor_first():
+    """What test_fuse_device_released_before_the_unmounters_socket
+    relies on: the kernel releases a killed process's files highest
+    descriptor first (their last puts queue task work, run last in,
+    first out). Seen here by which of two sockets' peers epoll finds
+    closed first."""
+    for _ in range(5):
+        low, low_peer = socket.socketpair()
+        high, high_peer = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(low.fileno(), 100)
+            os.dup2(high.fileno(), 101)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            os._exit(0)
+        for s in (low, high):
+            s.close()
+        os.waitpid(pid, os.WUNTRACED)
+        with select.epoll() as ep:
+            for s in (low_peer, high_peer):
+                ep.register(s.fileno(), select.EPOLLRDHUP)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            order = [fd for fd, _ in ep.poll(5)]
+        assert order == [high_peer.fileno(), low_peer.fileno()]
+        low_peer.close()
+        high_peer.close()
+
+
+def test_fuse_device_released_before_the_unmounters_socket(mounts, source):
+    """auto_unmount's fusermount3 unmounts a killed daemon's mount once
+    the daemon's end of their socket closes, and only if opening the
+    mount then fails with ENOTCONN: the connection aborted, as the
+    release of the daemon's /dev/fuse aborts it. libfuse 3.14 left that
+    socket just above /dev/fuse, so it was released first: fusermount3
+    could open the mount in between, have its request ended by the abort
+    (ECONNABORTED) and leave a dead mount (issue 43's kills of the
+    daemon's group and session; test_sigkill_leaves_no_dead_mount under
+    load). The daemon's last /dev/fuse descriptor is above that socket."""
+    m = mounts(source, "dataset=/x,batch_size=10")
+    daemon = fds_of(m.proc.pid)
+    with open(f"/proc/{m.proc.pid}/task/{m.proc.pid}/children") as f:
+        (watcher,) = map(int, f.read().split())
+    theirs = {t for t in fds_of(watcher).values() if t.startswith("socket:")}
+    peers = {}
+    for line in subprocess.run(["ss", "-xan"], capture_output=True,
+                               text=True, check=True).stdout.splitlines():
+        cols = line.split()
+        if len(cols) >= 8 and cols[5].isdigit() and cols[7].isdigit():
+            peers[f"socket:[{cols[5]}]"] = f"socket:[{cols[7]}]"
+    (ours,) = [fd for fd, t in daemon.items() if peers.get(t) in theirs]
+    device = max(fd for fd, t in daemon.items() if t == "/dev/fuse")
+    assert device > ours, daemon
+
+
+def test_sigkill_of_group_and_session_leaves_no_dead_mount(source, tmp_path):
+    """A kill -9 of every process in the background daemon's process
+    group and session (a job controller's kill -- -PGID) spares the
+    unmounter: auto_unmount leaves fusermount3 watching the daemon from
+    a session of its own, and it unmounts. A kill that takes fusermount3
+    too (the daemon's whole cgroup) leaves nothing to unmount: a dead
+    mount until fusermount3 -u (reliability.md)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for trial in range(3):
+        r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10",
+                            source, str(mnt)], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        try:
+            np.load(mnt / "epoch/0/rank/0/batch/000001.npy")
+            (pid,) = daemon_pids(mnt)
+            ps = subprocess.run(["ps", "-eo", "pid=,pgid=,sid="],
+                                capture_output=True, text=True).stdout
+            ids = {int(p): (g, s) for p, g, s in map(str.split,
+                                                      ps.splitlines())}
+            group = [p for p, (g, s) in ids.items()
+                     if g == ids[pid][0] or s == ids[pid][1]]
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                (watcher,) = map(int, f.read().split())
+            assert watcher not in group
+            for p in group:
+                os.kill(p, signal.SIGKILL)
+            assert wait_gone(mnt), f"trial {trial}: a dead mount"
+            assert os.listdir(mnt) == []
+        finally:
+            if is_mounted(mnt):
+                subprocess.run(["fusermount3", "-u", str(mnt)])
+
+
 def test_log_file_keeps_serve_errors(tmp_path):
     src = tmp_path / "doomed.h5"
     write_h5(str(src), {"x": np.ones((1000, 64), dtype=np.float32)})
@@ -185,6 +285,75 @@ def test_log_file_keeps_serve_errors(tmp_path):
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)])
     assert wait_gone(mnt)
+
+
+# Run by test_background_lines_go_to_syslog in a private mount namespace:
+# a tmpfs on /dev holding null, fuse and a datagram socket at /dev/log,
+# the syslog socket glibc's syslog() writes to. Mounts RANKFS in the
+# background without log_file, truncates the source, reads a batch, and
+# prints each datagram that came (repr), one a line, after the read's
+# errno, until the change's line and a failed read's came, in either
+# order (prefetch threads may meet the change first).
+SYSLOG_SCRIPT = r'''
+import os, socket, stat, subprocess, sys, time
+rankfs, src, mnt = sys.argv[1:4]
+devs = {n: os.stat("/dev/" + n).st_rdev for n in ("null", "fuse")}
+subprocess.run(["mount", "-t", "tmpfs", "dev", "/dev"], check=True)
+for name, rdev in devs.items():
+    os.mknod("/dev/" + name, 0o666 | stat.S_IFCHR, rdev)
+log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+log.bind("/dev/log")
+log.settimeout(10)
+r = subprocess.run([rankfs, "-o", "dataset=/x,batch_size=10", src, mnt],
+                   capture_output=True, text=True)
+assert r.returncode == 0, r.stderr
+os.truncate(src, 4096)
+try:
+    open(mnt + "/epoch/0/rank/0/batch/000000.npy", "rb").read()
+    print("read")
+except OSError as e:
+    print(e.errno)
+seen = set()
+try:
+    while seen != {"changed in place", "not served"}:
+        line = log.recv(4096).decode()
+        print(repr(line))
+        seen |= {w for w in ("changed in place", "not served") if w in line}
+except socket.timeout:
+    pass
+subprocess.run(["fusermount3", "-u", mnt])
+end = time.monotonic() + 10
+while mnt in open("/proc/self/mounts").read() and time.monotonic() < end:
+    time.sleep(0.05)
+'''
+
+
+def test_background_lines_go_to_syslog(tmp_path):
+    """In the background without log_file, the daemon's lines went
+    nowhere (stderr is /dev/null): a failed read's reason was lost. They
+    go to syslog, as the daemon rankfs[PID] of facility LOG_DAEMON, each
+    escaped as in the log (a source named with a newline writes \\n)."""
+    src = tmp_path / "s\nt.h5"
+    write_h5(str(src), {"x": np.ones((1000, 64), dtype=np.float32)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private",
+                        sys.executable, "-c", SYSLOG_SCRIPT, RANKFS,
+                        str(src), str(mnt)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    errno_line, *lines = r.stdout.splitlines()
+    assert errno_line == "5", r.stdout  # EIO
+    lines = [eval(line) for line in lines]
+    escaped = str(src).replace("\n", "\\n")
+    said = [m for m in lines if f"source {escaped} " in m]
+    assert any("changed in place" in m for m in said), lines
+    assert any("not served" in m for m in said), lines
+    for m in said:
+        pri = int(m[1:m.index(">")])
+        assert pri >> 3 == 3, m  # LOG_DAEMON
+        assert re.search(r"> ?\w{3} [ \d]\d [\d:]{8} rankfs\[\d+\]: ", m), m
+    assert not is_mounted(mnt)
 
 
 def test_relative_log_file_is_shown_absolute(tmp_path):

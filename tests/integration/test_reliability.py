@@ -4,6 +4,7 @@ changes under the mount, closed standard fds, and the memory bound under
 load."""
 import errno
 import io
+import json
 import mmap
 import multiprocessing as mp
 import os
@@ -185,6 +186,39 @@ def test_source_changed_in_place_fails_new_batches(mounts, tmp_path, how):
            "mmap-written, mtime restored": "(ctime "}[how]
     assert f"source {path} changed in place {saw}" in log, log
     assert log.count("not served: the file changed since mount") == 1, log
+
+
+def test_stats_json_says_why_a_batch_failed(tmp_path):
+    """Mounted in the background without log_file, as users mount: a
+    batch failed with a bare EIO, and its reason went to a log that was
+    nowhere. stats.json's entry for the rank says which file failed and
+    why, naming the source; the other rank's says nothing."""
+    src = tmp_path / "s.h5"
+    write_h5(str(src), {"x": np.ones((1000, 64), dtype=np.float32)})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run([RANKFS, "-o", "dataset=/x,batch_size=10,"
+                        "world_size=2,prefetch=0", str(src), str(mnt)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    try:
+        rewrite_in_place(str(src), "rewritten")
+        with pytest.raises(OSError) as e:
+            read_all(mnt / "epoch/1/rank/0/batch/000003.npy")
+        assert e.value.errno == errno.EIO
+        ranks = json.loads((mnt / "stats.json").read_text())["ranks"]
+        error = ranks[0]["last_error"]
+        assert error["path"] == "epoch/1/rank/0/batch/000003.npy", error
+        assert f"source {src} " in error["error"], error
+        assert "changed" in error["error"], error
+        assert error["seconds_ago"] <= 5, error
+        assert ranks[1]["last_error"] is None
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)])
+    end = time.monotonic() + 10
+    while is_mounted(mnt) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not is_mounted(mnt)
 
 
 @pytest.mark.parametrize("how", ["truncated", "rewritten",

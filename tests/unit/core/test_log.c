@@ -75,6 +75,42 @@ static void test_line_format(void **state)
 	free(text);
 }
 
+/* What a thread logged last since it forgot, for saying why a task
+ * failed: its own lines only, a limited line's too when dropped, and
+ * without the count a limited line is logged with. */
+static void *log_elsewhere(void *arg)
+{
+	(void)arg;
+	rfs_log("another thread's line");
+	return NULL;
+}
+
+static void test_thread_last_line(void **state)
+{
+	(void)state;
+	struct rfs_log_limit l;
+	pthread_t t;
+	rfs_log_limit_init(&l);
+	rfs_log_limited(&l, "rows refused");
+	rfs_log_thread_forget();
+	assert_string_equal(rfs_log_thread_last(), "");
+	assert_int_equal(pthread_create(&t, NULL, log_elsewhere, NULL), 0);
+	pthread_join(t, NULL);
+	assert_string_equal(rfs_log_thread_last(), "");
+	rfs_log("source %s", "a\nb");
+	assert_string_equal(rfs_log_thread_last(), "source a\nb");
+	rfs_log_limited(&l, "rows refused"); /* dropped: a repeat */
+	assert_string_equal(rfs_log_thread_last(), "rows refused");
+	rfs_log_thread_forget();
+	l.minute_start -= 61; /* logged, with the count of the one dropped */
+	rfs_log_limited(&l, "rows refused");
+	assert_string_equal(rfs_log_thread_last(), "rows refused");
+	char *text = new_lines();
+	assert_non_null(strstr(text, "rows refused (and 1 more like these"));
+	free(text);
+	rfs_log_limit_destroy(&l);
+}
+
 /* A name holding control characters (a source's) cannot forge a line:
  * escaped as \\n, \\t, \\xHH, the line still one. */
 static void test_control_characters_escaped(void **state)
@@ -270,6 +306,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_line_format),
 		cmocka_unit_test(test_control_characters_escaped),
+		cmocka_unit_test(test_thread_last_line),
 		cmocka_unit_test(test_limit_logs_each_cause_once_a_minute),
 		cmocka_unit_test(test_limited_by_cause),
 		cmocka_unit_test(test_limits_are_separate),

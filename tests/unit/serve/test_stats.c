@@ -114,6 +114,29 @@ static void test_last_open_is_one_snapshot(void **state)
 	rfs_stats_destroy(o.stats);
 }
 
+/* A failed generation: the rank's last one is shown, its why escaped as
+ * JSON; other ranks show null. */
+static void test_last_error(void **state)
+{
+	(void)state;
+	struct rfs_stats *s;
+	assert_int_equal(rfs_stats_create(2, &s), 0);
+	rfs_stats_failed(s, 1, "epoch/0/rank/1/batch/000003.npy", "earlier");
+	rfs_stats_failed(s, 1, "epoch/0/rank/1/batch/000004.npy",
+			 "source \"a\nb.h5\" changed");
+	char *j = render(s);
+	assert_non_null(strstr(j, "\"rank\": 0, "));
+	assert_non_null(strstr(j, "\"last_error\": null, "));
+	assert_non_null(
+		strstr(j, "\"last_error\": {\"path\": "
+			  "\"epoch/0/rank/1/batch/000004.npy\", \"error\": "
+			  "\"source \\\"a\\u000ab.h5\\\" changed\", "
+			  "\"seconds_ago\": 0}, "));
+	assert_null(strstr(j, "earlier"));
+	free(j);
+	rfs_stats_destroy(s);
+}
+
 static void test_generation_quantiles(void **state)
 {
 	(void)state;
@@ -211,6 +234,7 @@ int main(void)
 		cmocka_unit_test(test_generation_quantiles),
 		cmocka_unit_test(test_last_open_is_one_snapshot),
 		cmocka_unit_test(test_epoch_rate),
+		cmocka_unit_test(test_last_error),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
