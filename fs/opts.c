@@ -111,10 +111,13 @@ static int take_option(struct parse_state *st, const char *arg)
 	const char *eq = strchr(arg, '=');
 	int rc = rfs_mountopt_take(&st->cli->config, "rankfs", arg, list, next,
 				   key, &msg);
-	if (rc < 0)
-		fputs(msg.data && !msg.failed ? msg.data :
-						"rankfs: out of memory\n",
-		      stderr);
+	/* One line, "rankfs: ...\n", said again with the option's control
+	 * characters escaped: the option is the user's. */
+	if (rc < 0 && msg.data && !msg.failed) {
+		msg.data[strlen(msg.data) - 1] = '\0';
+		rfs_log_say("%s", msg.data + strlen("rankfs: "));
+	} else if (rc < 0)
+		rfs_log_say("out of memory");
 	rfs_buf_free(&msg);
 	if (rc == 1) { /* libfuse's: keep */
 		st->has_fsname |= strcmp(key, "fsname") == 0;

@@ -351,6 +351,18 @@ def test_unknown_dash_options(files, tmp_path, args, words):
         assert w in lines[0]
 
 
+@pytest.mark.parametrize("option", ["bo\ngus=1", "strategy=shu\nffle\x01",
+                                    "batch_size=1\n2"])
+def test_option_errors_escape_control_characters(files, tmp_path, option):
+    """An option holding a newline once printed it raw: a forged second
+    line in the mount's error (issue 43, item 7)."""
+    r = run_rankfs(["-o", option, files["good"], tmp_path])
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("rankfs: "), \
+        r.stderr
+    assert "\\n" in r.stderr, r.stderr
+
+
 def test_dash_o_without_a_value(files, tmp_path):
     """-o last on the line (an option list left off) is rankfs's own
     line, as rankfs-cat's: it was libfuse's "fuse: missing argument after
